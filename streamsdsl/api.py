@@ -1,0 +1,474 @@
+"""The fluent DSL: one immutable class per legal stage, mirroring Kafka Streams in snake_case.
+
+Only :class:`StreamsBuilder` holds mutable bookkeeping (the append-only node list and the name
+counter, exactly Kafka Streams' ``InternalStreamsBuilder``); every stage is frozen and every
+method returns a new stage for a new node, so reusing a stage never changes another branch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Iterable
+
+import attrs
+
+from streamsdsl import ir
+from streamsdsl._validation import is_spark_column, require_callable, validate_topic
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.options import (
+    Consumed,
+    Grouped,
+    Materialized,
+    Named,
+    Produced,
+    check_option,
+    resolve_name,
+)
+from streamsdsl.topology import Topology
+from streamsdsl.windows import EmitStrategy, SessionWindows
+
+__all__ = [
+    "KGroupedStream",
+    "KStream",
+    "KTable",
+    "SessionWindowedKStream",
+    "StreamsBuilder",
+]
+
+NameArg = str | Named | None
+
+
+def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
+    require_callable(value, arg, shape, column_ok=column_ok)
+    if is_spark_column(value):
+        return ir.ColumnFn(value)
+    return ir.UserFn(value, shape)
+
+
+class StreamsBuilder:
+    """Entry point of the DSL: create source streams, then :meth:`build` a :class:`Topology`.
+
+    Examples
+    --------
+    >>> builder = StreamsBuilder()
+    >>> builder.stream("words").filter(lambda k, v: v != "").to("out")
+    >>> print(builder.build().describe())
+    Topologies:
+       Sub-topology: 0
+        Source: KSTREAM-SOURCE-0000000000 (topics: [words])
+          --> KSTREAM-FILTER-0000000001
+        Processor: KSTREAM-FILTER-0000000001 (stores: [])
+          --> KSTREAM-SINK-0000000002
+          <-- KSTREAM-SOURCE-0000000000
+        Sink: KSTREAM-SINK-0000000002 (topic: out)
+          <-- KSTREAM-FILTER-0000000001
+    <BLANKLINE>
+    """
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, ir.Node] = {}
+        self._index = 0
+        self._topics: dict[str, str] = {}
+
+    # -- bookkeeping (internal) ------------------------------------------------------------
+    def _next_index(self) -> int:
+        index = self._index
+        self._index += 1
+        return index
+
+    def _new_name(self, prefix: str) -> str:
+        return f"{prefix}{self._next_index():010d}"
+
+    def _processor_name(self, user_name: str | None, prefix: str) -> str:
+        # Kafka Streams burns an index even for a user-given name (topology compatibility).
+        generated = self._new_name(prefix)
+        return user_name if user_name is not None else generated
+
+    def _burn_index_for_materialized_count(self, materialized: Materialized | None, prefix: str) -> None:
+        """count(materialized=...) without a store name burns one index, as Kafka Streams does."""
+        if materialized is not None and materialized.store_name is None:
+            self._new_name(f"{prefix}STATE-STORE-")
+
+    def _store_name(self, materialized: Materialized | None, prefix: str) -> str:
+        if materialized is not None and materialized.store_name is not None:
+            return materialized.store_name
+        return self._new_name(f"{prefix}STATE-STORE-")
+
+    def _add(self, node: ir.Node) -> ir.Node:
+        if node.name in self._nodes:
+            raise TopologyError(
+                f"Processor name {node.name!r} is already used in this topology; "
+                "names given with name= or Named.as_() must be unique."
+            )
+        self._nodes[node.name] = node
+        return node
+
+    # -- public ------------------------------------------------------------------------------
+    def stream(
+        self, topics: str | Iterable[str], consumed: Consumed | None = None, *, name: NameArg = None
+    ) -> KStream:
+        """A :class:`KStream` reading ``topics`` (one topic or a list), deserialized with ``consumed``."""
+        consumed = check_option(consumed, Consumed, "consumed")
+        topic_list = [topics] if isinstance(topics, str) else list(topics) if topics is not None else []
+        if not topic_list:
+            raise InvalidArgumentError("'topics' must name at least one topic, e.g. builder.stream('orders').")
+        for t in topic_list:
+            validate_topic(t, "topics")
+            if t in self._topics:
+                raise TopologyError(
+                    f"Topic {t!r} is already consumed by {self._topics[t]}; a topic can be a source "
+                    "only once. Reuse the KStream returned by the first stream() call."
+                )
+        node_name = self._processor_name(resolve_name(name, consumed and consumed.name), "KSTREAM-SOURCE-")
+        node = self._add(
+            ir.SourceNode(
+                node_name,
+                (),
+                tuple(topic_list),
+                consumed.key_serde if consumed else None,
+                consumed.value_serde if consumed else None,
+            )
+        )
+        for t in topic_list:
+            self._topics[t] = node.name
+        return KStream(self, node.name)
+
+    def build(self) -> Topology:
+        """Freeze what was built so far into an immutable :class:`Topology`."""
+        return Topology(tuple(self._nodes.values()))
+
+
+@attrs.frozen
+class _Stage:
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    node_name: str
+
+    def _add(self, node: ir.Node) -> None:
+        self._builder._add(node)
+
+
+@attrs.frozen
+class KStream(_Stage):
+    """A record stream (Kafka Streams' ``KStream``). Every method returns a new stage."""
+
+    repartition_required: bool = False
+
+    def _child(self, node: ir.Node, *, key_changed: bool = False) -> KStream:
+        self._add(node)
+        return KStream(self._builder, node.name, self.repartition_required or key_changed)
+
+    def _name(self, name: NameArg, prefix: str) -> str:
+        return self._builder._processor_name(resolve_name(name), prefix)
+
+    def filter(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is true (or a boolean Column)."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        return self._child(ir.FilterNode(self._name(name, "KSTREAM-FILTER-"), (self.node_name,), predicate=fn))
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is false."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node = ir.FilterNode(self._name(name, "KSTREAM-FILTER-"), (self.node_name,), predicate=fn, negate=True)
+        return self._child(node)
+
+    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KStream:
+        """Replace each value with ``mapper(value)`` (or a Column); the key is unchanged."""
+        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+        return self._child(ir.MapValuesNode(self._name(name, "KSTREAM-MAPVALUES-"), (self.node_name,), mapper=fn))
+
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, name: NameArg = None) -> KStream:
+        """Replace each record with ``mapper(key, value) -> (new_key, new_value)``."""
+        fn = _fn(mapper, "mapper", "(key, value) -> (key, value)")
+        node = ir.MapNode(self._name(name, "KSTREAM-MAP-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        return self._child(node, key_changed=True)
+
+    def flat_map(
+        self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *, name: NameArg = None
+    ) -> KStream:
+        """Replace each record with the records of ``mapper(key, value) -> iterable of (key, value)``."""
+        fn = _fn(mapper, "mapper", "(key, value) -> iterable of (key, value)")
+        node = ir.FlatMapNode(self._name(name, "KSTREAM-FLATMAP-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        return self._child(node, key_changed=True)
+
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *, name: NameArg = None) -> KStream:
+        """Replace each record with one record per value of ``mapper(value) -> iterable``."""
+        fn = _fn(mapper, "mapper", "(value) -> iterable of values")
+        node = ir.FlatMapValuesNode(self._name(name, "KSTREAM-FLATMAPVALUES-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        return self._child(node)
+
+    def select_key(self, selector: Callable[[Any, Any], Any] | Any, *, name: NameArg = None) -> KStream:
+        """Set each key to ``selector(key, value)`` (or a Column)."""
+        fn = _fn(selector, "selector", "(key, value) -> key", column_ok=True)
+        node = ir.SelectKeyNode(self._name(name, "KSTREAM-KEY-SELECT-"), (self.node_name,), selector=fn)
+        return self._child(node, key_changed=True)
+
+    def peek(self, action: Callable[[Any, Any], None], *, name: NameArg = None) -> KStream:
+        """Call ``action(key, value)`` for each record and forward the record unchanged.
+
+        The action runs inside Spark's Python workers, possibly more than once per record when
+        Spark retries a task; use it for logging and metrics, not for side effects that must
+        happen exactly once.
+        """
+        fn = _fn(action, "action", "(key, value) -> None")
+        return self._child(ir.PeekNode(self._name(name, "KSTREAM-PEEK-"), (self.node_name,), action=fn))  # type: ignore[arg-type]
+
+    def merge(self, other: KStream, *, name: NameArg = None) -> KStream:
+        """The union of this stream and ``other`` (records of both, no ordering guarantee across them)."""
+        if not isinstance(other, KStream):
+            raise InvalidTypeError(f"'other' must be a KStream (got {type(other).__name__}).")
+        if other._builder is not self._builder:
+            raise TopologyError("'other' belongs to a different StreamsBuilder; merge streams of one builder.")
+        node = ir.MergeNode(self._name(name, "KSTREAM-MERGE-"), (self.node_name, other.node_name))
+        self._add(node)
+        return KStream(self._builder, node.name, self.repartition_required or other.repartition_required)
+
+    def to(self, topic: str, produced: Produced | None = None, *, name: NameArg = None) -> None:
+        """Write the stream to ``topic``, serialized with ``produced`` (JSON by default)."""
+        validate_topic(topic)
+        produced = check_option(produced, Produced, "produced")
+        node_name = self._builder._processor_name(resolve_name(name, produced and produced.name), "KSTREAM-SINK-")
+        self._add(
+            ir.SinkNode(
+                node_name,
+                (self.node_name,),
+                topic=topic,
+                key_serde=produced.key_serde if produced else None,
+                value_serde=produced.value_serde if produced else None,
+            )
+        )
+
+    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by their current key (repartitioned first if a key-changing step came before)."""
+        grouped = check_option(grouped, Grouped, "grouped")
+        return KGroupedStream(self._builder, self.node_name, self.repartition_required, grouped or Grouped())
+
+    def group_by(self, key_selector: Callable[[Any, Any], Any] | Any, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by ``key_selector(key, value)`` (or a Column): a key change plus a repartition."""
+        grouped = check_option(grouped, Grouped, "grouped")
+        fn = _fn(key_selector, "key_selector", "(key, value) -> key", column_ok=True)
+        grouped = grouped or Grouped()
+        node_name = self._builder._processor_name(grouped.name, "KSTREAM-KEY-SELECT-")
+        node = ir.SelectKeyNode(node_name, (self.node_name,), selector=fn)
+        self._add(node)
+        return KGroupedStream(self._builder, node.name, True, grouped)
+
+
+@attrs.frozen
+class _Grouped(_Stage):
+    repartition_required: bool
+    grouped: Grouped
+
+    def _source_for_aggregation(self, store: str) -> str:
+        """The parent of the aggregation: a repartition node first when the key was changed.
+
+        Names follow Kafka Streams (KStreamImpl.createRepartitionedSource): three indices are
+        burned (sink, filter, source); generated names are kept when the topic prefix is itself
+        a generated name, else the nodes are ``<topic>-filter``, ``-sink`` and ``-source``.
+        """
+        if not self.repartition_required:
+            return self.node_name
+        prefix = self.grouped.name or store
+        topic = prefix if prefix.endswith("-repartition") else f"{prefix}-repartition"
+        gen_sink = self._builder._new_name("KSTREAM-SINK-")
+        gen_filter = self._builder._new_name("KSTREAM-FILTER-")
+        gen_source = self._builder._new_name("KSTREAM-SOURCE-")
+        if re.fullmatch(r"KSTREAM.*-[0-9]{10}", prefix):
+            sink, filt, source = gen_sink, gen_filter, gen_source
+        else:
+            sink, filt, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
+        node = ir.RepartitionNode(
+            source,
+            (self.node_name,),
+            topic=topic,
+            filter_name=filt,
+            sink_name=sink,
+            key_serde=self.grouped.key_serde,
+            value_serde=self.grouped.value_serde,
+        )
+        self._add(node)
+        return node.name
+
+
+def _materialized(materialized: Materialized | None) -> Materialized | None:
+    return check_option(materialized, Materialized, "materialized")
+
+
+def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:
+    if is_spark_column(aggregator):
+        if initializer is not None:
+            raise InvalidArgumentError(
+                "'initializer' must be None when 'aggregator' is a pyspark aggregate Column "
+                "(e.g. aggregate(None, F.sum('value'))); the Column defines the whole aggregation."
+            )
+        return ir.AggregateAgg(None, ir.ColumnFn(aggregator))
+    require_callable(initializer, "initializer", "() -> aggregate")
+    return ir.AggregateAgg(
+        ir.UserFn(initializer, "() -> aggregate"),
+        _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate", column_ok=True),
+    )
+
+
+@attrs.frozen
+class KGroupedStream(_Grouped):
+    """A grouped stream: aggregate it, or window it with :meth:`windowed_by`."""
+
+    def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
+        materialized = _materialized(materialized)
+        user_name = resolve_name(name)
+        if isinstance(spec, ir.CountAgg):
+            self._builder._burn_index_for_materialized_count(materialized, prefix)
+        store = self._builder._store_name(materialized, prefix)
+        node_name = self._builder._processor_name(user_name, prefix)
+        parent = self._source_for_aggregation(store)
+        self._add(
+            ir.AggregateNode(
+                node_name,
+                (parent,),
+                agg=spec,
+                store=store,
+                key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
+                value_serde=materialized and materialized.value_serde,
+            )
+        )
+        return KTable(self._builder, node_name)
+
+    def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
+        """Count records per key (null keys and null values are skipped and counted as dropped)."""
+        return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any] | Any, *, name: NameArg = None, materialized: Materialized | None = None
+    ) -> KTable:
+        """Combine values per key with ``reducer(aggregate, value)`` (or a pyspark aggregate Column)."""
+        spec = ir.ReduceAgg(_fn(reducer, "reducer", "(aggregate, value) -> aggregate", column_ok=True))
+        return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any] | None,
+        aggregator: Callable[[Any, Any, Any], Any] | Any,
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
+    ) -> KTable:
+        """Fold values per key: ``aggregator(key, value, aggregate)`` starting from ``initializer()``.
+
+        ``aggregator`` may instead be a pyspark aggregate Column (``F.sum("value")``), with
+        ``initializer=None``; it then compiles to a native Spark aggregation.
+        """
+        return self._aggregate(_agg_spec_unwindowed(initializer, aggregator), "KSTREAM-AGGREGATE-", name, materialized)
+
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream:
+        """Window the grouped stream: ``SessionWindows`` gives a :class:`SessionWindowedKStream`."""
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(
+                self._builder, self.node_name, self.repartition_required, self.grouped, windows,
+                EmitStrategy.on_window_update(),
+            )
+        raise InvalidTypeError(
+            f"'windows' must be SessionWindows (got {type(windows).__name__}: {windows!r}). "
+            "Use SessionWindows.with_gap(gap)."
+        )
+
+
+@attrs.frozen
+class SessionWindowedKStream(_Grouped):
+    """A grouped stream windowed by :class:`SessionWindows` (KIP-94)."""
+
+    windows: SessionWindows
+    emit: EmitStrategy
+
+    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedKStream:
+        """A copy of this stage that forwards results with ``strategy`` (KIP-825)."""
+        if not isinstance(strategy, EmitStrategy):
+            raise InvalidTypeError(
+                f"'strategy' must be an EmitStrategy such as EmitStrategy.on_window_close() "
+                f"(got {type(strategy).__name__}: {strategy!r})."
+            )
+        return attrs.evolve(self, emit=strategy)
+
+    def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
+        materialized = _materialized(materialized)
+        user_name = resolve_name(name)
+        if isinstance(spec, ir.CountAgg):
+            self._builder._burn_index_for_materialized_count(materialized, prefix)
+        store = self._builder._store_name(materialized, prefix)
+        node_name = self._builder._processor_name(user_name, prefix)
+        parent = self._source_for_aggregation(store)
+        self._add(
+            ir.SessionAggregateNode(
+                node_name,
+                (parent,),
+                agg=spec,
+                store=store,
+                windows=self.windows,
+                emit=self.emit,
+                key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
+                value_serde=materialized and materialized.value_serde,
+            )
+        )
+        return KTable(self._builder, node_name, windowed="session")
+
+    def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
+        """Count records per session."""
+        return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], *, name: NameArg = None, materialized: Materialized | None = None
+    ) -> KTable:
+        """Combine values per session with ``reducer(aggregate, value)``."""
+        spec = ir.ReduceAgg(_fn(reducer, "reducer", "(aggregate, value) -> aggregate"))
+        return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any],
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
+    ) -> KTable:
+        """Fold values per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
+        require_callable(initializer, "initializer", "() -> aggregate")
+        spec = ir.AggregateAgg(
+            ir.UserFn(initializer, "() -> aggregate"),
+            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
+            _fn(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate"),  # type: ignore[arg-type]
+        )
+        return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
+
+
+@attrs.frozen
+class KTable(_Stage):
+    """A changelog table (Kafka Streams' ``KTable``): the latest value per key."""
+
+    windowed: str | None = None
+
+    def _child(self, node: ir.Node) -> KTable:
+        self._add(node)
+        return KTable(self._builder, node.name, self.windowed)
+
+    def to_stream(self, *, name: NameArg = None) -> KStream:
+        """The table's changelog as a :class:`KStream` (tombstones included, value ``None``)."""
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-TOSTREAM-")
+        self._add(ir.TableToStreamNode(node_name, (self.node_name,)))
+        return KStream(self._builder, node_name)
+
+    def filter(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KTable:
+        """Keep rows passing ``predicate(key, value)``; a failing row is forwarded as a tombstone."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-FILTER-")
+        return self._child(ir.TableFilterNode(node_name, (self.node_name,), predicate=fn))
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KTable:
+        """Keep rows failing ``predicate(key, value)``; the others become tombstones."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-FILTER-")
+        return self._child(ir.TableFilterNode(node_name, (self.node_name,), predicate=fn, negate=True))
+
+    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KTable:
+        """Map each non-null value with ``mapper(value)``; tombstones stay tombstones."""
+        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
+        return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))

@@ -1,0 +1,143 @@
+"""Option objects of the DSL, named as in Kafka Streams (pure Python)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from streamsdsl._validation import validate_name
+from streamsdsl.errors import InvalidTypeError
+from streamsdsl.serdes import Serde, check_serde
+
+__all__ = ["Consumed", "Grouped", "Materialized", "Named", "Produced"]
+
+
+def _serde_field(arg: str) -> Any:
+    return attrs.field(default=None, converter=lambda v: check_serde(v, arg))
+
+
+def _name_field() -> Any:
+    return attrs.field(default=None, converter=lambda v: None if v is None else validate_name(v))
+
+
+@attrs.frozen
+class Consumed:
+    """How a source topic is read: key and value serdes (JSON when not given).
+
+    Examples
+    --------
+    >>> from streamsdsl import Serdes
+    >>> Consumed.with_serdes(Serdes.String(), Serdes.Long())
+    Consumed(key_serde=Serdes.String(), value_serde=Serdes.Long(), name=None)
+    """
+
+    key_serde: Serde | None = _serde_field("key_serde")
+    value_serde: Serde | None = _serde_field("value_serde")
+    name: str | None = _name_field()
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Consumed:
+        return cls(key_serde, value_serde)
+
+    @classmethod
+    def as_(cls, name: str) -> Consumed:
+        return cls(name=name)
+
+    def with_name(self, name: str) -> Consumed:
+        return attrs.evolve(self, name=name)
+
+
+@attrs.frozen
+class Produced:
+    """How a sink topic is written: key and value serdes (JSON when not given)."""
+
+    key_serde: Serde | None = _serde_field("key_serde")
+    value_serde: Serde | None = _serde_field("value_serde")
+    name: str | None = _name_field()
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Produced:
+        return cls(key_serde, value_serde)
+
+    @classmethod
+    def as_(cls, name: str) -> Produced:
+        return cls(name=name)
+
+    def with_name(self, name: str) -> Produced:
+        return attrs.evolve(self, name=name)
+
+
+@attrs.frozen
+class Grouped:
+    """How a stream is grouped: serdes of the grouped records and an optional name."""
+
+    key_serde: Serde | None = _serde_field("key_serde")
+    value_serde: Serde | None = _serde_field("value_serde")
+    name: str | None = _name_field()
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Grouped:
+        return cls(key_serde, value_serde)
+
+    @classmethod
+    def as_(cls, name: str) -> Grouped:
+        return cls(name=name)
+
+    def with_name(self, name: str) -> Grouped:
+        return attrs.evolve(self, name=name)
+
+
+@attrs.frozen
+class Materialized:
+    """How an aggregation's state store is named and which serdes its key/value use."""
+
+    store_name: str | None = _name_field()
+    key_serde: Serde | None = _serde_field("key_serde")
+    value_serde: Serde | None = _serde_field("value_serde")
+
+    @classmethod
+    def as_(cls, store_name: str) -> Materialized:
+        return cls(store_name)
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Materialized:
+        return cls(None, key_serde, value_serde)
+
+    def with_key_serde(self, key_serde: Serde) -> Materialized:
+        return attrs.evolve(self, key_serde=key_serde)
+
+    def with_value_serde(self, value_serde: Serde) -> Materialized:
+        return attrs.evolve(self, value_serde=value_serde)
+
+
+@attrs.frozen
+class Named:
+    """A processor name: ``Named.as_("my-filter")`` (or pass ``name=`` to any operation)."""
+
+    name: str = attrs.field(converter=validate_name)
+
+    @classmethod
+    def as_(cls, name: str) -> Named:
+        return cls(name)
+
+
+def check_option(value: Any, cls: type, arg: str) -> Any:
+    if value is None or isinstance(value, cls):
+        return value
+    raise InvalidTypeError(
+        f"'{arg}' must be a {cls.__name__} such as {cls.__name__}.with_serdes(...) "
+        f"(got {type(value).__name__}: {value!r})."
+    )
+
+
+def resolve_name(name: str | Named | None, *others: str | None) -> str | None:
+    """The user-given processor name from ``name=`` (str or Named) or an options object."""
+    if isinstance(name, Named):
+        return name.name
+    if name is not None:
+        return validate_name(name)
+    for other in others:
+        if other is not None:
+            return other
+    return None

@@ -1,0 +1,23 @@
+"""The record model shared by every layer (no pyspark here).
+
+A stream on Spark is a DataFrame whose columns are the ones below. Sources produce
+``RAW_RECORD_DDL`` (bytes as they are on the wire); the compiler deserializes ``key`` and
+``value`` with the topology's serdes right after the source and serializes them again
+right before a sink, which receives ``RAW_SINK_DDL``.
+"""
+
+from __future__ import annotations
+
+#: Schema (Spark DDL) of what a source yields: one row per Kafka record.
+#: ``timestamp`` is the record timestamp in epoch milliseconds (event time).
+RAW_RECORD_DDL = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp long, headers array<struct<key:string,value:binary>>"
+)
+
+#: Column names of ``RAW_RECORD_DDL`` in order.
+RAW_RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+
+#: Schema (Spark DDL) of what a sink receives: serialized key/value, a null value is a
+#: tombstone; ``timestamp`` in epoch milliseconds.
+RAW_SINK_DDL = "key binary, value binary, timestamp long, headers array<struct<key:string,value:binary>>"
