@@ -1,0 +1,53 @@
+"""streamsdsl: a Kafka-Streams-style DSL for Python that compiles to Spark Structured Streaming.
+
+Only the DSL, the IR and the semantics core are imported here; pyspark is loaded lazily by the
+compiler, the test driver and the Kafka runtime.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
+from streamsdsl.errors import (
+    InvalidArgumentError,
+    InvalidTypeError,
+    OperationNotDefinedError,
+    SerializationError,
+    StreamsDslError,
+    TopologyError,
+)
+from streamsdsl.options import Consumed, Grouped, Materialized, Named, Produced
+from streamsdsl.serdes import Serde, Serdes, WindowedSerdes
+from streamsdsl.topology import Topology
+from streamsdsl.windows import EmitStrategy, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
+
+if TYPE_CHECKING:
+    from streamsdsl.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "TopologyTestDriver": "streamsdsl.driver",
+    "TestRecord": "streamsdsl.driver",
+    "TestInputTopic": "streamsdsl.driver",
+    "TestOutputTopic": "streamsdsl.driver",
+    "KeyValue": "streamsdsl.driver",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'streamsdsl' has no attribute {name!r}")
+
+
+__all__ = [
+    "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
+    "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Produced",
+    "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
+    "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
+    "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
+]

@@ -199,11 +199,11 @@ class LocalKafka:
             raise RuntimeError(f"{len(errors)} record(s) to {topic!r} failed: {errors[:5]}")
 
     # -- consume -----------------------------------------------------------------------
-    def consume_all(self, topic: str, *, timeout: float = 30.0, idle_s: float = 0.5) -> list[ConsumedRecord]:
+    def consume_all(self, topic: str, *, timeout: float = 30.0, idle_s: float = 0.3) -> list[ConsumedRecord]:
         """Read every record of ``topic`` from the beginning of each partition.
 
         Uses ``assign()`` (no consumer group). Reads until every partition has reported its
-        end and a further fetch returned nothing for ``idle_s`` seconds.
+        end and further fetches returned nothing for ``idle_s`` seconds.
 
         Returns
         -------
@@ -229,15 +229,19 @@ class LocalKafka:
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             at_end: set[int] = set()
             deadline = time.monotonic() + timeout
+            quiet_since = time.monotonic()
             while True:
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now > deadline:
                     raise TimeoutError(
                         f"consume_all({topic!r}) did not reach the end of partitions "
                         f"{sorted(set(partitions) - at_end)} within {timeout} s"
                     )
-                msgs = consumer.consume(10_000, idle_s)
-                if not msgs and len(at_end) == len(partitions):
-                    break  # every partition at its end and a fetch returned nothing
+                msgs = consumer.consume(10_000, 0.05)
+                if msgs:
+                    quiet_since = time.monotonic()
+                elif len(at_end) == len(partitions) and now - quiet_since >= idle_s:
+                    break  # every partition at its end and fetches kept returning nothing
                 for m in msgs:
                     err = m.error()
                     if err is not None:

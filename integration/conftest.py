@@ -1,0 +1,49 @@
+"""Fixtures for the integration tests: one broker and one SparkSession per test run."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from streamsdsl.testing.local_kafka import LocalKafka, local_kafka
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(scope="session")
+def kafka() -> Iterator[LocalKafka]:
+    """A running broker: ``BOOTSTRAP_SERVERS``, a Docker Kafka container, or Tansu."""
+    with local_kafka() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The shared SparkSession, with the ``streamsdsl-kafka`` data source registered."""
+    from streamsdsl.io import register
+    from streamsdsl.session import get_session
+
+    session = get_session()
+    register(session)
+    yield session
+
+
+_topic_counter = itertools.count()
+
+
+@pytest.fixture
+def new_topic(kafka: LocalKafka, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Factory: ``new_topic(partitions=1)`` creates a fresh, uniquely named topic."""
+
+    def make(partitions: int = 1) -> str:
+        base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+        name = f"{base}-{next(_topic_counter)}-{uuid.uuid4().hex[:6]}"
+        kafka.create_topic(name, partitions)
+        return name
+
+    return make

@@ -1,0 +1,253 @@
+"""Stateful Spark operators: ``transformWithState`` processors (Row API) around the semantics core.
+
+One state row and one event-time timer per key (PLATFORM.md: the per-key Python callback is the
+cost, so each key does the least Python it can). The processors run in two time modes:
+
+* **streaming** — stream time is ``max(watermark of the previous micro-batch, the key's record
+  timestamps so far in this batch)``; sessions close on event-time timers; what a micro-batch
+  forwards in update mode is the net change since the previous batch (Kafka Streams' cache
+  flushed at commit).
+* **replay** (the TopologyTestDriver's batch run) — every input row carries ``_st``, Kafka
+  Streams' stream time after that record, computed in the plan as a running max in pipe
+  order; the cache is flushed after every record; on-close emissions leave the processor with
+  their close threshold ``_thr`` and the plan assigns each to the first record whose stream
+  time passes it.
+
+Output rows carry ``_ctl`` metric events (dropped records, emit-final latency) that the sink
+turns into metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from streamsdsl.compiler.frame import KeyCodec
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.changes import ChangeBuffer
+from streamsdsl.semantics.session import Session, close_threshold, closed_sessions, session_step
+from streamsdsl.serdes import Serde
+
+DROPPED = "dropped-records-total"
+EMIT_FINAL_LATENCY = "emit-final-latency"
+
+
+def _ctl(node: str, metric: str, value: float = 1.0) -> dict[str, Any]:
+    return {"node": node, "metric": metric, "value": float(value)}
+
+
+@attrs.frozen
+class AggregateConfig:
+    """Everything a processor needs on the executors (pickled with it)."""
+
+    node: str
+    key: KeyCodec
+    value_in: Serde
+    value_out: Serde
+    fns: AggFunctions
+    gap: int = 0
+    grace: int = 0
+    emit_on_close: bool = False
+
+
+def _out_row(
+    key: Any, value: Any, ts: int, headers: Any, seq: int, ord_: list[int], okey: str | None = None,
+    ctl: dict[str, Any] | None = None, thr: int | None = None,
+) -> Row:
+    return Row(key=key, value=value, timestamp=ts, headers=headers, _seq=seq, _ord=ord_, _okey=okey, _ctl=ctl, _thr=thr)
+
+
+def _ctl_row(r: Any, node: str, metric: str, value: float = 1.0, key: Any = None) -> Row:
+    return _out_row(key, None, r["timestamp"] if r is not None else -1, [], r["_seq"] if r is not None else -1,
+                    [], None, _ctl(node, metric, value))
+
+
+def _split(rows: Iterator[Row]) -> tuple[list[Row], list[Row]]:
+    data, ctl = [], []
+    for r in rows:
+        (ctl if r["_ctl"] is not None else data).append(r)
+    data.sort(key=lambda r: r["_seq"])
+    return data, ctl
+
+
+def _forward_ctl(ctl: list[Row]) -> Iterator[Row]:
+    for r in ctl:
+        yield _out_row(None, None, r["timestamp"], r["headers"], r["_seq"], r["_ord"] or [], r["_okey"], r["_ctl"].asDict())
+
+
+class SessionAggregateProcessor(StatefulProcessor):
+    """Session-windowed aggregation (KIP-94) with emit on update or on close (KIP-825)."""
+
+    def __init__(self, config: AggregateConfig, state_schema: str) -> None:
+        self.config = config
+        self.state_schema = state_schema
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("sessions", self.state_schema)
+
+    # -- state ------------------------------------------------------------------------------
+    def _load(self) -> list[Session]:
+        if not self.state.exists():
+            return []
+        (cells,) = self.state.get()
+        vs = self.config.value_out
+        return [Session(c["end"], c["start"], vs.from_internal(c["agg"])) for c in cells]
+
+    def _save(self, sessions: list[Session]) -> None:
+        if not sessions:
+            self.state.clear()
+            return
+        vs = self.config.value_out
+        self.state.update(([(s.start, s.end, vs.to_internal(s.agg)) for s in sessions],))
+
+    def _set_timer(self, sessions: list[Session]) -> None:
+        for t in self.handle.listTimers():
+            self.handle.deleteTimer(t)
+        if sessions:
+            cfg = self.config
+            self.handle.registerTimer(min(close_threshold(s, cfg.gap, cfg.grace) for s in sessions) + 1)
+
+    # -- output -------------------------------------------------------------------------------
+    def _windowed(self, kcell: Any, s_start: int, s_end: int) -> dict[str, Any]:
+        return {"key": kcell, "start": s_start, "end": s_end}
+
+    def _final_rows(self, kcell: Any, key: Any, closed: list[Session], stream_time: int, seq: int) -> Iterator[Row]:
+        cfg = self.config
+        for s in closed:
+            thr = close_threshold(s, cfg.gap, cfg.grace)
+            yield _out_row(self._windowed(kcell, s.start, s.end), cfg.value_out.to_internal(s.agg), s.end, [],
+                           seq, [1, s.end, s.start], str(key))
+            yield _out_row(None, None, s.end, [], seq, [1, s.end, s.start], str(key),
+                           _ctl(cfg.node, EMIT_FINAL_LATENCY, stream_time - thr - 1))
+
+    # -- callbacks ----------------------------------------------------------------------------
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data, ctl = _split(rows)
+        yield from _forward_ctl(ctl)
+        if not data:
+            return
+        kcell = key[0]
+        if kcell is None:
+            for r in data:
+                yield _ctl_row(r, cfg.node, DROPPED)
+            return
+        k = cfg.key.serde.from_internal(kcell)
+        replay = data[0]["_st"] is not None
+        stream_time = timerValues.getCurrentWatermarkInMs()
+        sessions = self._load()
+        batch_buf = ChangeBuffer(s.window for s in sessions)
+        for r in data:
+            ts = r["timestamp"]
+            stream_time = r["_st"] if replay else max(stream_time, ts)
+            before = sessions
+            step = session_step(sessions, k, cfg.value_in.from_internal(r["value"]), ts, stream_time,
+                                cfg.gap, cfg.grace, cfg.fns)
+            if step.dropped:
+                yield _ctl_row(r, cfg.node, DROPPED)
+            else:
+                sessions = list(step.sessions)
+                if not cfg.emit_on_close:
+                    buf = ChangeBuffer(s.window for s in before) if replay else batch_buf
+                    for s in step.deleted:
+                        buf.delete(s.window)
+                    assert step.put is not None
+                    buf.put(step.put.window, step.put)
+                    if replay:
+                        yield from self._flush(kcell, buf, r, ordinal=0)
+            closed, sessions = closed_sessions(sessions, stream_time, cfg.gap, cfg.grace)
+            if closed and cfg.emit_on_close:
+                if replay:
+                    yield from self._pending_finals(kcell, k, closed)
+                else:
+                    yield from self._final_rows(kcell, k, closed, stream_time, r["_seq"])
+        if not cfg.emit_on_close and not replay:
+            yield from self._flush(kcell, batch_buf, data[-1], ordinal=0)
+        if replay:
+            if cfg.emit_on_close:
+                yield from self._pending_finals(kcell, k, sessions)
+            self._save(sessions)
+            return
+        self._save(sessions)
+        self._set_timer(sessions)
+
+    def _flush(self, kcell: Any, buf: ChangeBuffer, r: Row, ordinal: int) -> Iterator[Row]:
+        cfg = self.config
+        for i, ((start, end), s) in enumerate(buf.flush()):
+            value = None if s is None else cfg.value_out.to_internal(s.agg)
+            yield _out_row(self._windowed(kcell, start, end), value, end, r["headers"], r["_seq"], [0, i])
+
+    def _pending_finals(self, kcell: Any, key: Any, sessions: list[Session]) -> Iterator[Row]:
+        cfg = self.config
+        for s in sessions:
+            yield _out_row(self._windowed(kcell, s.start, s.end), cfg.value_out.to_internal(s.agg), s.end, [],
+                           -1, [1, s.end, s.start], str(key), None, close_threshold(s, cfg.gap, cfg.grace))
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        watermark = timerValues.getCurrentWatermarkInMs()
+        sessions = self._load()
+        closed, still_open = closed_sessions(sessions, watermark, cfg.gap, cfg.grace)
+        kcell = key[0]
+        if closed and cfg.emit_on_close:
+            yield from self._final_rows(kcell, cfg.key.serde.from_internal(kcell), closed, watermark, -1)
+        self._save(still_open)
+        self._set_timer(still_open)
+
+    def close(self) -> None:
+        pass
+
+
+class TableAggregateProcessor(StatefulProcessor):
+    """Unwindowed aggregation with user Python functions (Kafka Streams' KStreamAggregate)."""
+
+    def __init__(self, config: AggregateConfig, state_schema: str) -> None:
+        self.config = config
+        self.state_schema = state_schema
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("aggregate", self.state_schema)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data, ctl = _split(rows)
+        yield from _forward_ctl(ctl)
+        if not data:
+            return
+        kcell = key[0]
+        if kcell is None:
+            for r in data:
+                yield _ctl_row(r, cfg.node, DROPPED)
+            return
+        k = cfg.key.serde.from_internal(kcell)
+        replay = data[0]["_st"] is not None
+        exists = self.state.exists()
+        agg, agg_ts = (None, None)
+        if exists:
+            cell, agg_ts = self.state.get()
+            agg = cfg.value_out.from_internal(cell)
+        last: Row | None = None
+        for r in data:
+            if r["value"] is None:
+                yield _ctl_row(r, cfg.node, DROPPED)
+                continue
+            if agg_ts is None:
+                agg = cfg.fns.initializer()
+            agg = cfg.fns.aggregator(k, cfg.value_in.from_internal(r["value"]), agg)
+            agg_ts = r["timestamp"] if agg_ts is None else max(agg_ts, r["timestamp"])
+            last = r
+            if replay:
+                yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, r["headers"], r["_seq"], [0, 0])
+        if last is None:
+            return
+        if not replay:
+            yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, last["headers"], last["_seq"], [0, 0])
+        self.state.update((cfg.value_out.to_internal(agg), agg_ts))
+
+    def close(self) -> None:
+        pass

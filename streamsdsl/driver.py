@@ -1,0 +1,366 @@
+"""``TopologyTestDriver``: run a topology on real Spark without a broker, record by record.
+
+Like Kafka Streams' driver, records are processed in ``pipe_input`` order across all topics,
+stream time advances with every record, and what a record causes is forwarded before the next
+record is processed (the record cache is flushed after every record).
+
+How it runs: the driver executes the topology's **compiled Spark plan** (the same lowering and
+the same stateful operators as in streaming) as a batch job over every record piped so far —
+"replay" mode, where each record's stream time is computed in the plan as a running max in
+pipe order. Reading an output topic (or the metrics) runs the plan if records were piped since
+the last run, and appends the output caused by the new records to the output topics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+
+import attrs
+
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.records import RAW_RECORD_DDL
+from streamsdsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamsdsl import ir
+    from streamsdsl.compiler import CompiledTopology
+    from streamsdsl.topology import Topology
+
+__all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
+
+AnySerde = Serde | SessionWindowedSerde | TimeWindowedSerde
+_MISSING: Any = object()
+
+
+class KeyValue(NamedTuple):
+    """A key and a value, as Kafka Streams' ``KeyValue``."""
+
+    key: Any
+    value: Any
+
+
+def _headers(value: Any) -> tuple[tuple[str, bytes | None], ...]:
+    if value is None:
+        return ()
+    items = value.items() if isinstance(value, dict) else value
+    return tuple((str(k), None if v is None else bytes(v)) for k, v in items)
+
+
+@attrs.frozen
+class TestRecord:
+    """A record piped into or read from the driver: key, value, timestamp (ms) and headers."""
+
+    __test__ = False  # not a pytest test class
+
+    key: Any
+    value: Any
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = attrs.field(default=(), converter=_headers)
+
+    @property
+    def key_value(self) -> KeyValue:
+        return KeyValue(self.key, self.value)
+
+
+@attrs.frozen
+class _Raw:
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+class TestInputTopic:
+    """Pipes records into one source topic of a :class:`TopologyTestDriver`."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: Serde, value_serde: Serde,
+                 start_timestamp: int, auto_advance_ms: int) -> None:
+        self._driver = driver
+        self.topic = topic
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._current_time = start_timestamp
+        self._advance = auto_advance_ms
+
+    def _next_time(self, timestamp: int | None) -> int:
+        if timestamp is not None:
+            if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+                raise InvalidTypeError(f"'timestamp' must be an int (epoch milliseconds), got {timestamp!r}.")
+            if timestamp < 0:
+                raise InvalidArgumentError(f"'timestamp' must be >= 0 ms (got {timestamp}).")
+            return timestamp
+        now = self._current_time
+        self._current_time += self._advance
+        return now
+
+    def pipe_input(self, key: Any, value: Any = _MISSING, timestamp: int | None = None, *, headers: Any = None) -> None:
+        """Pipe one record: ``pipe_input(key, value[, timestamp])``, ``pipe_input(value)`` (null
+        key) or ``pipe_input(TestRecord(...))``."""
+        if value is _MISSING:
+            if isinstance(key, TestRecord):
+                record = key
+                self._pipe(record.key, record.value, record.timestamp, record.headers)
+                return
+            key, value = None, key
+        self._pipe(key, value, timestamp, headers)
+
+    def _pipe(self, key: Any, value: Any, timestamp: int | None, headers: Any) -> None:
+        self._driver._append(
+            _Raw(self.topic, self._key_serde.serialize(key), self._value_serde.serialize(value),
+                 self._next_time(timestamp), _headers(headers))
+        )
+
+    def pipe_key_value_list(self, key_values: Iterable[tuple[Any, Any]], start_timestamp: int | None = None,
+                            advance_ms: int = 0) -> None:
+        """Pipe ``(key, value)`` pairs; timestamps from ``start_timestamp`` advancing by ``advance_ms``."""
+        ts = start_timestamp
+        for k, v in key_values:
+            self._pipe(k, v, ts, None)
+            if ts is not None:
+                ts += advance_ms
+
+    def pipe_value_list(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self._pipe(None, v, None, None)
+
+    def pipe_record_list(self, records: Iterable[TestRecord]) -> None:
+        for r in records:
+            self._pipe(r.key, r.value, r.timestamp, r.headers)
+
+    def advance_time(self, ms: int) -> None:
+        """Advance this topic's clock used for records piped without a timestamp."""
+        self._current_time += ms
+
+
+class TestOutputTopic:
+    """Reads what the topology wrote to one sink topic."""
+
+    __test__ = False
+
+    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: AnySerde, value_serde: Serde) -> None:
+        self._driver = driver
+        self.topic = topic
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _queue(self) -> deque[_Raw]:
+        self._driver._process()
+        return self._driver._outputs.setdefault(self.topic, deque())
+
+    def _decode(self, raw: _Raw) -> TestRecord:
+        return TestRecord(self._key_serde.deserialize(raw.key), self._value_serde.deserialize(raw.value),
+                          raw.timestamp, raw.headers)
+
+    def read_record(self) -> TestRecord:
+        """The next record; raises ``LookupError`` when the topic is empty (as Kafka's driver)."""
+        q = self._queue()
+        if not q:
+            raise LookupError(f"Empty topic: {self.topic}")
+        return self._decode(q.popleft())
+
+    def read_key_value(self) -> KeyValue:
+        return self.read_record().key_value
+
+    def read_value(self) -> Any:
+        return self.read_record().value
+
+    def read_records_to_list(self) -> list[TestRecord]:
+        q = self._queue()
+        out = [self._decode(r) for r in q]
+        q.clear()
+        return out
+
+    def read_key_values_to_list(self) -> list[KeyValue]:
+        return [r.key_value for r in self.read_records_to_list()]
+
+    def read_values_to_list(self) -> list[Any]:
+        return [r.value for r in self.read_records_to_list()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        """The latest value per key (a tombstone removes the key), as Kafka's ``readKeyValuesToMap``."""
+        out: dict[Any, Any] = {}
+        for kv in self.read_key_values_to_list():
+            if kv.value is None:
+                out.pop(kv.key, None)
+            else:
+                out[kv.key] = kv.value
+        return out
+
+    def is_empty(self) -> bool:
+        return not self._queue()
+
+    def get_queue_size(self) -> int:
+        return len(self._queue())
+
+
+class TopologyTestDriver:
+    """Run a :class:`~streamsdsl.Topology` on Spark without a broker (see the module docs).
+
+    Parameters
+    ----------
+    topology
+        The topology to run.
+    config
+        Optional settings; ``spark.*`` keys configure the SparkSession when the driver creates it.
+    spark
+        A SparkSession to use (default: the active one, or a new local one with the settings
+        streamsdsl needs; one per process).
+
+    Examples
+    --------
+    >>> from streamsdsl import StreamsBuilder, Serdes, Consumed, Produced
+    >>> b = StreamsBuilder()
+    >>> b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.String())).map_values(str.upper).to("out")
+    >>> with TopologyTestDriver(b.build()) as driver:  # doctest: +SKIP
+    ...     driver.create_input_topic("in").pipe_input("k", "hello", 5)
+    ...     driver.create_output_topic("out").read_records_to_list()
+    [TestRecord(key='k', value='HELLO', timestamp=5, headers=())]
+    """
+
+    def __init__(self, topology: Topology, config: dict[str, Any] | None = None, *,
+                 spark: SparkSession | None = None) -> None:
+        from streamsdsl.topology import Topology as _Topology
+
+        if not isinstance(topology, _Topology):
+            raise InvalidTypeError(
+                f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
+            )
+        self.topology = topology
+        self.config = dict(config or {})
+        if spark is None:
+            from streamsdsl.session import get_session
+
+            spark = get_session(conf={k: v for k, v in self.config.items() if k.startswith("spark.")})
+        self._spark = spark
+        self._records: list[_Raw] = []
+        self._processed = 0
+        self._outputs: dict[str, deque[_Raw]] = {}
+        self._metrics: dict[str, float] = {}
+        self._compiled: CompiledTopology | None = None
+        self._closed = False
+
+    # -- context manager ------------------------------------------------------------------------
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+
+    # -- topics ---------------------------------------------------------------------------------
+    def _source_for(self, topic: str) -> ir.SourceNode:
+        for s in self.topology.sources:
+            if topic in s.topics:
+                return s
+        raise TopologyError(
+            f"Unknown topic {topic!r}: the topology reads {list(self.topology.source_topics)}."
+        )
+
+    def create_input_topic(self, topic: str, key_serde: Serde | None = None, value_serde: Serde | None = None, *,
+                           start_timestamp: int | None = None, auto_advance_ms: int = 0) -> TestInputTopic:
+        """An input topic; serdes default to the ones the topology's source consumes with."""
+        source = self._source_for(topic)
+        start = int(time.time() * 1000) if start_timestamp is None else start_timestamp
+        return TestInputTopic(self, topic, key_serde or source.key_serde or DEFAULT_SERDE,
+                              value_serde or source.value_serde or DEFAULT_SERDE, start, auto_advance_ms)
+
+    def create_output_topic(self, topic: str, key_serde: AnySerde | None = None,
+                            value_serde: Serde | None = None) -> TestOutputTopic:
+        """An output topic; serdes default to the ones the topology's sink writes with
+        (windowed keys are read back as :class:`~streamsdsl.Windowed`)."""
+        sink = self._compile().sink_for_topic(topic)
+        if sink is None:
+            raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")
+        if key_serde is None:
+            key = sink.key_deserializer()
+        elif isinstance(key_serde, Serde) and sink.key_codec.windowed:
+            key = SessionWindowedSerde(key_serde) if sink.key_codec.windowed == "session" else TimeWindowedSerde(
+                key_serde, sink.key_codec.window_size_ms or 0)
+        else:
+            key = key_serde
+        return TestOutputTopic(self, topic, key, value_serde or sink.value_serde)
+
+    def metrics(self) -> dict[str, float]:
+        """Task-level metrics: ``dropped-records-total``, ``emit-final-records-total``,
+        ``emit-final-latency-max`` and ``emit-final-latency-avg`` (KIP-825)."""
+        self._process()
+        return dict(self._metrics)
+
+    # -- running --------------------------------------------------------------------------------
+    def _append(self, raw: _Raw) -> None:
+        if self._closed:
+            raise TopologyError("This TopologyTestDriver is closed.")
+        self._records.append(raw)
+
+    def _compile(self, records: DataFrame | None = None) -> CompiledTopology:
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler import REPLAY, compile_topology
+
+        if records is None:
+            if self._compiled is None:
+                empty = self._spark.createDataFrame([], RAW_RECORD_DDL + ", _seq bigint")
+                self._compiled = compile_topology(
+                    self.topology, lambda n: empty.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY
+                )
+            return self._compiled
+        return compile_topology(
+            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY
+        )
+
+    def _process(self) -> None:
+        if self._processed == len(self._records):
+            return
+        rows = [
+            (r.key, r.value, r.topic, 0, i, r.timestamp, [(k, v) for k, v in r.headers], i)
+            for i, r in enumerate(self._records)
+        ]
+        records = self._spark.createDataFrame(rows, RAW_RECORD_DDL + ", _seq bigint")
+        compiled = self._compile(records)
+        if compiled.output is None:
+            self._processed = len(self._records)
+            return
+        collected = compiled.output.collect()
+        new_from = self._processed
+        data = []
+        events: set[tuple[Any, ...]] = set()
+        for row in collected:
+            if row["_ctl"] is not None:
+                c = row["_ctl"]
+                events.add((c["node"], c["metric"], c["value"], row["_seq"], tuple(row["_ord"] or ()), row["_okey"]))
+                continue
+            if row["_seq"] >= new_from:
+                data.append(row)
+        data.sort(key=lambda r: (r["_seq"], list(r["_ord"] or []), r["_okey"] or "", r["_sink"]))
+        topics = {s.index: s.topic for s in compiled.sinks}
+        for row in data:
+            raw = _Raw(
+                topics[row["_sink"]],
+                None if row["key"] is None else bytes(row["key"]),
+                None if row["value"] is None else bytes(row["value"]),
+                row["timestamp"],
+                tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
+            )
+            self._outputs.setdefault(raw.topic, deque()).append(raw)
+        self._metrics = _metrics_from_events(events)
+        self._processed = len(self._records)
+
+
+def _metrics_from_events(events: set[tuple[Any, ...]]) -> dict[str, float]:
+    dropped = sum(1 for e in events if e[1] == "dropped-records-total")
+    latencies = [e[2] for e in events if e[1] == "emit-final-latency"]
+    return {
+        "dropped-records-total": float(dropped),
+        "emit-final-records-total": float(len(latencies)),
+        "emit-final-latency-max": float(max(latencies)) if latencies else float("nan"),
+        "emit-final-latency-avg": float(sum(latencies) / len(latencies)) if latencies else float("nan"),
+    }
