@@ -329,7 +329,10 @@ class TopologyTestDriver:
         if compiled.output is None:
             self._processed = len(self._records)
             return
-        collected = compiled.output.collect()
+        try:
+            collected = compiled.output.collect()
+        finally:
+            compiled.release()
         new_from = self._processed
         data = []
         events: set[tuple[Any, ...]] = set()

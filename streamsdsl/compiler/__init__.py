@@ -62,6 +62,12 @@ class CompiledTopology:
     frames: dict[str, Frame]
     sinks: tuple[CompiledSink, ...]
     output: DataFrame | None
+    persisted: tuple[DataFrame, ...] = ()
+
+    def release(self) -> None:
+        """Unpersist what the run cached (replay mode)."""
+        for df in self.persisted:
+            df.unpersist()
 
     def sink_for_topic(self, topic: str) -> CompiledSink | None:
         for s in self.sinks:
@@ -100,7 +106,7 @@ def compile_topology(
     output = None
     for df in outputs:
         output = df if output is None else output.unionByName(df)
-    return CompiledTopology(topology, mode, dict(ctx.frames), tuple(sinks), output)
+    return CompiledTopology(topology, mode, dict(ctx.frames), tuple(sinks), output, tuple(ctx.persisted))
 
 
 def explain_topology(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:

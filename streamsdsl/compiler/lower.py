@@ -35,6 +35,15 @@ class LoweringContext:
     mode: str
     raw_source: Callable[[ir.SourceNode], DataFrame]
     frames: dict[str, Frame] = attrs.field(factory=dict)
+    persisted: list[DataFrame] = attrs.field(factory=list)
+
+    def cached(self, df: DataFrame) -> DataFrame:
+        """Replay mode: cache a DataFrame read several times in one run."""
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_ONLY)
+        self.persisted.append(df)
+        return df
 
     @property
     def replay(self) -> bool:
@@ -418,6 +427,9 @@ def _(node: ir.SessionAggregateNode, ctx: LoweringContext) -> Frame:
     inp = _processor_input(frame, ctx)
     out = _run_processor(inp, SessionAggregateProcessor(config, state), schema)
     if ctx.replay and config.emit_on_close:
+        # The assignment reads the operator's input and output more than once: cache both so
+        # the stateful operator runs once per replay (unpersisted by the driver after the run).
+        inp, out = ctx.cached(inp), ctx.cached(out)
         out = _assign_close_records(out, inp, node.name)
     return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
 

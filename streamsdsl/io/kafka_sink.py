@@ -44,6 +44,7 @@ Examples
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -234,6 +235,33 @@ def _headers(raw: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
+# One producer per configuration and Python worker process, reused by later tasks and
+# micro-batches: an idempotent producer needs ~0.5 s to obtain its producer id. Each task
+# flushes it completely before returning, so no delivery report crosses tasks.
+_producers: dict[tuple[tuple[str, str], ...], Any] = {}
+_producers_lock = threading.Lock()
+
+
+def _cache_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in conf.items()))
+
+
+def _get_producer(conf: dict[str, Any]) -> Any:
+    from confluent_kafka import Producer
+
+    key = _cache_key(conf)
+    with _producers_lock:
+        producer = _producers.get(key)
+        if producer is None:
+            producer = _producers[key] = Producer(conf)
+        return producer
+
+
+def _drop_producer(conf: dict[str, Any]) -> None:
+    with _producers_lock:
+        _producers.pop(_cache_key(conf), None)
+
+
 def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row of ``batches`` to ``options.topic``; return the count once acknowledged.
 
@@ -242,7 +270,7 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     KafkaDeliveryError
         If a record failed or was not acknowledged within ``kafka.flush.timeout.ms``.
     """
-    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import KafkaException
 
     failures: list[str] = []
     failed = 0
@@ -254,7 +282,8 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
             if len(failures) < 5:
                 failures.append(str(err))
 
-    producer = Producer(options.client_conf())
+    conf = options.client_conf()
+    producer = _get_producer(conf)
     topic = options.topic
     produce = producer.produce
     count = 0
@@ -290,9 +319,13 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
         while remaining and time.monotonic() < deadline:
             remaining = producer.flush(max(0.0, deadline - time.monotonic()))
     except BaseException:
+        _drop_producer(conf)
         producer.purge()
         producer.flush(1.0)
         raise
+    if failed or remaining:
+        _drop_producer(conf)  # a producer that lost records may be in a bad state
+        producer.purge()
     if failed:
         raise KafkaDeliveryError(
             f"{failed} record(s) to topic {topic!r} were not delivered: {'; '.join(failures)}"

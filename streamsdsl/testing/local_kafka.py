@@ -92,6 +92,31 @@ class LocalKafka:
             )
         self.bootstrap_servers = bootstrap_servers
         self.compat = compat
+        self._cached_producer: Any = None
+
+    def _producer(self) -> Any:
+        # One idempotent producer per broker object: starting one costs ~0.5 s (producer id).
+        if self._cached_producer is None:
+            from confluent_kafka import Producer
+
+            # linger.ms=0 and one record per batch keep Tansu's high watermark exact.
+            self._cached_producer = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap_servers,
+                    "linger.ms": 0,
+                    "batch.num.messages": 1,
+                    "acks": "all",
+                    "enable.idempotence": True,
+                    "partitioner": "murmur2_random",
+                }
+            )
+        return self._cached_producer
+
+    def close(self) -> None:
+        """Flush and drop the helper producer (the broker itself is stopped by the context manager)."""
+        if self._cached_producer is not None:
+            self._cached_producer.flush(5)
+            self._cached_producer = None
 
     def __repr__(self) -> str:
         return f"LocalKafka(bootstrap_servers={self.bootstrap_servers!r}, compat={self.compat!r})"
@@ -150,7 +175,7 @@ class LocalKafka:
         RuntimeError
             If any record was not delivered.
         """
-        from confluent_kafka import KafkaException, Producer
+        from confluent_kafka import KafkaException
 
         errors: list[str] = []
 
@@ -158,17 +183,7 @@ class LocalKafka:
             if err is not None:
                 errors.append(f"{msg.topic()}[{msg.partition()}]: {err}")
 
-        # linger.ms=0 and one record per batch keep Tansu's high watermark exact.
-        producer = Producer(
-            {
-                "bootstrap.servers": self.bootstrap_servers,
-                "linger.ms": 0,
-                "batch.num.messages": 1,
-                "acks": "all",
-                "enable.idempotence": True,
-                "partitioner": "murmur2_random",
-            }
-        )
+        producer = self._producer()
         for record in records:
             if len(record) not in (4, 5):
                 raise ValueError(
@@ -210,7 +225,7 @@ class LocalKafka:
         list of ConsumedRecord
             Sorted by ``(partition, offset)``.
         """
-        from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+        from confluent_kafka import Consumer, KafkaError, TopicPartition
 
         partitions = self.partitions_of(topic)
         consumer = Consumer(
@@ -226,7 +241,9 @@ class LocalKafka:
         )
         out: list[ConsumedRecord] = []
         try:
-            consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+            # Explicit offsets: a logical OFFSET_BEGINNING costs librdkafka a 500 ms timer.
+            lows = [consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)[0] for p in partitions]
+            consumer.assign([TopicPartition(topic, p, low) for p, low in zip(partitions, lows, strict=True)])
             at_end: set[int] = set()
             deadline = time.monotonic() + timeout
             quiet_since = time.monotonic()
@@ -359,7 +376,11 @@ def _tansu(timeout: float = 30.0) -> Iterator[LocalKafka]:
             log.seek(0)
             tail = log.read()[-2000:].decode(errors="replace")
             raise BrokerStartError(f"{exc}\nTansu output:\n{tail}") from None
-        yield LocalKafka(bootstrap, compat="tansu")
+        kafka = LocalKafka(bootstrap, compat="tansu")
+        try:
+            yield kafka
+        finally:
+            kafka.close()
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -376,7 +397,11 @@ def _container() -> Iterator[LocalKafka]:
     from testcontainers.community.kafka import KafkaContainer
 
     with KafkaContainer() as container:
-        yield LocalKafka(container.get_bootstrap_server(), compat="kafka")
+        kafka = LocalKafka(container.get_bootstrap_server(), compat="kafka")
+        try:
+            yield kafka
+        finally:
+            kafka.close()
 
 
 @contextlib.contextmanager
@@ -404,7 +429,11 @@ def local_kafka(*, prefer: str | None = None, timeout: float = 30.0) -> Iterator
             raise BrokerStartError(f"prefer='external' needs {BOOTSTRAP_ENV}=host:port in the environment.")
         compat = os.environ.get(COMPAT_ENV, "kafka").strip().lower() or "kafka"
         _wait_for_metadata(external, timeout)
-        yield LocalKafka(external, compat=compat)
+        kafka = LocalKafka(external, compat=compat)
+        try:
+            yield kafka
+        finally:
+            kafka.close()
     elif prefer == "docker" or (prefer is None and _docker_answers()):
         with _container() as kafka:
             yield kafka
