@@ -23,14 +23,19 @@ def kafka() -> Iterator[LocalKafka]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """The shared SparkSession, with the ``streamsdsl-kafka`` data source registered."""
+def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
+    """The shared SparkSession, with the ``streamsdsl-kafka`` data source registered.
+
+    It depends on ``kafka`` only so that the broker outlives the session: the Python
+    workers keep producers open until the session stops.
+    """
     from streamsdsl.io import register
     from streamsdsl.session import get_session
 
     session = get_session()
     register(session)
     yield session
+    session.stop()
 
 
 _topic_counter = itertools.count()

@@ -73,16 +73,16 @@ def is_spark_column(value: Any) -> bool:
 
 def require_callable(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> None:
     """Raise a clear error unless ``value`` is callable (or a Spark Column when allowed)."""
-    if column_ok and is_spark_column(value):
-        return
+    if is_spark_column(value):
+        if column_ok:
+            return
+        raise InvalidTypeError(
+            f"'{arg}' does not accept a pyspark Column here; pass a Python callable of shape {shape}."
+        )
     if not callable(value):
         allowed = "a callable or a pyspark Column" if column_ok else "a callable"
         raise InvalidTypeError(
             f"'{arg}' must be {allowed} of shape {shape} (got {type(value).__name__}: {value!r})."
-        )
-    if is_spark_column(value):
-        raise InvalidTypeError(
-            f"'{arg}' does not accept a pyspark Column here; pass a Python callable of shape {shape}."
         )
 
 

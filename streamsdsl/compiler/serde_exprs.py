@@ -38,8 +38,10 @@ def _arrow_map(fn: Any, return_type: str) -> Any:
 
 
 def _unpack_udf(serde: Serde) -> Any:
-    fmt = _FMT[serde.name]
-    return _arrow_map(lambda b: struct.unpack(fmt, b)[0], serde.spark_type)
+    fmt, width = _FMT[serde.name], _WIDTH[serde.name]
+    # Wrong-length input yields null here; the native length check raises the real error
+    # (a UDF is evaluated for every row of a batch, also those the check rejects).
+    return _arrow_map(lambda b: struct.unpack(fmt, b)[0] if len(b) == width else None, serde.spark_type)
 
 
 def _pack_udf(serde: Serde) -> Any:

@@ -44,6 +44,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -240,6 +241,7 @@ def _headers(raw: Any) -> list[tuple[str, bytes | None]] | None:
 # flushes it completely before returning, so no delivery report crosses tasks.
 _producers: dict[tuple[tuple[str, str], ...], Any] = {}
 _producers_lock = threading.Lock()
+_LOG = logging.getLogger("streamsdsl.io.kafka_sink")
 
 
 def _cache_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -253,7 +255,9 @@ def _get_producer(conf: dict[str, Any]) -> Any:
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = _producers[key] = Producer(conf)
+            # librdkafka's own log lines go to Python logging (delivered while the producer
+            # is polled), not straight to the worker's stderr.
+            producer = _producers[key] = Producer({**conf, "logger": _LOG})
         return producer
 
 

@@ -1,0 +1,47 @@
+# streamsdsl — two commands set everything up on a fresh machine (Python 3.11 + Java 17):
+#   make run    installs, starts what it needs, runs the main example end to end
+#   make test   installs and runs every test (unit, driver, streaming, integration, docs build)
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: install run test unit integration docs docs-serve bench clean lint
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,docs]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: install
+	$(PY) examples/quickstart.py
+
+# pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is.
+test: install
+	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m mkdocs build --strict --quiet --site-dir build/site
+
+unit: install
+	$(PY) -m pytest -p no:cacheprovider tests
+
+integration: install
+	$(PY) -m pytest -p no:cacheprovider integration
+
+docs: install
+	$(PY) -m mkdocs build --strict --site-dir build/site
+
+docs-serve: install
+	$(PY) -m mkdocs serve
+
+bench: install
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf build site .pytest_cache .hypothesis spark-warehouse metastore_db derby.log

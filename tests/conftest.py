@@ -1,0 +1,58 @@
+"""Shared fixtures: one SparkSession per test run, and a driver factory."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from streamsdsl import Consumed, Serdes, StreamsBuilder, Topology
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The one SparkSession of the test run (local[2], RocksDB state)."""
+    from streamsdsl.session import get_session
+
+    session = get_session()
+    yield session
+
+
+@pytest.fixture()
+def run_driver(spark: Any) -> Callable[..., Any]:
+    """Pipe records into a topology through the TopologyTestDriver and read one output topic.
+
+    ``run_driver(topology, records, out="out")`` → list of TestRecord; ``records`` are
+    ``(topic, key, value, timestamp)`` tuples (topic may be omitted for a single-input topology).
+    """
+    from streamsdsl.driver import TopologyTestDriver
+
+    def run(topology: Topology, records: list[tuple[Any, ...]], out: str | list[str] = "out",
+            key_serde: Any = None, value_serde: Any = None, with_metrics: bool = False) -> Any:
+        with TopologyTestDriver(topology, spark=spark) as driver:
+            inputs: dict[str, Any] = {}
+            for rec in records:
+                topic, rest = (rec[0], rec[1:]) if len(rec) == 4 else (topology.source_topics[0], rec)
+                if topic not in inputs:
+                    inputs[topic] = driver.create_input_topic(topic)
+                key, value, ts = rest
+                inputs[topic].pipe_input(key, value, ts)
+            outs = [out] if isinstance(out, str) else out
+            results = [driver.create_output_topic(o, key_serde, value_serde).read_records_to_list() for o in outs]
+            result = results[0] if isinstance(out, str) else results
+            if with_metrics:
+                return result, driver.metrics()
+            return result
+
+    return run
+
+
+@pytest.fixture()
+def strings() -> Consumed:
+    """String keys and values."""
+    return Consumed.with_serdes(Serdes.String(), Serdes.String())
+
+
+@pytest.fixture()
+def builder() -> StreamsBuilder:
+    return StreamsBuilder()

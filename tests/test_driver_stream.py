@@ -1,0 +1,288 @@
+"""Every KStream / KTable operation through the TopologyTestDriver, with exact output records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark.sql import functions as F
+
+from streamsdsl import Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, TestRecord
+from streamsdsl.driver import TopologyTestDriver
+
+pytestmark = pytest.mark.spark
+
+R = TestRecord
+INPUT = [("a", "apple", 10), ("b", "banana", 20), ("a", "avocado", 30), (None, "nokey", 40)]
+
+
+def _strings() -> Consumed:
+    return Consumed.with_serdes(Serdes.String(), Serdes.String())
+
+
+class TestStatelessOperations:
+    def test_filter_python(self, run_driver: Any) -> None:
+        """filter keeps records whose predicate(key, value) is true, in order, with timestamps."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).filter(lambda k, v: v.startswith("a")).to("out")
+        assert run_driver(b.build(), INPUT) == [R("a", "apple", 10), R("a", "avocado", 30)]
+
+    def test_filter_column(self, run_driver: Any) -> None:
+        """A Spark Column predicate compiles natively."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).filter(F.length("value") > 5).to("out")
+        assert run_driver(b.build(), INPUT) == [R("b", "banana", 20), R("a", "avocado", 30)]
+
+    def test_filter_not(self, run_driver: Any) -> None:
+        """filter_not keeps records whose predicate is false."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).filter_not(lambda k, v: v.startswith("a")).to("out")
+        assert run_driver(b.build(), INPUT) == [R("b", "banana", 20), R(None, "nokey", 40)]
+
+    def test_map_values_python_changes_type(self, run_driver: Any) -> None:
+        """map_values sees plain Python values; results are JSON by default, Long when produced so."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map_values(len).to("out", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        assert run_driver(b.build(), INPUT) == [
+            R("a", 5, 10), R("b", 6, 20), R("a", 7, 30), R(None, 5, 40),
+        ]
+
+    def test_map_values_column(self, run_driver: Any) -> None:
+        """A Column mapper keeps its Spark type (here string), compiled natively."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map_values(F.upper("value")).to("out")
+        assert run_driver(b.build(), INPUT[:2]) == [R("a", "APPLE", 10), R("b", "BANANA", 20)]
+
+    def test_map_values_to_dict(self, run_driver: Any) -> None:
+        """Python values that are dicts travel as JSON."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map_values(lambda v: {"fruit": v, "n": len(v)}).to("out")
+        assert run_driver(b.build(), INPUT[:1]) == [R("a", {"fruit": "apple", "n": 5}, 10)]
+
+    def test_map(self, run_driver: Any) -> None:
+        """map replaces key and value."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map(lambda k, v: (v[0].upper(), f"{k}:{v}")).to("out")
+        assert run_driver(b.build(), INPUT[:3]) == [
+            R("A", "a:apple", 10), R("B", "b:banana", 20), R("A", "a:avocado", 30),
+        ]
+
+    def test_flat_map(self, run_driver: Any) -> None:
+        """flat_map emits zero or more records per input, in the order returned."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).flat_map(lambda k, v: [(k, c) for c in v[:2]] if k != "b" else []).to("out")
+        assert run_driver(b.build(), INPUT[:3]) == [
+            R("a", "a", 10), R("a", "p", 10), R("a", "a", 30), R("a", "v", 30),
+        ]
+
+    def test_flat_map_values(self, run_driver: Any) -> None:
+        """flat_map_values keeps the key and emits one record per value."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).flat_map_values(lambda v: v.split("n")).to("out")
+        assert run_driver(b.build(), INPUT[1:2]) == [R("b", "ba", 20), R("b", "a", 20), R("b", "a", 20)]
+
+    def test_select_key(self, run_driver: Any) -> None:
+        """select_key sets the key from (key, value)."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).select_key(lambda k, v: v[:2]).to("out")
+        assert run_driver(b.build(), INPUT[:2]) == [R("ap", "apple", 10), R("ba", "banana", 20)]
+
+    def test_select_key_column(self, run_driver: Any) -> None:
+        """A Column key selector compiles natively."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).select_key(F.substring("value", 1, 1)).to("out")
+        assert run_driver(b.build(), INPUT[:2]) == [R("a", "apple", 10), R("b", "banana", 20)]
+
+    def test_peek(self, run_driver: Any, tmp_path: Any) -> None:
+        """peek forwards records unchanged and runs the action (here: appending to a file)."""
+        log = tmp_path / "peek.log"
+
+        def action(k: Any, v: Any) -> None:
+            with open(log, "a") as f:
+                f.write(f"{k}={v}\n")
+
+        b = StreamsBuilder()
+        b.stream("in", _strings()).peek(action).to("out")
+        assert run_driver(b.build(), INPUT[:2]) == [R("a", "apple", 10), R("b", "banana", 20)]
+        assert sorted(log.read_text().splitlines()) == ["a=apple", "b=banana"]
+
+    def test_merge(self, run_driver: Any) -> None:
+        """merge forwards the records of both streams, in pipe order."""
+        b = StreamsBuilder()
+        left = b.stream("left", _strings())
+        right = b.stream("right", _strings()).map_values(str.upper)
+        left.merge(right).to("out")
+        records = [("left", "a", "x", 1), ("right", "b", "y", 2), ("left", "c", "z", 3)]
+        assert run_driver(b.build(), records) == [R("a", "x", 1), R("b", "Y", 2), R("c", "z", 3)]
+
+    def test_multiple_topics_one_source(self, run_driver: Any) -> None:
+        """stream([t1, t2]) reads both topics."""
+        b = StreamsBuilder()
+        b.stream(["t1", "t2"], _strings()).to("out")
+        assert run_driver(b.build(), [("t2", "k", "v2", 5), ("t1", "k", "v1", 6)]) == [R("k", "v2", 5), R("k", "v1", 6)]
+
+    def test_branches_to_two_topics(self, spark: Any) -> None:
+        """Two branches of one stage write independently to two topics."""
+        b = StreamsBuilder()
+        s = b.stream("in", _strings())
+        s.filter(lambda k, v: k == "a").to("as")
+        s.filter(lambda k, v: k != "a").to("others")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for k, v, ts in INPUT:
+                i.pipe_input(k, v, ts)
+            assert d.create_output_topic("as").read_values_to_list() == ["apple", "avocado"]
+            assert d.create_output_topic("others").read_key_values_to_list() == [("b", "banana"), (None, "nokey")]
+
+    def test_headers_are_forwarded(self, spark: Any) -> None:
+        """Record headers travel with the record."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map_values(str.upper).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            d.create_input_topic("in").pipe_input(R("k", "v", 7, {"trace": b"abc"}))
+            assert d.create_output_topic("out").read_record() == R("k", "V", 7, [("trace", b"abc")])
+
+    def test_user_function_error_names_processor(self, run_driver: Any) -> None:
+        """An exception in a user function fails the run with the processor and record named."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).map_values(lambda v: 1 // 0, name="divide").to("out")
+        with pytest.raises(Exception, match=r"divide: the user function raised ZeroDivisionError"):
+            run_driver(b.build(), INPUT[:1])
+
+    def test_bad_bytes_name_topic_partition_offset(self, spark: Any) -> None:
+        """A record the source serde cannot read fails with topic, partition and offset named."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            d.create_input_topic("in", value_serde=Serdes.String()).pipe_input("k", "not a long", 1)
+            with pytest.raises(Exception, match=r"Serdes.Long\(\) cannot deserialize the record value at in-0 offset 0: expected 8 bytes, got 10"):
+                d.create_output_topic("out").read_records_to_list()
+
+
+class TestDriverApi:
+    def test_output_topic_reads(self, spark: Any) -> None:
+        """read_record / read_key_value / read_value / sizes behave as Kafka's TestOutputTopic."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in", start_timestamp=1000, auto_advance_ms=5)
+            i.pipe_key_value_list([("a", "1"), ("b", "2"), ("c", "3")])
+            i.pipe_input("only-value")
+            o = d.create_output_topic("out")
+            assert o.get_queue_size() == 4 and not o.is_empty()
+            assert o.read_record() == R("a", "1", 1000)
+            assert o.read_key_value() == ("b", "2")
+            assert o.read_value() == "3"
+            assert o.read_records_to_list() == [R(None, "only-value", 1015)]
+            assert o.is_empty()
+            with pytest.raises(LookupError, match="Empty topic: out"):
+                o.read_record()
+            i.pipe_record_list([R("d", "4", 1)])
+            assert o.read_key_values_to_list() == [("d", "4")]
+
+    def test_unknown_topics(self, spark: Any) -> None:
+        """Unknown input/output topics are rejected with the topology's topics listed."""
+        from streamsdsl import TopologyError
+
+        b = StreamsBuilder()
+        b.stream("in").to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            with pytest.raises(TopologyError, match=r"Unknown topic 'nope': the topology reads \['in'\]"):
+                d.create_input_topic("nope")
+            with pytest.raises(TopologyError, match=r"Unknown topic 'x': the topology writes \['out'\]"):
+                d.create_output_topic("x")
+
+
+class TestAggregations:
+    def test_count(self, run_driver: Any) -> None:
+        """count: native Spark aggregation; one update per record, ts = max record ts so far;
+        null keys dropped and counted."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by_key().count().to_stream().to("out")
+        records = [("a", "x", 10), ("b", "y", 5), ("a", "z", 3), (None, "n", 50), ("a", None, 60)]
+        out, metrics = run_driver(b.build(), records, with_metrics=True)
+        assert out == [R("a", 1, 10), R("b", 1, 5), R("a", 2, 10)]
+        assert metrics["dropped-records-total"] == 2.0
+
+    def test_reduce_python(self, run_driver: Any) -> None:
+        """reduce(reducer(agg, value)) with a Python function (stateful operator)."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by_key().reduce(lambda agg, v: agg + "+" + v).to_stream().to("out")
+        out, metrics = run_driver(b.build(), INPUT, with_metrics=True)
+        assert out == [R("a", "apple", 10), R("b", "banana", 20), R("a", "apple+avocado", 30)]
+        assert metrics["dropped-records-total"] == 1.0
+
+    def test_reduce_column(self, run_driver: Any) -> None:
+        """reduce given as a Spark aggregate Column compiles natively."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).group_by_key().reduce(
+            F.max("value")
+        ).to_stream().to("out")
+        records = [("a", 3, 1), ("a", 1, 2), ("a", 7, 3), ("b", 2, 4)]
+        assert run_driver(b.build(), records) == [R("a", 3, 1), R("a", 3, 2), R("a", 7, 3), R("b", 2, 4)]
+
+    def test_aggregate_python(self, run_driver: Any) -> None:
+        """aggregate(initializer, aggregator(key, value, agg)): output type differs from input."""
+        b = StreamsBuilder()
+        (
+            b.stream("in", _strings())
+            .group_by_key()
+            .aggregate(lambda: {"n": 0, "chars": 0}, lambda k, v, a: {"n": a["n"] + 1, "chars": a["chars"] + len(v)})
+            .to_stream()
+            .to("out")
+        )
+        records = [("a", "xx", 10), ("a", "yyy", 5), ("b", "z", 7)]
+        assert run_driver(b.build(), records) == [
+            R("a", {"n": 1, "chars": 2}, 10), R("a", {"n": 2, "chars": 5}, 10), R("b", {"n": 1, "chars": 1}, 7),
+        ]
+
+    def test_aggregate_column(self, run_driver: Any) -> None:
+        """aggregate(None, F.sum('value')) compiles natively."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).group_by_key().aggregate(
+            None, F.sum("value")
+        ).to_stream().to("out", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        records = [("a", 3, 1), ("b", 1, 2), ("a", 7, 3)]
+        assert run_driver(b.build(), records) == [R("a", 3, 1), R("b", 1, 2), R("a", 10, 3)]
+
+    def test_group_by_changes_key(self, run_driver: Any) -> None:
+        """group_by(selector) regroups by the new key (a repartition in Kafka Streams)."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by(lambda k, v: v[0], Grouped.with_serdes(Serdes.String(), None)).count(
+            materialized=Materialized.as_("by-letter")
+        ).to_stream().to("out")
+        assert run_driver(b.build(), INPUT) == [R("a", 1, 10), R("b", 1, 20), R("a", 2, 30), R("n", 1, 40)]
+
+    def test_ktable_filter_emits_tombstones(self, run_driver: Any) -> None:
+        """KTable.filter forwards a tombstone for a key whose new value fails the predicate."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by_key().count().filter(lambda k, n: n % 2 == 1).to_stream().to("out")
+        records = [("a", "x", 1), ("a", "x", 2), ("a", "x", 3)]
+        assert run_driver(b.build(), records) == [R("a", 1, 1), R("a", None, 2), R("a", 3, 3)]
+
+    def test_ktable_filter_not_and_column(self, run_driver: Any) -> None:
+        """filter_not and a Column predicate on a table."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by_key().count().filter_not(F.col("value") > 1).to_stream().to("out")
+        assert run_driver(b.build(), [("a", "x", 1), ("a", "x", 2)]) == [R("a", 1, 1), R("a", None, 2)]
+
+    def test_ktable_map_values(self, run_driver: Any) -> None:
+        """KTable.map_values maps values; tombstones stay tombstones."""
+        b = StreamsBuilder()
+        table = b.stream("in", _strings()).group_by_key().count()
+        table.filter(lambda k, n: n < 2).map_values(lambda n: f"count={n}").to_stream().to("out")
+        records = [("a", "x", 1), ("a", "x", 2)]
+        assert run_driver(b.build(), records) == [R("a", "count=1", 1), R("a", None, 2)]
+
+    def test_incremental_reads(self, spark: Any) -> None:
+        """Output is delivered as records are piped: reading twice yields only new records."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).group_by_key().count().to_stream().to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i, o = d.create_input_topic("in"), d.create_output_topic("out")
+            i.pipe_input("a", "x", 1)
+            assert o.read_records_to_list() == [R("a", 1, 1)]
+            i.pipe_input("a", "y", 2)
+            i.pipe_input("b", "y", 2)
+            assert o.read_records_to_list() == [R("a", 2, 2), R("b", 1, 2)]
+            assert o.read_records_to_list() == []
