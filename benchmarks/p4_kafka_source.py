@@ -6,18 +6,20 @@ Produces ``--records`` small JSON records to a 6-partition topic, then reads the
    record's value; tuned fetch sizes, see ``RAW_CONSUMER_CONF``), and
 2. with the ``streamsdsl-kafka`` source through Spark: a streaming query with
    ``trigger(availableNow=True)`` counting rows in ``foreachBatch`` (cold: the first query of
-   the session, Python workers starting; warm: the same query again on a fresh checkpoint),
-   and a batch ``spark.read ... .count()`` (warm).
+   the session, Python workers starting; warm: the same query again on a fresh checkpoint;
+   also the warm query's time inside its triggers, i.e. without Spark's per-query start,
+   which is what a long-running query pays), and a batch ``spark.read ... .count()`` (warm).
 
 Each reader runs ``REPEATS`` times (the cold run once) and the best run counts: the
 machine is noisy. Writes ``benchmarks/results/p4.json`` and prints a markdown table. The
-goal is a warm streaming rate of at least 0.5x the raw consumer's.
+goal is a warm streaming rate of at least 0.5x the raw consumer's (``meets_goal`` judges the
+wall-clock warm streaming run, the strictest of the measures).
 
 Run::
 
     python benchmarks/p4_kafka_source.py [--records 200000] [--partitions 6]
 
-The broker comes from :func:`streamsdsl.testing.local_kafka.local_kafka`
+The broker comes from `streamsdsl.testing.local_kafka.local_kafka`
 (``BOOTSTRAP_SERVERS``, Docker, or the Tansu binary).
 """
 
@@ -121,7 +123,12 @@ def _raw_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> 
     return elapsed
 
 
-def _spark_stream(spark: Any, bootstrap: str, compat: str, topic: str, expected: int) -> float:
+def _spark_stream(spark: Any, bootstrap: str, compat: str, topic: str, expected: int) -> tuple[float, float]:
+    """Run an availableNow query counting rows; return (wall seconds, seconds inside triggers).
+
+    The wall time includes Spark's per-query start (planner Python process, first offsets);
+    the in-trigger time (sum of ``triggerExecution``) is what a long-running query pays.
+    """
     counts: list[int] = []
     reader = (
         spark.readStream.format("streamsdsl-kafka")
@@ -145,7 +152,8 @@ def _spark_stream(spark: Any, bootstrap: str, compat: str, topic: str, expected:
         raise RuntimeError(f"streaming query failed: {query.exception()}")
     if sum(counts) != expected:
         raise AssertionError(f"streaming query counted {sum(counts)} rows, expected {expected}")
-    return elapsed
+    in_trigger = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress) / 1000
+    return elapsed, in_trigger
 
 
 def _spark_batch(spark: Any, bootstrap: str, compat: str, topic: str, expected: int) -> float:
@@ -206,10 +214,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_session()
         register(spark)
         session_s = time.perf_counter() - t0
-        cold_s = _spark_stream(spark, kafka.bootstrap_servers, kafka.compat, topic, n)
-        warm_runs = [_spark_stream(spark, kafka.bootstrap_servers, kafka.compat, topic, n) for _ in range(REPEATS)]
+        cold_s, _ = _spark_stream(spark, kafka.bootstrap_servers, kafka.compat, topic, n)
+        stream_runs = [_spark_stream(spark, kafka.bootstrap_servers, kafka.compat, topic, n) for _ in range(REPEATS)]
+        warm_runs = [wall for wall, _ in stream_runs]
+        trigger_runs = [inside for _, inside in stream_runs]
         batch_runs = [_spark_batch(spark, kafka.bootstrap_servers, kafka.compat, topic, n) for _ in range(REPEATS)]
-        warm_s, batch_s = min(warm_runs), min(batch_runs)
+        warm_s, trigger_s, batch_s = min(warm_runs), min(trigger_runs), min(batch_runs)
         master = spark.sparkContext.master
         spark.stop()
         broker = {"bootstrap_servers": kafka.bootstrap_servers, "compat": kafka.compat}
@@ -218,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         _row("confluent-kafka consumer (assign)", raw_s, n, raw_rate, raw_runs),
         _row("streamsdsl source, streaming availableNow, cold", cold_s, n, raw_rate, [cold_s]),
         _row("streamsdsl source, streaming availableNow, warm", warm_s, n, raw_rate, warm_runs),
+        _row("streamsdsl source, streaming, warm, time inside triggers only", trigger_s, n, raw_rate, trigger_runs),
         _row("streamsdsl source, batch read + count, warm", batch_s, n, raw_rate, batch_runs),
     ]
     warm_ratio = rows[2]["ratio"]
@@ -231,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         "raw_consumer_conf": RAW_CONSUMER_CONF,
         "goal_ratio": GOAL,
         "ratio_warm_streaming": warm_ratio,
+        "ratio_streaming_inside_triggers": rows[3]["ratio"],
+        "ratio_batch": rows[4]["ratio"],
         "meets_goal": warm_ratio >= GOAL,
         "environment": {
             "broker": broker,

@@ -34,6 +34,19 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
 
     session = get_session()
     register(session)
+    # Warm up once (Python worker daemon, planner imports: ~10 s on a cold session) so that
+    # each test's duration measures the test, not the session's first Python job.
+    topic = f"warm-up-{uuid.uuid4().hex[:8]}"
+    kafka.create_topic(topic, 1)
+    kafka.produce(topic, [(b"k", b"v", 0, 0)])
+    (
+        session.read.format("streamsdsl-kafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
+        .option("kafka.broker.compat", kafka.compat)
+        .option("subscribe", topic)
+        .load()
+        .collect()
+    )
     yield session
     session.stop()
 

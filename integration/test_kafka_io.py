@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 Record = tuple[Any, ...]
 
+pytestmark = pytest.mark.integration
+
 
 def _headers(raw: Any) -> list[tuple[str, bytes]] | None:
     if raw is None:
@@ -99,6 +101,7 @@ def _flat(batches: list[list[Record]]) -> list[Record]:
     return sorted((r for b in batches for r in b), key=lambda r: (r[2], r[3], r[4]))
 
 
+@pytest.mark.spark
 class TestStreamingSource:
     """The streaming reader through real Structured Streaming queries."""
 
@@ -192,6 +195,7 @@ class TestStreamingSource:
         assert _flat(batches) == expected
 
 
+@pytest.mark.spark
 class TestBatchSource:
     """``spark.read`` over a fixed offset range."""
 
@@ -218,6 +222,7 @@ class TestBatchSource:
         assert rows == [r for r in _expected(topic, records) if (r[3] == 0 and 1 <= r[4] < 4) or r[3] == 1]
 
 
+@pytest.mark.spark
 class TestSink:
     """The writer: exact records in the topic, read back with ``consume_all``."""
 
@@ -245,6 +250,23 @@ class TestSink:
         assert kafka.consume_all(topic) == [
             ConsumedRecord(key, value, ts, 0, offset, headers)
             for offset, (key, value, ts, headers) in enumerate(rows)
+        ]
+
+    def test_batch_write_accepts_strings_and_timestamp_type(
+        self, spark: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str]
+    ) -> None:
+        """String key/value are written as UTF-8; a timestamp column becomes epoch ms (µs truncated)."""
+        topic = new_topic(1)
+        df = spark.sql(
+            "SELECT 'k' AS key, 'välue' AS value, TIMESTAMP '2024-01-02 03:04:05.006789' AS timestamp"
+        )
+
+        df.write.format("streamsdsl-kafka").mode("append").option(
+            "kafka.bootstrap.servers", kafka.bootstrap_servers
+        ).option("topic", topic).save()
+
+        assert kafka.consume_all(topic) == [
+            ConsumedRecord(b"k", "välue".encode(), 1_704_164_645_006, 0, 0, None)
         ]
 
     def test_streaming_copy_topic_to_topic(
@@ -336,6 +358,7 @@ class TestOptions:
             "option 'kafka.auto.offset.reset' is not supported: use the 'startingOffsets' option instead.",
         )
 
+    @pytest.mark.spark
     def test_sink_rejects_unknown_columns(self, spark: SparkSession) -> None:
         """The sink takes only key, value, timestamp, headers."""
         schema = spark.createDataFrame([], "value binary, topic string").schema
@@ -345,6 +368,18 @@ class TestOptions:
             "the streamsdsl-kafka sink takes the columns key, value, timestamp, headers "
             "(streamsdsl.records.RAW_SINK_DDL); drop or rename 'topic'.",
         )
+
+    @pytest.mark.spark
+    def test_error_reaches_the_spark_user(self, spark: SparkSession) -> None:
+        """Through Spark the error arrives wrapped, with the option's name and the fix in its text."""
+        from pyspark.errors import AnalysisException
+
+        with pytest.raises(AnalysisException) as info:
+            spark.read.format("streamsdsl-kafka").option("subscribe", "t").load().collect()
+        assert (
+            "KafkaOptionError: option 'kafka.bootstrap.servers' is required, e.g. "
+            ".option('kafka.bootstrap.servers', 'localhost:9092')."
+        ) in str(info.value)
 
     def test_rate_limit_allocation_is_exact(self) -> None:
         """Largest-remainder sharing: exactly ``limit`` offsets, never past a partition's end."""

@@ -1,6 +1,6 @@
 """The fluent DSL: one immutable class per legal stage, mirroring Kafka Streams in snake_case.
 
-Only :class:`StreamsBuilder` holds mutable bookkeeping (the append-only node list and the name
+Only `StreamsBuilder` holds mutable bookkeeping (the append-only node list and the name
 counter, exactly Kafka Streams' ``InternalStreamsBuilder``); every stage is frozen and every
 method returns a new stage for a new node, so reusing a stage never changes another branch.
 """
@@ -46,7 +46,7 @@ def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
 
 
 class StreamsBuilder:
-    """Entry point of the DSL: create source streams, then :meth:`build` a :class:`Topology`.
+    """Entry point of the DSL: create source streams, then `build` a `Topology`.
 
     Examples
     --------
@@ -107,7 +107,7 @@ class StreamsBuilder:
     def stream(
         self, topics: str | Iterable[str], consumed: Consumed | None = None, *, name: NameArg = None
     ) -> KStream:
-        """A :class:`KStream` reading ``topics`` (one topic or a list), deserialized with ``consumed``."""
+        """A `KStream` reading ``topics`` (one topic or a list), deserialized with ``consumed``."""
         consumed = check_option(consumed, Consumed, "consumed")
         topic_list = [topics] if isinstance(topics, str) else list(topics) if topics is not None else []
         if not topic_list:
@@ -134,7 +134,7 @@ class StreamsBuilder:
         return KStream(self, node.name)
 
     def build(self) -> Topology:
-        """Freeze what was built so far into an immutable :class:`Topology`."""
+        """Freeze what was built so far into an immutable `Topology`."""
         return Topology(tuple(self._nodes.values()))
 
 
@@ -310,7 +310,7 @@ def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:
 
 @attrs.frozen
 class KGroupedStream(_Grouped):
-    """A grouped stream: aggregate it, or window it with :meth:`windowed_by`."""
+    """A grouped stream: aggregate it, or window it with `windowed_by`."""
 
     def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
         materialized = _materialized(materialized)
@@ -359,7 +359,7 @@ class KGroupedStream(_Grouped):
         return self._aggregate(_agg_spec_unwindowed(initializer, aggregator), "KSTREAM-AGGREGATE-", name, materialized)
 
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream:
-        """Window the grouped stream: ``SessionWindows`` gives a :class:`SessionWindowedKStream`."""
+        """Window the grouped stream: ``SessionWindows`` gives a `SessionWindowedKStream`."""
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(
                 self._builder, self.node_name, self.repartition_required, self.grouped, windows,
@@ -373,7 +373,7 @@ class KGroupedStream(_Grouped):
 
 @attrs.frozen
 class SessionWindowedKStream(_Grouped):
-    """A grouped stream windowed by :class:`SessionWindows` (KIP-94)."""
+    """A grouped stream windowed by `SessionWindows` (KIP-94)."""
 
     windows: SessionWindows
     emit: EmitStrategy
@@ -450,7 +450,7 @@ class KTable(_Stage):
         return KTable(self._builder, node.name, self.windowed)
 
     def to_stream(self, *, name: NameArg = None) -> KStream:
-        """The table's changelog as a :class:`KStream` (tombstones included, value ``None``)."""
+        """The table's changelog as a `KStream` (tombstones included, value ``None``)."""
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-TOSTREAM-")
         self._add(ir.TableToStreamNode(node_name, (self.node_name,)))
         return KStream(self._builder, node_name)

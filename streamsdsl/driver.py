@@ -76,7 +76,7 @@ class _Raw:
 
 
 class TestInputTopic:
-    """Pipes records into one source topic of a :class:`TopologyTestDriver`."""
+    """Pipes records into one source topic of a `TopologyTestDriver`."""
 
     __test__ = False
 
@@ -201,7 +201,7 @@ class TestOutputTopic:
 
 
 class TopologyTestDriver:
-    """Run a :class:`~streamsdsl.Topology` on Spark without a broker (see the module docs).
+    """Run a `Topology` on Spark without a broker (see the module docs).
 
     Parameters
     ----------
@@ -276,7 +276,7 @@ class TopologyTestDriver:
     def create_output_topic(self, topic: str, key_serde: AnySerde | None = None,
                             value_serde: Serde | None = None) -> TestOutputTopic:
         """An output topic; serdes default to the ones the topology's sink writes with
-        (windowed keys are read back as :class:`~streamsdsl.Windowed`)."""
+        (windowed keys are read back as `Windowed`)."""
         sink = self._compile().sink_for_topic(topic)
         if sink is None:
             raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")

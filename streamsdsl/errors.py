@@ -1,6 +1,6 @@
 """Exceptions raised by streamsdsl.
 
-Every exception subclasses :class:`StreamsDslError` and the matching builtin, so callers may
+Every exception subclasses `StreamsDslError` and the matching builtin, so callers may
 catch either ``streamsdsl.errors.StreamsDslError`` or ``ValueError`` / ``TypeError``.
 """
 

@@ -1,8 +1,8 @@
 """The topology IR: frozen, validated nodes forming a DAG (pure Python, no pyspark).
 
 Every node has a unique ``name`` (Kafka Streams style, e.g. ``KSTREAM-FILTER-0000000001``) and
-the names of its ``parents``. User functions are held as :class:`UserFn` (a Python callable) or
-:class:`ColumnFn` (a pyspark Column, compiled natively); the IR never looks inside either.
+the names of its ``parents``. User functions are held as `UserFn` (a Python callable) or
+`ColumnFn` (a pyspark Column, compiled natively); the IR never looks inside either.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Running a compiled topology as one Spark streaming query.
 
 The whole topology (every sink) is one query; each micro-batch is handed to
-:class:`BatchSink` callbacks through ``foreachBatch``: data rows per sink topic, and the
+`BatchSink` callbacks through ``foreachBatch``: data rows per sink topic, and the
 control rows the operators emit (dropped records, emit-final latency) folded into metrics.
 """
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsdsl")
 
-#: Columns of a sink's rows handed to a :class:`BatchSink` (RAW_SINK_DDL).
+#: Columns of a sink's rows handed to a `BatchSink` (RAW_SINK_DDL).
 SINK_COLUMNS = ("key", "value", "timestamp", "headers")
 
 
@@ -100,7 +100,7 @@ def start_streaming(
             metrics.add_events(events)
             data = batch.filter("_ctl IS NULL")
             for s in sinks:
-                sink.write_batch(s, data.filter(data["_sink"] == s.index).select(*SINK_COLUMNS, "_seq"), batch_id)
+                sink.write_batch(s, data.filter(data["_sink"] == s.index).select(*SINK_COLUMNS, "_seq", "_ord"), batch_id)
             with metrics._lock:
                 metrics.batches += 1
         finally:

@@ -3,16 +3,14 @@
 Each serde has a *wire* form (the bytes in a Kafka record) and an *internal* form (the Spark
 column type the compiled plan holds it in). User functions always see plain Python values.
 
-========  ======================  ========================  ==================
-serde     Python value            wire bytes                Spark column type
-========  ======================  ========================  ==================
-String    ``str``                 UTF-8                     ``string``
-Long      ``int`` (64-bit)        8 bytes, big-endian       ``bigint``
-Integer   ``int`` (32-bit)        4 bytes, big-endian       ``int``
-Double    ``float``               8 bytes, IEEE 754 BE      ``double``
-Bytes     ``bytes``               as is                     ``binary``
-Json      JSON value              UTF-8 JSON text           ``string`` (JSON text)
-========  ======================  ========================  ==================
+| serde   | Python value       | wire bytes             | Spark column type     |
+|---------|--------------------|------------------------|-----------------------|
+| String  | `str`              | UTF-8                  | `string`              |
+| Long    | `int` (64-bit)     | 8 bytes, big-endian    | `bigint`              |
+| Integer | `int` (32-bit)     | 4 bytes, big-endian    | `int`                 |
+| Double  | `float`            | 8 bytes, IEEE 754 BE   | `double`              |
+| Bytes   | `bytes`            | as is                  | `binary`              |
+| Json    | JSON value         | UTF-8 JSON text        | `string` (JSON text)  |
 
 A ``None`` value serializes to a null record value (a tombstone) with every serde.
 """
@@ -32,7 +30,7 @@ __all__ = ["Serde", "Serdes", "SessionWindowedSerde", "TimeWindowedSerde", "Wind
 
 @attrs.frozen
 class Serde:
-    """A named serializer/deserializer pair. Create them through :class:`Serdes`."""
+    """A named serializer/deserializer pair. Create them through `Serdes`."""
 
     name: str
     spark_type: str

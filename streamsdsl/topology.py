@@ -1,4 +1,4 @@
-"""The immutable :class:`Topology` and its Kafka-Streams-style ``describe()`` (pure Python)."""
+"""The immutable `Topology` and its Kafka-Streams-style ``describe()`` (pure Python)."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ class _DNode:
 class Topology:
     """An immutable DAG of IR nodes, in the order they were added.
 
-    Build one with :class:`~streamsdsl.StreamsBuilder`; print it with :meth:`describe`; run
-    it with :class:`~streamsdsl.TopologyTestDriver` or :class:`~streamsdsl.KafkaStreams`.
+    Build one with `StreamsBuilder`; print it with `describe`; run
+    it with `TopologyTestDriver` (tests) or on a Kafka-backed streaming query.
     """
 
     nodes: tuple[ir.Node, ...]

@@ -1,9 +1,9 @@
 """The compiler: Topology IR → Spark DataFrame operations (the only layer besides I/O that
 imports pyspark).
 
-:func:`compile_topology` lowers every node bottom-up with :func:`~streamsdsl.compiler.lower.lower`
+`compile_topology` lowers every node bottom-up with `lower`
 and binds each sink: keys and values are serialized with the sink's serdes into
-:data:`~streamsdsl.records.RAW_SINK_DDL` rows. All sinks are unioned into one DataFrame (column
+`RAW_SINK_DDL` rows. All sinks are unioned into one DataFrame (column
 ``_sink`` tells which), so a whole topology runs as one Spark query.
 """
 
@@ -76,6 +76,54 @@ class CompiledTopology:
         return None
 
 
+def _ship_user_code_by_value(topology: Topology) -> None:
+    """Make user functions defined in scripts and test modules usable on Spark's workers.
+
+    cloudpickle pickles a module-level function by reference (module + name), which fails on
+    a worker that cannot import that module (a script, a test file). Modules that are not
+    installed packages are registered to be pickled by value instead.
+    """
+    import sys
+    import sysconfig
+
+    from pyspark import cloudpickle
+
+    installed = tuple(
+        p for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} if p
+    )
+    modules: set[str] = set()
+    for node in topology.nodes:
+        modules |= _user_modules(node)
+    for name in modules:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if (
+            module is None
+            or not path
+            or name == "__main__"
+            or name.split(".")[0] == "streamsdsl"
+            or path.startswith(installed)
+            or "site-packages" in path
+        ):
+            continue
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except ValueError:  # already registered / not a module object
+            pass
+
+
+def _user_modules(value: object) -> set[str]:
+    """Modules of the user functions held (at any depth) by an IR node."""
+    if isinstance(value, ir.UserFn):
+        module = getattr(value.fn, "__module__", None)
+        return {module} if module else set()
+    if isinstance(value, tuple):
+        return set().union(*(_user_modules(v) for v in value)) if value else set()
+    if attrs.has(type(value)):
+        return set().union(*(_user_modules(getattr(value, f.name)) for f in attrs.fields(type(value))))
+    return set()
+
+
 def compile_topology(
     topology: Topology, raw_source: Callable[[ir.SourceNode], DataFrame], *, mode: str = STREAMING
 ) -> CompiledTopology:
@@ -84,6 +132,7 @@ def compile_topology(
     ``mode`` is ``"streaming"`` (watermarks, timers, net change per micro-batch) or ``"replay"``
     (a batch run over recorded input with per-record stream time, used by the test driver).
     """
+    _ship_user_code_by_value(topology)
     ctx = LoweringContext(mode, raw_source)
     for node in topology.topological_order():
         ctx.frames[node.name] = lower(node, ctx)
@@ -110,19 +159,26 @@ def compile_topology(
 
 
 def explain_topology(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:
-    """The Spark plan of ``topology`` in streaming mode, with sources bound to empty inputs."""
+    """The Spark streaming plan of ``topology``, as ``DataFrame.explain`` prints it.
+
+    Sources are bound to an empty file stream of the raw record schema, so no broker is needed
+    and nothing runs; the plan is the one a Kafka-backed run executes (watermarks,
+    ``TransformWithStateInPySpark`` operators, Arrow steps, native expressions).
+    """
     import contextlib
     import io
+    import tempfile
 
     from streamsdsl.session import get_session
 
     spark = spark or get_session()
-    empty = spark.createDataFrame([], RAW_RECORD_DDL)
+    empty_dir = tempfile.mkdtemp(prefix="streamsdsl-explain-")
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
-        return empty.filter(F.col("topic").isin(list(node.topics)))
+        stream = spark.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
+        return stream.filter(F.col("topic").isin(list(node.topics)))
 
-    compiled = compile_topology(topology, raw_source, mode=REPLAY)
+    compiled = compile_topology(topology, raw_source, mode=STREAMING)
     if compiled.output is None:
         return "(the topology has no sinks: nothing to run)"
     buf = io.StringIO()

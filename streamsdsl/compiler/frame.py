@@ -55,7 +55,7 @@ class KeyCodec:
 
 @attrs.frozen
 class Frame:
-    """A lowered node: ``df`` has :data:`FRAME_COLUMNS`; ``is_table`` for KTable changelogs."""
+    """A lowered node: ``df`` has `FRAME_COLUMNS`; ``is_table`` for KTable changelogs."""
 
     df: DataFrame
     key: KeyCodec

@@ -100,7 +100,7 @@ def _user_column(frame: Frame, fn: ir.ColumnFn, what: str) -> tuple[Column, Serd
 def _with_stream_time(df: DataFrame) -> DataFrame:
     """Replay mode: Kafka Streams' stream time after each record, a running max in pipe order
     over the records that reach the operator (null keys excluded: they are dropped first)."""
-    w = Window.orderBy("_seq").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    w = Window.orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     st = F.max(F.when(_is_data() & F.col("key").isNotNull(), F.col("timestamp"))).over(w)
     return df.withColumn("_st", F.coalesce(st, F.lit(-1).cast("bigint")))
 
@@ -113,7 +113,8 @@ def _(node: ir.SourceNode, ctx: LoweringContext) -> Frame:
     raw = ctx.raw_source(node)
     key_serde = node.key_serde or DEFAULT_SERDE
     value_serde = node.value_serde or DEFAULT_SERDE
-    seq = F.col("_seq") if "_seq" in raw.columns else F.col("offset")
+    # Source order: pipe order in replay; (partition, offset) when streaming.
+    seq = F.col("_seq") if "_seq" in raw.columns else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")
     df = raw.select(
         deserialize(F.col("key"), key_serde, "key").alias("key"),
         deserialize(F.col("value"), value_serde, "value").alias("value"),
@@ -388,13 +389,13 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
     )
     good = df.filter(valid)
     if ctx.replay:
-        w = Window.partitionBy("key").orderBy("_seq").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        w = Window.partitionBy("key").orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
         agg = good.select(
             "key",
             column.over(w).cast(value_out.spark_type).alias("value"),
             F.max("timestamp").over(w).alias("timestamp"),
             "headers", "_seq",
-            F.array(F.lit(0).cast("bigint")).alias("_ord"),
+            F.concat(F.col("_ord"), F.array(F.lit(0).cast("bigint"))).alias("_ord"),
             F.lit(None).cast("string").alias("_okey"),
             F.lit(None).cast(CTL_TYPE).alias("_ctl"),
         )
@@ -438,12 +439,16 @@ def _assign_close_records(out: DataFrame, inp: DataFrame, node: str) -> DataFram
     """Replay mode: give each pending on-close record the first input record whose stream time
     passes its threshold (Kafka Streams emits it right after that record); pending records
     whose threshold is never passed are not emitted. Adds the emit-final latency events."""
-    times = inp.filter(_is_data() & F.col("key").isNotNull()).select(F.col("_seq").alias("_jseq"), F.col("_st").alias("_jst"))
+    times = inp.filter(_is_data() & F.col("key").isNotNull()).select(
+        F.col("_seq").alias("_jseq"), F.col("_ord").alias("_jord"), F.col("_st").alias("_jst")
+    )
     pending = out.filter(F.col("_thr").isNotNull()).withColumn("_rid", F.monotonically_increasing_id())
     rest = out.filter(F.col("_thr").isNull()).drop("_thr")
     matched = pending.join(times, F.col("_jst") > F.col("_thr"), "inner")
-    first = matched.groupBy("_rid").agg(F.min(F.struct("_jseq", "_jst")).alias("_first"))
-    finals = pending.join(first, "_rid").withColumn("_seq", F.col("_first._jseq"))
+    first = matched.groupBy("_rid").agg(F.min(F.struct("_jseq", "_jord", "_jst")).alias("_first"))
+    finals = pending.join(first, "_rid").withColumn("_seq", F.col("_first._jseq")).withColumn(
+        "_ord", F.concat(F.col("_first._jord"), F.col("_ord"))
+    )
     data = finals.select(*FRAME_COLUMNS)
     latency = finals.select(
         F.lit(None).cast(out.schema["key"].dataType).alias("key"),

@@ -69,7 +69,7 @@ def _split(rows: Iterator[Row]) -> tuple[list[Row], list[Row]]:
     data, ctl = [], []
     for r in rows:
         (ctl if r["_ctl"] is not None else data).append(r)
-    data.sort(key=lambda r: r["_seq"])
+    data.sort(key=lambda r: (r["_seq"], r["_ord"] or []))
     return data, ctl
 
 
@@ -115,13 +115,15 @@ class SessionAggregateProcessor(StatefulProcessor):
     def _windowed(self, kcell: Any, s_start: int, s_end: int) -> dict[str, Any]:
         return {"key": kcell, "start": s_start, "end": s_end}
 
-    def _final_rows(self, kcell: Any, key: Any, closed: list[Session], stream_time: int, seq: int) -> Iterator[Row]:
+    def _final_rows(self, kcell: Any, key: Any, closed: list[Session], stream_time: int, seq: int,
+                    ord_: list[int] | None = None) -> Iterator[Row]:
         cfg = self.config
         for s in closed:
             thr = close_threshold(s, cfg.gap, cfg.grace)
+            order = [*(ord_ or []), 1, s.end, s.start]
             yield _out_row(self._windowed(kcell, s.start, s.end), cfg.value_out.to_internal(s.agg), s.end, [],
-                           seq, [1, s.end, s.start], str(key))
-            yield _out_row(None, None, s.end, [], seq, [1, s.end, s.start], str(key),
+                           seq, order, str(key))
+            yield _out_row(None, None, s.end, [], seq, order, str(key),
                            _ctl(cfg.node, EMIT_FINAL_LATENCY, stream_time - thr - 1))
 
     # -- callbacks ----------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class SessionAggregateProcessor(StatefulProcessor):
                 if replay:
                     yield from self._pending_finals(kcell, k, closed)
                 else:
-                    yield from self._final_rows(kcell, k, closed, stream_time, r["_seq"])
+                    yield from self._final_rows(kcell, k, closed, stream_time, r["_seq"], r["_ord"] or [])
         if not cfg.emit_on_close and not replay:
             yield from self._flush(kcell, batch_buf, data[-1], ordinal=0)
         if replay:
@@ -179,7 +181,7 @@ class SessionAggregateProcessor(StatefulProcessor):
         cfg = self.config
         for i, ((start, end), s) in enumerate(buf.flush()):
             value = None if s is None else cfg.value_out.to_internal(s.agg)
-            yield _out_row(self._windowed(kcell, start, end), value, end, r["headers"], r["_seq"], [0, i])
+            yield _out_row(self._windowed(kcell, start, end), value, end, r["headers"], r["_seq"], [*(r["_ord"] or []), 0, i])
 
     def _pending_finals(self, kcell: Any, key: Any, sessions: list[Session]) -> Iterator[Row]:
         cfg = self.config
@@ -242,11 +244,11 @@ class TableAggregateProcessor(StatefulProcessor):
             agg_ts = r["timestamp"] if agg_ts is None else max(agg_ts, r["timestamp"])
             last = r
             if replay:
-                yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, r["headers"], r["_seq"], [0, 0])
+                yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, r["headers"], r["_seq"], [*(r["_ord"] or []), 0, 0])
         if last is None:
             return
         if not replay:
-            yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, last["headers"], last["_seq"], [0, 0])
+            yield _out_row(kcell, cfg.value_out.to_internal(agg), agg_ts, last["headers"], last["_seq"], [*(last["_ord"] or []), 0, 0])
         self.state.update((cfg.value_out.to_internal(agg), agg_ts))
 
     def close(self) -> None:

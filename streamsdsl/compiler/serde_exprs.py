@@ -89,6 +89,12 @@ def deserialize(col: Column, serde: Serde, what: str) -> Column:
         value = col.cast("string")
     elif serde.name == "Bytes":
         value = col
+    elif serde.name == "Long":
+        # conv(..., -10) reads the 16 hex digits as a signed 64-bit two's complement number
+        value = F.conv(F.hex(col), 16, -10).cast("bigint")
+    elif serde.name == "Integer":
+        unsigned = F.conv(F.hex(col), 16, 10).cast("bigint")
+        value = F.when(unsigned >= 2**31, unsigned - 2**32).otherwise(unsigned).cast("int")
     else:
         value = _unpack_udf(serde)(col)
     if serde.name == "Bytes":
@@ -103,6 +109,10 @@ def serialize_value(col: Column, internal: Serde, target: Serde) -> Column:
             return F.encode(col, "UTF-8")
         if target.name == "Bytes":
             return col
+        if target.name == "Long":
+            return F.unhex(F.lpad(F.hex(col), 16, "0"))
+        if target.name == "Integer":
+            return F.unhex(F.lpad(F.hex(col.cast("bigint").bitwiseAND(0xFFFFFFFF)), 8, "0"))
         return _pack_udf(target)(col)
     return _convert_udf(internal, target, windowed=None)(col)
 

@@ -1,7 +1,7 @@
 """Kafka I/O on Spark's Python Data Source API (imports pyspark).
 
-:func:`register` makes the format ``"streamsdsl-kafka"`` available on a session; it
-reads (:mod:`streamsdsl.io.kafka_source`) and writes (:mod:`streamsdsl.io.kafka_sink`).
+`register` makes the format ``"streamsdsl-kafka"`` available on a session; it
+reads (`streamsdsl.io.kafka_source`) and writes (`streamsdsl.io.kafka_sink`).
 """
 
 from __future__ import annotations

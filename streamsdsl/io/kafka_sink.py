@@ -1,6 +1,6 @@
 """Kafka sink on Spark's Python Data Source API (format ``"streamsdsl-kafka"``).
 
-Writes rows of :data:`streamsdsl.records.RAW_SINK_DDL` to the topic named by the option
+Writes rows of `RAW_SINK_DDL` to the topic named by the option
 ``topic`` with an idempotent confluent-kafka producer (``enable.idempotence=true``,
 ``acks=all``):
 
@@ -66,6 +66,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamsdsl.errors import StreamsDslError
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -89,11 +91,11 @@ _FORBIDDEN_PRODUCER_OPTIONS = {
 }
 
 
-class KafkaSinkOptionError(ValueError):
+class KafkaSinkOptionError(StreamsDslError, ValueError):
     """An option or the input schema of the ``streamsdsl-kafka`` sink is invalid."""
 
 
-class KafkaDeliveryError(RuntimeError):
+class KafkaDeliveryError(StreamsDslError, RuntimeError):
     """Records were not acknowledged by the broker; the task (and batch) fails."""
 
 
@@ -220,7 +222,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
         return None
     col = batch.column(idx)
     if pa.types.is_timestamp(col.type):
-        col = col.cast(pa.timestamp("ms", tz=col.type.tz)).cast(pa.int64())
+        col = col.cast(pa.timestamp("ms", tz=col.type.tz), safe=False).cast(pa.int64())  # truncate µs
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = col.cast(pa.binary())
     return col.to_pylist()

@@ -1,7 +1,7 @@
 """Kafka source on Spark's Python Data Source API (short name ``"streamsdsl-kafka"``).
 
 The source reads Kafka topics with confluent-kafka and yields rows of
-:data:`streamsdsl.records.RAW_RECORD_DDL` (``timestamp`` in epoch milliseconds). It works
+`RAW_RECORD_DDL` (``timestamp`` in epoch milliseconds). It works
 without Spark's JVM Kafka connector.
 
 * **Streaming** (``spark.readStream``): offsets live in the Spark checkpoint as JSON,
@@ -32,8 +32,9 @@ endingOffsets
 maxOffsetsPerTrigger
     Positive integer: at most this many offsets per micro-batch, shared across partitions
     in proportion to their backlog (largest-remainder rounding, so a batch takes exactly
-    ``min(limit, backlog)`` offsets). Ignored by ``Trigger.AvailableNow``'s planning of the
-    final target but respected per batch.
+    ``min(limit, backlog)`` offsets; offsets, not records: compaction gaps and transaction
+    markers count). ``Trigger.AvailableNow`` respects it too: several batches up to the
+    end offsets fixed when the query started.
 kafka.broker.compat
     ``"kafka"`` (default) or ``"tansu"``. The Tansu broker's high watermark can understate
     the end of a partition (it is the base offset of the last record batch + 1); with
@@ -71,6 +72,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import threading
 import time
 import uuid
@@ -118,6 +120,7 @@ except ImportError:  # pragma: no cover - older pyspark: no admission control / 
         """Placeholder for pyspark < 4.2."""
 
 
+from streamsdsl.errors import StreamsDslError
 from streamsdsl.records import RAW_RECORD_COLUMNS
 
 if TYPE_CHECKING:
@@ -139,7 +142,7 @@ __all__ = [
     "register",
 ]
 
-#: The short name under which :func:`register` makes the data source available.
+#: The short name under which `register` makes the data source available.
 SOURCE_NAME = "streamsdsl-kafka"
 
 _HEADERS_TYPE = ArrayType(
@@ -147,7 +150,7 @@ _HEADERS_TYPE = ArrayType(
     True,
 )
 
-#: :data:`streamsdsl.records.RAW_RECORD_DDL` as a StructType (built without a JVM).
+#: `RAW_RECORD_DDL` as a StructType (built without a JVM).
 RAW_RECORD_SCHEMA = StructType(
     [
         StructField("key", BinaryType(), True),
@@ -183,11 +186,11 @@ OffsetsJson = dict[str, dict[str, int]]
 
 
 # -- errors -------------------------------------------------------------------------------
-class KafkaOptionError(ValueError):
+class KafkaOptionError(StreamsDslError, ValueError):
     """An option of the ``streamsdsl-kafka`` data source is missing or invalid."""
 
 
-class KafkaSourceError(RuntimeError):
+class KafkaSourceError(StreamsDslError, RuntimeError):
     """Reading from Kafka failed (broker error, timeout)."""
 
 
@@ -265,7 +268,7 @@ def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: b
 class KafkaSourceOptions:
     """Validated reader options (picklable; travels to the executors inside partitions).
 
-    Build it with :meth:`from_options`.
+    Build it with `from_options`.
     """
 
     bootstrap_servers: str
@@ -554,6 +557,8 @@ class KafkaInputPartition(InputPartition):
 
 
 _arrow_schema: pa.Schema | None = None
+_first = operator.itemgetter(0)
+_second = operator.itemgetter(1)
 
 
 def _raw_arrow_schema() -> pa.Schema:
@@ -567,23 +572,30 @@ def _raw_arrow_schema() -> pa.Schema:
 
 def _to_batch(topic: str, partition: int, msgs: list[Any]) -> pa.RecordBatch:
     import pyarrow as pa
+    from confluent_kafka import Message
 
+    # map() over the C methods: no Python frame per record (2-3x faster than comprehensions).
     schema = _raw_arrow_schema()
     n = len(msgs)
-    stamps = [m.timestamp() for m in msgs]
-    headers = [m.headers() for m in msgs]
-    if any(h is not None for h in headers):
-        headers_array = pa.array(headers, type=schema.field("headers").type)
+    stamps = list(map(Message.timestamp, msgs))
+    if min(map(_first, stamps), default=1) != 0:  # every record has a timestamp (the norm)
+        timestamps: list[int | None] = list(map(_second, stamps))
     else:
-        headers_array = pa.nulls(n, type=schema.field("headers").type)
+        timestamps = [ts if kind != 0 else None for kind, ts in stamps]
+    headers = list(map(Message.headers, msgs))
+    headers_type = schema.field("headers").type
+    if headers.count(None) == n:
+        headers_array = pa.nulls(n, type=headers_type)
+    else:
+        headers_array = pa.array(headers, type=headers_type)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([m.key() for m in msgs], type=pa.binary()),
-            pa.array([m.value() for m in msgs], type=pa.binary()),
+            pa.array(list(map(Message.key, msgs)), type=pa.binary()),
+            pa.array(list(map(Message.value, msgs)), type=pa.binary()),
             pa.array([topic] * n, type=pa.string()),
             pa.array([partition] * n, type=pa.int32()),
-            pa.array([m.offset() for m in msgs], type=pa.int64()),
-            pa.array([ts if kind != 0 else None for kind, ts in stamps], type=pa.int64()),
+            pa.array(list(map(Message.offset, msgs)), type=pa.int64()),
+            pa.array(timestamps, type=pa.int64()),
             headers_array,
         ],
         schema=schema,
@@ -605,7 +617,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
     KafkaSourceError
         On fatal client errors or when no progress is made within the poll timeout.
     """
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
     opts = part.options
     if part.end <= part.start:
@@ -636,6 +648,19 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
                         + ". Check the broker, or raise the option 'kafkaConsumer.pollTimeoutMs'."
                     )
                 continue
+            # Fast path, the norm: no error events and every offset inside [pos, end).
+            first, last = msgs[0], msgs[-1]
+            if (
+                first.error() is None
+                and last.error() is None
+                and first.offset() >= pos
+                and last.offset() < part.end
+                and list(map(Message.error, msgs)).count(None) == len(msgs)
+            ):
+                pending.extend(msgs)
+                pos = last.offset() + 1
+                last_progress = time.monotonic()
+                msgs = []
             done = False
             for m in msgs:
                 err = m.error()
@@ -647,10 +672,16 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
                             break
                         continue
                     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-                        low, _high = consumer.get_watermark_offsets(
+                        low, high = consumer.get_watermark_offsets(
                             TopicPartition(part.topic, part.partition), timeout=timeout_s, cached=False
                         )
-                        if opts.fail_on_data_loss or low <= pos:
+                        if low <= pos:
+                            raise KafkaDataLossError(
+                                f"offset {pos} of {part.topic}-{part.partition} is out of range (the broker "
+                                f"has [{low}, {high})); was the topic deleted and re-created? Start the "
+                                "query on a new checkpoint."
+                            )
+                        if opts.fail_on_data_loss:
                             raise KafkaDataLossError(
                                 f"offsets [{pos}, {min(low, part.end)}) of {part.topic}-{part.partition} are no "
                                 f"longer on the broker (earliest available: {low}). Set the option "
@@ -692,7 +723,7 @@ def read_partition(part: KafkaInputPartition) -> Iterator[pa.RecordBatch]:
 
 # -- readers ------------------------------------------------------------------------------
 class _ClientHolder:
-    """Mixin: a lazily created :class:`_OffsetClient` that is never pickled."""
+    """Mixin: a lazily created `_OffsetClient` that is never pickled."""
 
     _options: KafkaSourceOptions
     _client_obj: _OffsetClient | None
@@ -803,7 +834,7 @@ class KafkaStreamReader(_ClientHolder, DataSourceStreamReader, SupportsTriggerAv
         return _offsets_to_json(end)
 
     def reportLatestOffset(self) -> OffsetsJson | None:
-        """The broker's end offsets seen by the last :meth:`latestOffset` (for progress)."""
+        """The broker's end offsets seen by the last `latestOffset` (for progress)."""
         return _offsets_to_json(self._last_latest) if self._last_latest is not None else None
 
     def partitions(self, start: OffsetsJson, end: OffsetsJson) -> Sequence[InputPartition]:
@@ -873,8 +904,8 @@ class KafkaBatchReader(_ClientHolder, DataSourceReader):
 class KafkaDataSource(DataSource):
     """Kafka as a Spark data source: batch and streaming reads and writes.
 
-    Reads yield :data:`RAW_RECORD_SCHEMA`; writes take
-    :data:`streamsdsl.records.RAW_SINK_DDL` (see :mod:`streamsdsl.io.kafka_sink`).
+    Reads yield `RAW_RECORD_SCHEMA`; writes take
+    `RAW_SINK_DDL` (see `streamsdsl.io.kafka_sink`).
     """
 
     @classmethod
@@ -883,7 +914,7 @@ class KafkaDataSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> StructType:
-        """:data:`RAW_RECORD_SCHEMA`; a user-specified schema is not allowed."""
+        """`RAW_RECORD_SCHEMA`; a user-specified schema is not allowed."""
         return RAW_RECORD_SCHEMA
 
     def _check_schema(self, schema: StructType) -> None:
@@ -904,7 +935,7 @@ class KafkaDataSource(DataSource):
         return KafkaStreamReader(KafkaSourceOptions.from_options(self.options, streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> KafkaBatchWriter:
-        """Batch writer (``df.write.format("streamsdsl-kafka")``), see :mod:`streamsdsl.io.kafka_sink`."""
+        """Batch writer (``df.write.format("streamsdsl-kafka")``), see `streamsdsl.io.kafka_sink`."""
         from streamsdsl.io.kafka_sink import KafkaBatchWriter, KafkaSinkOptions
 
         if overwrite:
@@ -933,7 +964,7 @@ def register(spark: SparkSession) -> None:
     Parameters
     ----------
     spark : SparkSession
-        The session; :func:`streamsdsl.session.get_session` gives one.
+        The session; `get_session` gives one.
     """
     with _register_lock:
         try:

@@ -1,10 +1,10 @@
 """Session windows (KIP-94): the per-record rule of ``KStreamSessionWindowAggregate``.
 
-A key's state is its list of open sessions. :func:`session_step` applies one record and
+A key's state is its list of open sessions. `session_step` applies one record and
 returns the new list plus the store operations Kafka Streams performs (deletes of merged-away
 sessions, then one put). What is *forwarded* downstream is decided by the emit strategy:
-on update the store operations pass through a :class:`~streamsdsl.semantics.ChangeBuffer`
-(Kafka's record cache); on close, :func:`closed_sessions` yields each session once, when
+on update the store operations pass through a `ChangeBuffer`
+(Kafka's record cache); on close, `closed_sessions` yields each session once, when
 stream time passes ``end + gap + grace``.
 
 Sessions are ``[start, end]`` with both ends inclusive.

@@ -1,6 +1,6 @@
 """A Kafka broker for development and tests, and small produce/consume helpers.
 
-:func:`local_kafka` picks, in this order:
+`local_kafka` picks, in this order:
 
 1. an external broker named by the environment variable ``BOOTSTRAP_SERVERS`` (its
    compatibility mode comes from ``STREAMSDSL_BROKER_COMPAT``, default ``"kafka"``);
@@ -10,7 +10,7 @@
 
 Tansu reports a high watermark that can be smaller than the true end of a partition (the
 base offset of the last record batch + 1). The helpers here therefore produce with
-``linger.ms=0`` (one record per batch) and :meth:`LocalKafka.consume_all` reads on until a
+``linger.ms=0`` (one record per batch) and `consume_all` reads on until a
 fetch returns nothing, so they are exact on both brokers.
 
 Examples
@@ -37,6 +37,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
+from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+
 __all__ = [
     "BrokerStartError",
     "ConsumedRecord",
@@ -58,12 +60,12 @@ _COMPAT_VALUES = ("kafka", "tansu")
 ProduceRecord = tuple[Any, ...]
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(StreamsDslError, RuntimeError):
     """The local broker could not be started or did not answer in time."""
 
 
 class ConsumedRecord(NamedTuple):
-    """One record read back by :meth:`LocalKafka.consume_all`."""
+    """One record read back by `consume_all`."""
 
     key: bytes | None
     value: bytes | None
@@ -86,7 +88,7 @@ class LocalKafka:
 
     def __init__(self, bootstrap_servers: str, compat: str = "kafka") -> None:
         if compat not in _COMPAT_VALUES:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"broker compat must be one of {_COMPAT_VALUES} (got {compat!r}); "
                 f"set {COMPAT_ENV}=kafka or {COMPAT_ENV}=tansu."
             )
@@ -130,7 +132,7 @@ class LocalKafka:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         if partitions < 1:
-            raise ValueError(f"'partitions' must be >= 1 (got {partitions}).")
+            raise InvalidArgumentError(f"'partitions' must be >= 1 (got {partitions}).")
         admin = AdminClient({"bootstrap.servers": self.bootstrap_servers})
         futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=timeout)
         for future in futures.values():
@@ -153,7 +155,7 @@ class LocalKafka:
         meta = admin.list_topics(topic=topic, timeout=timeout)
         info = meta.topics.get(topic)
         if info is None or info.error is not None:
-            raise ValueError(f"topic {topic!r} does not exist on {self.bootstrap_servers}: {info and info.error}")
+            raise InvalidArgumentError(f"topic {topic!r} does not exist on {self.bootstrap_servers}: {info and info.error}")
         return sorted(info.partitions)
 
     # -- produce -----------------------------------------------------------------------
@@ -186,7 +188,7 @@ class LocalKafka:
         producer = self._producer()
         for record in records:
             if len(record) not in (4, 5):
-                raise ValueError(
+                raise InvalidArgumentError(
                     "each record must be (key, value, timestamp_ms, partition[, headers]); "
                     f"got {len(record)} fields: {record!r}"
                 )
@@ -406,7 +408,7 @@ def _container() -> Iterator[LocalKafka]:
 
 @contextlib.contextmanager
 def local_kafka(*, prefer: str | None = None, timeout: float = 30.0) -> Iterator[LocalKafka]:
-    """Yield a running broker as a :class:`LocalKafka`; stop it on exit if we started it.
+    """Yield a running broker as a `LocalKafka`; stop it on exit if we started it.
 
     Parameters
     ----------
@@ -422,7 +424,7 @@ def local_kafka(*, prefer: str | None = None, timeout: float = 30.0) -> Iterator
         If the chosen broker cannot be started or does not answer.
     """
     if prefer not in (None, "external", "docker", "tansu"):
-        raise ValueError(f"'prefer' must be one of None, 'external', 'docker', 'tansu' (got {prefer!r}).")
+        raise InvalidArgumentError(f"'prefer' must be one of None, 'external', 'docker', 'tansu' (got {prefer!r}).")
     external = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if prefer == "external" or (prefer is None and external):
         if not external:
@@ -484,7 +486,8 @@ def dev_broker_main(argv: Sequence[str] | None = None) -> int:
         nonlocal stop
         stop = True
 
-    previous = signal.signal(signal.SIGTERM, on_signal)
+    # Handle both explicitly: a shell may start us with SIGINT ignored (e.g. with `&`).
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         with local_kafka(prefer=args.prefer) as kafka:
             for name, parts in topics:
@@ -492,18 +495,16 @@ def dev_broker_main(argv: Sequence[str] | None = None) -> int:
             print(f"bootstrap.servers={kafka.bootstrap_servers}", flush=True)
             print(f"kafka.broker.compat={kafka.compat}", flush=True)
             print("Press Ctrl-C to stop.", file=sys.stderr, flush=True)
-            try:
-                while not stop:
-                    time.sleep(0.2)
-            except KeyboardInterrupt:
-                pass
+            while not stop:
+                time.sleep(0.2)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point alias of :func:`dev_broker_main` (``python -m streamsdsl.testing.local_kafka``)."""
+    """Entry point alias of `dev_broker_main` (``python -m streamsdsl.testing.local_kafka``)."""
     return dev_broker_main(argv)
 
 

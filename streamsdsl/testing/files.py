@@ -1,0 +1,61 @@
+"""A file-backed stand-in for a topic, for streaming tests without a broker.
+
+Each :meth:`FileTopic.append` writes one Parquet file of raw records; a streaming query reading
+it with ``max_files_per_trigger=1`` sees exactly one micro-batch per append, in order. The
+records go through the same source lowering (deserialization, watermark) as Kafka records.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Iterable
+
+from streamsdsl.records import RAW_RECORD_DDL
+from streamsdsl.serdes import Serde
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class FileTopic:
+    """A directory of Parquet batches holding records of one or more topics."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        os.makedirs(directory, exist_ok=True)
+        self._offsets: dict[tuple[str, int], int] = {}
+        self._files = len([f for f in os.listdir(directory) if f.endswith(".parquet")])
+
+    def append(self, topic: str, records: Iterable[tuple[Any, Any, int]], key_serde: Serde, value_serde: Serde,
+               partition: int = 0) -> None:
+        """Write one micro-batch: ``(key, value, timestamp_ms)`` records serialized with the serdes."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = []
+        for key, value, ts in records:
+            offset = self._offsets.get((topic, partition), 0)
+            self._offsets[(topic, partition)] = offset + 1
+            rows.append({"key": key_serde.serialize(key), "value": value_serde.serialize(value), "topic": topic,
+                         "partition": partition, "offset": offset, "timestamp": ts, "headers": []})
+        table = pa.Table.from_pylist(rows, schema=_arrow_schema())
+        name = os.path.join(self.directory, f"batch-{self._files:08d}.parquet")
+        pq.write_table(table, name + ".tmp")
+        os.replace(name + ".tmp", name)
+        self._files += 1
+
+    def read_stream(self, spark: SparkSession, topics: Iterable[str] | None = None) -> DataFrame:
+        """A streaming DataFrame of the raw records, one file per micro-batch."""
+        from pyspark.sql import functions as F
+
+        df = spark.readStream.schema(RAW_RECORD_DDL).option("maxFilesPerTrigger", 1).parquet(self.directory)
+        if topics is not None:
+            df = df.filter(F.col("topic").isin(list(topics)))
+        return df
+
+
+def _arrow_schema() -> Any:
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    return to_arrow_schema(_parse_datatype_string(RAW_RECORD_DDL))
