@@ -245,6 +245,10 @@ class TopologyTestDriver:
         self._metrics: dict[str, float] = {}
         self._compiled: CompiledTopology | None = None
         self._closed = False
+        self._handler = str(self.config.get("default.deserialization.exception.handler", "log_and_fail"))
+        self._dlq_topic = self.config.get("errors.dead.letter.topic") or self.config.get(
+            "errors.dead.letter.queue.topic.name"
+        )
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> TopologyTestDriver:
@@ -277,6 +281,10 @@ class TopologyTestDriver:
                             value_serde: Serde | None = None) -> TestOutputTopic:
         """An output topic; serdes default to the ones the topology's sink writes with
         (windowed keys are read back as `Windowed`)."""
+        if self._dlq_topic is not None and topic == self._dlq_topic:
+            from streamsdsl.serdes import Serdes
+
+            return TestOutputTopic(self, topic, key_serde or Serdes.Bytes(), value_serde or Serdes.Bytes())
         sink = self._compile().sink_for_topic(topic)
         if sink is None:
             raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")
@@ -310,20 +318,24 @@ class TopologyTestDriver:
             if self._compiled is None:
                 empty = self._spark.createDataFrame([], RAW_RECORD_DDL + ", _seq bigint")
                 self._compiled = compile_topology(
-                    self.topology, lambda n: empty.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY
+                    self.topology, lambda n: empty.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY,
+                    deserialization_handler=self._handler,
                 )
             return self._compiled
         return compile_topology(
-            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY
+            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY,
+            deserialization_handler=self._handler,
         )
 
     def _process(self) -> None:
         if self._processed == len(self._records):
             return
-        rows = [
-            (r.key, r.value, r.topic, 0, i, r.timestamp, [(k, v) for k, v in r.headers], i)
-            for i, r in enumerate(self._records)
-        ]
+        offsets: dict[str, int] = {}
+        rows = []
+        for i, r in enumerate(self._records):
+            offset = offsets.get(r.topic, 0)
+            offsets[r.topic] = offset + 1
+            rows.append((r.key, r.value, r.topic, 0, offset, r.timestamp, [(k, v) for k, v in r.headers], i))
         records = self._spark.createDataFrame(rows, RAW_RECORD_DDL + ", _seq bigint")
         compiled = self._compile(records)
         if compiled.output is None:
@@ -336,10 +348,13 @@ class TopologyTestDriver:
         new_from = self._processed
         data = []
         events: set[tuple[Any, ...]] = set()
+        dead: dict[int, _Raw] = {}
         for row in collected:
             if row["_ctl"] is not None:
                 c = row["_ctl"]
                 events.add((c["node"], c["metric"], c["value"], row["_seq"], tuple(row["_ord"] or ()), row["_okey"]))
+                if c["metric"] == "deserialization-error" and row["_seq"] >= self._processed:
+                    dead[row["_seq"]] = self._dead_letter(row)
                 continue
             if row["_seq"] >= new_from:
                 data.append(row)
@@ -354,12 +369,25 @@ class TopologyTestDriver:
                 tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
             )
             self._outputs.setdefault(raw.topic, deque()).append(raw)
+        if self._dlq_topic is not None:
+            for seq in sorted(dead):
+                self._outputs.setdefault(self._dlq_topic, deque()).append(dead[seq])
         self._metrics = _metrics_from_events(events)
         self._processed = len(self._records)
 
+    def _dead_letter(self, row: Any) -> _Raw:
+        from streamsdsl.runtime import DLQ_HEADERS
+
+        c = row["_ctl"]
+        values = ("org.apache.kafka.common.errors.SerializationException", c["error"], c["topic"],
+                  str(c["partition"]), str(c["offset"]))
+        original = self._records[row["_seq"]]
+        headers = original.headers + tuple((k, v.encode()) for k, v in zip(DLQ_HEADERS, values))
+        return _Raw(self._dlq_topic or "", original.key, original.value, original.timestamp, headers)
+
 
 def _metrics_from_events(events: set[tuple[Any, ...]]) -> dict[str, float]:
-    dropped = sum(1 for e in events if e[1] == "dropped-records-total")
+    dropped = sum(1 for e in events if e[1] in ("dropped-records-total", "deserialization-error"))
     latencies = [e[2] for e in events if e[1] == "emit-final-latency"]
     return {
         "dropped-records-total": float(dropped),

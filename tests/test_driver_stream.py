@@ -286,3 +286,39 @@ class TestAggregations:
             i.pipe_input("b", "y", 2)
             assert o.read_records_to_list() == [R("a", 2, 2), R("b", 1, 2)]
             assert o.read_records_to_list() == []
+
+
+class TestDeserializationHandlers:
+    def test_log_and_continue_skips_counts_and_dead_letters(self, spark: Any) -> None:
+        """log_and_continue: bad records are skipped (never crash, never vanish): counted in
+        dropped-records-total and written raw to the dead-letter topic with error headers."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).group_by_key().count().to_stream().to("out")
+        config = {"default.deserialization.exception.handler": "log_and_continue", "errors.dead.letter.topic": "dlq"}
+        with TopologyTestDriver(b.build(), config, spark=spark) as d:
+            raw = d.create_input_topic("in", Serdes.String(), Serdes.Bytes())
+            raw.pipe_input("a", Serdes.Long().serialize(1), 1)
+            raw.pipe_input("a", b"oops", 2)
+            raw.pipe_input("b", Serdes.Long().serialize(2), 3)
+            assert d.create_output_topic("out").read_records_to_list() == [R("a", 1, 1), R("b", 1, 3)]
+            dead = d.create_output_topic("dlq").read_records_to_list()
+            assert d.metrics()["dropped-records-total"] == 1.0
+        assert dead == [
+            R(b"a", b"oops", 2, [
+                ("__streams.errors.exception", b"org.apache.kafka.common.errors.SerializationException"),
+                ("__streams.errors.message", b"Serdes.Long() cannot deserialize the record value: expected 8 bytes, got 4"),
+                ("__streams.errors.topic", b"in"),
+                ("__streams.errors.partition", b"0"),
+                ("__streams.errors.offset", b"1"),
+            ])
+        ]
+
+    def test_unknown_handler_rejected(self, spark: Any) -> None:
+        """An unknown handler name is a clear configuration error."""
+        from streamsdsl import InvalidArgumentError
+
+        b = StreamsBuilder()
+        b.stream("in").to("out")
+        with TopologyTestDriver(b.build(), {"default.deserialization.exception.handler": "ignore"}, spark=spark) as d:
+            with pytest.raises(InvalidArgumentError, match="'default.deserialization.exception.handler' must be one of"):
+                d.create_output_topic("out")

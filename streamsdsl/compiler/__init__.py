@@ -124,16 +124,33 @@ def _user_modules(value: object) -> set[str]:
     return set()
 
 
+DESERIALIZATION_HANDLERS = ("log_and_fail", "log_and_continue")
+
+
 def compile_topology(
-    topology: Topology, raw_source: Callable[[ir.SourceNode], DataFrame], *, mode: str = STREAMING
+    topology: Topology,
+    raw_source: Callable[[ir.SourceNode], DataFrame],
+    *,
+    mode: str = STREAMING,
+    deserialization_handler: str = "log_and_fail",
 ) -> CompiledTopology:
     """Lower ``topology``; ``raw_source(node)`` returns the raw record DataFrame of a source.
 
     ``mode`` is ``"streaming"`` (watermarks, timers, net change per micro-batch) or ``"replay"``
     (a batch run over recorded input with per-record stream time, used by the test driver).
+    ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that cannot be
+    deserialized fails the query, naming topic, partition and offset) or ``log_and_continue``
+    (it is skipped, counted in ``dropped-records-total`` and handed to the dead-letter topic).
     """
+    if deserialization_handler not in DESERIALIZATION_HANDLERS:
+        from streamsdsl.errors import InvalidArgumentError
+
+        raise InvalidArgumentError(
+            f"'default.deserialization.exception.handler' must be one of {list(DESERIALIZATION_HANDLERS)} "
+            f"(got {deserialization_handler!r})."
+        )
     _ship_user_code_by_value(topology)
-    ctx = LoweringContext(mode, raw_source)
+    ctx = LoweringContext(mode, raw_source, deserialization_handler)
     for node in topology.topological_order():
         ctx.frames[node.name] = lower(node, ctx)
     sinks: list[CompiledSink] = []

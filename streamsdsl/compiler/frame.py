@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 #: ``timestamp`` (ms), ``headers``, ``_seq`` (source order), ``_ord`` (output order within a
 #: record, array<bigint>), ``_okey`` (key order of on-close emissions) and ``_ctl`` (null for
 #: data rows; a metric event for control rows, which every operator forwards untouched).
-CTL_TYPE = "struct<node:string,metric:string,value:double>"
+CTL_TYPE = (
+    "struct<node:string,metric:string,value:double,error:string,topic:string,partition:int,"
+    "offset:bigint,raw_key:binary,raw_value:binary>"
+)
+#: The fields of a control row beyond (node, metric, value): set for deserialization errors
+#: (the raw record, for the dead-letter topic); null otherwise.
+CTL_RAW_FIELDS = ("error", "topic", "partition", "offset", "raw_key", "raw_value")
+#: Metric of a record skipped by the ``log_and_continue`` deserialization handler.
+DESERIALIZATION_ERROR = "deserialization-error"
 ORD_TYPE = "array<bigint>"
 HEADERS_TYPE = "array<struct<key:string,value:binary>>"
 FRAME_COLUMNS = ("key", "value", "timestamp", "headers", "_seq", "_ord", "_okey", "_ctl")

@@ -34,6 +34,7 @@ class LoweringContext:
 
     mode: str
     raw_source: Callable[[ir.SourceNode], DataFrame]
+    deserialization_handler: str = "log_and_fail"
     frames: dict[str, Frame] = attrs.field(factory=dict)
     persisted: list[DataFrame] = attrs.field(factory=list)
 
@@ -66,8 +67,17 @@ def _is_data() -> Column:
     return F.col("_ctl").isNull()
 
 
-def _ctl_col(node: str, metric: str) -> Column:
-    return F.struct(F.lit(node).alias("node"), F.lit(metric).alias("metric"), F.lit(1.0).alias("value"))
+def _ctl_col(node: str, metric: str, value: Column | None = None) -> Column:
+    """A control-row struct (a metric event) of CTL_TYPE."""
+    return F.struct(
+        F.lit(node).alias("node"), F.lit(metric).alias("metric"),
+        (value if value is not None else F.lit(1.0)).cast("double").alias("value"),
+        *[F.lit(None).cast(t).alias(n) for n, t in _CTL_RAW_TYPES],
+    )
+
+
+_CTL_RAW_TYPES = (("error", "string"), ("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+                  ("raw_key", "binary"), ("raw_value", "binary"))
 
 
 def _serde_of_type(dtype: Any) -> Serde | None:
@@ -115,22 +125,59 @@ def _(node: ir.SourceNode, ctx: LoweringContext) -> Frame:
     value_serde = node.value_serde or DEFAULT_SERDE
     # Source order: pipe order in replay; (partition, offset) when streaming.
     seq = F.col("_seq") if "_seq" in raw.columns else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")
-    df = raw.select(
-        deserialize(F.col("key"), key_serde, "key").alias("key"),
-        deserialize(F.col("value"), value_serde, "value").alias("value"),
+    common = [
         F.col("timestamp").cast("bigint").alias("timestamp"),
         F.coalesce(F.col("headers"), F.array().cast("array<struct<key:string,value:binary>>")).alias("headers"),
         seq.cast("bigint").alias("_seq"),
         F.array().cast(ORD_TYPE).alias("_ord"),
         F.lit(None).cast("string").alias("_okey"),
-        F.lit(None).cast(CTL_TYPE).alias("_ctl"),
-        *([F.timestamp_millis(F.col("timestamp")).alias("_et")] if not ctx.replay else []),
-    )
+    ]
+    if ctx.deserialization_handler == "log_and_continue":
+        df = _deserialize_or_skip(raw, node, key_serde, value_serde, common)
+    else:
+        df = raw.select(
+            deserialize(F.col("key"), key_serde, "key").alias("key"),
+            deserialize(F.col("value"), value_serde, "value").alias("value"),
+            *common,
+            F.lit(None).cast(CTL_TYPE).alias("_ctl"),
+        )
     if not ctx.replay:
         # Stream time on Spark is the event-time watermark; the operator gets event time as a
         # plain long so Spark drops nothing before Kafka Streams' own drop rule runs.
+        df = df.withColumn("_et", F.timestamp_millis(F.col("timestamp")))
         df = df.withWatermark("_et", "0 milliseconds").drop("_et")
     return Frame(df, KeyCodec(key_serde), value_serde)
+
+
+def _deserialize_or_skip(raw: DataFrame, node: ir.SourceNode, key_serde: Serde, value_serde: Serde,
+                         common: list[Column]) -> DataFrame:
+    """``log_and_continue``: a record that cannot be deserialized becomes a control row carrying
+    the raw record and the error (counted as dropped; written to the dead-letter topic when one
+    is configured) instead of failing the query."""
+    from streamsdsl.compiler.frame import DESERIALIZATION_ERROR
+    from streamsdsl.compiler.serde_exprs import decode, invalid_bytes
+
+    key_bad, key_reason = invalid_bytes(F.col("key"), key_serde)
+    value_bad, value_reason = invalid_bytes(F.col("value"), value_serde)
+    error = F.when(key_bad, F.concat(F.lit(f"Serdes.{key_serde.name}() cannot deserialize the record key: "), key_reason)).when(
+        value_bad, F.concat(F.lit(f"Serdes.{value_serde.name}() cannot deserialize the record value: "), value_reason)
+    )
+    bad = key_bad | value_bad
+    ctl = F.when(
+        bad,
+        F.struct(
+            F.lit(node.name).alias("node"), F.lit(DESERIALIZATION_ERROR).alias("metric"), F.lit(1.0).alias("value"),
+            error.alias("error"), F.col("topic").alias("topic"), F.col("partition").cast("int").alias("partition"),
+            F.col("offset").cast("bigint").alias("offset"), F.col("key").alias("raw_key"),
+            F.col("value").alias("raw_value"),
+        ),
+    ).cast(CTL_TYPE)
+    return raw.select(
+        F.when(~bad, decode(F.col("key"), key_serde)).alias("key"),
+        F.when(~bad, decode(F.col("value"), value_serde)).alias("value"),
+        *common,
+        ctl.alias("_ctl"),
+    )
 
 
 @lower.register

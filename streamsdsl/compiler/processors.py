@@ -36,7 +36,8 @@ EMIT_FINAL_LATENCY = "emit-final-latency"
 
 
 def _ctl(node: str, metric: str, value: float = 1.0) -> dict[str, Any]:
-    return {"node": node, "metric": metric, "value": float(value)}
+    return {"node": node, "metric": metric, "value": float(value), "error": None, "topic": None,
+            "partition": None, "offset": None, "raw_key": None, "raw_value": None}
 
 
 @attrs.frozen

@@ -85,6 +85,13 @@ def invalid_bytes(col: Column, serde: Serde) -> tuple[Column, Column]:
 def deserialize(col: Column, serde: Serde, what: str) -> Column:
     """Bytes column → the serde's internal column; invalid bytes raise a clear error."""
     bad, reason = invalid_bytes(col, serde)
+    if serde.name == "Bytes":
+        return col
+    return F.when(bad, deserialization_error(what, serde, reason)).otherwise(decode(col, serde))
+
+
+def decode(col: Column, serde: Serde) -> Column:
+    """Bytes column → the serde's internal column, without validation (see ``invalid_bytes``)."""
     if serde.name in ("String", "Json"):
         value = col.cast("string")
     elif serde.name == "Bytes":
@@ -97,9 +104,7 @@ def deserialize(col: Column, serde: Serde, what: str) -> Column:
         value = F.when(unsigned >= 2**31, unsigned - 2**32).otherwise(unsigned).cast("int")
     else:
         value = _unpack_udf(serde)(col)
-    if serde.name == "Bytes":
-        return value
-    return F.when(bad, deserialization_error(what, serde, reason)).otherwise(value)
+    return value
 
 
 def serialize_value(col: Column, internal: Serde, target: Serde) -> Column:
