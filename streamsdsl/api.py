@@ -28,7 +28,9 @@ from streamsdsl.topology import Topology
 from streamsdsl.windows import EmitStrategy, SessionWindows
 
 __all__ = [
+    "CogroupedKStream",
     "KGroupedStream",
+    "SessionWindowedCogroupedKStream",
     "KStream",
     "KTable",
     "SessionWindowedKStream",
@@ -52,7 +54,7 @@ class StreamsBuilder:
     --------
     >>> builder = StreamsBuilder()
     >>> builder.stream("words").filter(lambda k, v: v != "").to("out")
-    >>> print(builder.build().describe())
+    >>> print(builder.build().describe(), end="")
     Topologies:
        Sub-topology: 0
         Source: KSTREAM-SOURCE-0000000000 (topics: [words])
@@ -358,6 +360,15 @@ class KGroupedStream(_Grouped):
         """
         return self._aggregate(_agg_spec_unwindowed(initializer, aggregator), "KSTREAM-AGGREGATE-", name, materialized)
 
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+        """Start a cogroup (KIP-150): this stream with ``aggregator(key, value, aggregate)``.
+
+        Add more grouped streams with `CogroupedKStream.cogroup`, each with its own
+        aggregator and value type, then ``aggregate(initializer)`` them into one table held in
+        one state store.
+        """
+        return CogroupedKStream(self._builder, ((self, _cogroup_fn(aggregator)),))
+
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream:
         """Window the grouped stream: ``SessionWindows`` gives a `SessionWindowedKStream`."""
         if isinstance(windows, SessionWindows):
@@ -472,3 +483,148 @@ class KTable(_Stage):
         fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
+
+
+# --- cogroup (KIP-150) -------------------------------------------------------------------------
+
+
+def _cogroup_fn(aggregator: Any) -> ir.UserFn:
+    require_callable(aggregator, "aggregator", "(key, value, aggregate) -> aggregate")
+    return ir.UserFn(aggregator, "(key, value, aggregate) -> aggregate")
+
+
+def _suffixed(name: NameArg, suffix: str) -> str | None:
+    base = resolve_name(name)
+    if base is None:
+        return None
+    from streamsdsl._validation import validate_name
+
+    return validate_name(base + suffix, "name")
+
+
+def _build_cogroup(
+    builder: StreamsBuilder,
+    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...],
+    initializer: Any,
+    *,
+    merger: Any = None,
+    windows: Any = None,
+    emit: EmitStrategy | None = None,
+    name: NameArg = None,
+    materialized: Materialized | None = None,
+) -> KTable:
+    """Add the cogroup's nodes in Kafka Streams' naming order: store, repartitions, one
+    ``-cogroup-agg-<i>`` per input, ``-cogroup-merge``."""
+    require_callable(initializer, "initializer", "() -> aggregate")
+    materialized = _materialized(materialized)
+    store = builder._store_name(materialized, "COGROUPKSTREAM-AGGREGATE-")
+    parents = tuple(g._source_for_aggregation(store) for g, _ in groups)
+    agg_names = tuple(
+        builder._processor_name(_suffixed(name, f"-cogroup-agg-{i}"), "COGROUPKSTREAM-AGGREGATE-")
+        for i in range(len(groups))
+    )
+    merge_name = builder._processor_name(_suffixed(name, "-cogroup-merge"), "COGROUPKSTREAM-MERGE-")
+    key_serde = (materialized and materialized.key_serde) or next(
+        (g.grouped.key_serde for g, _ in groups if g.grouped.key_serde is not None), None
+    )
+    builder._add(
+        ir.CogroupAggregateNode(
+            merge_name,
+            parents,
+            agg_names=agg_names,
+            aggregators=tuple(fn for _, fn in groups),
+            initializer=ir.UserFn(initializer, "() -> aggregate"),
+            store=store,
+            merger=None if merger is None else ir.UserFn(merger, "(key, aggregate1, aggregate2) -> aggregate"),
+            windows=windows,
+            emit=emit or EmitStrategy.on_window_update(),
+            key_serde=key_serde,
+            value_serde=materialized and materialized.value_serde,
+        )
+    )
+    return KTable(builder, merge_name, windowed="session" if isinstance(windows, SessionWindows) else None)
+
+
+@attrs.frozen
+class CogroupedKStream:
+    """Several grouped streams, each with its own aggregator, to be aggregated together (KIP-150).
+
+    Immutable: `cogroup` returns a new stage and leaves this one unchanged.
+
+    Examples
+    --------
+    >>> b = StreamsBuilder()
+    >>> clicks = b.stream("clicks").group_by_key()
+    >>> views = b.stream("views").group_by_key()
+    >>> table = clicks.cogroup(lambda k, v, a: a + 1).cogroup(views, lambda k, v, a: a + 10).aggregate(lambda: 0)
+    >>> print(b.build().describe().splitlines()[6])
+        Processor: COGROUPKSTREAM-AGGREGATE-0000000003 (stores: [COGROUPKSTREAM-AGGREGATE-STATE-STORE-0000000002])
+    """
+
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
+
+    def cogroup(self, grouped_stream: KGroupedStream, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+        """A new stage that also aggregates ``grouped_stream`` with ``aggregator(key, value, aggregate)``."""
+        if not isinstance(grouped_stream, KGroupedStream):
+            raise InvalidTypeError(
+                f"'grouped_stream' must be a KGroupedStream, e.g. builder.stream('t').group_by_key() "
+                f"(got {type(grouped_stream).__name__})."
+            )
+        if grouped_stream._builder is not self._builder:
+            raise TopologyError("'grouped_stream' belongs to a different StreamsBuilder; cogroup streams of one builder.")
+        for existing, _ in self.groups:
+            if existing == grouped_stream:
+                raise TopologyError(
+                    f"The grouped stream of {grouped_stream.node_name} is already part of this cogroup; "
+                    "each grouped stream can be cogrouped once (combine its logic into one aggregator)."
+                )
+        return attrs.evolve(self, groups=(*self.groups, (grouped_stream, _cogroup_fn(aggregator))))
+
+    def aggregate(
+        self, initializer: Callable[[], Any], *, name: NameArg = None, materialized: Materialized | None = None
+    ) -> KTable:
+        """Aggregate all cogrouped streams into one table; ``initializer()`` runs only for a key
+        that has no aggregate yet. Null keys and null values are skipped and counted."""
+        return _build_cogroup(self._builder, self.groups, initializer, name=name, materialized=materialized)
+
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream:
+        """Window the cogroup: ``SessionWindows`` gives a `SessionWindowedCogroupedKStream`."""
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedCogroupedKStream(self._builder, self.groups, windows, EmitStrategy.on_window_update())
+        raise InvalidTypeError(
+            f"'windows' must be SessionWindows (got {type(windows).__name__}: {windows!r})."
+        )
+
+
+@attrs.frozen
+class SessionWindowedCogroupedKStream:
+    """A cogroup windowed by `SessionWindows`; ``aggregate(initializer, merger)``."""
+
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
+    windows: SessionWindows
+    emit: EmitStrategy
+
+    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedCogroupedKStream:
+        """A copy forwarding results with ``strategy`` (beyond Kafka Streams, which only
+        offers on-update for cogroup)."""
+        if not isinstance(strategy, EmitStrategy):
+            raise InvalidTypeError(
+                f"'strategy' must be an EmitStrategy such as EmitStrategy.on_window_close() "
+                f"(got {type(strategy).__name__}: {strategy!r})."
+            )
+        return attrs.evolve(self, emit=strategy)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        merger: Callable[[Any, Any, Any], Any],
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
+    ) -> KTable:
+        """Aggregate per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
+        require_callable(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate")
+        return _build_cogroup(self._builder, self.groups, initializer, merger=merger, windows=self.windows,
+                              emit=self.emit, name=name, materialized=materialized)

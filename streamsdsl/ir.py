@@ -205,6 +205,30 @@ class SessionAggregateNode(Node):
 
 
 @attrs.frozen
+class CogroupAggregateNode(Node):
+    """KIP-150 cogroup: one aggregation over several grouped streams, one store.
+
+    ``parents[i]`` feeds ``aggregators[i]``; describe() shows one ``agg_names[i]`` processor
+    per input and this node (``name``) as the ``-cogroup-merge`` node. ``windows`` is None
+    (unwindowed) or ``SessionWindows`` (then ``merger`` is set).
+    """
+
+    agg_names: tuple[str, ...] = attrs.field(kw_only=True)
+    aggregators: tuple[UserFn, ...] = attrs.field(kw_only=True)
+    initializer: UserFn = attrs.field(kw_only=True)
+    store: str = attrs.field(kw_only=True)
+    merger: UserFn | None = attrs.field(kw_only=True, default=None)
+    windows: Any = attrs.field(kw_only=True, default=None)
+    emit: EmitStrategy = attrs.field(kw_only=True, factory=EmitStrategy.on_window_update)
+    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
+
+
+@attrs.frozen
 class TableToStreamNode(Node):
     """``KTable.to_stream``: the table's changelog as a stream."""
 
@@ -239,6 +263,7 @@ NODE_TYPES: tuple[type[Node], ...] = (
     SinkNode,
     AggregateNode,
     SessionAggregateNode,
+    CogroupAggregateNode,
     TableToStreamNode,
     TableFilterNode,
     TableMapValuesNode,

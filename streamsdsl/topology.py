@@ -120,6 +120,14 @@ class Topology:
                 link(out_name[n.parents[0]], f)
                 link(f, s)
                 out_name[n.name] = src
+            elif isinstance(n, ir.CogroupAggregateNode):
+                for agg_name, p in zip(n.agg_names, n.parents):
+                    add(agg_name, "Processor", f"stores: [{n.store}]")
+                    link(out_name[p], agg_name)
+                add(n.name, "Processor", "stores: []")
+                for agg_name in n.agg_names:
+                    link(agg_name, n.name)
+                out_name[n.name] = n.name
             else:
                 add(n.name, "Processor", f"stores: [{', '.join(n.stores)}]")
                 for p in n.parents:

@@ -501,10 +501,70 @@ def _assign_close_records(out: DataFrame, inp: DataFrame, node: str) -> DataFram
         F.lit(None).cast(out.schema["key"].dataType).alias("key"),
         F.lit(None).cast(out.schema["value"].dataType).alias("value"),
         "timestamp", "headers", "_seq", "_ord", "_okey",
-        F.struct(
-            F.lit(node).alias("node"),
-            F.lit("emit-final-latency").alias("metric"),
-            (F.col("_first._jst") - F.col("_thr") - 1).cast("double").alias("value"),
-        ).alias("_ctl"),
+        _ctl_col(node, "emit-final-latency", F.col("_first._jst") - F.col("_thr") - 1).alias("_ctl"),
     )
     return rest.unionByName(data).unionByName(latency)
+
+
+# --- cogroup (KIP-150) ------------------------------------------------------------------------------
+
+
+def _with_stream_time_per_source(df: DataFrame) -> DataFrame:
+    """Replay mode for cogroup: each input stream's aggregate processor keeps its own stream
+    time in Kafka Streams, so the running max is taken per input (``_src``)."""
+    w = Window.partitionBy("_src").orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    st = F.max(F.when(_is_data() & F.col("key").isNotNull(), F.col("timestamp"))).over(w)
+    return df.withColumn("_st", F.coalesce(st, F.lit(-1).cast("bigint")))
+
+
+@lower.register
+def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
+    """One stateful operator over the union of all inputs: each row tagged with its input
+    index ``_src`` and its value carried in the field ``v<i>`` of a common struct column."""
+    frames = [ctx.parent(node, i) for i in range(len(node.parents))]
+    key_serde = node.key_serde or frames[0].key.serde
+    if any(f.key.windowed for f in frames):
+        raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
+    payload_types = [f.value.spark_type for f in frames]
+    parts = []
+    for i, f in enumerate(frames):
+        key = convert_column(F.col("key"), f.key.serde, key_serde) if f.key.serde != key_serde else F.col("key")
+        payload = F.struct(*[
+            (F.col("value") if j == i else F.lit(None)).cast(t).alias(f"v{j}") for j, t in enumerate(payload_types)
+        ])
+        parts.append(f.df.select(
+            key.alias("key"), F.when(_is_data(), payload).alias("value"), "timestamp", "headers",
+            "_seq", "_ord", "_okey", "_ctl", F.lit(i).alias("_src"),
+        ))
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    value_out = node.value_serde or DEFAULT_SERDE
+    init = node.initializer.fn
+    merger = node.merger.fn if node.merger is not None else None
+    from streamsdsl.semantics.aggregation import AggFunctions
+
+    source_fns = tuple(AggFunctions(init, a.fn, merger) for a in node.aggregators)
+    key_codec = KeyCodec(key_serde)
+    windowed = isinstance(node.windows, ir.SessionWindows)
+    config = AggregateConfig(
+        node.name, key_codec, DEFAULT_SERDE, value_out, source_fns[0],
+        gap=node.windows.inactivity_gap_ms if windowed else 0,
+        grace=node.windows.grace_period_ms if windowed else 0,
+        emit_on_close=windowed and node.emit.emits_on_close,
+        source_fns=source_fns, source_values=tuple(f.value for f in frames),
+    )
+    inp = union
+    inp = _with_stream_time_per_source(inp) if ctx.replay else inp.withColumn("_st", F.lit(None).cast("bigint"))
+    if windowed:
+        out_key = KeyCodec(key_serde, windowed="session")
+        schema = _processor_output_schema(out_key.spark_type, value_out.spark_type)
+        state = f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>"
+        out = _run_processor(inp, SessionAggregateProcessor(config, state), schema)
+        if ctx.replay and config.emit_on_close:
+            inp, out = ctx.cached(inp), ctx.cached(out)
+            out = _assign_close_records(out, inp, node.name)
+        return Frame(out.select(*FRAME_COLUMNS), out_key, value_out, is_table=True)
+    schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
+    out = _run_processor(inp, TableAggregateProcessor(config, f"agg {value_out.spark_type}, ts bigint"), schema)
+    return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)

@@ -52,6 +52,26 @@ class AggregateConfig:
     gap: int = 0
     grace: int = 0
     emit_on_close: bool = False
+    #: Cogroup: per input stream (index ``_src``), its aggregation functions and value serde;
+    #: the row's ``value`` is then a struct with one field ``v<i>`` per input.
+    source_fns: tuple[AggFunctions, ...] = ()
+    source_values: tuple[Serde, ...] = ()
+
+    def fns_for(self, row: Any) -> AggFunctions:
+        """The aggregation functions of the input stream the row came from."""
+        return self.source_fns[row["_src"]] if self.source_fns else self.fns
+
+    def raw_value(self, row: Any) -> Any:
+        """The row's value cell (for cogroup: the field of its input stream)."""
+        if self.source_values:
+            return row["value"][f"v{row['_src']}"]
+        return row["value"]
+
+    def decode_value(self, row: Any) -> Any:
+        """The row's value as a Python value."""
+        if self.source_values:
+            return self.source_values[row["_src"]].from_internal(self.raw_value(row))
+        return self.value_in.from_internal(row["value"])
 
 
 def _out_row(
@@ -148,8 +168,8 @@ class SessionAggregateProcessor(StatefulProcessor):
             ts = r["timestamp"]
             stream_time = r["_st"] if replay else max(stream_time, ts)
             before = sessions
-            step = session_step(sessions, k, cfg.value_in.from_internal(r["value"]), ts, stream_time,
-                                cfg.gap, cfg.grace, cfg.fns)
+            step = session_step(sessions, k, cfg.decode_value(r), ts, stream_time,
+                                cfg.gap, cfg.grace, cfg.fns_for(r))
             if step.dropped:
                 yield _ctl_row(r, cfg.node, DROPPED)
             else:
@@ -236,12 +256,13 @@ class TableAggregateProcessor(StatefulProcessor):
             agg = cfg.value_out.from_internal(cell)
         last: Row | None = None
         for r in data:
-            if r["value"] is None:
+            if cfg.raw_value(r) is None:
                 yield _ctl_row(r, cfg.node, DROPPED)
                 continue
+            fns = cfg.fns_for(r)
             if agg_ts is None:
-                agg = cfg.fns.initializer()
-            agg = cfg.fns.aggregator(k, cfg.value_in.from_internal(r["value"]), agg)
+                agg = fns.initializer()
+            agg = fns.aggregator(k, cfg.decode_value(r), agg)
             agg_ts = r["timestamp"] if agg_ts is None else max(agg_ts, r["timestamp"])
             last = r
             if replay:

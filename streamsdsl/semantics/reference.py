@@ -101,3 +101,24 @@ def aggregate_reference(records: Iterable[tuple[Any, Any, int]], fns: AggFunctio
         aggs[key] = (agg, new_ts)
         outputs.append(Out(key, None, None, agg, new_ts))
     return ReferenceResult(outputs, dropped, 0)
+
+
+def cogroup_reference(
+    records: Iterable[tuple[int, Any, Any, int]], initializer: Any, aggregators: list[Any]
+) -> ReferenceResult:
+    """Unwindowed cogroup (KIP-150): ``(input index, key, value, ts)`` records; one aggregate
+    per key shared by all inputs; the initializer runs only for a key without an aggregate;
+    null key or value dropped; ts = max(record ts, previous aggregate ts)."""
+    aggs: dict[Any, tuple[Any, int]] = {}
+    dropped = 0
+    outputs: list[Out] = []
+    for src, key, value, ts in records:
+        if key is None or value is None:
+            dropped += 1
+            continue
+        agg, prev_ts = aggs[key] if key in aggs else (initializer(), ts)
+        agg = aggregators[src](key, value, agg)
+        new_ts = max(ts, prev_ts)
+        aggs[key] = (agg, new_ts)
+        outputs.append(Out(key, None, None, agg, new_ts))
+    return ReferenceResult(outputs, dropped, 0)

@@ -1,0 +1,158 @@
+"""P3 — cogroup vs the KIP-150 "before" plan, same data, same run.
+
+Three input streams of (customer, item) records, each aggregated into a list per customer:
+
+* **cogroup**: the streamsdsl topology ``cart.cogroup(..).cogroup(purchases, ..).cogroup(wish, ..)
+  .aggregate(init)`` compiled by streamsdsl — one stateful operator, one state row per key.
+* **before**: what KIP-150 replaces, hand-written in PySpark: three aggregations (one per
+  stream, each with its own state) and two full outer joins merging them into the Customer.
+
+Spark Structured Streaming cannot express "aggregate, then join the aggregates" on streams
+(stream-stream joins of aggregated tables are unsupported), so both plans run as batch jobs
+over the same Parquet input: the streamsdsl plan is the streaming-mode compiled plan on a batch
+source (its operator is the same ``transformWithState`` processor, state in RocksDB). Both use
+the same Python aggregator functions, so the ratio measures plan shape, not JVM vs Python.
+
+    .venv/bin/python benchmarks/p3_cogroup.py --records 300000 --keys 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from streamsdsl import Consumed, Serdes, StreamsBuilder  # noqa: E402
+from streamsdsl.session import get_session  # noqa: E402
+from streamsdsl.testing.files import FileTopic  # noqa: E402
+
+TOPICS = ("cart", "purchases", "wish-list")
+FIELDS = ("cart", "purchases", "wish_list")
+
+
+def make_data(directory: str, records: int, keys: int) -> None:
+    topic = FileTopic(directory)
+    per_topic = records // len(TOPICS)
+    for t_index, name in enumerate(TOPICS):
+        rows = [(f"c{(i * 7919 + t_index) % keys}", i, i) for i in range(per_topic)]
+        for start in range(0, per_topic, 100_000):
+            topic.append(name, rows[start:start + 100_000], Serdes.String(), Serdes.Long())
+
+
+def cogroup_topology() -> Any:
+    b = StreamsBuilder()
+    consumed = Consumed.with_serdes(Serdes.String(), Serdes.Long())
+    grouped = [b.stream(t, consumed).group_by_key() for t in TOPICS]
+
+    def adder(i: int) -> Any:
+        field = FIELDS[i]
+
+        def agg(k: str, v: int, c: dict[str, list[int]]) -> dict[str, list[int]]:
+            c[field].append(v)
+            return c
+
+        return agg
+
+    cg = grouped[0].cogroup(adder(0))
+    for i, g in enumerate(grouped[1:], start=1):
+        cg = cg.cogroup(g, adder(i))
+    cg.aggregate(lambda: {f: [] for f in FIELDS}).to_stream().to("customers")
+    return b.build()
+
+
+def run_cogroup(spark: Any, directory: str) -> tuple[float, int]:
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler import STREAMING, compile_topology
+
+    raw = spark.read.parquet(directory)
+    compiled = compile_topology(cogroup_topology(), lambda n: raw.filter(F.col("topic").isin(list(n.topics))), mode=STREAMING)
+    start = time.perf_counter()
+    rows = compiled.output.filter("_ctl IS NULL").count()
+    return time.perf_counter() - start, rows
+
+
+def run_before(spark: Any, directory: str) -> tuple[float, int]:
+    """Three aggregations (Python fold per key, like the cogroup's aggregators) + 2 outer joins."""
+    import pandas as pd
+    from pyspark.sql import functions as F
+
+    raw = spark.read.parquet(directory)
+    tables = []
+    for topic, field in zip(TOPICS, FIELDS):
+        df = raw.filter(F.col("topic") == topic).select(
+            F.col("key").cast("string").alias("key"), F.conv(F.hex("value"), 16, -10).cast("bigint").alias("v"),
+            "offset",
+        )
+
+        def fold(pdf: pd.DataFrame, field: str = field) -> pd.DataFrame:
+            items: list[int] = []
+            for v in pdf.sort_values("offset")["v"]:
+                items.append(int(v))
+            return pd.DataFrame({"key": [pdf["key"].iloc[0]], field: [items]})
+
+        tables.append(df.groupBy("key").applyInPandas(fold, f"key string, {field} array<bigint>"))
+    joined = tables[0].join(tables[1], "key", "full_outer").join(tables[2], "key", "full_outer")
+    customers = joined.select(
+        "key", F.to_json(F.struct(*[F.coalesce(F.col(f), F.array().cast("array<bigint>")).alias(f) for f in FIELDS]))
+    )
+    start = time.perf_counter()
+    rows = customers.count()
+    return time.perf_counter() - start, rows
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=300_000)
+    parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--output", default=os.path.join(HERE, "results", "p3.json"))
+    args = parser.parse_args(argv)
+    spark = get_session()
+    directory = tempfile.mkdtemp(prefix="p3-")
+    make_data(directory, args.records, args.keys)
+    run_cogroup(spark, directory)  # warm-up
+    run_before(spark, directory)
+    cog, before = [], []
+    rows_cog = rows_before = 0
+    for _ in range(args.repeats):
+        t, rows_cog = run_cogroup(spark, directory)
+        cog.append(t)
+        t, rows_before = run_before(spark, directory)
+        before.append(t)
+    if rows_cog != rows_before:
+        raise SystemExit(f"P3 invalid: cogroup produced {rows_cog} customers, the before plan {rows_before}")
+    distinct = spark.read.parquet(directory).select("key").distinct().count()
+    per_topic = spark.read.parquet(directory).groupBy("topic").agg({"key": "approx_count_distinct"}).collect()
+    result = {
+        "benchmark": "P3 cogroup vs 3 aggregations + 2 outer joins",
+        "records": args.records,
+        "keys": args.keys,
+        "cogroup_seconds_median": statistics.median(cog),
+        "before_seconds_median": statistics.median(before),
+        "speedup_before_over_cogroup": statistics.median(before) / statistics.median(cog),
+        "customers": rows_cog,
+        "state_rows_cogroup": distinct,
+        "state_rows_before": int(sum(r[1] for r in per_topic)),
+        "runs_cogroup": cog,
+        "runs_before": before,
+        "load_average": os.getloadavg(),
+    }
+    result["state_ratio_cogroup_over_before"] = result["state_rows_cogroup"] / max(1, result["state_rows_before"])
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(result, f, indent=2)
+    print(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
