@@ -180,14 +180,17 @@ def _deserialize_or_skip(raw: DataFrame, node: ir.SourceNode, key_serde: Serde, 
     )
 
 
+def _column_condition(predicate: ir.ColumnFn, negate: bool) -> Column:
+    """A boolean Column predicate; null counts as false (as a Java predicate returning false)."""
+    cond = F.coalesce(predicate.column.cast("boolean"), F.lit(False))
+    return ~cond if negate else cond
+
+
 @lower.register
 def _(node: ir.FilterNode, ctx: LoweringContext) -> Frame:
     frame = ctx.parent(node)
     if isinstance(node.predicate, ir.ColumnFn):
-        cond = F.coalesce(node.predicate.column.cast("boolean"), F.lit(False))
-        if node.negate:
-            cond = ~cond
-        return frame.with_df(frame.df.filter(~_is_data() | cond))
+        return frame.with_df(frame.df.filter(~_is_data() | _column_condition(node.predicate, node.negate)))
     pred, negate = node.predicate.fn, node.negate
 
     def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
@@ -324,9 +327,7 @@ def _(node: ir.TableToStreamNode, ctx: LoweringContext) -> Frame:
 def _(node: ir.TableFilterNode, ctx: LoweringContext) -> Frame:
     frame = ctx.parent(node)
     if isinstance(node.predicate, ir.ColumnFn):
-        cond = F.coalesce(node.predicate.column.cast("boolean"), F.lit(False))
-        if node.negate:
-            cond = ~cond
+        cond = _column_condition(node.predicate, node.negate)
         return frame.with_df(frame.df.withColumn("value", F.when(~_is_data() | cond, F.col("value"))))
     pred, negate = node.predicate.fn, node.negate
 

@@ -94,6 +94,18 @@ def _split(rows: Iterator[Row]) -> tuple[list[Row], list[Row]]:
     return data, ctl
 
 
+def _admit(key: Any, rows: Iterator[Row], node: str, data: list[Row]) -> Iterator[Row]:
+    """Common start of every processor callback: forward upstream control rows, drop (and
+    count) the rows of a null key, and fill ``data`` with the key's data rows in source order."""
+    rows_data, ctl = _split(rows)
+    yield from _forward_ctl(ctl)
+    if key[0] is None:
+        for r in rows_data:
+            yield _ctl_row(r, node, DROPPED)
+        return
+    data.extend(rows_data)
+
+
 def _forward_ctl(ctl: list[Row]) -> Iterator[Row]:
     for r in ctl:
         yield _out_row(None, None, r["timestamp"], r["headers"], r["_seq"], r["_ord"] or [], r["_okey"], r["_ctl"].asDict())
@@ -150,15 +162,11 @@ class SessionAggregateProcessor(StatefulProcessor):
     # -- callbacks ----------------------------------------------------------------------------
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
-        data, ctl = _split(rows)
-        yield from _forward_ctl(ctl)
+        data: list[Row] = []
+        yield from _admit(key, rows, cfg.node, data)
         if not data:
             return
         kcell = key[0]
-        if kcell is None:
-            for r in data:
-                yield _ctl_row(r, cfg.node, DROPPED)
-            return
         k = cfg.key.serde.from_internal(kcell)
         replay = data[0]["_st"] is not None
         stream_time = timerValues.getCurrentWatermarkInMs()
@@ -238,15 +246,11 @@ class TableAggregateProcessor(StatefulProcessor):
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
-        data, ctl = _split(rows)
-        yield from _forward_ctl(ctl)
+        data: list[Row] = []
+        yield from _admit(key, rows, cfg.node, data)
         if not data:
             return
         kcell = key[0]
-        if kcell is None:
-            for r in data:
-                yield _ctl_row(r, cfg.node, DROPPED)
-            return
         k = cfg.key.serde.from_internal(kcell)
         replay = data[0]["_st"] is not None
         exists = self.state.exists()
