@@ -1,4 +1,4 @@
-"""Session windows on a real streaming query: several micro-batches, timers, restart from checkpoint."""
+"""Stateful operators on a real streaming query (sessions, unwindowed aggregations): several micro-batches, timers, restart from checkpoint."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindow, SessionWindows, StreamsBuilder, Windowed
+from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindow, SessionWindows, StreamsBuilder, Windowed
 from streamsdsl.compiler import CompiledSink
 from streamsdsl.runtime import start_streaming
 from streamsdsl.testing.files import FileTopic
@@ -94,3 +94,25 @@ class TestStreamingSessions:
             (2, W("a", 12, 20), None, 20),
             (2, W("a", 12, 25), 3, 25),
         ]
+
+
+class TestStreamingAggregations:
+    @pytest.mark.parametrize("python", [False, True], ids=["native-count", "python-aggregate"])
+    def test_table_changelog_per_batch(self, spark: Any, tmp_path: Any, python: bool) -> None:
+        """Unwindowed aggregation streaming: one update per key per micro-batch (the latest
+        aggregate, ts = max record ts); null keys dropped and counted in the metrics."""
+        b = StreamsBuilder()
+        grouped = b.stream("clicks", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key()
+        table = grouped.aggregate(lambda: 0, lambda k, v, n: n + 1) if python else grouped.count()
+        table.to_stream().to("counts", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        topic = FileTopic(str(tmp_path / "in"))
+        s = Serdes.String()
+        topic.append("clicks", [("a", "x", 5), ("a", "x", 3), ("b", "x", 1), (None, "x", 9)], s, s)
+        topic.append("clicks", [("a", "x", 4)], s, s)
+        out = Collect()
+        q, _, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+                                        checkpoint_location=str(tmp_path / "cp"))
+        q.processAllAvailable()
+        q.stop()
+        assert sorted(out.records) == [(0, "a", 2, 5), (0, "b", 1, 1), (1, "a", 3, 5)]
+        assert metrics.snapshot()["dropped-records-total"] == 1.0
