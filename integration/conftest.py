@@ -65,3 +65,29 @@ def new_topic(kafka: LocalKafka, request: pytest.FixtureRequest) -> Callable[...
         return name
 
     return make
+
+
+@pytest.fixture
+def streams_config(kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., dict[str, object]]:
+    """Factory: ``streams_config(app_id, overrides=None)`` is a `KafkaStreams` configuration for
+    the test broker: a unique ``application.id`` starting with ``app_id``, a fresh ``state.dir``,
+    a 50 ms trigger, plus ``overrides`` (a dict of configuration keys)."""
+    return lambda app_id, overrides=None: make_streams_config(kafka, tmp_path_factory, app_id, overrides)
+
+
+def make_streams_config(
+    kafka: LocalKafka,
+    tmp_path_factory: pytest.TempPathFactory,
+    app_id: str,
+    overrides: dict[str, object] | None = None,
+) -> dict[str, object]:
+    """See `streams_config` (usable from module-scoped fixtures)."""
+    config: dict[str, object] = {
+        "application.id": f"{app_id}-{uuid.uuid4().hex[:6]}",
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "kafka.broker.compat": kafka.compat,
+        "state.dir": str(tmp_path_factory.mktemp("state")),
+        "commit.interval.ms": 50,
+    }
+    config.update(overrides or {})
+    return config

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
+from streamsdsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
 from streamsdsl.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -21,6 +22,7 @@ from streamsdsl.options import Consumed, Grouped, Materialized, Named, Produced
 from streamsdsl.serdes import Serde, Serdes, WindowedSerdes
 from streamsdsl.topology import Topology
 from streamsdsl.windows import EmitStrategy, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
+from streamsdsl.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
     from streamsdsl.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
@@ -50,4 +52,5 @@ __all__ = [
     "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
+    "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
 ]

@@ -8,7 +8,7 @@ method returns a new stage for a new node, so reusing a stage never changes anot
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, ClassVar, Iterable, overload
 
 import attrs
 
@@ -25,7 +25,7 @@ from streamsdsl.options import (
     resolve_name,
 )
 from streamsdsl.topology import Topology
-from streamsdsl.windows import EmitStrategy, SessionWindows
+from streamsdsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = [
     "CogroupedKStream",
@@ -35,6 +35,8 @@ __all__ = [
     "KTable",
     "SessionWindowedKStream",
     "StreamsBuilder",
+    "TimeWindowedCogroupedKStream",
+    "TimeWindowedKStream",
 ]
 
 NameArg = str | Named | None
@@ -369,34 +371,55 @@ class KGroupedStream(_Grouped):
         """
         return CogroupedKStream(self._builder, ((self, _cogroup_fn(aggregator)),))
 
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream:
-        """Window the grouped stream: ``SessionWindows`` gives a `SessionWindowedKStream`."""
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedKStream: ...
+
+    def windowed_by(
+        self, windows: SessionWindows | TimeWindows | SlidingWindows
+    ) -> SessionWindowedKStream | TimeWindowedKStream:
+        """Window the grouped stream: ``SessionWindows`` gives a `SessionWindowedKStream`;
+        ``TimeWindows`` or ``SlidingWindows`` give a `TimeWindowedKStream`."""
         if isinstance(windows, SessionWindows):
             return SessionWindowedKStream(
-                self._builder, self.node_name, self.repartition_required, self.grouped, windows,
-                EmitStrategy.on_window_update(),
+                self._builder, self.node_name, self.repartition_required, self.grouped,
+                EmitStrategy.on_window_update(), windows=windows,
+            )
+        if isinstance(windows, (TimeWindows, SlidingWindows)):
+            return TimeWindowedKStream(
+                self._builder, self.node_name, self.repartition_required, self.grouped,
+                EmitStrategy.on_window_update(), windows=windows,
             )
         raise InvalidTypeError(
-            f"'windows' must be SessionWindows (got {type(windows).__name__}: {windows!r}). "
-            "Use SessionWindows.with_gap(gap)."
+            f"'windows' must be SessionWindows, TimeWindows or SlidingWindows (got {type(windows).__name__}: "
+            f"{windows!r}). Use SessionWindows.with_gap(gap) or TimeWindows.of_size_with_no_grace(size)."
         )
 
 
-@attrs.frozen
-class SessionWindowedKStream(_Grouped):
-    """A grouped stream windowed by `SessionWindows` (KIP-94)."""
+def _emit(strategy: Any) -> EmitStrategy:
+    if not isinstance(strategy, EmitStrategy):
+        raise InvalidTypeError(
+            f"'strategy' must be an EmitStrategy such as EmitStrategy.on_window_close() "
+            f"(got {type(strategy).__name__}: {strategy!r})."
+        )
+    return strategy
 
-    windows: SessionWindows
+
+@attrs.frozen
+class _WindowedGrouped(_Grouped):
+    """What the windowed grouped stages share: the emit strategy and how an aggregation node
+    is added (the node type and the window kind of the result come from the subclass)."""
+
     emit: EmitStrategy
 
-    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedKStream:
+    _node_type: ClassVar[Any]
+    _window_kind: ClassVar[str]
+
+    def emit_strategy(self, strategy: EmitStrategy) -> Any:
         """A copy of this stage that forwards results with ``strategy`` (KIP-825)."""
-        if not isinstance(strategy, EmitStrategy):
-            raise InvalidTypeError(
-                f"'strategy' must be an EmitStrategy such as EmitStrategy.on_window_close() "
-                f"(got {type(strategy).__name__}: {strategy!r})."
-            )
-        return attrs.evolve(self, emit=strategy)
+        return attrs.evolve(self, emit=_emit(strategy))
 
     def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
         materialized = _materialized(materialized)
@@ -407,29 +430,40 @@ class SessionWindowedKStream(_Grouped):
         node_name = self._builder._processor_name(user_name, prefix)
         parent = self._source_for_aggregation(store)
         self._add(
-            ir.SessionAggregateNode(
+            self._node_type(
                 node_name,
                 (parent,),
                 agg=spec,
                 store=store,
-                windows=self.windows,
+                windows=self.windows,  # type: ignore[attr-defined]
                 emit=self.emit,
                 key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
                 value_serde=materialized and materialized.value_serde,
             )
         )
-        return KTable(self._builder, node_name, windowed="session")
+        return KTable(self._builder, node_name, windowed=self._window_kind)
 
     def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
-        """Count records per session."""
+        """Count records per window."""
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], *, name: NameArg = None, materialized: Materialized | None = None
     ) -> KTable:
-        """Combine values per session with ``reducer(aggregate, value)``."""
+        """Combine values per window with ``reducer(aggregate, value)``."""
         spec = ir.ReduceAgg(_fn(reducer, "reducer", "(aggregate, value) -> aggregate"))
         return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+
+
+@attrs.frozen
+class SessionWindowedKStream(_WindowedGrouped):
+    """A grouped stream windowed by `SessionWindows` (KIP-94); ``count``, ``reduce`` and
+    ``aggregate(initializer, aggregator, merger)`` per session."""
+
+    windows: SessionWindows = attrs.field(kw_only=True)
+
+    _node_type = ir.SessionAggregateNode
+    _window_kind = "session"
 
     def aggregate(
         self,
@@ -446,6 +480,42 @@ class SessionWindowedKStream(_Grouped):
             ir.UserFn(initializer, "() -> aggregate"),
             _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
             _fn(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate"),  # type: ignore[arg-type]
+        )
+        return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
+
+
+@attrs.frozen
+class TimeWindowedKStream(_WindowedGrouped):
+    """A grouped stream windowed by `TimeWindows` (tumbling/hopping) or `SlidingWindows`;
+    ``count``, ``reduce`` and ``aggregate(initializer, aggregator)`` per window.
+
+    Examples
+    --------
+    >>> from streamsdsl.windows import TimeWindows
+    >>> b = StreamsBuilder()
+    >>> table = b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(1000)).count()
+    >>> print(b.build().describe().splitlines()[4])
+        Processor: KSTREAM-AGGREGATE-0000000002 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000001])
+    """
+
+    windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True)
+
+    _node_type = ir.TimeWindowAggregateNode
+    _window_kind = "time"
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
+    ) -> KTable:
+        """Fold values per window: ``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
+        require_callable(initializer, "initializer", "() -> aggregate")
+        spec = ir.AggregateAgg(
+            ir.UserFn(initializer, "() -> aggregate"),
+            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
         )
         return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
 
@@ -542,7 +612,8 @@ def _build_cogroup(
             value_serde=materialized and materialized.value_serde,
         )
     )
-    return KTable(builder, merge_name, windowed="session" if isinstance(windows, SessionWindows) else None)
+    kind = None if windows is None else "session" if isinstance(windows, SessionWindows) else "time"
+    return KTable(builder, merge_name, windowed=kind)
 
 
 @attrs.frozen
@@ -588,12 +659,25 @@ class CogroupedKStream:
         that has no aggregate yet. Null keys and null values are skipped and counted."""
         return _build_cogroup(self._builder, self.groups, initializer, name=name, materialized=materialized)
 
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream:
-        """Window the cogroup: ``SessionWindows`` gives a `SessionWindowedCogroupedKStream`."""
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream: ...
+
+    @overload
+    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedCogroupedKStream: ...
+
+    def windowed_by(
+        self, windows: SessionWindows | TimeWindows | SlidingWindows
+    ) -> SessionWindowedCogroupedKStream | TimeWindowedCogroupedKStream:
+        """Window the cogroup: ``SessionWindows`` gives a `SessionWindowedCogroupedKStream`
+        (``aggregate(initializer, merger)``), ``TimeWindows`` / ``SlidingWindows`` a
+        `TimeWindowedCogroupedKStream` (``aggregate(initializer)``)."""
         if isinstance(windows, SessionWindows):
             return SessionWindowedCogroupedKStream(self._builder, self.groups, windows, EmitStrategy.on_window_update())
+        if isinstance(windows, (TimeWindows, SlidingWindows)):
+            return TimeWindowedCogroupedKStream(self._builder, self.groups, windows, EmitStrategy.on_window_update())
         raise InvalidTypeError(
-            f"'windows' must be SessionWindows (got {type(windows).__name__}: {windows!r})."
+            f"'windows' must be SessionWindows, TimeWindows or SlidingWindows (got {type(windows).__name__}: "
+            f"{windows!r}). Use SessionWindows.with_gap(gap) or TimeWindows.of_size_with_no_grace(size)."
         )
 
 
@@ -609,12 +693,7 @@ class SessionWindowedCogroupedKStream:
     def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedCogroupedKStream:
         """A copy forwarding results with ``strategy`` (beyond Kafka Streams, which only
         offers on-update for cogroup)."""
-        if not isinstance(strategy, EmitStrategy):
-            raise InvalidTypeError(
-                f"'strategy' must be an EmitStrategy such as EmitStrategy.on_window_close() "
-                f"(got {type(strategy).__name__}: {strategy!r})."
-            )
-        return attrs.evolve(self, emit=strategy)
+        return attrs.evolve(self, emit=_emit(strategy))
 
     def aggregate(
         self,
@@ -627,4 +706,26 @@ class SessionWindowedCogroupedKStream:
         """Aggregate per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
         require_callable(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate")
         return _build_cogroup(self._builder, self.groups, initializer, merger=merger, windows=self.windows,
+                              emit=self.emit, name=name, materialized=materialized)
+
+
+@attrs.frozen
+class TimeWindowedCogroupedKStream:
+    """A cogroup windowed by `TimeWindows` or `SlidingWindows`; ``aggregate(initializer)``."""
+
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
+    windows: TimeWindows | SlidingWindows
+    emit: EmitStrategy
+
+    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedCogroupedKStream:
+        """A copy forwarding results with ``strategy`` (beyond Kafka Streams, which only
+        offers on-update for cogroup)."""
+        return attrs.evolve(self, emit=_emit(strategy))
+
+    def aggregate(
+        self, initializer: Callable[[], Any], *, name: NameArg = None, materialized: Materialized | None = None
+    ) -> KTable:
+        """Aggregate per window; ``initializer()`` runs only for a window without an aggregate."""
+        return _build_cogroup(self._builder, self.groups, initializer, windows=self.windows,
                               emit=self.emit, name=name, materialized=materialized)

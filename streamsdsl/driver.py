@@ -387,7 +387,7 @@ class TopologyTestDriver:
 
 
 def _metrics_from_events(events: set[tuple[Any, ...]]) -> dict[str, float]:
-    dropped = sum(1 for e in events if e[1] in ("dropped-records-total", "deserialization-error"))
+    dropped = sum(e[2] for e in events if e[1] in ("dropped-records-total", "deserialization-error"))
     latencies = [e[2] for e in events if e[1] == "emit-final-latency"]
     return {
         "dropped-records-total": float(dropped),

@@ -13,7 +13,7 @@ import attrs
 
 from streamsdsl._validation import fn_name
 from streamsdsl.serdes import Serde
-from streamsdsl.windows import EmitStrategy, SessionWindows
+from streamsdsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 # --- user functions --------------------------------------------------------------------------
 
@@ -205,6 +205,23 @@ class SessionAggregateNode(Node):
 
 
 @attrs.frozen
+class TimeWindowAggregateNode(Node):
+    """A time-windowed aggregation: ``TimeWindows`` (tumbling/hopping) or ``SlidingWindows``,
+    with an emit strategy (KIP-825)."""
+
+    agg: AggSpec = attrs.field(kw_only=True)
+    store: str = attrs.field(kw_only=True)
+    windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True)
+    emit: EmitStrategy = attrs.field(kw_only=True)
+    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
+
+
+@attrs.frozen
 class CogroupAggregateNode(Node):
     """KIP-150 cogroup: one aggregation over several grouped streams, one store.
 
@@ -267,4 +284,5 @@ NODE_TYPES: tuple[type[Node], ...] = (
     TableToStreamNode,
     TableFilterNode,
     TableMapValuesNode,
+    TimeWindowAggregateNode,
 )

@@ -17,12 +17,16 @@ from streamsdsl.compiler.processors import (
     AggregateConfig,
     SessionAggregateProcessor,
     TableAggregateProcessor,
+    TimeWindowAggregateProcessor,
 )
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import convert_column, deserialize
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
-from streamsdsl.semantics.aggregation import agg_functions
+from streamsdsl.semantics.aggregation import AggFunctions, agg_functions
+from streamsdsl.semantics.sliding import SlidingWindowing
+from streamsdsl.semantics.timewindow import TimeWindowing, Windowing
 from streamsdsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.windows import SessionWindows, SlidingWindows, TimeWindows
 
 REPLAY = "replay"
 STREAMING = "streaming"
@@ -107,11 +111,17 @@ def _user_column(frame: Frame, fn: ir.ColumnFn, what: str) -> tuple[Column, Serd
     return F.to_json(column), DEFAULT_SERDE
 
 
-def _with_stream_time(df: DataFrame) -> DataFrame:
+def _with_stream_time(df: DataFrame, partition_by: str | None = None, *, null_values_count: bool = True) -> DataFrame:
     """Replay mode: Kafka Streams' stream time after each record, a running max in pipe order
-    over the records that reach the operator (null keys excluded: they are dropped first)."""
-    w = Window.orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    st = F.max(F.when(_is_data() & F.col("key").isNotNull(), F.col("timestamp"))).over(w)
+    over the records that reach the operator (null keys excluded: they are dropped first; null
+    values too where the operator drops them before advancing stream time). With
+    ``partition_by`` the running max is taken per value of that column (cogroup: per input)."""
+    w = (Window.partitionBy(partition_by) if partition_by else Window).orderBy("_seq", "_ord")
+    w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    counts = _is_data() & F.col("key").isNotNull()
+    if not null_values_count:
+        counts = counts & F.col("value").isNotNull()
+    st = F.max(F.when(counts, F.col("timestamp"))).over(w)
     return df.withColumn("_st", F.coalesce(st, F.lit(-1).cast("bigint")))
 
 
@@ -355,7 +365,7 @@ def _(node: ir.TableMapValuesNode, ctx: LoweringContext) -> Frame:
 # --- aggregations ---------------------------------------------------------------------------------
 
 
-def _agg_value_serde(node: ir.AggregateNode | ir.SessionAggregateNode, frame: Frame) -> Serde:
+def _agg_value_serde(node: ir.AggregateNode | ir.SessionAggregateNode | ir.TimeWindowAggregateNode, frame: Frame) -> Serde:
     if node.value_serde is not None:
         return node.value_serde
     if isinstance(node.agg, ir.CountAgg):
@@ -381,10 +391,12 @@ def _processor_output_schema(key_type: str, value_type: str) -> StructType:
     )
 
 
-def _processor_input(frame: Frame, ctx: LoweringContext) -> DataFrame:
-    df = frame.df.select(*FRAME_COLUMNS)
+def _processor_input(df: DataFrame, ctx: LoweringContext, partition_by: str | None = None, *,
+                     null_values_count: bool = True) -> DataFrame:
+    """The stateful operator's input: ``_st`` is the per-record stream time in replay mode and
+    null when streaming (the processor then takes it from the watermark)."""
     if ctx.replay:
-        return _with_stream_time(df)
+        return _with_stream_time(df, partition_by, null_values_count=null_values_count)
     return df.withColumn("_st", F.lit(None).cast("bigint"))
 
 
@@ -404,7 +416,7 @@ def _(node: ir.AggregateNode, ctx: LoweringContext) -> Frame:
     config = AggregateConfig(node.name, frame.key, frame.value, value_out, agg_functions(node.agg))
     schema = _processor_output_schema(frame.key.spark_type, value_out.spark_type)
     state = f"agg {value_out.spark_type}, ts bigint"
-    out = _run_processor(_processor_input(frame, ctx), TableAggregateProcessor(config, state), schema)
+    out = _run_processor(_processor_input(frame.df.select(*FRAME_COLUMNS), ctx), TableAggregateProcessor(config, state), schema)
     return Frame(out.select(*FRAME_COLUMNS), frame.key, value_out, is_table=True)
 
 
@@ -473,13 +485,55 @@ def _(node: ir.SessionAggregateNode, ctx: LoweringContext) -> Frame:
     key_codec = KeyCodec(frame.key.serde, windowed="session")
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
     state = f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>"
-    inp = _processor_input(frame, ctx)
-    out = _run_processor(inp, SessionAggregateProcessor(config, state), schema)
+    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx)
+    out = _run_windowed(inp, SessionAggregateProcessor(config, state), schema, config, ctx)
+    return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
+
+
+def _run_windowed(inp: DataFrame, processor: Any, schema: StructType, config: AggregateConfig,
+                  ctx: LoweringContext) -> DataFrame:
+    """Run a windowed processor; in replay mode with emit on close, give each final record the
+    input record after which Kafka Streams emits it."""
+    out = _run_processor(inp, processor, schema)
     if ctx.replay and config.emit_on_close:
         # The assignment reads the operator's input and output more than once: cache both so
         # the stateful operator runs once per replay (unpersisted by the driver after the run).
         inp, out = ctx.cached(inp), ctx.cached(out)
-        out = _assign_close_records(out, inp, node.name)
+        out = _assign_close_records(out, inp, config.node)
+    return out
+
+
+def windowing_of(windows: TimeWindows | SlidingWindows) -> Windowing:
+    """The semantics-core strategy of ``TimeWindows`` / ``SlidingWindows``."""
+    if isinstance(windows, TimeWindows):
+        return TimeWindowing(windows.size_ms, windows.advance_ms, windows.grace_period_ms)
+    return SlidingWindowing(windows.time_difference_ms, windows.grace_period_ms)
+
+
+def _time_key_codec(serde: Serde, windows: TimeWindows | SlidingWindows) -> KeyCodec:
+    size = windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
+    return KeyCodec(serde, windowed="time", window_size_ms=size)
+
+
+def _time_window_state(value_out: Serde) -> str:
+    return f"windows array<struct<start:bigint,end:bigint,agg:{value_out.spark_type},ts:bigint,fin:boolean>>"
+
+
+@lower.register
+def _(node: ir.TimeWindowAggregateNode, ctx: LoweringContext) -> Frame:
+    """Tumbling / hopping / sliding aggregation on the stateful operator (every aggregation,
+    count included: Spark's ``window()`` aggregation has no grace-period drop rule, no
+    per-record stream time and no sliding windows of Kafka's kind)."""
+    frame = _regroup(ctx.parent(node), node.key_serde, None)
+    value_out = _agg_value_serde(node, frame)
+    config = AggregateConfig(node.name, frame.key, frame.value, value_out, agg_functions(node.agg),
+                             grace=node.windows.grace_period_ms, emit_on_close=node.emit.emits_on_close)
+    key_codec = _time_key_codec(frame.key.serde, node.windows)
+    schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
+    processor = TimeWindowAggregateProcessor(config, _time_window_state(value_out), windowing_of(node.windows))
+    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx,
+                           null_values_count=isinstance(node.windows, TimeWindows))
+    out = _run_windowed(inp, processor, schema, config, ctx)
     return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
 
 
@@ -510,14 +564,6 @@ def _assign_close_records(out: DataFrame, inp: DataFrame, node: str) -> DataFram
 # --- cogroup (KIP-150) ------------------------------------------------------------------------------
 
 
-def _with_stream_time_per_source(df: DataFrame) -> DataFrame:
-    """Replay mode for cogroup: each input stream's aggregate processor keeps its own stream
-    time in Kafka Streams, so the running max is taken per input (``_src``)."""
-    w = Window.partitionBy("_src").orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    st = F.max(F.when(_is_data() & F.col("key").isNotNull(), F.col("timestamp"))).over(w)
-    return df.withColumn("_st", F.coalesce(st, F.lit(-1).cast("bigint")))
-
-
 @lower.register
 def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
     """One stateful operator over the union of all inputs: each row tagged with its input
@@ -543,29 +589,29 @@ def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
     value_out = node.value_serde or DEFAULT_SERDE
     init = node.initializer.fn
     merger = node.merger.fn if node.merger is not None else None
-    from streamsdsl.semantics.aggregation import AggFunctions
-
     source_fns = tuple(AggFunctions(init, a.fn, merger) for a in node.aggregators)
     key_codec = KeyCodec(key_serde)
-    windowed = isinstance(node.windows, ir.SessionWindows)
+    windows = node.windows
     config = AggregateConfig(
         node.name, key_codec, DEFAULT_SERDE, value_out, source_fns[0],
-        gap=node.windows.inactivity_gap_ms if windowed else 0,
-        grace=node.windows.grace_period_ms if windowed else 0,
-        emit_on_close=windowed and node.emit.emits_on_close,
+        gap=windows.inactivity_gap_ms if isinstance(windows, SessionWindows) else 0,
+        grace=windows.grace_period_ms if windows is not None else 0,
+        emit_on_close=windows is not None and node.emit.emits_on_close,
         source_fns=source_fns, source_values=tuple(f.value for f in frames),
     )
-    inp = union
-    inp = _with_stream_time_per_source(inp) if ctx.replay else inp.withColumn("_st", F.lit(None).cast("bigint"))
-    if windowed:
+    # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
+    # replay the running max is taken per input (``_src``).
+    inp = _processor_input(union, ctx, "_src", null_values_count=not isinstance(windows, SlidingWindows))
+    if isinstance(windows, SessionWindows):
         out_key = KeyCodec(key_serde, windowed="session")
-        schema = _processor_output_schema(out_key.spark_type, value_out.spark_type)
-        state = f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>"
-        out = _run_processor(inp, SessionAggregateProcessor(config, state), schema)
-        if ctx.replay and config.emit_on_close:
-            inp, out = ctx.cached(inp), ctx.cached(out)
-            out = _assign_close_records(out, inp, node.name)
-        return Frame(out.select(*FRAME_COLUMNS), out_key, value_out, is_table=True)
-    schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
-    out = _run_processor(inp, TableAggregateProcessor(config, f"agg {value_out.spark_type}, ts bigint"), schema)
-    return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
+        processor: Any = SessionAggregateProcessor(config, f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>")
+    elif windows is not None:
+        out_key = _time_key_codec(key_serde, windows)
+        processor = TimeWindowAggregateProcessor(config, _time_window_state(value_out), windowing_of(windows))
+    else:
+        schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
+        out = _run_processor(inp, TableAggregateProcessor(config, f"agg {value_out.spark_type}, ts bigint"), schema)
+        return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
+    schema = _processor_output_schema(out_key.spark_type, value_out.spark_type)
+    out = _run_windowed(inp, processor, schema, config, ctx)
+    return Frame(out.select(*FRAME_COLUMNS), out_key, value_out, is_table=True)

@@ -29,6 +29,7 @@ from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.session import Session, close_threshold, closed_sessions, session_step
+from streamsdsl.semantics.timewindow import CloseStep, WindowAgg, Windowing, close_step
 from streamsdsl.serdes import Serde
 
 DROPPED = "dropped-records-total"
@@ -111,8 +112,15 @@ def _forward_ctl(ctl: list[Row]) -> Iterator[Row]:
         yield _out_row(None, None, r["timestamp"], r["headers"], r["_seq"], r["_ord"] or [], r["_okey"], r["_ctl"].asDict())
 
 
-class SessionAggregateProcessor(StatefulProcessor):
-    """Session-windowed aggregation (KIP-94) with emit on update or on close (KIP-825)."""
+class _WindowedProcessor(StatefulProcessor):
+    """What the windowed processors share: one state row per key holding the key's windows,
+    one event-time timer per key (the earliest close), and the shape of on-close output.
+
+    A subclass says how a stored window is read (``_bounds``), when it closes
+    (``_threshold``: closed at the first stream time greater than it) and where its final
+    record sorts (``_final_order``)."""
+
+    state_name = "windows"
 
     def __init__(self, config: AggregateConfig, state_schema: str) -> None:
         self.config = config
@@ -120,7 +128,79 @@ class SessionAggregateProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("sessions", self.state_schema)
+        self.state = handle.getValueState(self.state_name, self.state_schema)
+
+    def _bounds(self, w: Any) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _threshold(self, w: Any) -> int:
+        raise NotImplementedError
+
+    def _final_order(self, w: Any) -> list[int]:
+        raise NotImplementedError
+
+    def _set_timer(self, thresholds: list[int]) -> None:
+        """One timer per key: at the first stream time past the earliest threshold."""
+        for t in self.handle.listTimers():
+            self.handle.deleteTimer(t)
+        if thresholds:
+            self.handle.registerTimer(min(thresholds) + 1)
+
+    def _windowed(self, kcell: Any, start: int, end: int) -> dict[str, Any]:
+        return {"key": kcell, "start": start, "end": end}
+
+    def _final_rows(self, kcell: Any, key: Any, closed: list[Any], stream_time: int, seq: int,
+                    ord_: list[int] | None = None) -> Iterator[Row]:
+        """Streaming: the on-close records of ``closed`` plus their emit-final latency events."""
+        cfg = self.config
+        for w in closed:
+            start, end = self._bounds(w)
+            order = [*(ord_ or []), 1, *self._final_order(w)]
+            yield _out_row(self._windowed(kcell, start, end), cfg.value_out.to_internal(w.agg), self._final_ts(w), [],
+                           seq, order, str(key))
+            yield _out_row(None, None, self._final_ts(w), [], seq, order, str(key),
+                           _ctl(cfg.node, EMIT_FINAL_LATENCY, stream_time - self._threshold(w) - 1))
+
+    def _pending_finals(self, kcell: Any, key: Any, windows: list[Any]) -> Iterator[Row]:
+        """Replay: on-close candidates with their threshold ``_thr``; the plan assigns each to
+        the first record whose stream time passes it."""
+        cfg = self.config
+        for w in windows:
+            start, end = self._bounds(w)
+            yield _out_row(self._windowed(kcell, start, end), cfg.value_out.to_internal(w.agg), self._final_ts(w), [],
+                           -1, [1, *self._final_order(w)], str(key), None, self._threshold(w))
+
+    def _final_ts(self, w: Any) -> int:
+        return self._bounds(w)[1]
+
+    def _flush(self, kcell: Any, buf: ChangeBuffer, r: Row) -> Iterator[Row]:
+        """Forward what the record cache holds: the latest value per window, tombstones."""
+        cfg = self.config
+        for i, ((start, end), w) in enumerate(buf.flush()):
+            value = None if w is None else cfg.value_out.to_internal(w.agg)
+            ts = end if w is None else self._update_ts(w)
+            yield _out_row(self._windowed(kcell, start, end), value, ts, r["headers"], r["_seq"], [*(r["_ord"] or []), 0, i])
+
+    def _update_ts(self, w: Any) -> int:
+        return self._bounds(w)[1]
+
+    def close(self) -> None:
+        pass
+
+
+class SessionAggregateProcessor(_WindowedProcessor):
+    """Session-windowed aggregation (KIP-94) with emit on update or on close (KIP-825)."""
+
+    state_name = "sessions"
+
+    def _bounds(self, w: Session) -> tuple[int, int]:
+        return w.start, w.end
+
+    def _threshold(self, w: Session) -> int:
+        return close_threshold(w, self.config.gap, self.config.grace)
+
+    def _final_order(self, w: Session) -> list[int]:
+        return [w.end, w.start]
 
     # -- state ------------------------------------------------------------------------------
     def _load(self) -> list[Session]:
@@ -136,28 +216,6 @@ class SessionAggregateProcessor(StatefulProcessor):
             return
         vs = self.config.value_out
         self.state.update(([(s.start, s.end, vs.to_internal(s.agg)) for s in sessions],))
-
-    def _set_timer(self, sessions: list[Session]) -> None:
-        for t in self.handle.listTimers():
-            self.handle.deleteTimer(t)
-        if sessions:
-            cfg = self.config
-            self.handle.registerTimer(min(close_threshold(s, cfg.gap, cfg.grace) for s in sessions) + 1)
-
-    # -- output -------------------------------------------------------------------------------
-    def _windowed(self, kcell: Any, s_start: int, s_end: int) -> dict[str, Any]:
-        return {"key": kcell, "start": s_start, "end": s_end}
-
-    def _final_rows(self, kcell: Any, key: Any, closed: list[Session], stream_time: int, seq: int,
-                    ord_: list[int] | None = None) -> Iterator[Row]:
-        cfg = self.config
-        for s in closed:
-            thr = close_threshold(s, cfg.gap, cfg.grace)
-            order = [*(ord_ or []), 1, s.end, s.start]
-            yield _out_row(self._windowed(kcell, s.start, s.end), cfg.value_out.to_internal(s.agg), s.end, [],
-                           seq, order, str(key))
-            yield _out_row(None, None, s.end, [], seq, order, str(key),
-                           _ctl(cfg.node, EMIT_FINAL_LATENCY, stream_time - thr - 1))
 
     # -- callbacks ----------------------------------------------------------------------------
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
@@ -189,48 +247,130 @@ class SessionAggregateProcessor(StatefulProcessor):
                     assert step.put is not None
                     buf.put(step.put.window, step.put)
                     if replay:
-                        yield from self._flush(kcell, buf, r, ordinal=0)
+                        yield from self._flush(kcell, buf, r)
             closed, sessions = closed_sessions(sessions, stream_time, cfg.gap, cfg.grace)
             if closed and cfg.emit_on_close:
                 if replay:
                     yield from self._pending_finals(kcell, k, closed)
                 else:
                     yield from self._final_rows(kcell, k, closed, stream_time, r["_seq"], r["_ord"] or [])
+        yield from self._finish(kcell, k, sessions, batch_buf, data[-1], replay)
+
+    def _finish(self, kcell: Any, k: Any, windows: list[Any], batch_buf: ChangeBuffer, last: Row,
+                replay: bool) -> Iterator[Row]:
+        """End of a key's rows: flush the batch's net change (streaming, on update), hand the
+        still-open windows to on-close assignment (replay), save state and set the timer."""
+        cfg = self.config
         if not cfg.emit_on_close and not replay:
-            yield from self._flush(kcell, batch_buf, data[-1], ordinal=0)
-        if replay:
-            if cfg.emit_on_close:
-                yield from self._pending_finals(kcell, k, sessions)
-            self._save(sessions)
-            return
-        self._save(sessions)
-        self._set_timer(sessions)
-
-    def _flush(self, kcell: Any, buf: ChangeBuffer, r: Row, ordinal: int) -> Iterator[Row]:
-        cfg = self.config
-        for i, ((start, end), s) in enumerate(buf.flush()):
-            value = None if s is None else cfg.value_out.to_internal(s.agg)
-            yield _out_row(self._windowed(kcell, start, end), value, end, r["headers"], r["_seq"], [*(r["_ord"] or []), 0, i])
-
-    def _pending_finals(self, kcell: Any, key: Any, sessions: list[Session]) -> Iterator[Row]:
-        cfg = self.config
-        for s in sessions:
-            yield _out_row(self._windowed(kcell, s.start, s.end), cfg.value_out.to_internal(s.agg), s.end, [],
-                           -1, [1, s.end, s.start], str(key), None, close_threshold(s, cfg.gap, cfg.grace))
+            yield from self._flush(kcell, batch_buf, last)
+        if replay and cfg.emit_on_close:
+            yield from self._pending_finals(kcell, k, windows)
+        self._save(windows)
+        if not replay:
+            self._set_timer([self._threshold(w) for w in windows])
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
         watermark = timerValues.getCurrentWatermarkInMs()
-        sessions = self._load()
-        closed, still_open = closed_sessions(sessions, watermark, cfg.gap, cfg.grace)
-        kcell = key[0]
-        if closed and cfg.emit_on_close:
-            yield from self._final_rows(kcell, cfg.key.serde.from_internal(kcell), closed, watermark, -1)
-        self._save(still_open)
-        self._set_timer(still_open)
+        closed, still_open = closed_sessions(self._load(), watermark, cfg.gap, cfg.grace)
+        yield from self._expire(key[0], closed, still_open, watermark)
 
-    def close(self) -> None:
-        pass
+    def _expire(self, kcell: Any, closed: list[Any], still_open: list[Any], watermark: int) -> Iterator[Row]:
+        if closed and self.config.emit_on_close:
+            yield from self._final_rows(kcell, self.config.key.serde.from_internal(kcell), closed, watermark, -1)
+        self._save(still_open)
+        self._set_timer([self._threshold(w) for w in still_open])
+
+
+class TimeWindowAggregateProcessor(_WindowedProcessor):
+    """Tumbling, hopping (KStreamWindowAggregate) and sliding (KStreamSlidingWindowAggregate)
+    windowed aggregation with emit on update or on close; the windowing strategy (a semantics
+    core object) decides what each record does. The state row holds the key's windows and,
+    per window, whether it is final already (sliding windows stay readable after closing)."""
+
+    def __init__(self, config: AggregateConfig, state_schema: str, windowing: Windowing) -> None:
+        super().__init__(config, state_schema)
+        self.windowing = windowing
+
+    def _bounds(self, w: WindowAgg) -> tuple[int, int]:
+        return w.start, w.end
+
+    def _threshold(self, w: WindowAgg) -> int:
+        return self.windowing.close_threshold(w)
+
+    def _final_order(self, w: WindowAgg) -> list[int]:
+        return [w.start]
+
+    def _final_ts(self, w: WindowAgg) -> int:
+        return w.ts
+
+    def _update_ts(self, w: WindowAgg) -> int:
+        return w.ts
+
+    def _load(self) -> tuple[list[WindowAgg], frozenset[int]]:
+        if not self.state.exists():
+            return [], frozenset()
+        (cells,) = self.state.get()
+        vs = self.config.value_out
+        windows = [WindowAgg(c["start"], c["end"], vs.from_internal(c["agg"]), c["ts"]) for c in cells]
+        return windows, frozenset(c["start"] for c in cells if c["fin"])
+
+    def _store(self, step: CloseStep, replay: bool) -> None:
+        if not step.kept:
+            self.state.clear()
+        else:
+            vs = self.config.value_out
+            self.state.update(([(w.start, w.end, vs.to_internal(w.agg), w.ts, w.start in step.finals)
+                                for w in step.kept],))
+        if not replay:
+            self._set_timer(step.timer_thresholds(self.windowing))
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data: list[Row] = []
+        yield from _admit(key, rows, cfg.node, data)
+        if not data:
+            return
+        kcell = key[0]
+        k = cfg.key.serde.from_internal(kcell)
+        replay = data[0]["_st"] is not None
+        stream_time = timerValues.getCurrentWatermarkInMs()
+        windows, finals = self._load()
+        state = CloseStep((), tuple(windows), finals)
+        batch_buf = ChangeBuffer()
+        for r in data:
+            ts = r["timestamp"]
+            stream_time = r["_st"] if replay else max(stream_time, ts)
+            step = self.windowing.step(state.kept, k, cfg.decode_value(r), ts, stream_time, cfg.fns_for(r))
+            if step.dropped:
+                yield _ctl_row(r, cfg.node, DROPPED, step.dropped)
+            if not cfg.emit_on_close and step.puts:
+                buf = ChangeBuffer() if replay else batch_buf
+                for w in step.puts:
+                    buf.put((w.start, w.end), w)
+                if replay:
+                    yield from self._flush(kcell, buf, r)
+            state = close_step(self.windowing, step.windows, stream_time, state.finals)
+            if state.closed and cfg.emit_on_close:
+                if replay:
+                    yield from self._pending_finals(kcell, k, list(state.closed))
+                else:
+                    yield from self._final_rows(kcell, k, list(state.closed), stream_time, r["_seq"], r["_ord"] or [])
+        if not cfg.emit_on_close and not replay:
+            yield from self._flush(kcell, batch_buf, data[-1])
+        if replay and cfg.emit_on_close:
+            yield from self._pending_finals(kcell, k, [w for w in state.kept if w.start not in state.finals])
+        self._store(state, replay)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
+        watermark = timerValues.getCurrentWatermarkInMs()
+        windows, finals = self._load()
+        state = close_step(self.windowing, windows, watermark, finals)
+        kcell = key[0]
+        if state.closed and self.config.emit_on_close:
+            yield from self._final_rows(kcell, self.config.key.serde.from_internal(kcell), list(state.closed),
+                                        watermark, -1)
+        self._store(state, False)
 
 
 class TableAggregateProcessor(StatefulProcessor):
