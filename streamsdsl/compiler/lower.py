@@ -530,9 +530,9 @@ def _(node: ir.TimeWindowAggregateNode, ctx: LoweringContext) -> Frame:
                              grace=node.windows.grace_period_ms, emit_on_close=node.emit.emits_on_close)
     key_codec = _time_key_codec(frame.key.serde, node.windows)
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
-    processor = TimeWindowAggregateProcessor(config, _time_window_state(value_out), windowing_of(node.windows))
-    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx,
-                           null_values_count=isinstance(node.windows, TimeWindows))
+    windowing = windowing_of(node.windows)
+    processor = TimeWindowAggregateProcessor(config, _time_window_state(value_out), windowing)
+    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx, null_values_count=not windowing.drops_null_values)
     out = _run_windowed(inp, processor, schema, config, ctx)
     return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
 

@@ -340,8 +340,12 @@ class TimeWindowAggregateProcessor(_WindowedProcessor):
         batch_buf = ChangeBuffer()
         for r in data:
             ts = r["timestamp"]
-            stream_time = r["_st"] if replay else max(stream_time, ts)
-            step = self.windowing.step(state.kept, k, cfg.decode_value(r), ts, stream_time, cfg.fns_for(r))
+            value = cfg.decode_value(r)
+            if replay:
+                stream_time = r["_st"]
+            elif value is not None or not self.windowing.drops_null_values:
+                stream_time = max(stream_time, ts)
+            step = self.windowing.step(state.kept, k, value, ts, stream_time, cfg.fns_for(r))
             if step.dropped:
                 yield _ctl_row(r, cfg.node, DROPPED, step.dropped)
             if not cfg.emit_on_close and step.puts:

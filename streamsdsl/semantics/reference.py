@@ -14,6 +14,7 @@ import attrs
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.session import Session, close_threshold, closed_sessions, session_step
+from streamsdsl.semantics.timewindow import CloseStep, Windowing, close_step
 
 
 @attrs.frozen
@@ -78,6 +79,49 @@ def session_aggregate_reference(
             for _, _, k, s in closing:
                 assert close_threshold(s, gap, grace) < stream_time
                 outputs.append(Out(k, s.start, s.end, s.agg, s.end))
+                emitted += 1
+    return ReferenceResult(outputs, dropped, emitted)
+
+
+def time_window_reference(
+    records: Iterable[tuple[Any, Any, int]],
+    windowing: Windowing,
+    fns: AggFunctions,
+    *,
+    emit_on_close: bool = False,
+) -> ReferenceResult:
+    """Run ``(key, value, timestamp)`` records through a time-windowed (tumbling, hopping or
+    sliding) aggregation: null keys dropped; on update every store write is forwarded per record
+    (last value per window, in write order); on close every window is forwarded once, when
+    stream time closes it, ordered (start, key), with ts = its max record timestamp."""
+    state: dict[Any, CloseStep] = {}
+    stream_time = -1
+    dropped = 0
+    emitted = 0
+    outputs: list[Out] = []
+    for key, value, ts in records:
+        if key is None:
+            dropped += 1
+            continue
+        if value is not None or not windowing.drops_null_values:
+            stream_time = max(stream_time, ts)
+        current = state.get(key, CloseStep((), (), frozenset()))
+        step = windowing.step(current.kept, key, value, ts, stream_time, fns)
+        dropped += step.dropped
+        state[key] = CloseStep((), step.windows, current.finals)
+        if not emit_on_close:
+            buf = ChangeBuffer()
+            for w in step.puts:
+                buf.put((w.start, w.end), w)
+            for (start, end), w in buf.flush():
+                outputs.append(Out(key, start, end, w.agg, w.ts))
+        closing = []
+        for k in list(state):
+            state[k] = close_step(windowing, state[k].kept, stream_time, state[k].finals)
+            closing.extend((w.start, _key_order(k), k, w) for w in state[k].closed)
+        if emit_on_close:
+            for _, _, k, w in sorted(closing, key=lambda t: (t[0], t[1])):
+                outputs.append(Out(k, w.start, w.end, w.agg, w.ts))
                 emitted += 1
     return ReferenceResult(outputs, dropped, emitted)
 

@@ -44,7 +44,7 @@ that has ``emitRangeUpperBound``. Below, ``closeTime = streamTime - grace``.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, ClassVar, Iterable
 
 import attrs
 
@@ -266,6 +266,8 @@ class SlidingWindowing:
     time_difference: int
     grace: int
     in_order_iterator: bool = False
+
+    drops_null_values: ClassVar[bool] = True
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep:

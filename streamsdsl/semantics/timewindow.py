@@ -12,7 +12,7 @@ Time windows are ``[start, end)``: start inclusive, end exclusive.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Protocol
+from typing import Any, ClassVar, Iterable, Protocol
 
 import attrs
 
@@ -48,7 +48,10 @@ class WindowStep:
 
 
 class Windowing(Protocol):
-    """A windowing strategy of the stateful time-window operator."""
+    """A windowing strategy of the stateful time-window operator. ``drops_null_values``: a
+    record with a null value is dropped before it advances stream time (sliding windows)."""
+
+    drops_null_values: ClassVar[bool]
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep: ...
@@ -82,6 +85,8 @@ from streamsdsl.windows import window_starts
     size: int
     advance: int
     grace: int
+
+    drops_null_values: ClassVar[bool] = False
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep:
