@@ -14,8 +14,11 @@ from streamsdsl import (
     Serdes,
     SessionWindow,
     SessionWindows,
+    SlidingWindows,
     StreamsBuilder,
     TestRecord,
+    TimeWindow,
+    TimeWindows,
     TopologyError,
     Windowed,
 )
@@ -202,3 +205,51 @@ class TestCogroupDriver:
         ).emit_strategy(EmitStrategy.on_window_close()).aggregate(lambda: 0, lambda k, a, b: a + b).to_stream().to("out")
         records = [("one", "k", "x", 0), ("two", "k", "y", 3), ("one", "k", "x", 100)]
         assert run_driver(b.build(), records) == [R(Windowed("k", SessionWindow(0, 3)), 11, 3)]
+
+
+def _two_stream_cogroup(windows: Any, on_close: bool = False) -> Any:
+    """Stream "one" adds 1, stream "two" adds 10, per time window."""
+    b = StreamsBuilder()
+    s = Consumed.with_serdes(Serdes.String(), Serdes.String())
+    one, two = b.stream("one", s).group_by_key(), b.stream("two", s).group_by_key()
+    w = one.cogroup(lambda k, v, a: a + 1).cogroup(two, lambda k, v, a: a + 10).windowed_by(windows)
+    if on_close:
+        w = w.emit_strategy(EmitStrategy.on_window_close())
+    w.aggregate(lambda: 0).to_stream().to("out")
+    return b.build()
+
+
+def TW(key: Any, start: int, end: int, value: Any, ts: int) -> TestRecord:  # noqa: N802
+    return R(Windowed(key, TimeWindow(start, end)), value, ts)
+
+
+@pytest.mark.spark
+class TestTimeWindowedCogroup:
+    def test_tumbling_boundary(self, run_driver: Any) -> None:
+        """Both streams aggregate into one window per key; a record at the window end opens the next."""
+        records = [("one", "k", "x", 0), ("two", "k", "y", 9), ("one", "k", "x", 10)]
+        assert run_driver(_two_stream_cogroup(TimeWindows.of_size_with_no_grace(10)), records) == [
+            TW("k", 0, 10, 1, 0), TW("k", 0, 10, 11, 9), TW("k", 10, 20, 1, 10),
+        ]
+
+    def test_hopping_overlap(self, run_driver: Any) -> None:
+        """Hopping windows: each record updates every window it falls in; the initializer runs
+        only for a window without an aggregate."""
+        records = [("one", "k", "x", 7), ("two", "k", "y", 12)]
+        assert run_driver(_two_stream_cogroup(TimeWindows.of_size_with_no_grace(10).advance_by(5)), records) == [
+            TW("k", 0, 10, 1, 7), TW("k", 5, 15, 1, 7), TW("k", 5, 15, 11, 12), TW("k", 10, 20, 10, 12),
+        ]
+
+    def test_emit_on_close(self, run_driver: Any) -> None:
+        """Beyond Kafka Streams: emit_strategy on a time-windowed cogroup forwards each window once."""
+        records = [("one", "k", "x", 1), ("two", "k", "y", 5), ("one", "k", "x", 20)]
+        assert run_driver(_two_stream_cogroup(TimeWindows.of_size_with_no_grace(10), on_close=True), records) == [
+            TW("k", 0, 10, 11, 5),
+        ]
+
+    def test_sliding(self, run_driver: Any) -> None:
+        """Sliding-window cogroup: the record of stream two creates stream one's right window."""
+        records = [("one", "k", "x", 10), ("two", "k", "y", 14)]
+        assert run_driver(_two_stream_cogroup(SlidingWindows.of_time_difference_and_grace(10, 100)), records) == [
+            TW("k", 0, 10, 1, 10), TW("k", 11, 21, 10, 14), TW("k", 4, 14, 11, 14),
+        ]
