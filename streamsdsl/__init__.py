@@ -25,6 +25,7 @@ from streamsdsl.windows import EmitStrategy, SessionWindow, SessionWindows, Time
 from streamsdsl.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
+    from streamsdsl.app import KafkaStreams
     from streamsdsl.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
 
 __version__ = "0.1.0"
@@ -35,6 +36,7 @@ _LAZY = {
     "TestInputTopic": "streamsdsl.driver",
     "TestOutputTopic": "streamsdsl.driver",
     "KeyValue": "streamsdsl.driver",
+    "KafkaStreams": "streamsdsl.app",
 }
 
 
@@ -52,5 +54,5 @@ __all__ = [
     "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
-    "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
+    "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
 ]

@@ -443,6 +443,16 @@ class _WindowedGrouped(_Grouped):
         )
         return KTable(self._builder, node_name, windowed=self._window_kind)
 
+    def _user_aggregate(self, initializer: Any, aggregator: Any, merger: ir.UserFn | None, name: NameArg,
+                        materialized: Materialized | None) -> KTable:
+        require_callable(initializer, "initializer", "() -> aggregate")
+        spec = ir.AggregateAgg(
+            ir.UserFn(initializer, "() -> aggregate"),
+            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
+            merger,
+        )
+        return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
+
     def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
         """Count records per window."""
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
@@ -475,13 +485,8 @@ class SessionWindowedKStream(_WindowedGrouped):
         materialized: Materialized | None = None,
     ) -> KTable:
         """Fold values per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
-        require_callable(initializer, "initializer", "() -> aggregate")
-        spec = ir.AggregateAgg(
-            ir.UserFn(initializer, "() -> aggregate"),
-            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
-            _fn(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate"),  # type: ignore[arg-type]
-        )
-        return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
+        merger_fn = _fn(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate")
+        return self._user_aggregate(initializer, aggregator, merger_fn, name, materialized)  # type: ignore[arg-type]
 
 
 @attrs.frozen
@@ -512,12 +517,7 @@ class TimeWindowedKStream(_WindowedGrouped):
         materialized: Materialized | None = None,
     ) -> KTable:
         """Fold values per window: ``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
-        require_callable(initializer, "initializer", "() -> aggregate")
-        spec = ir.AggregateAgg(
-            ir.UserFn(initializer, "() -> aggregate"),
-            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
-        )
-        return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
+        return self._user_aggregate(initializer, aggregator, None, name, materialized)
 
 
 @attrs.frozen

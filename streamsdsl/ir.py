@@ -189,36 +189,20 @@ class AggregateNode(Node):
 
 
 @attrs.frozen
-class SessionAggregateNode(Node):
+class SessionAggregateNode(AggregateNode):
     """A session-windowed aggregation (KIP-94) with an emit strategy (KIP-825)."""
 
-    agg: AggSpec = attrs.field(kw_only=True)
-    store: str = attrs.field(kw_only=True)
     windows: SessionWindows = attrs.field(kw_only=True)
     emit: EmitStrategy = attrs.field(kw_only=True)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
 
 
 @attrs.frozen
-class TimeWindowAggregateNode(Node):
+class TimeWindowAggregateNode(AggregateNode):
     """A time-windowed aggregation: ``TimeWindows`` (tumbling/hopping) or ``SlidingWindows``,
     with an emit strategy (KIP-825)."""
 
-    agg: AggSpec = attrs.field(kw_only=True)
-    store: str = attrs.field(kw_only=True)
     windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True)
     emit: EmitStrategy = attrs.field(kw_only=True)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
 
 
 @attrs.frozen

@@ -253,3 +253,13 @@ class TestTimeWindowedCogroup:
         assert run_driver(_two_stream_cogroup(SlidingWindows.of_time_difference_and_grace(10, 100)), records) == [
             TW("k", 0, 10, 1, 10), TW("k", 11, 21, 10, 14), TW("k", 4, 14, 11, 14),
         ]
+
+    def test_emit_on_close_is_final_for_every_input(self, run_driver: Any) -> None:
+        """With emit on close one stream time spans the inputs: after [0, 10) was emitted
+        (stream time 12 from stream one), a record of stream two for it is dropped and counted,
+        not silently folded into a window that will never be emitted again."""
+        records = [("one", "k", "x", 0), ("one", "k", "x", 12), ("two", "k", "y", 9), ("one", "k", "x", 30)]
+        out, metrics = run_driver(_two_stream_cogroup(TimeWindows.of_size_with_no_grace(10), on_close=True), records,
+                                  with_metrics=True)
+        assert out == [TW("k", 0, 10, 1, 0), TW("k", 10, 20, 1, 12)]
+        assert metrics["dropped-records-total"] == 1.0

@@ -24,12 +24,12 @@ from streamsdsl import (
     TimeWindows,
     Windowed,
 )
-from streamsdsl.compiler import CompiledSink
 from streamsdsl.runtime import start_streaming
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.reference import time_window_reference
 from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.testing.files import FileTopic
+from tests._support import Collect
 
 STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
 
@@ -216,20 +216,6 @@ class TestSliding:
         out = run_driver(concat_topology(SlidingWindows.of_time_difference_with_no_grace(10), on_close=True),
                          self.RECORDS)
         assert out == [W("A", 0, 10, "0+1", 10), W("A", 4, 14, "0+1+2", 14), W("A", 11, 21, "0+2", 14)]
-
-
-class Collect:
-    """A BatchSink keeping (batch id, decoded key, value, timestamp) of every record."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[int, Any, Any, int]] = []
-
-    def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
-        key_serde, value_serde = sink.key_deserializer(), sink.value_serde
-        for r in rows.orderBy("_seq", "_ord").collect():
-            self.records.append((batch_id, key_serde.deserialize(bytes(r["key"])),
-                                 None if r["value"] is None else value_serde.deserialize(bytes(r["value"])),
-                                 r["timestamp"]))
 
 
 @pytest.mark.spark

@@ -7,25 +7,11 @@ from typing import Any
 import pytest
 
 from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindow, SessionWindows, StreamsBuilder, Windowed
-from streamsdsl.compiler import CompiledSink
 from streamsdsl.runtime import start_streaming
 from streamsdsl.testing.files import FileTopic
+from tests._support import Collect
 
 pytestmark = pytest.mark.spark
-
-
-class Collect:
-    """A BatchSink that decodes and keeps every record with its micro-batch id."""
-
-    def __init__(self) -> None:
-        self.records: list[tuple[int, Any, Any, int]] = []
-
-    def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
-        key_serde, value_serde = sink.key_deserializer(), sink.value_serde
-        for r in rows.orderBy("_seq", "_ord").collect():
-            self.records.append((batch_id, key_serde.deserialize(bytes(r["key"])),
-                                 None if r["value"] is None else value_serde.deserialize(bytes(r["value"])),
-                                 r["timestamp"]))
 
 
 def _topology(on_close: bool) -> Any:

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SlidingWindows, StreamsBuilder, TimeWindows
 from streamsdsl.compiler.lower import windowing_of
-from streamsdsl.driver import TopologyTestDriver
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.reference import time_window_reference
+from tests._support import assert_driver_equals_reference
 
 pytestmark = pytest.mark.spark
 
@@ -69,15 +69,4 @@ def test_spark_time_window_operator_equals_core(spark: Any, records: list[tuple[
     """Identical records (windowed key, window, value, timestamp), drops and on-close counts."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
     expected = time_window_reference(inputs, windowing_of(windows), FNS, emit_on_close=on_close)
-    with TopologyTestDriver(_topology(windows, on_close), spark=spark) as driver:
-        topic = driver.create_input_topic("in")
-        for k, v, ts in inputs:
-            topic.pipe_input(k, v, ts)
-        got = [
-            (r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp)
-            for r in driver.create_output_topic("out").read_records_to_list()
-        ]
-        metrics = driver.metrics()
-    assert got == [(o.key, o.start, o.end, o.value, o.timestamp) for o in expected.outputs]
-    assert metrics["dropped-records-total"] == expected.dropped
-    assert metrics["emit-final-records-total"] == expected.emitted_final
+    assert_driver_equals_reference(spark, _topology(windows, on_close), inputs, expected)

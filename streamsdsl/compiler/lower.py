@@ -365,7 +365,7 @@ def _(node: ir.TableMapValuesNode, ctx: LoweringContext) -> Frame:
 # --- aggregations ---------------------------------------------------------------------------------
 
 
-def _agg_value_serde(node: ir.AggregateNode | ir.SessionAggregateNode | ir.TimeWindowAggregateNode, frame: Frame) -> Serde:
+def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> Serde:
     if node.value_serde is not None:
         return node.value_serde
     if isinstance(node.agg, ir.CountAgg):
@@ -600,8 +600,11 @@ def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
         source_fns=source_fns, source_values=tuple(f.value for f in frames),
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
-    # replay the running max is taken per input (``_src``).
-    inp = _processor_input(union, ctx, "_src", null_values_count=not isinstance(windows, SlidingWindows))
+    # replay the running max is taken per input (``_src``). With emit on close (beyond Kafka
+    # Streams) one stream time spans all inputs, so that a window emitted as final is final
+    # for every input and no later record of a slower input changes it unseen.
+    per_input = None if config.emit_on_close else "_src"
+    inp = _processor_input(union, ctx, per_input, null_values_count=not isinstance(windows, SlidingWindows))
     if isinstance(windows, SessionWindows):
         out_key = KeyCodec(key_serde, windowed="session")
         processor: Any = SessionAggregateProcessor(config, f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>")

@@ -173,6 +173,16 @@ class _WindowedProcessor(StatefulProcessor):
     def _final_ts(self, w: Any) -> int:
         return self._bounds(w)[1]
 
+    def _emit_closed(self, kcell: Any, key: Any, closed: list[Any], stream_time: int, r: Row,
+                     replay: bool) -> Iterator[Row]:
+        """On close: the windows that record ``r`` closed (replay: as candidates for assignment)."""
+        if not closed or not self.config.emit_on_close:
+            return
+        if replay:
+            yield from self._pending_finals(kcell, key, closed)
+        else:
+            yield from self._final_rows(kcell, key, closed, stream_time, r["_seq"], r["_ord"] or [])
+
     def _flush(self, kcell: Any, buf: ChangeBuffer, r: Row) -> Iterator[Row]:
         """Forward what the record cache holds: the latest value per window, tombstones."""
         cfg = self.config
@@ -249,11 +259,7 @@ class SessionAggregateProcessor(_WindowedProcessor):
                     if replay:
                         yield from self._flush(kcell, buf, r)
             closed, sessions = closed_sessions(sessions, stream_time, cfg.gap, cfg.grace)
-            if closed and cfg.emit_on_close:
-                if replay:
-                    yield from self._pending_finals(kcell, k, closed)
-                else:
-                    yield from self._final_rows(kcell, k, closed, stream_time, r["_seq"], r["_ord"] or [])
+            yield from self._emit_closed(kcell, k, closed, stream_time, r, replay)
         yield from self._finish(kcell, k, sessions, batch_buf, data[-1], replay)
 
     def _finish(self, kcell: Any, k: Any, windows: list[Any], batch_buf: ChangeBuffer, last: Row,
@@ -355,11 +361,7 @@ class TimeWindowAggregateProcessor(_WindowedProcessor):
                 if replay:
                     yield from self._flush(kcell, buf, r)
             state = close_step(self.windowing, step.windows, stream_time, state.finals)
-            if state.closed and cfg.emit_on_close:
-                if replay:
-                    yield from self._pending_finals(kcell, k, list(state.closed))
-                else:
-                    yield from self._final_rows(kcell, k, list(state.closed), stream_time, r["_seq"], r["_ord"] or [])
+            yield from self._emit_closed(kcell, k, list(state.closed), stream_time, r, replay)
         if not cfg.emit_on_close and not replay:
             yield from self._flush(kcell, batch_buf, data[-1])
         if replay and cfg.emit_on_close:

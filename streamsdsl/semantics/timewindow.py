@@ -72,7 +72,6 @@ class TimeWindowing:
     Examples
     --------
     >>> from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.windows import window_starts
     >>> count = AggFunctions(lambda: 0, lambda k, v, a: a + 1)
     >>> w = TimeWindowing(size=10, advance=5, grace=0)
     >>> step = w.step((), "k", "v", 12, 12, count)

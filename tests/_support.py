@@ -1,0 +1,42 @@
+"""Helpers shared by test modules (not fixtures)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamsdsl.compiler import CompiledSink
+from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.semantics.reference import ReferenceResult
+
+
+def assert_driver_equals_reference(spark: Any, topology: Any, inputs: list[tuple[Any, Any, int]],
+                                   expected: ReferenceResult) -> None:
+    """Pipe ``(key, value, ts)`` records into topic "in" and compare what topic "out" receives
+    (windowed key, window, value, timestamp) and the drop / on-close counts with ``expected``."""
+    with TopologyTestDriver(topology, spark=spark) as driver:
+        topic = driver.create_input_topic("in")
+        for k, v, ts in inputs:
+            topic.pipe_input(k, v, ts)
+        got = [
+            (r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp)
+            for r in driver.create_output_topic("out").read_records_to_list()
+        ]
+        metrics = driver.metrics()
+    assert got == [(o.key, o.start, o.end, o.value, o.timestamp) for o in expected.outputs]
+    assert metrics["dropped-records-total"] == expected.dropped
+    assert metrics["emit-final-records-total"] == expected.emitted_final
+
+
+class Collect:
+    """A BatchSink that decodes and keeps every record with its micro-batch id:
+    ``records`` holds ``(batch id, key, value, timestamp)`` in output order."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[int, Any, Any, int]] = []
+
+    def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
+        key_serde, value_serde = sink.key_deserializer(), sink.value_serde
+        for r in rows.orderBy("_seq", "_ord").collect():
+            self.records.append((batch_id, key_serde.deserialize(bytes(r["key"])),
+                                 None if r["value"] is None else value_serde.deserialize(bytes(r["value"])),
+                                 r["timestamp"]))
