@@ -93,12 +93,18 @@ class Metrics:
         self.latency_max = -math.inf
         self.input_rows = 0
         self.batches = 0
+        #: Last running drop count per node (native aggregations report running totals).
+        self._running: dict[str, float] = {}
 
     def add_events(self, events: list[tuple[str, str, float]]) -> None:
         with self._lock:
             for _node, metric, value in events:
                 if metric in ("dropped-records-total", "deserialization-error"):
                     self.dropped += int(value)  # a record late for several windows counts once per window
+                elif metric == "dropped-records-running-total":
+                    previous = self._running.get(_node, 0.0)
+                    self.dropped += int(max(0.0, value - previous))
+                    self._running[_node] = max(previous, value)
                 elif metric == "emit-final-latency":
                     self.emitted_final += 1
                     self.latency_sum += value

@@ -69,6 +69,9 @@ class Frame:
     key: KeyCodec
     value: Serde
     is_table: bool = False
+    #: Whether ``df`` can hold control rows (metric events, skipped records): false only where
+    #: the compiler knows none can reach this point, so operators may skip forwarding them.
+    control_rows: bool = True
 
     def with_df(self, df: DataFrame, **changes: Any) -> Frame:
         return attrs.evolve(self, df=df, **changes)

@@ -14,6 +14,7 @@ from streamsdsl import ir
 from streamsdsl.compiler.frame import CTL_TYPE, FRAME_COLUMNS, ORD_TYPE, Frame, KeyCodec
 from streamsdsl.compiler.processors import (
     DROPPED,
+    DROPPED_RUNNING_TOTAL,
     AggregateConfig,
     SessionAggregateProcessor,
     TableAggregateProcessor,
@@ -156,7 +157,7 @@ def _(node: ir.SourceNode, ctx: LoweringContext) -> Frame:
         # plain long so Spark drops nothing before Kafka Streams' own drop rule runs.
         df = df.withColumn("_et", F.timestamp_millis(F.col("timestamp")))
         df = df.withWatermark("_et", "0 milliseconds").drop("_et")
-    return Frame(df, KeyCodec(key_serde), value_serde)
+    return Frame(df, KeyCodec(key_serde), value_serde, control_rows=ctx.deserialization_handler == "log_and_continue")
 
 
 def _deserialize_or_skip(raw: DataFrame, node: ir.SourceNode, key_serde: Serde, value_serde: Serde,
@@ -296,7 +297,7 @@ def _(node: ir.MergeNode, ctx: LoweringContext) -> Frame:
     key = left.key if left.key == right.key else KeyCodec(DEFAULT_SERDE)
     value = left.value if left.value == right.value else DEFAULT_SERDE
     df = _align(left, key, value).unionByName(_align(right, key, value))
-    return Frame(df, key, value)
+    return Frame(df, key, value, control_rows=left.control_rows or right.control_rows)
 
 
 @lower.register
@@ -442,7 +443,8 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
         "timestamp", "headers", "_seq", "_ord", "_okey",
         _ctl_col(node.name, DROPPED).alias("_ctl"),
     )
-    passthrough = df.filter(~_is_data()).select(
+    # Control rows from upstream (skipped records, metric events) pass through, when there can be any.
+    passthrough = df.filter(~_is_data() if frame.control_rows else F.lit(False)).select(
         F.lit(None).cast(frame.key.spark_type).alias("key"),
         F.lit(None).cast(value_out.spark_type).alias("value"),
         "timestamp", "headers", "_seq", "_ord", "_okey", "_ctl",
@@ -460,17 +462,23 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
             F.lit(None).cast(CTL_TYPE).alias("_ctl"),
         )
         return Frame(agg.unionByName(dropped).unionByName(passthrough), frame.key, value_out, is_table=True)
-    agg = good.groupBy("key").agg(
+    # Streaming: one aggregation reads the input once. Records that cannot be aggregated (null
+    # key or value) form one extra group whose running count becomes a metric event, so the
+    # source is not read a second time just to count them.
+    bad = ~valid
+    agg = df.filter(_is_data()).groupBy(F.when(valid, F.col("key")).alias("key"), bad.alias("_bad")).agg(
         column.cast(value_out.spark_type).alias("value"),
         F.max("timestamp").alias("timestamp"),
         F.max("_seq").alias("_seq"),
+        F.count(F.lit(1)).alias("_n"),
     ).select(
-        "key", "value", "timestamp",
+        "key", F.when(~F.col("_bad"), F.col("value")).alias("value"), "timestamp",
         F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
         "_seq", F.array(F.lit(0).cast("bigint")).alias("_ord"),
-        F.lit(None).cast("string").alias("_okey"), F.lit(None).cast(CTL_TYPE).alias("_ctl"),
+        F.lit(None).cast("string").alias("_okey"),
+        F.when(F.col("_bad"), _ctl_col(node.name, DROPPED_RUNNING_TOTAL, F.col("_n"))).cast(CTL_TYPE).alias("_ctl"),
     )
-    return Frame(agg.unionByName(dropped).unionByName(passthrough), frame.key, value_out, is_table=True)
+    return Frame(agg.unionByName(passthrough), frame.key, value_out, is_table=True)
 
 
 @lower.register

@@ -33,6 +33,9 @@ from streamsdsl.semantics.timewindow import CloseStep, WindowAgg, Windowing, clo
 from streamsdsl.serdes import Serde
 
 DROPPED = "dropped-records-total"
+#: A native aggregation's running count of the records it dropped (since its state began);
+#: the runtime adds the increase to ``dropped-records-total``.
+DROPPED_RUNNING_TOTAL = "dropped-records-running-total"
 EMIT_FINAL_LATENCY = "emit-final-latency"
 
 
