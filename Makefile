@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $@
 
+# Kafka → Spark → Kafka: on BOOTSTRAP_SERVERS if set, else on a local broker started (and stopped) by
+# the example. `$(PY) examples/quickstart.py --driver` runs it without a broker.
 run: install
 	$(PY) examples/quickstart.py
 

@@ -639,8 +639,10 @@ class KafkaStreams:
             if self._state is State.RUNNING:
                 self._state = State.PENDING_SHUTDOWN
         # A micro-batch interrupted half-way is replayed after a restart (duplicates): wait for
-        # the running trigger to finish first. A new trigger may still start right after.
-        while query.isActive and query.status.get("isTriggerActive"):
+        # the running trigger to finish first, but only that one: with a backlog the next trigger
+        # starts at once, and waiting for an idle moment would drain the whole backlog.
+        running = self._completed_batch(query) + 1
+        while query.isActive and query.status.get("isTriggerActive") and self._completed_batch(query) < running:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
@@ -650,6 +652,15 @@ class KafkaStreams:
         if stopper.is_alive():
             return False
         return True
+
+    @staticmethod
+    def _completed_batch(query: StreamingQuery) -> int:
+        """The id of the last micro-batch the query completed (-1 if none yet)."""
+        try:
+            progress = query.lastProgress
+        except Exception:  # noqa: BLE001 - the session may be gone
+            return -1
+        return -1 if progress is None else int(progress.batchId)
 
     def _stop_query(self, query: StreamingQuery) -> None:
         try:

@@ -6,7 +6,7 @@ Writes rows of `RAW_SINK_DDL` to the topic named by the option
 
 * ``key`` (binary or string, may be null), ``value`` (binary or string; **null is a
   tombstone**), ``timestamp`` (long, epoch ms; null lets the producer stamp the current
-  time) and ``headers`` (``array<struct<key:string,value:binary>>``, may be null). Only
+  time; so does **0**: librdkafka treats a timestamp of 0 as unset) and ``headers`` (``array<struct<key:string,value:binary>>``, may be null). Only
   ``value`` is required; ``key``, ``timestamp`` and ``headers`` are optional columns.
 * Keys are partitioned with ``murmur2_random``, the Java client's partitioner, so records
   land on the same partitions as with Kafka Streams or any JVM producer (override with

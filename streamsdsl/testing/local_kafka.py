@@ -170,7 +170,8 @@ class LocalKafka:
             ``(key, value, timestamp_ms, partition)`` or
             ``(key, value, timestamp_ms, partition, headers)``. ``None`` as value is a
             tombstone, ``None`` as partition lets the partitioner decide (murmur2, like the
-            Java client).
+            Java client). A ``timestamp_ms`` of ``None`` **or 0** is stamped with the current
+            time by librdkafka (it treats 0 as unset): use timestamps >= 1.
 
         Raises
         ------

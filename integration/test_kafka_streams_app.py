@@ -1,0 +1,261 @@
+"""`KafkaStreams` end to end against a real broker: topics in, Spark, topics out.
+
+Each test produces its input first, runs the application until every record is processed
+(`KafkaStreams.process_all_available`, which also waits for the no-data micro-batch in which
+windows close), stops it, and reads the output topics back with an ``assign()`` consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindows, StreamsBuilder
+from streamsdsl.app import KafkaStreams, State
+from streamsdsl.testing.local_kafka import LocalKafka
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamsdsl.topology import Topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+T = 1_700_000_000_000  # a base timestamp (ms)
+
+
+def _run(topology: Topology, config: dict[str, Any], spark: SparkSession) -> KafkaStreams:
+    """Start an application, process everything available, close it; return it (for metrics)."""
+    app = KafkaStreams(topology, config, spark=spark)
+    app.start()
+    try:
+        assert app.state() is State.RUNNING
+        app.process_all_available()
+    finally:
+        assert app.close(60), "KafkaStreams.close() did not finish within 60 s"
+    assert app.state() is State.NOT_RUNNING
+    return app
+
+
+@pytest.fixture
+def run(spark: SparkSession) -> Iterator[Callable[[Topology, dict[str, Any]], KafkaStreams]]:
+    yield lambda topology, config: _run(topology, config, spark)
+
+
+def test_session_windows_emit_on_close_three_partitions_windowed_key_bytes(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    run: Callable[[Topology, dict[str, Any]], KafkaStreams],
+) -> None:
+    """Scenarios 1 and 5: session windows (gap 1 s, no grace) emitted on close, from a
+    3-partition topic; each output key is decoded by hand with Kafka Streams' session-windowed
+    layout (key bytes + end + start, 8-byte big-endian), values are Serdes.Long()."""
+    source, sink = new_topic(3), new_topic(1)
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(1_000))
+        .emit_strategy(EmitStrategy.on_window_close())
+        .count()
+        .to_stream()
+        # The inner key serde: a windowed key is written in Kafka Streams' windowed layout.
+        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    # Non-decreasing timestamps (nothing is late); each key stays on one partition.
+    partition = {"a": 0, "b": 1, "c": 2, "d": 0, "z": 1}
+    # T: librdkafka stamps a timestamp of 0 with the current time.
+    clicks = [("a", 0), ("b", 100), ("c", 200), ("d", 300), ("a", 500), ("a", 1_400), ("b", 2_000), ("c", 2_100),
+              ("z", 10_000)]  # stream time T + 10 s closes every session but z's
+    kafka.produce(source, [(k.encode(), b"click", T + ts, partition[k]) for k, ts in clicks])
+
+    app = run(builder.build(), streams_config("sessions"))
+
+    out = []
+    for r in kafka.consume_all(sink):
+        assert r.key is not None and r.value is not None and len(r.key) > 16
+        end, start = struct.unpack(">qq", r.key[-16:])
+        out.append((r.key[:-16].decode(), start - T, end - T, struct.unpack(">q", r.value)[0], r.timestamp - T))
+    # (key, start, end, count, record timestamp = window end)
+    assert sorted(out) == [
+        ("a", 0, 1_400, 3, 1_400),
+        ("b", 100, 100, 1, 100),
+        ("b", 2_000, 2_000, 1, 2_000),
+        ("c", 200, 200, 1, 200),
+        ("c", 2_100, 2_100, 1, 2_100),
+        ("d", 300, 300, 1, 300),
+    ]
+    metrics = app.metrics()
+    assert metrics["emit-final-records-total"] == 6.0
+    assert metrics["output-records-total"] == 6.0
+    assert metrics["dropped-records-total"] == 0.0
+
+
+def test_log_and_continue_dead_letter_topic_holds_exactly_the_bad_records(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    run: Callable[[Topology, dict[str, Any]], KafkaStreams],
+) -> None:
+    """Scenario 4: with log_and_continue and errors.dead.letter.topic, the bad records land
+    raw (key, value, timestamp, their headers) plus the KIP-1034 error headers in the DLQ;
+    the good ones are processed; each skipped record is counted."""
+    source, sink, dlq = new_topic(1), new_topic(1), new_topic(1)
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.Long()))
+        .filter(lambda key, amount: amount > 0)
+        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    long = Serdes.Long()
+    kafka.produce(source, [
+        (b"a", long.serialize(5), 1_000, 0),
+        (b"b", b"oops", 2_000, 0, [("trace", b"t-1")]),  # 4 bytes: not a long
+        (b"c", long.serialize(-1), 3_000, 0),  # filtered out
+        (b"d", long.serialize(7), 4_000, 0),
+        (b"e", b"", 5_000, 0),  # 0 bytes: not a long
+    ])
+
+    app = run(builder.build(), streams_config("dlq", {
+        "default.deserialization.exception.handler": "log_and_continue",
+        "errors.dead.letter.topic": dlq,
+    }))
+
+    good = [(r.key, long.deserialize(r.value), r.timestamp) for r in kafka.consume_all(sink)]
+    assert good == [(b"a", 5, 1_000), (b"d", 7, 4_000)]
+
+    def errors(offset: int, got: int) -> list[tuple[str, bytes]]:
+        return [
+            ("__streams.errors.exception", b"org.apache.kafka.common.errors.SerializationException"),
+            ("__streams.errors.message",
+             f"Serdes.Long() cannot deserialize the record value: expected 8 bytes, got {got}".encode()),
+            ("__streams.errors.topic", source.encode()),
+            ("__streams.errors.partition", b"0"),
+            ("__streams.errors.offset", str(offset).encode()),
+        ]
+
+    dead = [(r.key, r.value, r.timestamp, r.headers) for r in kafka.consume_all(dlq)]
+    assert sorted(dead) == [
+        (b"b", b"oops", 2_000, [("trace", b"t-1"), *errors(1, 4)]),
+        (b"e", b"", 5_000, errors(4, 0)),
+    ]
+    metrics = app.metrics()
+    assert metrics["dropped-records-total"] == 2.0
+    assert metrics["dead-letter-records-total"] == 2.0
+    assert metrics["output-records-total"] == 2.0
+
+
+def test_cogroup_of_three_topics_final_aggregates(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    run: Callable[[Topology, dict[str, Any]], KafkaStreams],
+) -> None:
+    """Scenario 2: KIP-150's customer example, cart + purchases + wish list cogrouped into one
+    aggregate per customer; the last update per customer is the exact final aggregate."""
+    from streamsdsl import Materialized
+
+    cart_t, purchases_t, wish_t, sink = new_topic(1), new_topic(1), new_topic(1), new_topic(1)
+    items = Consumed.with_serdes(Serdes.Long(), Serdes.Json())
+
+    def add_to(field: str) -> Callable[[int, dict[str, int], dict[str, list[int]]], dict[str, list[int]]]:
+        return lambda customer_id, item, customer: {**customer, field: [*customer[field], item["no"]]}
+
+    builder = StreamsBuilder()
+    cart = builder.stream(cart_t, items).group_by_key()
+    purchases = builder.stream(purchases_t, items).group_by_key()
+    wish_list = builder.stream(wish_t, items).group_by_key()
+    (
+        cart.cogroup(add_to("cart"))
+        .cogroup(purchases, add_to("purchases"))
+        .cogroup(wish_list, add_to("wish_list"))
+        .aggregate(lambda: {"cart": [], "purchases": [], "wish_list": []}, materialized=Materialized.as_("customers"))
+        .to_stream()
+        .to(sink, Produced.with_serdes(Serdes.Long(), Serdes.Json()))
+    )
+    data = {
+        cart_t: [(1, 1), (2, 2), (1, 3), (1, 4), (2, 5)],
+        purchases_t: [(2, 6), (1, 7), (1, 8), (2, 9), (2, 10)],
+        wish_t: [(1, 11), (2, 12), (2, 13), (2, 14), (2, 15)],
+    }
+    long, json_ = Serdes.Long(), Serdes.Json()
+    ts = T
+    for topic, records in data.items():
+        produced = []
+        for customer, no in records:
+            ts += 1
+            produced.append((long.serialize(customer), json_.serialize({"no": no}), ts, 0))
+        kafka.produce(topic, produced)
+
+    run(builder.build(), streams_config("cogroup"))
+
+    final = {long.deserialize(r.key): json_.deserialize(r.value) for r in kafka.consume_all(sink)}
+    assert final == {
+        1: {"cart": [1, 3, 4], "purchases": [7, 8], "wish_list": [11]},
+        2: {"cart": [2, 5], "purchases": [6, 9, 10], "wish_list": [12, 13, 14, 15]},
+    }
+
+
+def test_restart_mid_stream_loses_nothing(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    spark: SparkSession,
+    run: Callable[[Topology, dict[str, Any]], KafkaStreams],
+) -> None:
+    """Scenario 3: stop the application after its first micro-batch (more input waiting),
+    produce more, restart with the same application.id and state.dir: every input record is
+    counted once in the final table; duplicates in the output are within the at-least-once
+    bound (at most one re-written micro-batch)."""
+    import time
+
+    source, sink = new_topic(2), new_topic(1)
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    topology = builder.build()
+    per_trigger = 4
+    config = streams_config("restart", {"max.offsets.per.trigger": per_trigger})
+    keys = ["a", "b", "c"]
+    first = [(keys[i % 3].encode(), b"x", T + i, i % 2) for i in range(20)]
+    kafka.produce(source, first)
+
+    app = KafkaStreams(topology, config, spark=spark)
+    app.start()
+    try:
+        deadline = time.monotonic() + 120
+        while app.metrics()["batches-total"] < 1:  # stop mid-stream: after the first batch
+            assert time.monotonic() < deadline, "no micro-batch within 120 s"
+            assert app.state() is State.RUNNING
+            time.sleep(0.05)
+    finally:
+        assert app.close(60)
+    progress = app.query.lastProgress
+    assert progress is not None
+    consumed_first = sum(json.loads(progress.sources[0].endOffset)[source].values())
+
+    second = [(keys[i % 3].encode(), b"y", T + 100 + i, i % 2) for i in range(10)]
+    kafka.produce(source, second)
+    run(topology, config)  # same application.id and state.dir: resumes from the checkpoint
+
+    out = [(r.key.decode(), Serdes.Long().deserialize(r.value)) for r in kafka.consume_all(sink)]
+    final = dict(out)  # the last update per key
+    everything = first + second
+    assert final == {k: sum(1 for r in everything if r[0] == k.encode()) for k in keys}
+    assert consumed_first < len(first), "the first run was not stopped mid-stream"
+    # Each micro-batch writes at most one update per key; at-least-once may repeat one batch.
+    batches = -(-len(everything) // per_trigger)
+    assert len(out) <= (batches + 1) * len(keys)
+    counts_per_key = {k: [c for key, c in out if key == k] for k in keys}
+    for k, counts in counts_per_key.items():
+        assert counts == sorted(counts), f"the counts of {k!r} went backwards: {counts}"
