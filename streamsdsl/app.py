@@ -1,7 +1,8 @@
 """The application runner: `KafkaStreams` runs a topology Kafka → Spark → Kafka.
 
 `KafkaStreams` mirrors Kafka Streams' class of the same name. It reads the topology's source
-topics with the ``streamsdsl-kafka`` data source (`streamsdsl.io.kafka_source`), runs the
+topics with the ``streamsdsl-kafka`` data source (`streamsdsl.io.kafka_source`), or with
+Spark's JVM Kafka connector when ``kafka.connector`` is ``"jvm"``, runs the
 whole topology as **one** Spark Structured Streaming query, and writes each sink's records
 to its topic with the ``streamsdsl-kafka`` batch writer (`streamsdsl.io.kafka_sink`), once
 per micro-batch. Offsets and operator state live in a Spark checkpoint under
@@ -66,6 +67,8 @@ __all__ = [
     "StreamsConfig",
     "StreamsConfigError",
     "StreamsError",
+    "jvm_kafka_connector_available",
+    "jvm_kafka_package",
 ]
 
 log = logging.getLogger("streamsdsl")
@@ -127,11 +130,16 @@ KNOWN_KEYS = (
     "default.deserialization.exception.handler",
     "errors.dead.letter.topic",
     "errors.dead.letter.queue.topic.name",
+    "kafka.connector",
 )
 #: Prefixes passed through: ``spark.*`` to the SparkSession, ``consumer.*`` to the source,
 #: ``producer.*`` to the sink; ``security.*``, ``sasl.*`` and ``ssl.*`` to every client.
 PASSTHROUGH_PREFIXES = ("spark.", "consumer.", "producer.", "security.", "sasl.", "ssl.")
 _SHARED_CLIENT_PREFIXES = ("security.", "sasl.", "ssl.")
+#: Values of ``kafka.connector``.
+CONNECTORS = ("python", "jvm")
+#: The class Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) registers format "kafka" with.
+JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 
 def _int_value(config: Mapping[str, Any], key: str, default: int | None, *, minimum: int) -> int | None:
@@ -189,6 +197,10 @@ class StreamsConfig:
     dead_letter_topic : str or None
         ``errors.dead.letter.topic`` (alias ``errors.dead.letter.queue.topic.name``): where
         ``log_and_continue`` writes the raw records it skips.
+    connector : str
+        ``kafka.connector``: ``python`` (default, the ``streamsdsl-kafka`` data source) or
+        ``jvm`` (Spark's Kafka connector reads the source topics; it must be on the classpath).
+        The sink is the ``streamsdsl-kafka`` writer either way.
     spark_conf, consumer_conf, producer_conf : dict
         The ``spark.*`` settings, and the librdkafka settings of the source and the sink.
     """
@@ -203,6 +215,7 @@ class StreamsConfig:
     broker_compat: str = "kafka"
     deserialization_handler: str = "log_and_fail"
     dead_letter_topic: str | None = None
+    connector: str = "python"
     spark_conf: dict[str, str] = attrs.field(factory=dict)
     consumer_conf: dict[str, str] = attrs.field(factory=dict)
     producer_conf: dict[str, str] = attrs.field(factory=dict)
@@ -311,6 +324,14 @@ class StreamsConfig:
                 "record stops the application before anything is written."
             )
 
+        connector = (_str_value(config, "kafka.connector", "python") or "python").lower()
+        if connector not in CONNECTORS:
+            raise StreamsConfigError(
+                f"'kafka.connector' must be \"python\" or \"jvm\" (got {config['kafka.connector']!r}); "
+                "\"python\" (the default) reads with the streamsdsl-kafka data source, \"jvm\" with Spark's "
+                "Kafka connector (spark-sql-kafka-0-10), which must be on the classpath."
+            )
+
         spark_conf: dict[str, str] = {}
         consumer_conf: dict[str, str] = {}
         producer_conf: dict[str, str] = {}
@@ -336,6 +357,7 @@ class StreamsConfig:
             broker_compat=compat,
             deserialization_handler=handler,
             dead_letter_topic=dlq,
+            connector=connector,
             spark_conf=spark_conf,
             consumer_conf=consumer_conf,
             producer_conf=producer_conf,
@@ -368,6 +390,17 @@ class StreamsConfig:
         opts.update({f"kafka.{k}": v for k, v in self.consumer_conf.items()})
         return opts
 
+    def jvm_source_options(self) -> dict[str, str]:
+        """Options of Spark's JVM ``kafka`` reader (``subscribe`` is added per source).
+
+        The same settings as `source_options`: ``startingOffsets``, ``maxOffsetsPerTrigger``
+        and the ``consumer.*`` settings as ``kafka.*`` (here they configure the Java consumer),
+        plus ``includeHeaders=true``. ``kafka.broker.compat`` has no JVM counterpart.
+        """
+        opts = {k: v for k, v in self.source_options().items() if k != "kafka.broker.compat"}
+        opts["includeHeaders"] = "true"
+        return opts
+
     def sink_options(self) -> dict[str, str]:
         """Options of the ``streamsdsl-kafka`` writer (``topic`` is added per sink)."""
         opts = {"kafka.bootstrap.servers": self.bootstrap_servers}
@@ -385,6 +418,56 @@ def _seconds(timeout: float | timedelta | None, name: str = "timeout") -> float 
 
         raise InvalidArgumentError(f"'{name}' must be seconds >= 0 or a timedelta (got {timeout!r}).")
     return float(timeout)
+
+
+# -- Spark's JVM Kafka connector ------------------------------------------------------------
+def _jvm_class_loadable(spark: SparkSession, class_name: str) -> bool | None:
+    """Whether ``class_name`` loads in the session's JVM; None if the session has no JVM
+    handle to ask (Spark Connect)."""
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no _jvm
+        return None
+    if jvm is None:
+        return None
+    loaders: list[Any] = []
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        if loader is not None:
+            loaders.append(loader)
+    except Exception:  # noqa: BLE001 - fall back to the caller's class loader
+        pass
+    for loader in [*loaders, None]:
+        try:
+            if loader is None:
+                jvm.java.lang.Class.forName(class_name)
+            else:
+                jvm.java.lang.Class.forName(class_name, False, loader)
+            return True
+        except Exception:  # noqa: BLE001 - Py4JJavaError(ClassNotFoundException) and the like
+            continue
+    return False
+
+
+def jvm_kafka_connector_available(spark: SparkSession) -> bool:
+    """True if Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) is on the session's classpath.
+
+    Checks that ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads in the session's
+    JVM (False when it does not, or when the session has no JVM handle, as with Spark Connect).
+    """
+    return _jvm_class_loadable(spark, JVM_KAFKA_PROVIDER) is True
+
+
+def jvm_kafka_package(spark: SparkSession) -> str:
+    """The Maven coordinates of the JVM Kafka connector matching the session's Spark and Scala
+    versions, e.g. ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0``."""
+    scala = "2.13"
+    try:
+        full = str(spark._jvm.scala.util.Properties.versionNumberString())  # type: ignore[attr-defined]
+        scala = ".".join(full.split(".")[:2]) or scala
+    except Exception:  # noqa: BLE001 - Spark 4 is built for Scala 2.13 only
+        pass
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark.version}"
 
 
 # -- the sink -----------------------------------------------------------------------------
@@ -493,8 +576,8 @@ class KafkaStreams:
     topology : Topology
         From ``StreamsBuilder.build()``.
     config : mapping
-        Configuration keys (see `StreamsConfig` and the docs page *Kafka I/O and the
-        application runner*): ``application.id`` and ``bootstrap.servers`` are required.
+        Configuration keys (see `StreamsConfig` and the docs page *Kafka in and out*):
+        ``application.id`` and ``bootstrap.servers`` are required.
     spark : SparkSession, optional
         The session to run on; by default `streamsdsl.session.get_session` with the
         ``spark.*`` settings of ``config``.
@@ -579,6 +662,8 @@ class KafkaStreams:
                 )
             spark = self._session()
             register(spark)
+            if self.config.connector == "jvm":
+                self._check_jvm_connector(spark)
             self._check_topics()
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = Metrics()
@@ -609,7 +694,8 @@ class KafkaStreams:
             self.config.application_id,
             "resuming from" if resumed else "new",
             self.config.checkpoint_location,
-            ", ".join(self.topology.source_topics),
+            ", ".join(self.topology.source_topics)
+            + (" with Spark's JVM Kafka connector" if self.config.connector == "jvm" else ""),
             ", ".join(self.topology.sink_topics),
             ui or "disabled (spark.ui.enabled=false)",
         )
@@ -799,14 +885,57 @@ class KafkaStreams:
         self._spark = spark
         return spark
 
+    def _check_jvm_connector(self, spark: SparkSession) -> None:
+        """Fail clearly when ``kafka.connector = "jvm"`` but the connector is not on the classpath."""
+        if _jvm_class_loadable(spark, JVM_KAFKA_PROVIDER) is not False:
+            return  # loadable, or cannot tell (Spark Connect): Spark reports it at load() if missing
+        package = jvm_kafka_package(spark)
+        raise StreamsConfigError(
+            f"'kafka.connector' = \"jvm\" needs Spark's JVM Kafka connector, but {JVM_KAFKA_PROVIDER} is not on "
+            f"the classpath of this SparkSession. Add the package {package} before the session starts: "
+            f"{{'spark.jars.packages': '{package}'}} in the KafkaStreams config (Spark downloads it and its "
+            f"dependencies from Maven Central when the session starts), spark-submit --packages {package}, "
+            "or the jars (with kafka-clients, spark-token-provider-kafka-0-10 and commons-pool2) in 'spark.jars'. "
+            "Or leave 'kafka.connector' at \"python\" (the default), which needs no jar."
+        )
+
     def _raw_source(self, spark: SparkSession) -> Any:
         from streamsdsl.io import SOURCE_NAME
 
+        if self.config.connector == "jvm":
+            return self._jvm_raw_source(spark)
         options = self.config.source_options()
 
         def raw_source(node: ir.SourceNode) -> DataFrame:
             return (
                 spark.readStream.format(SOURCE_NAME).options(**options).option("subscribe", ",".join(node.topics)).load()
+            )
+
+        return raw_source
+
+    def _jvm_raw_source(self, spark: SparkSession) -> Any:
+        """Source topics through Spark's JVM connector, mapped to `RAW_RECORD_DDL`."""
+        from pyspark.sql import functions as F
+
+        options = self.config.jvm_source_options()
+        if self.config.broker_compat == "tansu":
+            log.warning(
+                "'kafka.connector' = \"jvm\" with 'kafka.broker.compat' = \"tansu\": Spark's JVM connector trusts the "
+                "high watermark, which Tansu can understate (the base offset of the last record batch + 1), so the "
+                "tail of a partition may be read only when more records arrive. Produce single-record batches "
+                "(linger.ms=0) or use 'kafka.connector' = \"python\" with Tansu."
+            )
+
+        def raw_source(node: ir.SourceNode) -> DataFrame:
+            df = spark.readStream.format("kafka").options(**options).option("subscribe", ",".join(node.topics)).load()
+            return df.select(
+                F.col("key").cast("binary").alias("key"),
+                F.col("value").cast("binary").alias("value"),
+                F.col("topic").cast("string").alias("topic"),
+                F.col("partition").cast("int").alias("partition"),
+                F.col("offset").cast("long").alias("offset"),
+                F.unix_millis(F.col("timestamp")).alias("timestamp"),
+                F.col("headers"),
             )
 
         return raw_source

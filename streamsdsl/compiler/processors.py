@@ -90,10 +90,17 @@ def _ctl_row(r: Any, node: str, metric: str, value: float = 1.0, key: Any = None
                     [], None, _ctl(node, metric, value))
 
 
-def _split(rows: Iterator[Row]) -> tuple[list[Row], list[Row]]:
-    data, ctl = [], []
+def _split(rows: Iterator[Row]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The key's data rows in source order and its control rows, each as a plain dict (reading
+    a ``Row`` field by name is a Python-level list search; this is the hottest loop we have)."""
+    data: list[dict[str, Any]] = []
+    ctl: list[dict[str, Any]] = []
+    fields: list[str] | None = None
     for r in rows:
-        (ctl if r["_ctl"] is not None else data).append(r)
+        if fields is None:
+            fields = r.__fields__
+        d = dict(zip(fields, r))
+        (ctl if d["_ctl"] is not None else data).append(d)
     data.sort(key=lambda r: (r["_seq"], r["_ord"] or []))
     return data, ctl
 

@@ -12,6 +12,7 @@ Sessions are ``[start, end]`` with both ends inclusive.
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterable
 
 import attrs
@@ -30,6 +31,10 @@ class Session:
     @property
     def window(self) -> tuple[int, int]:
         return (self.start, self.end)
+
+
+#: Sort key of sessions, (end, start): Kafka's iteration order (faster than attrs' ordering).
+_END_START = operator.attrgetter("end", "start")
 
 
 @attrs.frozen
@@ -78,7 +83,7 @@ def session_step(
     >>> s2.put, s2.deleted
     (Session(end=14, start=10, agg=2), (Session(end=10, start=10, agg=1),))
     """
-    current = sorted(sessions)
+    current = sorted(sessions, key=_END_START)
     closing = close_time(stream_time, gap, grace)
     found = [s for s in current if s.end >= ts - gap and s.start <= ts + gap and s.end >= closing]
     agg = fns.initializer()
@@ -88,13 +93,14 @@ def session_step(
         start, end = min(start, s.start), max(end, s.end)
     if end < closing:
         return SessionStep(tuple(current), dropped="late")
-    remaining = [s for s in current if s not in found]
+    merged = {id(s) for s in found}
+    remaining = [s for s in current if id(s) not in merged]
     deleted: tuple[Session, ...] = ()
     if (start, end) != (ts, ts):
         deleted = tuple(found)
     agg = fns.aggregator(key, value, agg)
     put = Session(end, start, agg)
-    return SessionStep(tuple(sorted([*remaining, put])), deleted=deleted, put=put)
+    return SessionStep(tuple(sorted([*remaining, put], key=_END_START)), deleted=deleted, put=put)
 
 
 def closed_sessions(sessions: Iterable[Session], stream_time: int, gap: int, grace: int) -> tuple[list[Session], list[Session]]:
@@ -104,7 +110,7 @@ def closed_sessions(sessions: Iterable[Session], stream_time: int, gap: int, gra
     can merge into it (Kafka's retention makes it invisible) and on-close emission forwards it.
     """
     closing = close_time(stream_time, gap, grace)
-    ordered = sorted(sessions)
+    ordered = sorted(sessions, key=_END_START)
     return [s for s in ordered if s.end < closing], [s for s in ordered if s.end >= closing]
 
 

@@ -1,0 +1,108 @@
+"""``kafka.connector = "jvm"``: the source topics read by Spark's JVM Kafka connector.
+
+The end-to-end test runs only when ``spark-sql-kafka-0-10`` is on the session's classpath
+(e.g. ``spark.jars.packages``); otherwise it is skipped with that reason. The checks of the
+configuration value and of the error ``start()`` raises without the connector always run.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pytest
+
+from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+from streamsdsl.app import KafkaStreams, State, StreamsConfigError, jvm_kafka_connector_available
+from streamsdsl.testing.local_kafka import LocalKafka
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from streamsdsl.topology import Topology
+
+NO_CONNECTOR = "Spark's JVM Kafka connector (spark-sql-kafka-0-10) is not on the classpath"
+
+T = 1_700_000_000_000  # a base timestamp (ms)
+
+
+def _doubled_positive(source: str, sink: str) -> Topology:
+    """source (String, Long) → keep amounts > 0 → double → sink (String, Long)."""
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.Long()))
+        .filter(lambda key, amount: amount > 0)
+        .map_values(lambda amount: amount * 2)
+        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    return builder.build()
+
+
+def test_kafka_connector_rejects_an_unknown_value() -> None:
+    """Not skipped: a bad ``kafka.connector`` fails at construction with the allowed values."""
+    topology = _doubled_positive("in", "out")
+    config = {"application.id": "jvm-bad", "bootstrap.servers": "localhost:9092", "kafka.connector": "scala"}
+    expected = re.escape("'kafka.connector' must be \"python\" or \"jvm\" (got 'scala')")
+    with pytest.raises(StreamsConfigError, match=expected):
+        KafkaStreams(topology, config)
+    for ok in ("python", "jvm", "JVM", " python "):
+        assert KafkaStreams(topology, {**config, "kafka.connector": ok}).config.connector == ok.strip().lower()
+    default = {k: v for k, v in config.items() if k != "kafka.connector"}
+    assert KafkaStreams(topology, default).config.connector == "python"
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_start_without_the_connector_names_the_package(
+    spark: SparkSession, streams_config: Callable[..., dict[str, object]]
+) -> None:
+    """Without the jar, ``start()`` fails before anything runs, naming the Maven package."""
+    if jvm_kafka_connector_available(spark):
+        pytest.skip("Spark's JVM Kafka connector is on the classpath")
+    app = KafkaStreams(_doubled_positive("in", "out"), streams_config("jvm-missing", {"kafka.connector": "jvm"}),
+                       spark=spark)
+    with pytest.raises(StreamsConfigError) as info:
+        app.start()
+    message = str(info.value)
+    assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}" in message
+    assert "org.apache.spark.sql.kafka010.KafkaSourceProvider" in message
+    assert "spark.jars.packages" in message
+    assert app.query is None
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_jvm_connector_kafka_to_kafka(
+    spark: SparkSession,
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+) -> None:
+    """A tiny topology Kafka → Kafka with the JVM connector as source: values, keys, record
+    timestamps and the raw-record columns (headers included) arrive as with the Python source."""
+    if not jvm_kafka_connector_available(spark):
+        pytest.skip(NO_CONNECTOR)
+    source, sink = new_topic(2), new_topic(1)
+    long = Serdes.Long()
+    kafka.produce(source, [
+        (b"a", long.serialize(5), T + 1_000, 0, [("trace", b"t-1")]),
+        (b"b", long.serialize(-1), T + 2_000, 1),  # filtered out
+        (b"c", long.serialize(7), T + 3_000, 1),
+        (b"a", long.serialize(1), T + 4_000, 0),
+    ])
+    app = KafkaStreams(_doubled_positive(source, sink), streams_config("jvm-copy", {"kafka.connector": "jvm"}),
+                       spark=spark)
+    app.start()
+    try:
+        assert app.state() is State.RUNNING
+        app.process_all_available()
+    finally:
+        assert app.close(60), "KafkaStreams.close() did not finish within 60 s"
+    assert app.state() is State.NOT_RUNNING
+
+    out = sorted((r.key.decode(), long.deserialize(r.value), r.timestamp - T) for r in kafka.consume_all(sink))
+    assert out == [("a", 2, 4_000), ("a", 10, 1_000), ("c", 14, 3_000)]
+    metrics = app.metrics()
+    assert metrics["input-records-total"] == 4.0
+    assert metrics["output-records-total"] == 3.0
