@@ -58,6 +58,29 @@ class TestLowering:
         declared = {c for c in vars(ir).values() if isinstance(c, type) and issubclass(c, ir.Node) and c is not ir.Node}
         assert declared == set(ir.NODE_TYPES)
 
+    @pytest.mark.parametrize("handler, reads", [("log_and_fail", 1), ("log_and_continue", 2)])
+    def test_streaming_count_reads_its_source_once(self, spark: object, handler: str, reads: int) -> None:
+        """A streaming count() over Python steps is one aggregation over one read of the source
+        (dropped records are counted by the same aggregation); only with log_and_continue, where
+        skipped records travel as control rows, does a second branch forward them."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler import STREAMING, compile_topology
+
+        b = StreamsBuilder()
+        b.stream("in").filter(lambda k, v: v is not None).group_by(lambda k, v: v).count().to_stream().to("out")
+        def source(node: object) -> object:
+            return spark.readStream.format("rate").load().select(  # type: ignore[attr-defined]
+                F.lit(None).cast("binary").alias("key"), F.lit(None).cast("binary").alias("value"),
+                F.lit("in").alias("topic"), F.lit(0).alias("partition"), F.col("value").alias("offset"),
+                F.col("value").alias("timestamp"),
+                F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
+            )
+
+        compiled = compile_topology(b.build(), source, mode=STREAMING, deserialization_handler=handler)
+        plan = compiled.output._jdf.queryExecution().analyzed().toString()  # type: ignore[union-attr]
+        assert plan.count("StreamingRelation") == reads
+
     def test_unknown_node_raises(self, spark: object) -> None:
         """A node type without a rule raises OperationNotDefinedError naming it."""
         from streamsdsl.compiler.lower import LoweringContext, lower

@@ -443,8 +443,8 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
         "timestamp", "headers", "_seq", "_ord", "_okey",
         _ctl_col(node.name, DROPPED).alias("_ctl"),
     )
-    # Control rows from upstream (skipped records, metric events) pass through, when there can be any.
-    passthrough = df.filter(~_is_data() if frame.control_rows else F.lit(False)).select(
+    # Control rows from upstream (skipped records, metric events) pass through.
+    passthrough = df.filter(~_is_data()).select(
         F.lit(None).cast(frame.key.spark_type).alias("key"),
         F.lit(None).cast(value_out.spark_type).alias("value"),
         "timestamp", "headers", "_seq", "_ord", "_okey", "_ctl",
@@ -478,7 +478,10 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
         F.lit(None).cast("string").alias("_okey"),
         F.when(F.col("_bad"), _ctl_col(node.name, DROPPED_RUNNING_TOTAL, F.col("_n"))).cast(CTL_TYPE).alias("_ctl"),
     )
-    return Frame(agg.unionByName(passthrough), frame.key, value_out, is_table=True)
+    # A second branch reads the input again (Spark does not prune an always-false streaming
+    # filter): only where control rows can reach this point.
+    out = agg.unionByName(passthrough) if frame.control_rows else agg
+    return Frame(out, frame.key, value_out, is_table=True)
 
 
 @lower.register
