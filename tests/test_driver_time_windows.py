@@ -265,3 +265,34 @@ class TestStreamingTimeWindows:
             (0, 0, 2, 2), (0, 10, 1, 12), (1, 10, 2, 13),
         ]
         assert metrics.snapshot()["dropped-records-total"] == 1.0
+
+    def test_sliding_on_close_once_across_batches(self, spark: Any, tmp_path: Any) -> None:
+        """Sliding windows stay in state after they close (later records read them) but are
+        emitted once: the `fin` flag survives micro-batches and a restart."""
+        topic = FileTopic(str(tmp_path / "in"))
+        cp = str(tmp_path / "checkpoint")
+        s = Serdes.String()
+        topology = concat_topology(SlidingWindows.of_time_difference_with_no_grace(10), on_close=True)
+        topic.append("in", [("A", "1", 10), ("A", "2", 14)], s, s)
+        topic.append("in", [("A", "3", 30)], s, s)  # closes [0,10], [4,14], [11,21]
+        out = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert [(k.window.start, k.window.end, v, ts) for _, k, v, ts in out.records] == [
+            (0, 10, "0+1", 10), (4, 14, "0+1+2", 14), (11, 21, "0+2", 14),
+        ]
+        topic.append("in", [("A", "4", 33)], s, s)  # creates [23,33] and A@30's right window [31,41]; nothing closes
+        topic.append("in", [("A", "5", 50)], s, s)  # closes [20,30], [23,33] and A@30's right window [31,41]
+        out2 = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out2, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        expected = time_window_reference(
+            [("A", "1", 10), ("A", "2", 14), ("A", "3", 30), ("A", "4", 33), ("A", "5", 50)],
+            SlidingWindowing(10, 0), AggFunctions(lambda: "0", lambda k, v, a: a + "+" + v), emit_on_close=True,
+        ).outputs[3:]
+        assert [(k.window.start, k.window.end, v, ts) for _, k, v, ts in out2.records] == [
+            (o.start, o.end, o.value, o.timestamp) for o in expected
+        ]
+        assert len(expected) == 3
