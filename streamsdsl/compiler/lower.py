@@ -392,6 +392,15 @@ def _processor_output_schema(key_type: str, value_type: str) -> StructType:
     )
 
 
+def _operator_columns(frame: Frame, ctx: LoweringContext) -> DataFrame:
+    """The frame's columns a stateful operator reads. Streaming without possible control rows
+    leaves out ``_ctl`` and ``_okey`` (always null there): every input column is converted to
+    Python for every record, which is most of a Python operator's cost."""
+    if ctx.replay or frame.control_rows:
+        return frame.df.select(*FRAME_COLUMNS)
+    return frame.df.select(*[c for c in FRAME_COLUMNS if c not in ("_ctl", "_okey")])
+
+
 def _processor_input(df: DataFrame, ctx: LoweringContext, partition_by: str | None = None, *,
                      null_values_count: bool = True) -> DataFrame:
     """The stateful operator's input: ``_st`` is the per-record stream time in replay mode and
@@ -417,7 +426,7 @@ def _(node: ir.AggregateNode, ctx: LoweringContext) -> Frame:
     config = AggregateConfig(node.name, frame.key, frame.value, value_out, agg_functions(node.agg))
     schema = _processor_output_schema(frame.key.spark_type, value_out.spark_type)
     state = f"agg {value_out.spark_type}, ts bigint"
-    out = _run_processor(_processor_input(frame.df.select(*FRAME_COLUMNS), ctx), TableAggregateProcessor(config, state), schema)
+    out = _run_processor(_processor_input(_operator_columns(frame, ctx), ctx), TableAggregateProcessor(config, state), schema)
     return Frame(out.select(*FRAME_COLUMNS), frame.key, value_out, is_table=True)
 
 
@@ -496,7 +505,7 @@ def _(node: ir.SessionAggregateNode, ctx: LoweringContext) -> Frame:
     key_codec = KeyCodec(frame.key.serde, windowed="session")
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
     state = f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>"
-    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx)
+    inp = _processor_input(_operator_columns(frame, ctx), ctx)
     out = _run_windowed(inp, SessionAggregateProcessor(config, state), schema, config, ctx)
     return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
 
@@ -543,7 +552,7 @@ def _(node: ir.TimeWindowAggregateNode, ctx: LoweringContext) -> Frame:
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
     windowing = windowing_of(node.windows)
     processor = TimeWindowAggregateProcessor(config, _time_window_state(value_out), windowing)
-    inp = _processor_input(frame.df.select(*FRAME_COLUMNS), ctx, null_values_count=not windowing.drops_null_values)
+    inp = _processor_input(_operator_columns(frame, ctx), ctx, null_values_count=not windowing.drops_null_values)
     out = _run_windowed(inp, processor, schema, config, ctx)
     return Frame(out.select(*FRAME_COLUMNS), key_codec, value_out, is_table=True)
 

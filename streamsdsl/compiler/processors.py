@@ -100,7 +100,7 @@ def _split(rows: Iterator[Row]) -> tuple[list[dict[str, Any]], list[dict[str, An
         if fields is None:
             fields = r.__fields__
         d = dict(zip(fields, r))
-        (ctl if d["_ctl"] is not None else data).append(d)
+        (ctl if d.get("_ctl") is not None else data).append(d)
     data.sort(key=lambda r: (r["_seq"], r["_ord"] or []))
     return data, ctl
 
