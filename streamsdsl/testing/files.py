@@ -8,6 +8,7 @@ records go through the same source lowering (deserialization, watermark) as Kafk
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from streamsdsl.records import RAW_RECORD_DDL
@@ -41,8 +42,18 @@ class FileTopic:
         table = pa.Table.from_pylist(rows, schema=_arrow_schema())
         name = os.path.join(self.directory, f"batch-{self._files:08d}.parquet")
         pq.write_table(table, name + ".tmp")
+        # Spark's file source takes files in modification-time order; two files written within
+        # the file system's timestamp granularity could be taken in either order. Give each file
+        # a strictly later time than every file before it.
+        stamp = max(time.time_ns(), self._last_mtime_ns() + 10_000_000)
+        os.utime(name + ".tmp", ns=(stamp, stamp))
         os.replace(name + ".tmp", name)
         self._files += 1
+
+    def _last_mtime_ns(self) -> int:
+        stamps = [os.stat(os.path.join(self.directory, f)).st_mtime_ns
+                  for f in os.listdir(self.directory) if f.endswith(".parquet")]
+        return max(stamps, default=0)
 
     def read_stream(self, spark: SparkSession, topics: Iterable[str] | None = None) -> DataFrame:
         """A streaming DataFrame of the raw records, one file per micro-batch."""
