@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
     from streamsdsl.topology import Topology
 
-NO_CONNECTOR = "Spark's JVM Kafka connector (spark-sql-kafka-0-10) is not on the classpath"
+NO_CONNECTOR = (
+    "Spark's JVM Kafka connector (spark-sql-kafka-0-10) is not on the classpath; add "
+    "org.apache.spark:spark-sql-kafka-0-10_2.13 through spark.jars.packages to run this test"
+)
 
 T = 1_700_000_000_000  # a base timestamp (ms)
 
@@ -59,7 +62,8 @@ def test_start_without_the_connector_names_the_package(
 ) -> None:
     """Without the jar, ``start()`` fails before anything runs, naming the Maven package."""
     if jvm_kafka_connector_available(spark):
-        pytest.skip("Spark's JVM Kafka connector is on the classpath")
+        pytest.skip("Spark's JVM Kafka connector is on the classpath, so the missing-connector error cannot "
+                    "occur; test_jvm_connector_kafka_to_kafka runs the connector instead")
     app = KafkaStreams(_doubled_positive("in", "out"), streams_config("jvm-missing", {"kafka.connector": "jvm"}),
                        spark=spark)
     with pytest.raises(StreamsConfigError) as info:

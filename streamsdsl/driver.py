@@ -218,7 +218,7 @@ class TopologyTestDriver:
     >>> from streamsdsl import StreamsBuilder, Serdes, Consumed, Produced
     >>> b = StreamsBuilder()
     >>> b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.String())).map_values(str.upper).to("out")
-    >>> with TopologyTestDriver(b.build()) as driver:  # doctest: +SKIP
+    >>> with TopologyTestDriver(b.build()) as driver:
     ...     driver.create_input_topic("in").pipe_input("k", "hello", 5)
     ...     driver.create_output_topic("out").read_records_to_list()
     [TestRecord(key='k', value='HELLO', timestamp=5, headers=())]

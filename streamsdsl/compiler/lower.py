@@ -446,12 +446,6 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
     same changelog (the latest aggregate per key per flush)."""
     df = frame.df
     valid = _is_data() & F.col("key").isNotNull() & F.col("value").isNotNull()
-    dropped = df.filter(_is_data() & ~valid).select(
-        F.lit(None).cast(frame.key.spark_type).alias("key"),
-        F.lit(None).cast(value_out.spark_type).alias("value"),
-        "timestamp", "headers", "_seq", "_ord", "_okey",
-        _ctl_col(node.name, DROPPED).alias("_ctl"),
-    )
     # Control rows from upstream (skipped records, metric events) pass through.
     passthrough = df.filter(~_is_data()).select(
         F.lit(None).cast(frame.key.spark_type).alias("key"),
@@ -460,6 +454,12 @@ def _native_aggregate(node: ir.AggregateNode, frame: Frame, column: Column, valu
     )
     good = df.filter(valid)
     if ctx.replay:
+        dropped = df.filter(_is_data() & ~valid).select(
+            F.lit(None).cast(frame.key.spark_type).alias("key"),
+            F.lit(None).cast(value_out.spark_type).alias("value"),
+            "timestamp", "headers", "_seq", "_ord", "_okey",
+            _ctl_col(node.name, DROPPED).alias("_ctl"),
+        )
         w = Window.partitionBy("key").orderBy("_seq", "_ord").rowsBetween(Window.unboundedPreceding, Window.currentRow)
         agg = good.select(
             "key",
@@ -547,7 +547,7 @@ def _(node: ir.TimeWindowAggregateNode, ctx: LoweringContext) -> Frame:
     frame = _regroup(ctx.parent(node), node.key_serde, None)
     value_out = _agg_value_serde(node, frame)
     config = AggregateConfig(node.name, frame.key, frame.value, value_out, agg_functions(node.agg),
-                             grace=node.windows.grace_period_ms, emit_on_close=node.emit.emits_on_close)
+                             emit_on_close=node.emit.emits_on_close)
     key_codec = _time_key_codec(frame.key.serde, node.windows)
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
     windowing = windowing_of(node.windows)
@@ -615,7 +615,7 @@ def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
     config = AggregateConfig(
         node.name, key_codec, DEFAULT_SERDE, value_out, source_fns[0],
         gap=windows.inactivity_gap_ms if isinstance(windows, SessionWindows) else 0,
-        grace=windows.grace_period_ms if windows is not None else 0,
+        grace=windows.grace_period_ms if isinstance(windows, SessionWindows) else 0,
         emit_on_close=windows is not None and node.emit.emits_on_close,
         source_fns=source_fns, source_values=tuple(f.value for f in frames),
     )

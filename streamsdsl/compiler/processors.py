@@ -183,6 +183,21 @@ class _WindowedProcessor(StatefulProcessor):
     def _final_ts(self, w: Any) -> int:
         return self._bounds(w)[1]
 
+    def _finish(self, kcell: Any, key: Any, pending: list[Any], batch_buf: ChangeBuffer, last: Row,
+                replay: bool) -> Iterator[Row]:
+        """End of a key's rows: flush the batch's net change (streaming, on update) or hand the
+        windows not yet final to on-close assignment (replay). The caller saves state."""
+        cfg = self.config
+        if not cfg.emit_on_close and not replay:
+            yield from self._flush(kcell, batch_buf, last)
+        if replay and cfg.emit_on_close:
+            yield from self._pending_finals(kcell, key, pending)
+
+    def _emit_expired(self, kcell: Any, closed: list[Any], watermark: int) -> Iterator[Row]:
+        """A timer fired: the on-close records of the windows the watermark closed."""
+        if closed and self.config.emit_on_close:
+            yield from self._final_rows(kcell, self.config.key.serde.from_internal(kcell), closed, watermark, -1)
+
     def _emit_closed(self, kcell: Any, key: Any, closed: list[Any], stream_time: int, r: Row,
                      replay: bool) -> Iterator[Row]:
         """On close: the windows that record ``r`` closed (replay: as candidates for assignment)."""
@@ -271,29 +286,15 @@ class SessionAggregateProcessor(_WindowedProcessor):
             closed, sessions = closed_sessions(sessions, stream_time, cfg.gap, cfg.grace)
             yield from self._emit_closed(kcell, k, closed, stream_time, r, replay)
         yield from self._finish(kcell, k, sessions, batch_buf, data[-1], replay)
-
-    def _finish(self, kcell: Any, k: Any, windows: list[Any], batch_buf: ChangeBuffer, last: Row,
-                replay: bool) -> Iterator[Row]:
-        """End of a key's rows: flush the batch's net change (streaming, on update), hand the
-        still-open windows to on-close assignment (replay), save state and set the timer."""
-        cfg = self.config
-        if not cfg.emit_on_close and not replay:
-            yield from self._flush(kcell, batch_buf, last)
-        if replay and cfg.emit_on_close:
-            yield from self._pending_finals(kcell, k, windows)
-        self._save(windows)
+        self._save(sessions)
         if not replay:
-            self._set_timer([self._threshold(w) for w in windows])
+            self._set_timer([self._threshold(w) for w in sessions])
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
         watermark = timerValues.getCurrentWatermarkInMs()
         closed, still_open = closed_sessions(self._load(), watermark, cfg.gap, cfg.grace)
-        yield from self._expire(key[0], closed, still_open, watermark)
-
-    def _expire(self, kcell: Any, closed: list[Any], still_open: list[Any], watermark: int) -> Iterator[Row]:
-        if closed and self.config.emit_on_close:
-            yield from self._final_rows(kcell, self.config.key.serde.from_internal(kcell), closed, watermark, -1)
+        yield from self._emit_expired(key[0], closed, watermark)
         self._save(still_open)
         self._set_timer([self._threshold(w) for w in still_open])
 
@@ -372,20 +373,15 @@ class TimeWindowAggregateProcessor(_WindowedProcessor):
                     yield from self._flush(kcell, buf, r)
             state = close_step(self.windowing, step.windows, stream_time, state.finals)
             yield from self._emit_closed(kcell, k, list(state.closed), stream_time, r, replay)
-        if not cfg.emit_on_close and not replay:
-            yield from self._flush(kcell, batch_buf, data[-1])
-        if replay and cfg.emit_on_close:
-            yield from self._pending_finals(kcell, k, [w for w in state.kept if w.start not in state.finals])
+        yield from self._finish(kcell, k, [w for w in state.kept if w.start not in state.finals], batch_buf,
+                                data[-1], replay)
         self._store(state, replay)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         watermark = timerValues.getCurrentWatermarkInMs()
         windows, finals = self._load()
         state = close_step(self.windowing, windows, watermark, finals)
-        kcell = key[0]
-        if state.closed and self.config.emit_on_close:
-            yield from self._final_rows(kcell, self.config.key.serde.from_internal(kcell), list(state.closed),
-                                        watermark, -1)
+        yield from self._emit_expired(key[0], list(state.closed), watermark)
         self._store(state, False)
 
 

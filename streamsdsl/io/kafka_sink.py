@@ -35,11 +35,14 @@ kafka.*
 
 Examples
 --------
->>> (df.writeStream.format("streamsdsl-kafka")  # doctest: +SKIP
-...    .option("kafka.bootstrap.servers", "127.0.0.1:9092")
-...    .option("topic", "counts")
-...    .option("checkpointLocation", "/tmp/ckpt")
-...    .start())
+Writing a streaming DataFrame of raw records needs a broker, so this is shown, not run
+(``integration/`` runs the sink against a real broker)::
+
+    (df.writeStream.format("streamsdsl-kafka")
+       .option("kafka.bootstrap.servers", "127.0.0.1:9092")
+       .option("topic", "counts")
+       .option("checkpointLocation", "/tmp/ckpt")
+       .start())
 """
 
 from __future__ import annotations
