@@ -26,7 +26,7 @@ from typing import Any
 from _common import compare, environment, run_noop, summarize, write_raw_records, write_result
 
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
-from streamsdsl.session import get_session
+from streamsdsl.runtime.session import get_session
 
 BASELINE = "hand-written PySpark"
 

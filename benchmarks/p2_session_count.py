@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from _common import compare, environment, run_noop, summarize, write_raw_records, write_result
 
 from streamsdsl import Consumed, Produced, Serdes, SessionWindows, StreamsBuilder
-from streamsdsl.session import get_session
+from streamsdsl.runtime.session import get_session
 
 GAP_MS = 30_000
 BASELINE = "Spark native session_window count"

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from streamsdsl import Consumed, Serdes, StreamsBuilder  # noqa: E402
-from streamsdsl.session import get_session  # noqa: E402
+from streamsdsl.runtime.session import get_session  # noqa: E402
 from streamsdsl.testing.files import FileTopic  # noqa: E402
 
 TOPICS = ("cart", "purchases", "wish-list")

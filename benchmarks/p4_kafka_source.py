@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyspark
 
     from streamsdsl.io import register
-    from streamsdsl.session import get_session
+    from streamsdsl.runtime.session import get_session
     from streamsdsl.testing.local_kafka import local_kafka
 
     n = args.records

@@ -22,7 +22,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindows, StreamsBuilder, Topology
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 GAP = timedelta(minutes=5)
 GRACE = timedelta(minutes=2)

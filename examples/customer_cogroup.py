@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamsdsl import Consumed, Materialized, Produced, Serdes, StreamsBuilder
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 ITEMS = Consumed.with_serdes(Serdes.Long(), Serdes.Json())  # customer id → {"no": item number}
 

@@ -11,7 +11,7 @@ By default ``main()`` runs it against a broker:
    :func:`~streamsdsl.testing.local_kafka` (a Docker Kafka container, or the Tansu binary);
 2. creates ``orders`` and ``orders-per-customer`` (one partition each) and produces the five
    orders (string keys, JSON values, the given record timestamps);
-3. runs the topology with :class:`~streamsdsl.app.KafkaStreams` until every order is processed,
+3. runs the topology with :class:`~streamsdsl.runtime.app.KafkaStreams` until every order is processed,
    reading one record per micro-batch (``max.offsets.per.trigger = 1``): Spark emits one
    update per key and micro-batch, so one record per batch gives the record-by-record
    changelog Kafka Streams writes (with several records per batch you get only each batch's
@@ -23,7 +23,7 @@ On an external broker where the topics already exist, both names get a run suffi
 an earlier run's records are not counted again.
 
 ``--driver`` runs the same topology without a broker, through the
-:class:`~streamsdsl.driver.TopologyTestDriver`, and prints the same table.
+:class:`~streamsdsl.runtime.driver.TopologyTestDriver`, and prints the same table.
 
 Run it with ``make run`` or ``.venv/bin/python examples/quickstart.py [--driver]``.
 """
@@ -80,7 +80,7 @@ def print_table(records: list[tuple[str, int, int]]) -> None:
 
 def run_with_driver() -> list[tuple[str, int, int]]:
     """Run the topology through the TopologyTestDriver (no broker)."""
-    from streamsdsl.driver import TopologyTestDriver
+    from streamsdsl.runtime.driver import TopologyTestDriver
 
     topology = build_topology()
     print(topology.describe())
@@ -129,7 +129,7 @@ def run_on_kafka() -> list[tuple[str, int, int]]:
     """Produce the orders, run the topology Kafka → Spark → Kafka, read the output topic back."""
     from pyspark.sql import SparkSession
 
-    from streamsdsl.app import KafkaStreams
+    from streamsdsl.runtime.app import KafkaStreams
     from streamsdsl.testing import local_kafka
 
     # Progress lines (one per micro-batch) and the Spark UI address go to stderr.

@@ -24,7 +24,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, StreamsBuilder, TimeWindows, Topology
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 SIZE = timedelta(minutes=1)
 GRACE = timedelta(seconds=10)

@@ -30,7 +30,7 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     workers keep producers open until the session stops.
     """
     from streamsdsl.io import register
-    from streamsdsl.session import get_session
+    from streamsdsl.runtime.session import get_session
 
     session = get_session()
     register(session)

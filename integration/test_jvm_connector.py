@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
-from streamsdsl.app import KafkaStreams, State, StreamsConfigError, jvm_kafka_connector_available
+from streamsdsl.runtime.app import KafkaStreams, State, StreamsConfigError, jvm_kafka_connector_available
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamsdsl.topology import Topology
+    from streamsdsl.ir.topology import Topology
 
 NO_CONNECTOR = (
     "Spark's JVM Kafka connector (spark-sql-kafka-0-10) is not on the classpath; add "

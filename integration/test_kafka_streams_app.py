@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindows, StreamsBuilder
-from streamsdsl.app import KafkaStreams, State
+from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamsdsl.topology import Topology
+    from streamsdsl.ir.topology import Topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

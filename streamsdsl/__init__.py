@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
-from streamsdsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
+from streamsdsl.dsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
+from streamsdsl.dsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
 from streamsdsl.errors import (
     InvalidArgumentError,
     InvalidTypeError,
@@ -18,25 +18,25 @@ from streamsdsl.errors import (
     StreamsDslError,
     TopologyError,
 )
-from streamsdsl.options import Consumed, Grouped, Materialized, Named, Produced
-from streamsdsl.serdes import Serde, Serdes, WindowedSerdes
-from streamsdsl.topology import Topology
-from streamsdsl.windows import EmitStrategy, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
-from streamsdsl.windows import SlidingWindows, TimeWindows
+from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
+from streamsdsl.dsl.serdes import Serde, Serdes, WindowedSerdes
+from streamsdsl.ir.topology import Topology
+from streamsdsl.dsl.windows import EmitStrategy, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
+from streamsdsl.dsl.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
-    from streamsdsl.app import KafkaStreams
-    from streamsdsl.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
+    from streamsdsl.runtime.app import KafkaStreams
+    from streamsdsl.runtime.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "TopologyTestDriver": "streamsdsl.driver",
-    "TestRecord": "streamsdsl.driver",
-    "TestInputTopic": "streamsdsl.driver",
-    "TestOutputTopic": "streamsdsl.driver",
-    "KeyValue": "streamsdsl.driver",
-    "KafkaStreams": "streamsdsl.app",
+    "TopologyTestDriver": "streamsdsl.runtime.driver",
+    "TestRecord": "streamsdsl.runtime.driver",
+    "TestInputTopic": "streamsdsl.runtime.driver",
+    "TestOutputTopic": "streamsdsl.runtime.driver",
+    "KeyValue": "streamsdsl.runtime.driver",
+    "KafkaStreams": "streamsdsl.runtime.app",
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamsdsl.compiler import CompiledSink
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 from streamsdsl.semantics.reference import ReferenceResult
 
 

@@ -12,7 +12,7 @@ from streamsdsl import Consumed, Serdes, StreamsBuilder, Topology
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """The one SparkSession of the test run (local[2], RocksDB state)."""
-    from streamsdsl.session import get_session
+    from streamsdsl.runtime.session import get_session
 
     session = get_session()
     yield session
@@ -25,7 +25,7 @@ def run_driver(spark: Any) -> Callable[..., Any]:
     ``run_driver(topology, records, out="out")`` → list of TestRecord; ``records`` are
     ``(topic, key, value, timestamp)`` tuples (topic may be omitted for a single-input topology).
     """
-    from streamsdsl.driver import TopologyTestDriver
+    from streamsdsl.runtime.driver import TopologyTestDriver
 
     def run(topology: Topology, records: list[tuple[Any, ...]], out: str | list[str] = "out",
             key_serde: Any = None, value_serde: Any = None, with_metrics: bool = False) -> Any:

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from streamsdsl import ir
-from streamsdsl.api import StreamsBuilder
+from streamsdsl.dsl.api import StreamsBuilder
 
 
 class TestImmutability:
@@ -97,8 +97,8 @@ class TestLowering:
 class TestLayers:
     @pytest.mark.parametrize(
         "module",
-        ["streamsdsl", "streamsdsl.api", "streamsdsl.ir", "streamsdsl.topology", "streamsdsl.semantics",
-         "streamsdsl.semantics.reference", "streamsdsl.windows", "streamsdsl.serdes", "streamsdsl.options"],
+        ["streamsdsl", "streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.ir.topology", "streamsdsl.semantics",
+         "streamsdsl.semantics.reference", "streamsdsl.dsl.windows", "streamsdsl.dsl.serdes", "streamsdsl.dsl.options"],
     )
     def test_no_pyspark_import(self, module: str) -> None:
         """The API, the IR and the semantics core import no pyspark (checked in a fresh interpreter)."""
@@ -109,11 +109,11 @@ class TestLayers:
     @pytest.mark.parametrize(
         ("module", "forbidden"),
         [
-            ("streamsdsl/ir.py", ("streamsdsl.api", "streamsdsl.compiler", "pyspark")),
-            ("streamsdsl/topology.py", ("streamsdsl.api", "pyspark")),
-            ("streamsdsl/semantics/session.py", ("streamsdsl.api", "streamsdsl.compiler", "pyspark")),
-            ("streamsdsl/semantics/changes.py", ("streamsdsl.api", "streamsdsl.compiler", "pyspark")),
-            ("streamsdsl/api.py", ("streamsdsl.compiler", "pyspark")),
+            ("streamsdsl/ir/nodes.py", ("streamsdsl.dsl.api", "streamsdsl.compiler", "pyspark")),
+            ("streamsdsl/ir/topology.py", ("streamsdsl.dsl.api", "pyspark")),
+            ("streamsdsl/semantics/session.py", ("streamsdsl.dsl.api", "streamsdsl.compiler", "pyspark")),
+            ("streamsdsl/semantics/changes.py", ("streamsdsl.dsl.api", "streamsdsl.compiler", "pyspark")),
+            ("streamsdsl/dsl/api.py", ("streamsdsl.compiler", "pyspark")),
         ],
     )
     def test_module_level_imports(self, module: str, forbidden: tuple[str, ...]) -> None:

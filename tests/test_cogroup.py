@@ -22,7 +22,7 @@ from streamsdsl import (
     TopologyError,
     Windowed,
 )
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 R = TestRecord
 LONG_JSON = Consumed.with_serdes(Serdes.Long(), Serdes.Json())

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamsdsl import Consumed, Serdes, StreamsBuilder
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 from streamsdsl.semantics.reference import cogroup_reference
 
 pytestmark = pytest.mark.spark

@@ -22,7 +22,7 @@ from streamsdsl import (
     TestRecord,
     Windowed,
 )
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
 

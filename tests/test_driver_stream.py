@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from streamsdsl import Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, TestRecord
-from streamsdsl.driver import TopologyTestDriver
+from streamsdsl.runtime.driver import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
 

@@ -24,7 +24,7 @@ from streamsdsl import (
     TimeWindows,
     Windowed,
 )
-from streamsdsl.runtime import start_streaming
+from streamsdsl.runtime.streaming import start_streaming
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.reference import time_window_reference
 from streamsdsl.semantics.sliding import SlidingWindowing

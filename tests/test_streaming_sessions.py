@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindow, SessionWindows, StreamsBuilder, Windowed
-from streamsdsl.runtime import start_streaming
+from streamsdsl.runtime.streaming import start_streaming
 from streamsdsl.testing.files import FileTopic
 from tests._support import Collect
 

@@ -20,12 +20,12 @@ from streamsdsl.compiler.frame import CTL_TYPE, Frame, KeyCodec
 from streamsdsl.compiler.lower import REPLAY, STREAMING, LoweringContext, lower
 from streamsdsl.compiler.serde_exprs import serialize_key, serialize_value
 from streamsdsl.records import RAW_RECORD_DDL
-from streamsdsl.serdes import Serde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.dsl.serdes import Serde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamsdsl.topology import Topology
+    from streamsdsl.ir.topology import Topology
 
 __all__ = ["CompiledSink", "CompiledTopology", "REPLAY", "STREAMING", "compile_topology", "explain_topology"]
 
@@ -186,7 +186,7 @@ def explain_topology(topology: Topology, spark: SparkSession | None = None, *, m
     import io
     import tempfile
 
-    from streamsdsl.session import get_session
+    from streamsdsl.runtime.session import get_session
 
     spark = spark or get_session()
     empty_dir = tempfile.mkdtemp(prefix="streamsdsl-explain-")

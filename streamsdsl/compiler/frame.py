@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from streamsdsl.serdes import Serde
-from streamsdsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.dsl.serdes import Serde
+from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -26,8 +26,8 @@ from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions, agg_functions
 from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.semantics.timewindow import TimeWindowing, Windowing
-from streamsdsl.serdes import DEFAULT_SERDE, Serde, Serdes
-from streamsdsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 
 REPLAY = "replay"
 STREAMING = "streaming"

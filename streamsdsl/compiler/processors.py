@@ -30,7 +30,7 @@ from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.session import Session, close_threshold, closed_sessions, session_step
 from streamsdsl.semantics.timewindow import CloseStep, WindowAgg, Windowing, close_step
-from streamsdsl.serdes import Serde
+from streamsdsl.dsl.serdes import Serde
 
 DROPPED = "dropped-records-total"
 #: A native aggregation's running count of the records it dropped (since its state began);

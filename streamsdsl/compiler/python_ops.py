@@ -14,7 +14,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.errors import StreamsDslError
-from streamsdsl.serdes import Serde
+from streamsdsl.dsl.serdes import Serde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
 

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
 from streamsdsl.compiler.frame import KeyCodec
-from streamsdsl.serdes import Serde
+from streamsdsl.dsl.serdes import Serde
 
 _WIDTH = {"Long": 8, "Integer": 4, "Double": 8}
 _FMT = {"Long": ">q", "Integer": ">i", "Double": ">d"}

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Iterable, Protocol
 import attrs
 
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.windows import window_starts
+from streamsdsl.dsl.windows import window_starts
 
 __all__ = ["CloseStep", "TimeWindowing", "WindowAgg", "WindowStep", "Windowing", "close_step", "window_starts"]
 

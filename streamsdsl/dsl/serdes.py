@@ -233,7 +233,7 @@ class SessionWindowedSerde:
     inner: Serde
 
     def serialize(self, windowed: Any) -> bytes:
-        from streamsdsl.windows import Windowed
+        from streamsdsl.dsl.windows import Windowed
 
         if not isinstance(windowed, Windowed):
             raise InvalidTypeError(f"expected a Windowed key (got {type(windowed).__name__}).")
@@ -241,7 +241,7 @@ class SessionWindowedSerde:
         return raw + struct.pack(">qq", windowed.window.end, windowed.window.start)
 
     def deserialize(self, data: bytes | None) -> Any:
-        from streamsdsl.windows import SessionWindow, Windowed
+        from streamsdsl.dsl.windows import SessionWindow, Windowed
 
         if data is None:
             return None
@@ -263,7 +263,7 @@ class TimeWindowedSerde:
         return raw + struct.pack(">q", windowed.window.start)
 
     def deserialize(self, data: bytes | None) -> Any:
-        from streamsdsl.windows import TimeWindow, Windowed
+        from streamsdsl.dsl.windows import TimeWindow, Windowed
 
         if data is None:
             return None

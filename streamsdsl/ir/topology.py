@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import attrs
 
-from streamsdsl import ir
+from streamsdsl.ir import nodes as ir
 from streamsdsl.errors import TopologyError
 
 if TYPE_CHECKING:

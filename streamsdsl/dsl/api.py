@@ -15,7 +15,7 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import is_spark_column, require_callable, validate_topic
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
-from streamsdsl.options import (
+from streamsdsl.dsl.options import (
     Consumed,
     Grouped,
     Materialized,
@@ -24,8 +24,8 @@ from streamsdsl.options import (
     check_option,
     resolve_name,
 )
-from streamsdsl.topology import Topology
-from streamsdsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.ir.topology import Topology
+from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = [
     "CogroupedKStream",
@@ -496,7 +496,7 @@ class TimeWindowedKStream(_WindowedGrouped):
 
     Examples
     --------
-    >>> from streamsdsl.windows import TimeWindows
+    >>> from streamsdsl.dsl.windows import TimeWindows
     >>> b = StreamsBuilder()
     >>> table = b.stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(1000)).count()
     >>> print(b.build().describe().splitlines()[4])

@@ -21,14 +21,14 @@ import attrs
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.records import RAW_RECORD_DDL
-from streamsdsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
-    from streamsdsl.topology import Topology
+    from streamsdsl.ir.topology import Topology
 
 __all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
 
@@ -226,7 +226,7 @@ class TopologyTestDriver:
 
     def __init__(self, topology: Topology, config: dict[str, Any] | None = None, *,
                  spark: SparkSession | None = None) -> None:
-        from streamsdsl.topology import Topology as _Topology
+        from streamsdsl.ir.topology import Topology as _Topology
 
         if not isinstance(topology, _Topology):
             raise InvalidTypeError(
@@ -235,7 +235,7 @@ class TopologyTestDriver:
         self.topology = topology
         self.config = dict(config or {})
         if spark is None:
-            from streamsdsl.session import get_session
+            from streamsdsl.runtime.session import get_session
 
             spark = get_session(conf={k: v for k, v in self.config.items() if k.startswith("spark.")})
         self._spark = spark
@@ -282,7 +282,7 @@ class TopologyTestDriver:
         """An output topic; serdes default to the ones the topology's sink writes with
         (windowed keys are read back as `Windowed`)."""
         if self._dlq_topic is not None and topic == self._dlq_topic:
-            from streamsdsl.serdes import Serdes
+            from streamsdsl.dsl.serdes import Serdes
 
             return TestOutputTopic(self, topic, key_serde or Serdes.Bytes(), value_serde or Serdes.Bytes())
         sink = self._compile().sink_for_topic(topic)
@@ -376,7 +376,7 @@ class TopologyTestDriver:
         self._processed = len(self._records)
 
     def _dead_letter(self, row: Any) -> _Raw:
-        from streamsdsl.runtime import DLQ_HEADERS
+        from streamsdsl.runtime.streaming import DLQ_HEADERS
 
         c = row["_ctl"]
         values = ("org.apache.kafka.common.errors.SerializationException", c["error"], c["topic"],

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
     from streamsdsl import ir
-    from streamsdsl.topology import Topology
+    from streamsdsl.ir.topology import Topology
 
 log = logging.getLogger("streamsdsl")
 

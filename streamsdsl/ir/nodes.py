@@ -12,8 +12,38 @@ from typing import Any, Callable
 import attrs
 
 from streamsdsl._validation import fn_name
-from streamsdsl.serdes import Serde
-from streamsdsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.dsl.serdes import Serde
+from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+
+__all__ = [
+    "UserFn",
+    "ColumnFn",
+    "CountAgg",
+    "ReduceAgg",
+    "AggregateAgg",
+    "Node",
+    "SourceNode",
+    "FilterNode",
+    "MapValuesNode",
+    "MapNode",
+    "FlatMapNode",
+    "FlatMapValuesNode",
+    "SelectKeyNode",
+    "PeekNode",
+    "MergeNode",
+    "RepartitionNode",
+    "SinkNode",
+    "AggregateNode",
+    "SessionAggregateNode",
+    "TimeWindowAggregateNode",
+    "CogroupAggregateNode",
+    "TableToStreamNode",
+    "TableFilterNode",
+    "TableMapValuesNode",
+    "Fn",
+    "AggSpec",
+    "NODE_TYPES",
+]
 
 # --- user functions --------------------------------------------------------------------------
 

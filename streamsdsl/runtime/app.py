@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledSink, CompiledTopology
-    from streamsdsl.runtime import Metrics
-    from streamsdsl.topology import Topology
+    from streamsdsl.runtime.streaming import Metrics
+    from streamsdsl.ir.topology import Topology
 
 __all__ = [
     "IllegalStateError",
@@ -238,7 +238,7 @@ class StreamsConfig:
         ...                             "commit.interval": 100})
         Traceback (most recent call last):
         ...
-        streamsdsl.app.StreamsConfigError: unknown configuration key 'commit.interval' (did you mean 'commit.interval.ms'?)...
+        streamsdsl.runtime.app.StreamsConfigError: unknown configuration key 'commit.interval' (did you mean 'commit.interval.ms'?)...
         """
         if not isinstance(config, Mapping):
             raise StreamsConfigError(
@@ -500,7 +500,7 @@ class KafkaTopicSink:
 
     def _write(self, rows: DataFrame, topic: str) -> int:
         from streamsdsl.io import SOURCE_NAME
-        from streamsdsl.runtime import SINK_COLUMNS
+        from streamsdsl.runtime.streaming import SINK_COLUMNS
 
         count = rows.count()  # the batch is persisted: a cheap JVM job, and skips empty writes
         if count:
@@ -579,7 +579,7 @@ class KafkaStreams:
         Configuration keys (see `StreamsConfig` and the docs page *Kafka in and out*):
         ``application.id`` and ``bootstrap.servers`` are required.
     spark : SparkSession, optional
-        The session to run on; by default `streamsdsl.session.get_session` with the
+        The session to run on; by default `streamsdsl.runtime.session.get_session` with the
         ``spark.*`` settings of ``config``.
 
     Raises
@@ -595,19 +595,19 @@ class KafkaStreams:
     >>> KafkaStreams(builder.build(), {"bootstrap.servers": "localhost:9092"})
     Traceback (most recent call last):
     ...
-    streamsdsl.app.StreamsConfigError: 'application.id' is required: ...
+    streamsdsl.runtime.app.StreamsConfigError: 'application.id' is required: ...
     >>> KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092",
     ...                                "processing.guarantee": "exactly_once_v2"})
     Traceback (most recent call last):
     ...
-    streamsdsl.app.StreamsConfigError: 'processing.guarantee' = 'exactly_once_v2' is not supported: ...
+    streamsdsl.runtime.app.StreamsConfigError: 'processing.guarantee' = 'exactly_once_v2' is not supported: ...
     """
 
     State = State
 
     def __init__(self, topology: Topology, config: Mapping[str, Any], *, spark: SparkSession | None = None) -> None:
         from streamsdsl.errors import InvalidTypeError
-        from streamsdsl.topology import Topology as _Topology
+        from streamsdsl.ir.topology import Topology as _Topology
 
         if not isinstance(topology, _Topology):
             raise InvalidTypeError(
@@ -651,7 +651,7 @@ class KafkaStreams:
             If a source, sink or dead-letter topic does not exist.
         """
         from streamsdsl.io import register
-        from streamsdsl.runtime import Metrics, start_streaming
+        from streamsdsl.runtime.streaming import Metrics, start_streaming
 
         with self._lock:
             if self._state is not State.CREATED:
@@ -832,7 +832,7 @@ class KafkaStreams:
             ``dead-letter-records-total``.
         """
         if self._metrics is None:
-            from streamsdsl.runtime import Metrics
+            from streamsdsl.runtime.streaming import Metrics
 
             out = Metrics().snapshot()
         else:
@@ -865,7 +865,7 @@ class KafkaStreams:
     def _session(self) -> SparkSession:
         from pyspark.sql import SparkSession
 
-        from streamsdsl.session import get_session
+        from streamsdsl.runtime.session import get_session
 
         if self._spark is not None:
             return self._spark

@@ -8,7 +8,7 @@ import attrs
 
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidTypeError
-from streamsdsl.serdes import Serde, check_serde
+from streamsdsl.dsl.serdes import Serde, check_serde
 
 __all__ = ["Consumed", "Grouped", "Materialized", "Named", "Produced"]
 
