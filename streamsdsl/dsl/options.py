@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 import attrs
 
 from streamsdsl._validation import validate_name
-from streamsdsl.errors import InvalidTypeError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.dsl.serdes import Serde, check_serde
 
-__all__ = ["Consumed", "Grouped", "Materialized", "Named", "Produced"]
+__all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced"]
 
 
 def _serde_field(arg: str) -> Any:
@@ -141,3 +142,34 @@ def resolve_name(name: str | Named | None, *others: str | None) -> str | None:
         if other is not None:
             return other
     return None
+
+
+class DeserializationHandler(enum.StrEnum):
+    """What happens to a record whose key or value cannot be deserialized
+    (``default.deserialization.exception.handler``).
+
+    ``LOG_AND_FAIL`` (the default) fails the query, naming topic, partition and offset;
+    ``LOG_AND_CONTINUE`` skips the record, counts it in ``dropped-records-total``, logs its
+    coordinates and writes it to the dead-letter topic when one is configured.
+
+    Examples
+    --------
+    >>> DeserializationHandler.parse("LogAndContinueExceptionHandler")
+    <DeserializationHandler.LOG_AND_CONTINUE: 'log_and_continue'>
+    """
+
+    LOG_AND_FAIL = "log_and_fail"
+    LOG_AND_CONTINUE = "log_and_continue"
+
+    @classmethod
+    def parse(cls, value: Any, key: str = "default.deserialization.exception.handler") -> DeserializationHandler:
+        """Accept the enum, its value, or Kafka Streams' class names (short or qualified)."""
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower().rsplit(".", 1)[-1]
+        found = {"log_and_fail": cls.LOG_AND_FAIL, "logandfailexceptionhandler": cls.LOG_AND_FAIL,
+                 "log_and_continue": cls.LOG_AND_CONTINUE,
+                 "logandcontinueexceptionhandler": cls.LOG_AND_CONTINUE}.get(text)
+        if found is None:
+            raise InvalidArgumentError(f"'{key}' must be 'log_and_fail' or 'log_and_continue' (got {value!r}).")
+        return found
