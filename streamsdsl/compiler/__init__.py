@@ -46,11 +46,7 @@ class CompiledSink:
 
     def key_deserializer(self) -> Serde | SessionWindowedSerde | TimeWindowedSerde:
         """What a consumer needs to read this sink's keys (windowed layouts included)."""
-        if self.key_codec.windowed == "session":
-            return SessionWindowedSerde(self.key_serde)
-        if self.key_codec.windowed == "time":
-            return TimeWindowedSerde(self.key_serde, self.key_codec.window_size_ms or 0)
-        return self.key_serde
+        return self.key_codec.with_serde(self.key_serde).reader()  # type: ignore[no-any-return]
 
 
 @attrs.frozen

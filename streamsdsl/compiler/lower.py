@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler.frame import CTL_TYPE, FRAME_COLUMNS, ORD_TYPE, Frame, KeyCodec
+from streamsdsl.compiler.frame import CTL_TYPE, FRAME_COLUMNS, ORD_TYPE, Frame, KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.compiler.processors import (
     DROPPED,
     DROPPED_RUNNING_TOTAL,
@@ -502,7 +502,7 @@ def _(node: ir.SessionAggregateNode, ctx: LoweringContext) -> Frame:
         gap=node.windows.inactivity_gap_ms, grace=node.windows.grace_period_ms,
         emit_on_close=node.emit.emits_on_close,
     )
-    key_codec = KeyCodec(frame.key.serde, windowed="session")
+    key_codec = SessionKeyCodec(frame.key.serde)
     schema = _processor_output_schema(key_codec.spark_type, value_out.spark_type)
     state = f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>"
     inp = _processor_input(_operator_columns(frame, ctx), ctx)
@@ -532,7 +532,7 @@ def windowing_of(windows: TimeWindows | SlidingWindows) -> Windowing:
 
 def _time_key_codec(serde: Serde, windows: TimeWindows | SlidingWindows) -> KeyCodec:
     size = windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
-    return KeyCodec(serde, windowed="time", window_size_ms=size)
+    return TimeKeyCodec(serde, window_size_ms=size)
 
 
 def _time_window_state(value_out: Serde) -> str:
@@ -626,7 +626,7 @@ def _(node: ir.CogroupAggregateNode, ctx: LoweringContext) -> Frame:
     per_input = None if config.emit_on_close else "_src"
     inp = _processor_input(union, ctx, per_input, null_values_count=not isinstance(windows, SlidingWindows))
     if isinstance(windows, SessionWindows):
-        out_key = KeyCodec(key_serde, windowed="session")
+        out_key = SessionKeyCodec(key_serde)
         processor: Any = SessionAggregateProcessor(config, f"sessions array<struct<start:bigint,end:bigint,agg:{value_out.spark_type}>>")
     elif windows is not None:
         out_key = _time_key_codec(key_serde, windows)

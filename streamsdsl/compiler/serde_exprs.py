@@ -16,7 +16,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
-from streamsdsl.compiler.frame import KeyCodec
+from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
 from streamsdsl.dsl.serdes import Serde
 
 _WIDTH = {"Long": 8, "Integer": 4, "Double": 8}
@@ -130,7 +130,7 @@ def serialize_key(col: Column, codec: KeyCodec, target: Serde) -> Column:
     inner = F.coalesce(inner, F.lit(b"").cast("binary"))
     end = F.unhex(F.lpad(F.hex(col.getField("end")), 16, "0"))
     start = F.unhex(F.lpad(F.hex(col.getField("start")), 16, "0"))
-    if codec.windowed == "session":
+    if isinstance(codec, SessionKeyCodec):
         return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(F.concat(inner, end, start))
     return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(F.concat(inner, start))
 

@@ -290,9 +290,8 @@ class TopologyTestDriver:
             raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")
         if key_serde is None:
             key = sink.key_deserializer()
-        elif isinstance(key_serde, Serde) and sink.key_codec.windowed:
-            key = SessionWindowedSerde(key_serde) if sink.key_codec.windowed == "session" else TimeWindowedSerde(
-                key_serde, sink.key_codec.window_size_ms or 0)
+        elif isinstance(key_serde, Serde):
+            key = sink.key_codec.with_serde(key_serde).reader()
         else:
             key = key_serde
         return TestOutputTopic(self, topic, key, value_serde or sink.value_serde)
