@@ -1,20 +1,22 @@
 """``kafka.connector = "jvm"``: the source topics read by Spark's JVM Kafka connector.
 
 The end-to-end test runs only when ``spark-sql-kafka-0-10`` is on the session's classpath
-(e.g. ``spark.jars.packages``); otherwise it is skipped with that reason. The checks of the
-configuration value and of the error ``start()`` raises without the connector always run.
+(e.g. ``spark.jars.packages``); otherwise it is skipped with that reason, and the error
+``start()`` raises without the connector is checked instead. The checks of the
+``kafka.connector`` value are pure: ``tests/runtime/test_config.py``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pytest
 
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
-from streamsdsl.runtime.app import KafkaStreams, State, StreamsConfigError, jvm_kafka_connector_available
+from streamsdsl.runtime.app import KafkaStreams, State
+from streamsdsl.runtime.config import StreamsConfigError
+from streamsdsl.runtime.jvm_connector import JVM_KAFKA_PROVIDER, jvm_kafka_connector_available, jvm_kafka_package
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
@@ -42,19 +44,6 @@ def _doubled_positive(source: str, sink: str) -> Topology:
     return builder.build()
 
 
-def test_kafka_connector_rejects_an_unknown_value() -> None:
-    """Not skipped: a bad ``kafka.connector`` fails at construction with the allowed values."""
-    topology = _doubled_positive("in", "out")
-    config = {"application.id": "jvm-bad", "bootstrap.servers": "localhost:9092", "kafka.connector": "scala"}
-    expected = re.escape("'kafka.connector' must be \"python\" or \"jvm\" (got 'scala')")
-    with pytest.raises(StreamsConfigError, match=expected):
-        KafkaStreams(topology, config)
-    for ok in ("python", "jvm", "JVM", " python "):
-        assert KafkaStreams(topology, {**config, "kafka.connector": ok}).config.connector == ok.strip().lower()
-    default = {k: v for k, v in config.items() if k != "kafka.connector"}
-    assert KafkaStreams(topology, default).config.connector == "python"
-
-
 @pytest.mark.integration
 @pytest.mark.spark
 def test_start_without_the_connector_names_the_package(
@@ -70,7 +59,9 @@ def test_start_without_the_connector_names_the_package(
         app.start()
     message = str(info.value)
     assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}" in message
-    assert "org.apache.spark.sql.kafka010.KafkaSourceProvider" in message
+    assert jvm_kafka_package(spark) in message
+    assert JVM_KAFKA_PROVIDER == "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+    assert JVM_KAFKA_PROVIDER in message
     assert "spark.jars.packages" in message
     assert app.query is None
 

@@ -1,0 +1,423 @@
+"""The configuration of a `KafkaStreams` application: `StreamsConfig` and its typed values.
+
+`StreamsConfig.from_mapping` validates a mapping of Kafka Streams' configuration keys (values
+may be strings, as in Java properties) into a frozen `StreamsConfig`; the settings with a fixed
+set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector`, and
+`streamsdsl.dsl.options.DeserializationHandler`). The option builders turn it into the options
+of the Kafka readers and writer. Pure Python: nothing here imports pyspark.
+
+Examples
+--------
+>>> c = StreamsConfig.from_mapping({"application.id": "wordcount", "bootstrap.servers": "k:9092",
+...                                 "auto.offset.reset": "LATEST", "kafka.connector": "jvm"})
+>>> c.auto_offset_reset, c.connector
+(<OffsetReset.LATEST: 'latest'>, <Connector.JVM: 'jvm'>)
+>>> c.source_options()
+{'kafka.bootstrap.servers': 'k:9092', 'kafka.broker.compat': 'kafka', 'startingOffsets': 'latest'}
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import attrs
+
+from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+
+__all__ = [
+    "KNOWN_KEYS",
+    "PASSTHROUGH_PREFIXES",
+    "Connector",
+    "OffsetReset",
+    "ProcessingGuarantee",
+    "StreamsConfig",
+    "StreamsConfigError",
+]
+
+
+class StreamsConfigError(StreamsDslError, ValueError):
+    """A `KafkaStreams` configuration key is missing, unknown or has an invalid value."""
+
+
+# -- typed values ---------------------------------------------------------------------------
+class ProcessingGuarantee(enum.StrEnum):
+    """``processing.guarantee``: only at-least-once.
+
+    The Kafka sink writes without transactions, and a micro-batch interrupted before its
+    checkpoint commit is written again after a restart; Kafka Streams' exactly-once values
+    are rejected with that explanation.
+    """
+
+    AT_LEAST_ONCE = "at_least_once"
+
+
+class OffsetReset(enum.StrEnum):
+    """``auto.offset.reset``: where a query without a checkpoint starts reading."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+
+
+class Connector(enum.StrEnum):
+    """``kafka.connector``: what reads the source topics.
+
+    ``PYTHON`` is the ``streamsdsl-kafka`` data source (no jar needed); ``JVM`` is Spark's
+    Kafka connector (``spark-sql-kafka-0-10``), which must be on the classpath.
+    """
+
+    PYTHON = "python"
+    JVM = "jvm"
+
+
+_E = TypeVar("_E", bound=enum.StrEnum)
+_EXACTLY_ONCE = ("exactly_once", "exactly_once_beta", "exactly_once_v2")
+_BROKER_COMPAT = ("kafka", "tansu")
+_APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_HANDLER_KEY = "default.deserialization.exception.handler"
+#: Configuration keys `StreamsConfig` understands (besides the prefixes below).
+KNOWN_KEYS = (
+    "application.id",
+    "bootstrap.servers",
+    "state.dir",
+    "commit.interval.ms",
+    "processing.guarantee",
+    "max.offsets.per.trigger",
+    "auto.offset.reset",
+    "kafka.broker.compat",
+    _HANDLER_KEY,
+    "errors.dead.letter.topic",
+    "errors.dead.letter.queue.topic.name",
+    "kafka.connector",
+)
+#: Prefixes passed through: ``spark.*`` to the SparkSession, ``consumer.*`` to the source,
+#: ``producer.*`` to the sink; ``security.*``, ``sasl.*`` and ``ssl.*`` to every client.
+PASSTHROUGH_PREFIXES = ("spark.", "consumer.", "producer.", "security.", "sasl.", "ssl.")
+#: Prefixes of the librdkafka settings every client (source, sink, admin) shares.
+SHARED_CLIENT_PREFIXES = ("security.", "sasl.", "ssl.")
+
+
+# -- value parsing --------------------------------------------------------------------------
+def _int_value(config: Mapping[str, Any], key: str, default: int | None, *, minimum: int) -> int | None:
+    raw = config.get(key)
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return default
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        value = int(str(raw).strip()) if not isinstance(raw, int) else raw
+    except ValueError:
+        raise StreamsConfigError(f"'{key}' must be an integer >= {minimum} (got {raw!r}).") from None
+    if value < minimum:
+        raise StreamsConfigError(f"'{key}' must be an integer >= {minimum} (got {value}).")
+    return value
+
+
+def _str_value(config: Mapping[str, Any], key: str, default: str | None) -> str | None:
+    raw = config.get(key)
+    if raw is None:
+        return default
+    value = str(raw).strip()
+    return value or default
+
+
+def _lower_value(config: Mapping[str, Any], key: str, default: str) -> str:
+    """The value of ``key`` stripped and lower-cased; ``default`` when absent or blank."""
+    return (_str_value(config, key, default) or default).lower()
+
+
+def _enum_value(config: Mapping[str, Any], key: str, default: _E, *, quote: str = "'", hint: str = "") -> _E:
+    """Parse ``key`` (case-insensitive) into a member of ``default``'s enum.
+
+    The error lists the values, quoted with ``quote``, and ends with ``hint`` when given.
+    """
+    kind = type(default)
+    try:
+        return kind(_lower_value(config, key, default.value))
+    except ValueError:
+        allowed = " or ".join(f"{quote}{member.value}{quote}" for member in kind)
+        end = f"; {hint}" if hint else "."
+        raise StreamsConfigError(f"'{key}' must be {allowed} (got {config[key]!r}){end}") from None
+
+
+def _check_keys(config: Mapping[str, Any]) -> None:
+    for key in config:
+        if key in KNOWN_KEYS or key.startswith(PASSTHROUGH_PREFIXES):
+            continue
+        close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise StreamsConfigError(
+            f"unknown configuration key {key!r}{hint}. Known keys: {', '.join(KNOWN_KEYS)}; "
+            "librdkafka settings go under 'consumer.' or 'producer.', Spark settings under 'spark.'."
+        )
+
+
+def _application_id(config: Mapping[str, Any]) -> str:
+    app_id = config.get("application.id")
+    if app_id is None or str(app_id).strip() == "":
+        raise StreamsConfigError(
+            "'application.id' is required: it names the checkpoint directory "
+            "(state.dir/application.id) and the Spark query, e.g. {'application.id': 'orders-per-customer'}."
+        )
+    app_id = str(app_id)
+    if not _APP_ID.match(app_id) or app_id in (".", ".."):
+        raise StreamsConfigError(
+            f"'application.id' must be 1-249 characters of A-Z a-z 0-9 . _ - (got {app_id!r}); "
+            "it becomes a directory name, e.g. 'orders-per-customer'."
+        )
+    return app_id
+
+
+def _bootstrap_servers(config: Mapping[str, Any]) -> str:
+    bootstrap = config.get("bootstrap.servers")
+    if isinstance(bootstrap, (list, tuple)):
+        bootstrap = ",".join(str(b).strip() for b in bootstrap)
+    if bootstrap is None or str(bootstrap).strip() == "":
+        raise StreamsConfigError(
+            "'bootstrap.servers' is required: host:port[,host:port...] of the Kafka brokers, "
+            "e.g. {'bootstrap.servers': 'localhost:9092'}."
+        )
+    return str(bootstrap).strip()
+
+
+def _processing_guarantee(config: Mapping[str, Any]) -> ProcessingGuarantee:
+    guarantee = _lower_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE.value)
+    if guarantee in _EXACTLY_ONCE:
+        raise StreamsConfigError(
+            f"'processing.guarantee' = {guarantee!r} is not supported: the Kafka sink writes without "
+            "transactions and a micro-batch interrupted before its checkpoint commit is written again "
+            "after a restart, so output can contain duplicates. Set 'processing.guarantee' to "
+            "'at_least_once' (the default) and make consumers tolerate duplicates (e.g. upsert by key)."
+        )
+    return _enum_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE)
+
+
+def _broker_compat(config: Mapping[str, Any]) -> str:
+    compat = _lower_value(config, "kafka.broker.compat", "kafka")
+    if compat not in _BROKER_COMPAT:
+        raise StreamsConfigError(
+            f"'kafka.broker.compat' must be 'kafka' or 'tansu' (got {config['kafka.broker.compat']!r}); "
+            "use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker)."
+        )
+    return compat
+
+
+def _deserialization_handler(config: Mapping[str, Any]) -> DeserializationHandler:
+    raw = _str_value(config, _HANDLER_KEY, DeserializationHandler.LOG_AND_FAIL.value)
+    try:
+        return DeserializationHandler.parse(raw, _HANDLER_KEY)
+    except InvalidArgumentError as exc:
+        raise StreamsConfigError(str(exc)) from None
+
+
+def _dead_letter_topic(config: Mapping[str, Any], handler: DeserializationHandler) -> str | None:
+    dlq = _str_value(config, "errors.dead.letter.topic", None)
+    alias = _str_value(config, "errors.dead.letter.queue.topic.name", None)
+    if dlq and alias and dlq != alias:
+        raise StreamsConfigError(
+            f"'errors.dead.letter.topic' ({dlq!r}) and its alias 'errors.dead.letter.queue.topic.name' "
+            f"({alias!r}) disagree; set only one."
+        )
+    dlq = dlq or alias
+    if dlq and handler is not DeserializationHandler.LOG_AND_CONTINUE:
+        raise StreamsConfigError(
+            f"'errors.dead.letter.topic' = {dlq!r} needs "
+            f"'{_HANDLER_KEY}' = 'log_and_continue': with 'log_and_fail' a bad "
+            "record stops the application before anything is written."
+        )
+    return dlq
+
+
+def _passthrough(config: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The prefixed settings routed to ``spark_conf``, ``consumer_conf`` and ``producer_conf``."""
+    spark_conf: dict[str, str] = {}
+    consumer_conf: dict[str, str] = {}
+    producer_conf: dict[str, str] = {}
+    for key, value in config.items():
+        if key.startswith("spark."):
+            spark_conf[key] = str(value)
+        elif key.startswith("consumer."):
+            consumer_conf[key[len("consumer.") :]] = str(value)
+        elif key.startswith("producer."):
+            producer_conf[key[len("producer.") :]] = str(value)
+        elif key.startswith(SHARED_CLIENT_PREFIXES):
+            consumer_conf.setdefault(key, str(value))
+            producer_conf.setdefault(key, str(value))
+    return {"spark_conf": spark_conf, "consumer_conf": consumer_conf, "producer_conf": producer_conf}
+
+
+def _enum_field(default: enum.StrEnum) -> Any:
+    """An attrs field holding a member of ``default``'s enum (anything else is a TypeError)."""
+    return attrs.field(default=default, validator=attrs.validators.instance_of(type(default)))
+
+
+# -- the configuration ----------------------------------------------------------------------
+@attrs.frozen
+class StreamsConfig:
+    """The validated configuration of a `KafkaStreams` application.
+
+    Build it with `from_mapping`; the keys are Kafka Streams' names.
+
+    Parameters
+    ----------
+    application_id : str
+        ``application.id`` (required): names the checkpoint directory and the Spark query.
+    bootstrap_servers : str
+        ``bootstrap.servers`` (required): ``host:port[,host:port...]``.
+    state_dir : str
+        ``state.dir`` (default ``/tmp/streamsdsl``).
+    commit_interval_ms : int
+        ``commit.interval.ms`` (default 1000): the micro-batch trigger interval. Each
+        micro-batch ends with a checkpoint commit, so this is how often progress is committed.
+    processing_guarantee : ProcessingGuarantee
+        ``processing.guarantee``: only ``at_least_once``.
+    max_offsets_per_trigger : int or None
+        ``max.offsets.per.trigger``: at most this many offsets per source and micro-batch.
+    auto_offset_reset : OffsetReset
+        ``auto.offset.reset``: ``earliest`` (default, as in Kafka Streams) or ``latest``;
+        where a query without a checkpoint starts.
+    broker_compat : str
+        ``kafka.broker.compat``: ``kafka`` (default) or ``tansu``.
+    deserialization_handler : DeserializationHandler
+        ``default.deserialization.exception.handler``: ``log_and_fail`` (default) or
+        ``log_and_continue`` (Kafka Streams' class names are accepted too).
+    dead_letter_topic : str or None
+        ``errors.dead.letter.topic`` (alias ``errors.dead.letter.queue.topic.name``): where
+        ``log_and_continue`` writes the raw records it skips.
+    connector : Connector
+        ``kafka.connector``: ``python`` (default, the ``streamsdsl-kafka`` data source) or
+        ``jvm`` (Spark's Kafka connector reads the source topics; it must be on the classpath).
+        The sink is the ``streamsdsl-kafka`` writer either way.
+    spark_conf, consumer_conf, producer_conf : dict
+        The ``spark.*`` settings, and the librdkafka settings of the source and the sink.
+    """
+
+    application_id: str
+    bootstrap_servers: str
+    state_dir: str = "/tmp/streamsdsl"
+    commit_interval_ms: int = 1000
+    processing_guarantee: ProcessingGuarantee = _enum_field(ProcessingGuarantee.AT_LEAST_ONCE)
+    max_offsets_per_trigger: int | None = None
+    auto_offset_reset: OffsetReset = _enum_field(OffsetReset.EARLIEST)
+    broker_compat: str = attrs.field(default="kafka", validator=attrs.validators.in_(_BROKER_COMPAT))
+    deserialization_handler: DeserializationHandler = _enum_field(DeserializationHandler.LOG_AND_FAIL)
+    dead_letter_topic: str | None = None
+    connector: Connector = _enum_field(Connector.PYTHON)
+    spark_conf: dict[str, str] = attrs.field(factory=dict)
+    consumer_conf: dict[str, str] = attrs.field(factory=dict)
+    producer_conf: dict[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
+        """Validate a configuration mapping (values may be strings, as in Java properties).
+
+        Raises
+        ------
+        StreamsConfigError
+            Naming the key and how to fix it.
+
+        Examples
+        --------
+        >>> c = StreamsConfig.from_mapping({"application.id": "wordcount", "bootstrap.servers": "k:9092"})
+        >>> c.checkpoint_location
+        '/tmp/streamsdsl/wordcount/checkpoint'
+        >>> StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092",
+        ...                             "commit.interval": 100})
+        Traceback (most recent call last):
+        ...
+        streamsdsl.runtime.config.StreamsConfigError: unknown configuration key 'commit.interval' (did you mean 'commit.interval.ms'?)...
+        """
+        if not isinstance(config, Mapping):
+            raise StreamsConfigError(
+                f"'config' must be a mapping of configuration keys to values (got {type(config).__name__}), "
+                "e.g. {'application.id': 'my-app', 'bootstrap.servers': 'localhost:9092'}."
+            )
+        config = {str(k): v for k, v in config.items()}
+        _check_keys(config)
+        application_id = _application_id(config)
+        bootstrap_servers = _bootstrap_servers(config)
+        processing_guarantee = _processing_guarantee(config)
+        auto_offset_reset = _enum_value(
+            config, "auto.offset.reset", OffsetReset.EARLIEST,
+            hint="it applies only when the application starts without a checkpoint.",
+        )
+        broker_compat = _broker_compat(config)
+        handler = _deserialization_handler(config)
+        dead_letter_topic = _dead_letter_topic(config, handler)
+        connector = _enum_value(
+            config, "kafka.connector", Connector.PYTHON, quote='"',
+            hint="\"python\" (the default) reads with the streamsdsl-kafka data source, \"jvm\" with Spark's "
+            "Kafka connector (spark-sql-kafka-0-10), which must be on the classpath.",
+        )
+        return cls(
+            application_id=application_id,
+            bootstrap_servers=bootstrap_servers,
+            state_dir=_str_value(config, "state.dir", "/tmp/streamsdsl") or "/tmp/streamsdsl",
+            commit_interval_ms=_int_value(config, "commit.interval.ms", 1000, minimum=0) or 0,
+            processing_guarantee=processing_guarantee,
+            max_offsets_per_trigger=_int_value(config, "max.offsets.per.trigger", None, minimum=1),
+            auto_offset_reset=auto_offset_reset,
+            broker_compat=broker_compat,
+            deserialization_handler=handler,
+            dead_letter_topic=dead_letter_topic,
+            connector=connector,
+            **_passthrough(config),
+        )
+
+    # -- derived settings -----------------------------------------------------------------
+    @property
+    def app_dir(self) -> str:
+        """``state.dir/application.id``: everything the application keeps on disk."""
+        return os.path.join(self.state_dir, self.application_id)
+
+    @property
+    def checkpoint_location(self) -> str:
+        """The Spark checkpoint (offsets, commits, operator state)."""
+        return os.path.join(self.app_dir, "checkpoint")
+
+    @property
+    def trigger(self) -> dict[str, Any]:
+        """``DataStreamWriter.trigger`` arguments: a processing-time trigger every ``commit.interval.ms``."""
+        return {"processingTime": f"{self.commit_interval_ms} milliseconds"}
+
+    @property
+    def admin_conf(self) -> dict[str, str]:
+        """librdkafka settings of an admin client: the brokers and the shared security settings."""
+        conf = {"bootstrap.servers": self.bootstrap_servers}
+        conf.update({k: v for k, v in self.consumer_conf.items() if k.startswith(SHARED_CLIENT_PREFIXES)})
+        return conf
+
+    # -- options of the Kafka readers and writer --------------------------------------------
+    def source_options(self) -> dict[str, str]:
+        """Options of the ``streamsdsl-kafka`` reader (``subscribe`` is added per source)."""
+        opts = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.broker.compat": str(self.broker_compat),
+            "startingOffsets": self.auto_offset_reset.value,
+        }
+        if self.max_offsets_per_trigger is not None:
+            opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        opts.update({f"kafka.{k}": v for k, v in self.consumer_conf.items()})
+        return opts
+
+    def jvm_source_options(self) -> dict[str, str]:
+        """Options of Spark's JVM ``kafka`` reader (``subscribe`` is added per source).
+
+        The same settings as `source_options`: ``startingOffsets``, ``maxOffsetsPerTrigger``
+        and the ``consumer.*`` settings as ``kafka.*`` (here they configure the Java consumer),
+        plus ``includeHeaders=true``. ``kafka.broker.compat`` has no JVM counterpart.
+        """
+        opts = {k: v for k, v in self.source_options().items() if k != "kafka.broker.compat"}
+        opts["includeHeaders"] = "true"
+        return opts
+
+    def sink_options(self) -> dict[str, str]:
+        """Options of the ``streamsdsl-kafka`` writer (``topic`` is added per sink)."""
+        opts = {"kafka.bootstrap.servers": self.bootstrap_servers}
+        opts.update({f"kafka.{k}": v for k, v in self.producer_conf.items()})
+        return opts

@@ -1,0 +1,160 @@
+"""Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) as the source of `KafkaStreams`.
+
+With ``kafka.connector = "jvm"`` the source topics are read by Spark's own Kafka connector
+instead of the ``streamsdsl-kafka`` data source. This module tells whether the connector is
+on a session's classpath, names the Maven package that provides it, and builds the raw
+source that reads a topology's source topics with it. pyspark is imported lazily.
+
+Examples
+--------
+A Spark Connect session has no JVM handle to ask, so the connector is reported missing,
+`check_jvm_connector` leaves the verdict to Spark, and the package defaults to Scala 2.13:
+
+>>> class ConnectSession:
+...     version = "4.1.0"
+>>> jvm_kafka_connector_available(ConnectSession())
+False
+>>> check_jvm_connector(ConnectSession())
+>>> jvm_kafka_package(ConnectSession())
+'org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.0'
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.runtime.config import StreamsConfig, StreamsConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamsdsl import ir
+
+__all__ = [
+    "JVM_KAFKA_PROVIDER",
+    "check_jvm_connector",
+    "jvm_kafka_connector_available",
+    "jvm_kafka_package",
+    "jvm_raw_source",
+]
+
+log = logging.getLogger("streamsdsl")
+
+#: The class Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) registers format "kafka" with.
+JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def _jvm_class_loadable(spark: SparkSession, class_name: str) -> bool | None:
+    """Whether ``class_name`` loads in the session's JVM; None if the session has no JVM
+    handle to ask (Spark Connect)."""
+    try:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - Spark Connect sessions have no _jvm
+        return None
+    if jvm is None:
+        return None
+    loaders: list[Any] = []
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        if loader is not None:
+            loaders.append(loader)
+    except Exception:  # noqa: BLE001 - fall back to the caller's class loader
+        pass
+    for loader in [*loaders, None]:
+        try:
+            if loader is None:
+                jvm.java.lang.Class.forName(class_name)
+            else:
+                jvm.java.lang.Class.forName(class_name, False, loader)
+            return True
+        except Exception:  # noqa: BLE001 - Py4JJavaError(ClassNotFoundException) and the like
+            continue
+    return False
+
+
+def jvm_kafka_connector_available(spark: SparkSession) -> bool:
+    """True if Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) is on the session's classpath.
+
+    Checks that ``org.apache.spark.sql.kafka010.KafkaSourceProvider`` loads in the session's
+    JVM (False when it does not, or when the session has no JVM handle, as with Spark Connect).
+    """
+    return _jvm_class_loadable(spark, JVM_KAFKA_PROVIDER) is True
+
+
+def jvm_kafka_package(spark: SparkSession) -> str:
+    """The Maven coordinates of the JVM Kafka connector matching the session's Spark and Scala
+    versions, e.g. ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0``."""
+    scala = "2.13"
+    try:
+        full = str(spark._jvm.scala.util.Properties.versionNumberString())  # type: ignore[attr-defined]
+        scala = ".".join(full.split(".")[:2]) or scala
+    except Exception:  # noqa: BLE001 - Spark 4 is built for Scala 2.13 only
+        pass
+    return f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark.version}"
+
+
+def check_jvm_connector(spark: SparkSession) -> None:
+    """Fail clearly when ``kafka.connector = "jvm"`` but the connector is not on the classpath.
+
+    Raises
+    ------
+    StreamsConfigError
+        Naming the Maven package for the session's Spark version and how to add it. When the
+        session cannot tell (Spark Connect) nothing is raised: Spark reports a missing
+        connector when the source loads.
+    """
+    if _jvm_class_loadable(spark, JVM_KAFKA_PROVIDER) is not False:
+        return
+    package = jvm_kafka_package(spark)
+    raise StreamsConfigError(
+        f"'kafka.connector' = \"jvm\" needs Spark's JVM Kafka connector, but {JVM_KAFKA_PROVIDER} is not on "
+        f"the classpath of this SparkSession. Add the package {package} before the session starts: "
+        f"{{'spark.jars.packages': '{package}'}} in the KafkaStreams config (Spark downloads it and its "
+        f"dependencies from Maven Central when the session starts), spark-submit --packages {package}, "
+        "or the jars (with kafka-clients, spark-token-provider-kafka-0-10 and commons-pool2) in 'spark.jars'. "
+        "Or leave 'kafka.connector' at \"python\" (the default), which needs no jar."
+    )
+
+
+def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.SourceNode], DataFrame]:
+    """The raw source of a topology read by Spark's JVM connector, mapped to `RAW_RECORD_DDL`.
+
+    Parameters
+    ----------
+    spark : SparkSession
+        The session the query runs on (with the connector on its classpath).
+    config : StreamsConfig
+        Supplies `StreamsConfig.jvm_source_options`.
+
+    Returns
+    -------
+    callable
+        Source node → streaming DataFrame of its topics (``key``, ``value``, ``topic``,
+        ``partition``, ``offset``, ``timestamp`` in ms, ``headers``).
+    """
+    from pyspark.sql import functions as F
+
+    options = config.jvm_source_options()
+    if config.broker_compat == "tansu":
+        log.warning(
+            "'kafka.connector' = \"jvm\" with 'kafka.broker.compat' = \"tansu\": Spark's JVM connector trusts the "
+            "high watermark, which Tansu can understate (the base offset of the last record batch + 1), so the "
+            "tail of a partition may be read only when more records arrive. Produce single-record batches "
+            "(linger.ms=0) or use 'kafka.connector' = \"python\" with Tansu."
+        )
+
+    def raw_source(node: ir.SourceNode) -> DataFrame:
+        df = spark.readStream.format("kafka").options(**options).option("subscribe", ",".join(node.topics)).load()
+        return df.select(
+            F.col("key").cast("binary").alias("key"),
+            F.col("value").cast("binary").alias("value"),
+            F.col("topic").cast("string").alias("topic"),
+            F.col("partition").cast("int").alias("partition"),
+            F.col("offset").cast("long").alias("offset"),
+            F.unix_millis(F.col("timestamp")).alias("timestamp"),
+            F.col("headers"),
+        )
+
+    return raw_source

@@ -1,0 +1,381 @@
+"""`StreamsConfig.from_mapping`: every configuration rule, without a broker or Spark."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import attrs
+import pytest
+
+from streamsdsl import StreamsBuilder
+from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.errors import InvalidTypeError, StreamsDslError
+from streamsdsl.ir.topology import Topology
+from streamsdsl.runtime.app import KafkaStreams, State
+from streamsdsl.runtime.config import (
+    KNOWN_KEYS,
+    Connector,
+    OffsetReset,
+    ProcessingGuarantee,
+    StreamsConfig,
+    StreamsConfigError,
+)
+
+BASE = {"application.id": "orders", "bootstrap.servers": "k:9092"}
+
+
+def config(**overrides: Any) -> StreamsConfig:
+    """``BASE`` plus ``overrides``, whose keys use ``_`` for ``.`` (``auto_offset_reset=...``)."""
+    return StreamsConfig.from_mapping({**BASE, **{k.replace("_", "."): v for k, v in overrides.items()}})
+
+
+def error(mapping: Any) -> str:
+    """The one message `from_mapping` rejects ``mapping`` with."""
+    with pytest.raises(StreamsConfigError) as info:
+        StreamsConfig.from_mapping(mapping)
+    assert len(info.value.args) == 1
+    return str(info.value.args[0])
+
+
+def topology() -> Topology:
+    """A one-source, one-sink topology."""
+    builder = StreamsBuilder()
+    builder.stream("in").to("out")
+    return builder.build()
+
+
+class TestKeys:
+    def test_unknown_key_suggests_the_closest_known_key(self) -> None:
+        """A misspelt key is rejected with a did-you-mean and the list of known keys."""
+        assert error({**BASE, "commit.interval": 100}) == (
+            "unknown configuration key 'commit.interval' (did you mean 'commit.interval.ms'?). Known keys: "
+            f"{', '.join(KNOWN_KEYS)}; librdkafka settings go under 'consumer.' or 'producer.', Spark settings "
+            "under 'spark.'."
+        )
+
+    def test_unknown_key_without_a_close_match_has_no_suggestion(self) -> None:
+        """A key like no known one is rejected without a did-you-mean."""
+        assert error({**BASE, "zzz": 1}).startswith("unknown configuration key 'zzz'. Known keys: application.id, ")
+
+    def test_config_must_be_a_mapping(self) -> None:
+        """A non-mapping config names its type and shows an example."""
+        assert error([("application.id", "a")]) == (
+            "'config' must be a mapping of configuration keys to values (got list), "
+            "e.g. {'application.id': 'my-app', 'bootstrap.servers': 'localhost:9092'}."
+        )
+
+    def test_the_config_error_is_a_value_error(self) -> None:
+        """StreamsConfigError subclasses the project base error and ValueError."""
+        assert issubclass(StreamsConfigError, StreamsDslError) and issubclass(StreamsConfigError, ValueError)
+
+
+class TestRequiredKeys:
+    @pytest.mark.parametrize("app_id", [None, "", "   "])
+    def test_application_id_is_required(self, app_id: str | None) -> None:
+        """A missing or blank application.id says what it is for."""
+        mapping = {"bootstrap.servers": "k:9092"} if app_id is None else {**BASE, "application.id": app_id}
+        assert error(mapping) == (
+            "'application.id' is required: it names the checkpoint directory (state.dir/application.id) and the "
+            "Spark query, e.g. {'application.id': 'orders-per-customer'}."
+        )
+
+    @pytest.mark.parametrize("app_id", ["orders/eu", "..", "a" * 250, "zähler"])
+    def test_application_id_must_be_a_directory_name(self, app_id: str) -> None:
+        """application.id is 1-249 characters of A-Z a-z 0-9 . _ - (and not . or ..)."""
+        assert error({**BASE, "application.id": app_id}) == (
+            f"'application.id' must be 1-249 characters of A-Z a-z 0-9 . _ - (got {app_id!r}); "
+            "it becomes a directory name, e.g. 'orders-per-customer'."
+        )
+
+    @pytest.mark.parametrize("servers", [None, "", " ", []])
+    def test_bootstrap_servers_is_required(self, servers: Any) -> None:
+        """A missing or blank bootstrap.servers shows the expected form."""
+        mapping = {"application.id": "a"} if servers is None else {**BASE, "bootstrap.servers": servers}
+        assert error(mapping) == (
+            "'bootstrap.servers' is required: host:port[,host:port...] of the Kafka brokers, "
+            "e.g. {'bootstrap.servers': 'localhost:9092'}."
+        )
+
+    def test_bootstrap_servers_may_be_a_list(self) -> None:
+        """A list of brokers is joined with commas; surrounding blanks are stripped."""
+        assert config(bootstrap_servers=[" a:1", "b:2 "]).bootstrap_servers == "a:1,b:2"
+        assert config(bootstrap_servers=" a:1 ").bootstrap_servers == "a:1"
+
+
+class TestDefaults:
+    def test_defaults_are_kafka_streams_defaults(self) -> None:
+        """Only the two required keys: every other setting takes its documented default."""
+        c = StreamsConfig.from_mapping(BASE)
+        assert c == StreamsConfig(application_id="orders", bootstrap_servers="k:9092")
+        assert (c.state_dir, c.commit_interval_ms, c.max_offsets_per_trigger) == ("/tmp/streamsdsl", 1000, None)
+        assert c.processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        assert c.auto_offset_reset is OffsetReset.EARLIEST
+        assert c.deserialization_handler is DeserializationHandler.LOG_AND_FAIL
+        assert c.connector is Connector.PYTHON
+        assert (c.broker_compat, c.dead_letter_topic) == ("kafka", None)
+
+    def test_config_is_frozen(self) -> None:
+        """A StreamsConfig cannot be changed after validation."""
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            config().application_id = "other"  # type: ignore[misc]
+
+    def test_blank_values_take_the_default(self) -> None:
+        """A blank string, as in an empty Java property, means the default."""
+        c = config(commit_interval_ms=" ", auto_offset_reset="", kafka_connector=" ", state_dir="")
+        assert (c.commit_interval_ms, c.auto_offset_reset, c.connector, c.state_dir) == (
+            1000, OffsetReset.EARLIEST, Connector.PYTHON, "/tmp/streamsdsl",
+        )
+
+
+class TestIntegers:
+    @pytest.mark.parametrize(
+        ("key", "value", "message"),
+        [
+            ("commit.interval.ms", "soon", "'commit.interval.ms' must be an integer >= 0 (got 'soon')."),
+            ("commit.interval.ms", -1, "'commit.interval.ms' must be an integer >= 0 (got -1)."),
+            ("commit.interval.ms", True, "'commit.interval.ms' must be an integer >= 0 (got True)."),
+            ("commit.interval.ms", 1.5, "'commit.interval.ms' must be an integer >= 0 (got 1.5)."),
+            ("max.offsets.per.trigger", 0, "'max.offsets.per.trigger' must be an integer >= 1 (got 0)."),
+            ("max.offsets.per.trigger", "-3", "'max.offsets.per.trigger' must be an integer >= 1 (got -3)."),
+        ],
+    )
+    def test_bad_integer_is_rejected(self, key: str, value: Any, message: str) -> None:
+        """A non-integer or too small value names the key and the minimum."""
+        assert error({**BASE, key: value}) == message
+
+    def test_integers_may_be_strings(self) -> None:
+        """Integer settings accept Java-properties strings."""
+        c = config(commit_interval_ms=" 250 ", max_offsets_per_trigger="100")
+        assert (c.commit_interval_ms, c.max_offsets_per_trigger) == (250, 100)
+        assert c.trigger == {"processingTime": "250 milliseconds"}
+        assert config(commit_interval_ms=0).commit_interval_ms == 0
+
+
+class TestProcessingGuarantee:
+    @pytest.mark.parametrize("value", ["exactly_once", "exactly_once_beta", "EXACTLY_ONCE_V2"])
+    def test_exactly_once_is_rejected_with_the_reason(self, value: str) -> None:
+        """Kafka Streams' exactly-once values explain why only at-least-once is possible."""
+        assert error({**BASE, "processing.guarantee": value}) == (
+            f"'processing.guarantee' = {value.lower()!r} is not supported: the Kafka sink writes without "
+            "transactions and a micro-batch interrupted before its checkpoint commit is written again after a "
+            "restart, so output can contain duplicates. Set 'processing.guarantee' to 'at_least_once' (the "
+            "default) and make consumers tolerate duplicates (e.g. upsert by key)."
+        )
+
+    def test_other_values_are_rejected(self) -> None:
+        """Any other value names the one accepted value."""
+        assert error({**BASE, "processing.guarantee": "at_most_once"}) == (
+            "'processing.guarantee' must be 'at_least_once' (got 'at_most_once')."
+        )
+
+    def test_at_least_once_is_parsed_to_the_enum(self) -> None:
+        """'AT_LEAST_ONCE' in any case is ProcessingGuarantee.AT_LEAST_ONCE."""
+        assert config(processing_guarantee=" AT_LEAST_ONCE ").processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+
+
+class TestOffsetReset:
+    @pytest.mark.parametrize(("value", "expected"), [("earliest", OffsetReset.EARLIEST), ("LATEST", OffsetReset.LATEST)])
+    def test_values_are_parsed_to_the_enum(self, value: str, expected: OffsetReset) -> None:
+        """auto.offset.reset is case-insensitive and becomes an OffsetReset."""
+        assert config(auto_offset_reset=value).auto_offset_reset is expected
+
+    def test_bad_value_is_rejected(self) -> None:
+        """An unknown value lists both and says when the setting applies."""
+        assert error({**BASE, "auto.offset.reset": "newest"}) == (
+            "'auto.offset.reset' must be 'earliest' or 'latest' (got 'newest'); "
+            "it applies only when the application starts without a checkpoint."
+        )
+
+
+class TestBrokerCompat:
+    def test_values_are_accepted_in_any_case(self) -> None:
+        """kafka.broker.compat is 'kafka' or 'tansu', case-insensitive."""
+        assert config(kafka_broker_compat="TANSU").broker_compat == "tansu"
+
+    def test_bad_value_is_rejected(self) -> None:
+        """An unknown broker names both values and when to use 'tansu'."""
+        assert error({**BASE, "kafka.broker.compat": "redpanda"}) == (
+            "'kafka.broker.compat' must be 'kafka' or 'tansu' (got 'redpanda'); "
+            "use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker)."
+        )
+
+
+class TestConnector:
+    def test_kafka_connector_rejects_an_unknown_value(self) -> None:
+        """A bad kafka.connector fails at construction with the allowed values; good ones parse to the enum."""
+        mapping = {**BASE, "kafka.connector": "scala"}
+        assert error(mapping) == (
+            "'kafka.connector' must be \"python\" or \"jvm\" (got 'scala'); \"python\" (the default) reads with "
+            "the streamsdsl-kafka data source, \"jvm\" with Spark's Kafka connector (spark-sql-kafka-0-10), which "
+            "must be on the classpath."
+        )
+        with pytest.raises(StreamsConfigError, match=r"'kafka.connector' must be \"python\" or \"jvm\""):
+            KafkaStreams(topology(), mapping)
+        for ok, expected in [("python", Connector.PYTHON), ("jvm", Connector.JVM), ("JVM", Connector.JVM),
+                             (" python ", Connector.PYTHON)]:
+            assert KafkaStreams(topology(), {**mapping, "kafka.connector": ok}).config.connector is expected
+
+
+class TestDeserializationHandler:
+    @pytest.mark.parametrize(
+        ("value", "expected"),
+        [
+            ("log_and_fail", DeserializationHandler.LOG_AND_FAIL),
+            ("LOG_AND_CONTINUE", DeserializationHandler.LOG_AND_CONTINUE),
+            ("LogAndFailExceptionHandler", DeserializationHandler.LOG_AND_FAIL),
+            ("LogAndContinueExceptionHandler", DeserializationHandler.LOG_AND_CONTINUE),
+            ("org.apache.kafka.streams.errors.LogAndContinueExceptionHandler", DeserializationHandler.LOG_AND_CONTINUE),
+            ("org.apache.kafka.streams.errors.LogAndFailExceptionHandler", DeserializationHandler.LOG_AND_FAIL),
+            (DeserializationHandler.LOG_AND_CONTINUE, DeserializationHandler.LOG_AND_CONTINUE),
+        ],
+    )
+    def test_names_and_kafka_class_names_are_parsed(self, value: Any, expected: DeserializationHandler) -> None:
+        """The handler accepts its values and Kafka Streams' class names, short or qualified."""
+        c = config(default_deserialization_exception_handler=value)
+        assert c.deserialization_handler is expected
+
+    def test_bad_value_is_rejected(self) -> None:
+        """An unknown handler names both accepted values."""
+        assert error({**BASE, "default.deserialization.exception.handler": " skip "}) == (
+            "'default.deserialization.exception.handler' must be 'log_and_fail' or 'log_and_continue' (got 'skip')."
+        )
+
+
+class TestDeadLetterTopic:
+    CONTINUE = {**BASE, "default.deserialization.exception.handler": "log_and_continue"}
+
+    def test_dead_letter_topic_needs_log_and_continue(self) -> None:
+        """With log_and_fail a dead-letter topic would never be written: rejected."""
+        assert error({**BASE, "errors.dead.letter.topic": "orders-dlq"}) == (
+            "'errors.dead.letter.topic' = 'orders-dlq' needs 'default.deserialization.exception.handler' = "
+            "'log_and_continue': with 'log_and_fail' a bad record stops the application before anything is written."
+        )
+
+    @pytest.mark.parametrize("key", ["errors.dead.letter.topic", "errors.dead.letter.queue.topic.name"])
+    def test_either_key_sets_the_topic(self, key: str) -> None:
+        """errors.dead.letter.queue.topic.name is an alias of errors.dead.letter.topic."""
+        assert StreamsConfig.from_mapping({**self.CONTINUE, key: " orders-dlq "}).dead_letter_topic == "orders-dlq"
+
+    def test_key_and_alias_must_agree(self) -> None:
+        """Two different dead-letter topics are rejected; the same one twice is fine."""
+        both = {**self.CONTINUE, "errors.dead.letter.topic": "a", "errors.dead.letter.queue.topic.name": "b"}
+        assert error(both) == (
+            "'errors.dead.letter.topic' ('a') and its alias 'errors.dead.letter.queue.topic.name' ('b') disagree; "
+            "set only one."
+        )
+        same = {**both, "errors.dead.letter.queue.topic.name": "a"}
+        assert StreamsConfig.from_mapping(same).dead_letter_topic == "a"
+
+
+class TestEnumFields:
+    @pytest.mark.parametrize(
+        "field", ["processing_guarantee", "auto_offset_reset", "deserialization_handler", "connector"]
+    )
+    def test_enum_fields_reject_plain_strings(self, field: str) -> None:
+        """Built directly, an enum field takes only a member of its enum."""
+        with pytest.raises(TypeError, match=f"'{field}' must be"):
+            StreamsConfig("a", "k:9092", **{field: "x"})
+
+    def test_broker_compat_field_is_validated(self) -> None:
+        """Built directly, broker_compat takes only 'kafka' or 'tansu'."""
+        with pytest.raises(ValueError, match="'broker_compat' must be in"):
+            StreamsConfig("a", "k:9092", broker_compat="redpanda")
+
+
+class TestPassthrough:
+    def test_prefixes_are_routed_to_spark_consumer_and_producer(self) -> None:
+        """spark.* stay whole; consumer.* and producer.* lose their prefix; security settings reach both clients."""
+        c = StreamsConfig.from_mapping({
+            **BASE,
+            "spark.sql.shuffle.partitions": 4,
+            "consumer.fetch.min.bytes": 1,
+            "producer.linger.ms": "5",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "PLAIN",
+            "ssl.ca.location": "/ca.pem",
+        })
+        assert c.spark_conf == {"spark.sql.shuffle.partitions": "4"}
+        shared = {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "ssl.ca.location": "/ca.pem"}
+        assert c.consumer_conf == {"fetch.min.bytes": "1", **shared}
+        assert c.producer_conf == {"linger.ms": "5", **shared}
+        assert c.admin_conf == {"bootstrap.servers": "k:9092", **shared}
+
+    @pytest.mark.parametrize("first", ["shared", "client"])
+    def test_a_client_setting_wins_over_a_shared_one(self, first: str) -> None:
+        """consumer.security.protocol overrides security.protocol for the source only, in either order."""
+        pairs = [("security.protocol", "SSL"), ("consumer.security.protocol", "PLAINTEXT")]
+        c = StreamsConfig.from_mapping({**BASE, **dict(pairs if first == "shared" else pairs[::-1])})
+        assert c.consumer_conf == {"security.protocol": "PLAINTEXT"}
+        assert c.producer_conf == {"security.protocol": "SSL"}
+
+    def test_source_and_sink_options(self) -> None:
+        """The reader and writer options carry the brokers, the settings and the client confs as kafka.*."""
+        c = config(auto_offset_reset="latest", max_offsets_per_trigger=10, kafka_broker_compat="tansu",
+                   consumer_isolation_level="read_committed", producer_acks="all")
+        assert c.source_options() == {
+            "kafka.bootstrap.servers": "k:9092",
+            "kafka.broker.compat": "tansu",
+            "startingOffsets": "latest",
+            "maxOffsetsPerTrigger": "10",
+            "kafka.isolation.level": "read_committed",
+        }
+        assert c.jvm_source_options() == {
+            "kafka.bootstrap.servers": "k:9092",
+            "startingOffsets": "latest",
+            "maxOffsetsPerTrigger": "10",
+            "kafka.isolation.level": "read_committed",
+            "includeHeaders": "true",
+        }
+        assert c.sink_options() == {"kafka.bootstrap.servers": "k:9092", "kafka.acks": "all"}
+        assert all(type(v) is str for v in [*c.source_options().values(), *c.jvm_source_options().values()])
+
+    def test_state_directories(self) -> None:
+        """The checkpoint lives under state.dir/application.id."""
+        c = config(state_dir="/data/streams")
+        assert (c.app_dir, c.checkpoint_location) == ("/data/streams/orders", "/data/streams/orders/checkpoint")
+
+
+class TestKafkaStreamsConstruction:
+    def test_construction_validates_the_config(self) -> None:
+        """KafkaStreams validates its config when constructed and starts in CREATED."""
+        app = KafkaStreams(topology(), BASE)
+        assert app.config == StreamsConfig.from_mapping(BASE)
+        assert app.state() is State.CREATED and app.query is None
+        assert repr(app) == "KafkaStreams(application.id='orders', state=CREATED)"
+
+    def test_topology_must_be_a_topology(self) -> None:
+        """Anything but a built Topology is a type error naming StreamsBuilder.build()."""
+        with pytest.raises(InvalidTypeError) as info:
+            KafkaStreams(StreamsBuilder(), BASE)  # type: ignore[arg-type]
+        assert info.value.args == (
+            "'topology' must be a Topology from StreamsBuilder.build() (got StreamsBuilder).",
+        )
+
+    def test_topology_needs_a_sink(self) -> None:
+        """A topology without .to() cannot run."""
+        builder = StreamsBuilder()
+        builder.stream("in")
+        with pytest.raises(StreamsConfigError) as info:
+            KafkaStreams(builder.build(), BASE)
+        assert info.value.args == ("the topology has no sink: add .to(topic) somewhere to run it.",)
+
+    def test_close_before_start(self) -> None:
+        """close() before start() succeeds at once and leaves the application NOT_RUNNING."""
+        app = KafkaStreams(topology(), BASE)
+        assert app.close() is True
+        assert app.state() is State.NOT_RUNNING
+
+
+class TestImports:
+    @pytest.mark.parametrize(
+        "module",
+        ["streamsdsl.runtime.config", "streamsdsl.runtime.errors", "streamsdsl.runtime.app",
+         "streamsdsl.runtime.jvm_connector", "streamsdsl.runtime.kafka_sink"],
+    )
+    def test_no_pyspark_at_import(self, module: str) -> None:
+        """The runtime modules import pyspark only when they run Spark (checked in a fresh interpreter)."""
+        code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "[]"
