@@ -1,20 +1,43 @@
-"""Kafka I/O on Spark's Python Data Source API (imports pyspark).
+"""Kafka I/O on Spark's Python Data Source API.
 
-`register` makes the format ``"streamsdsl-kafka"`` available on a session; it
-reads (`streamsdsl.io.kafka_source`) and writes (`streamsdsl.io.kafka_sink`).
+`register` makes the format ``"streamsdsl-kafka"`` available on a session; it reads
+and writes Kafka topics with confluent-kafka, without Spark's JVM Kafka connector.
+`SOURCE_NAME`, `KafkaDataSource` and `register` load `streamsdsl.io.source` (and pyspark)
+when first used; the errors, `streamsdsl.io.options` and `streamsdsl.io.offsets` import
+neither pyspark nor confluent_kafka.
+
+Modules
+-------
+`streamsdsl.io.errors`
+    The errors of the I/O layer.
+`streamsdsl.io.options`
+    Source and sink options: parsing, validation, `BrokerCompat`, librdkafka settings.
+`streamsdsl.io.offsets`
+    Pure offset arithmetic: checkpoint JSON, offset specs, micro-batch planning, rate limit.
+`streamsdsl.io.client`
+    The driver's broker client: partitions, watermarks, end offsets (Tansu probe).
+`streamsdsl.io.partition_reader`
+    Reading one planned offset range into Arrow batches (executors).
+`streamsdsl.io.source`
+    The stream and batch readers, the data source and `register`.
+`streamsdsl.io.sink`
+    The producing batch and stream writers.
 """
 
 from __future__ import annotations
 
-from streamsdsl.io.kafka_sink import KafkaDeliveryError, KafkaSinkOptionError
-from streamsdsl.io.kafka_source import (
-    SOURCE_NAME,
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.io.errors import (
     KafkaDataLossError,
-    KafkaDataSource,
+    KafkaDeliveryError,
     KafkaOptionError,
+    KafkaSinkOptionError,
     KafkaSourceError,
-    register,
 )
+
+if TYPE_CHECKING:
+    from streamsdsl.io.source import SOURCE_NAME, KafkaDataSource, register
 
 __all__ = [
     "SOURCE_NAME",
@@ -26,3 +49,14 @@ __all__ = [
     "KafkaSourceError",
     "register",
 ]
+
+_FROM_SOURCE = ("SOURCE_NAME", "KafkaDataSource", "register")
+
+
+def __getattr__(name: str) -> Any:
+    """Load `streamsdsl.io.source` (pyspark) when one of its names is first used."""
+    if name in _FROM_SOURCE:
+        from streamsdsl.io import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""Kafka sink on Spark's Python Data Source API (format ``"streamsdsl-kafka"``).
+"""The ``streamsdsl-kafka`` sink: writers that produce rows to a topic (runs on the executors).
 
 Writes rows of `RAW_SINK_DDL` to the topic named by the option
 ``topic`` with an idempotent confluent-kafka producer (``enable.idempotence=true``,
@@ -6,14 +6,15 @@ Writes rows of `RAW_SINK_DDL` to the topic named by the option
 
 * ``key`` (binary or string, may be null), ``value`` (binary or string; **null is a
   tombstone**), ``timestamp`` (long, epoch ms; null lets the producer stamp the current
-  time; so does **0**: librdkafka treats a timestamp of 0 as unset) and ``headers`` (``array<struct<key:string,value:binary>>``, may be null). Only
-  ``value`` is required; ``key``, ``timestamp`` and ``headers`` are optional columns.
+  time; so does **0**: librdkafka treats a timestamp of 0 as unset) and ``headers``
+  (``array<struct<key:string,value:binary>>``, may be null). Only ``value`` is required;
+  ``key``, ``timestamp`` and ``headers`` are optional columns (`validate_sink_schema`).
 * Keys are partitioned with ``murmur2_random``, the Java client's partitioner, so records
   land on the same partitions as with Kafka Streams or any JVM producer (override with
   ``kafka.partitioner``).
 * Each Spark task produces its rows, then flushes and raises if any record was not
   acknowledged, **before** it reports success; so a micro-batch only commits when every
-  record of it is in Kafka.
+  record of it is in Kafka (`produce_batches`).
 
 Delivery guarantee: **at-least-once.** The idempotent producer removes duplicates caused
 by its own retries within one task, but when a task or micro-batch is retried (a failure,
@@ -21,17 +22,7 @@ a ``kill -9`` of the driver before the checkpoint's commit) its records are prod
 Consumers must tolerate duplicates (e.g. by key/upsert semantics). ``abort`` cannot take
 back records already acknowledged.
 
-Options
--------
-kafka.bootstrap.servers
-    Required. ``host:port[,host:port...]``.
-topic
-    Required. The target topic (must exist).
-kafka.flush.timeout.ms
-    Milliseconds a task waits for acknowledgements at its end (default 120000).
-kafka.*
-    Any other librdkafka producer setting, passed through (``kafka.`` stripped), e.g.
-    ``kafka.compression.type=lz4``. ``enable.idempotence`` and ``acks`` cannot be weakened.
+The options are listed in `streamsdsl.io.options` (`KafkaSinkOptions`).
 
 Examples
 --------
@@ -50,8 +41,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -69,38 +60,19 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from streamsdsl.errors import StreamsDslError
+from streamsdsl.io.errors import KafkaDeliveryError, KafkaSinkOptionError
+from streamsdsl.io.options import KafkaSinkOptions
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
     "KafkaBatchWriter",
-    "KafkaDeliveryError",
-    "KafkaSinkOptionError",
-    "KafkaSinkOptions",
     "KafkaStreamWriter",
     "ProducedCommitMessage",
     "produce_batches",
+    "validate_sink_schema",
 ]
-
-_SINK_COLUMNS = ("key", "value", "timestamp", "headers")
-_FORBIDDEN_PRODUCER_OPTIONS = {
-    "enable.idempotence": "the sink always uses an idempotent producer",
-    "acks": "the sink always waits for all in-sync replicas (acks=all)",
-    "key.serializer": "keys are written as the bytes of the 'key' column",
-    "value.serializer": "values are written as the bytes of the 'value' column",
-    "transactional.id": "transactions are not supported; the sink is at-least-once",
-}
-
-
-class KafkaSinkOptionError(StreamsDslError, ValueError):
-    """An option or the input schema of the ``streamsdsl-kafka`` sink is invalid."""
-
-
-class KafkaDeliveryError(StreamsDslError, RuntimeError):
-    """Records were not acknowledged by the broker; the task (and batch) fails."""
-
 
 def _is_headers_type(dt: DataType) -> bool:
     if not isinstance(dt, ArrayType) or not isinstance(dt.elementType, StructType):
@@ -115,7 +87,31 @@ def _is_headers_type(dt: DataType) -> bool:
     )
 
 
-def _validate_schema(schema: StructType) -> None:
+def _is_bytes_type(dt: DataType) -> bool:
+    return isinstance(dt, (BinaryType, StringType))
+
+
+def _is_time_type(dt: DataType) -> bool:
+    return isinstance(dt, (LongType, TimestampType))
+
+
+#: The sink's input columns: the check of each column's type and the types it accepts.
+_SINK_COLUMNS: dict[str, tuple[Callable[[DataType], bool], str]] = {
+    "key": (_is_bytes_type, "binary or string"),
+    "value": (_is_bytes_type, "binary or string"),
+    "timestamp": (_is_time_type, "long (epoch milliseconds) or timestamp"),
+    "headers": (_is_headers_type, "array<struct<key:string,value:binary>>"),
+}
+
+
+def validate_sink_schema(schema: StructType) -> None:
+    """Check that ``schema`` has only the sink's columns, ``value`` among them, with usable types.
+
+    Raises
+    ------
+    KafkaSinkOptionError
+        Naming the column and how to fix it.
+    """
     names = schema.fieldNames()
     extra = [n for n in names if n not in _SINK_COLUMNS]
     if extra:
@@ -129,85 +125,12 @@ def _validate_schema(schema: StructType) -> None:
         )
     for f in schema.fields:
         dt = f.dataType
-        ok = {
-            "key": isinstance(dt, (BinaryType, StringType)),
-            "value": isinstance(dt, (BinaryType, StringType)),
-            "timestamp": isinstance(dt, (LongType, TimestampType)),
-            "headers": _is_headers_type(dt),
-        }[f.name]
-        if not ok:
-            expected = {
-                "key": "binary or string",
-                "value": "binary or string",
-                "timestamp": "long (epoch milliseconds) or timestamp",
-                "headers": "array<struct<key:string,value:binary>>",
-            }[f.name]
+        accepts, expected = _SINK_COLUMNS[f.name]
+        if not accepts(dt):
             raise KafkaSinkOptionError(
                 f"column {f.name!r} of the streamsdsl-kafka sink must be {expected} "
                 f"(got {dt.simpleString()}); cast it, e.g. col('{f.name}').cast('binary')."
             )
-
-
-@dataclass(frozen=True)
-class KafkaSinkOptions:
-    """Validated writer options (picklable; travels to the executors with the writer)."""
-
-    bootstrap_servers: str
-    topic: str
-    flush_timeout_ms: int
-    producer_conf: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, str], schema: StructType) -> KafkaSinkOptions:
-        """Validate Spark writer options (keys are case-insensitive) and the input schema.
-
-        Raises
-        ------
-        KafkaSinkOptionError
-            With the option or column name and how to fix it.
-        """
-        opts = {str(k).lower(): str(v) for k, v in options.items()}
-        bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
-        if not bootstrap:
-            raise KafkaSinkOptionError(
-                "option 'kafka.bootstrap.servers' is required, e.g. "
-                ".option('kafka.bootstrap.servers', 'localhost:9092')."
-            )
-        topic = opts.get("topic", "").strip()
-        if not topic:
-            raise KafkaSinkOptionError("option 'topic' is required: the topic to write to, e.g. .option('topic', 'out').")
-        _validate_schema(schema)
-        flush_ms = 120_000
-        producer_conf: dict[str, str] = {}
-        for key, value in opts.items():
-            if not key.startswith("kafka.") or key in ("kafka.bootstrap.servers", "kafka.broker.compat"):
-                continue
-            conf_key = key[len("kafka.") :]
-            if conf_key == "flush.timeout.ms":
-                try:
-                    flush_ms = int(value)
-                except ValueError:
-                    flush_ms = 0
-                if flush_ms <= 0:
-                    raise KafkaSinkOptionError(
-                        f"option 'kafka.flush.timeout.ms' must be a positive integer (got {value!r})."
-                    )
-                continue
-            if conf_key in _FORBIDDEN_PRODUCER_OPTIONS:
-                raise KafkaSinkOptionError(f"option '{key}' is not supported: {_FORBIDDEN_PRODUCER_OPTIONS[conf_key]}.")
-            producer_conf[conf_key] = value
-        return cls(bootstrap_servers=bootstrap, topic=topic, flush_timeout_ms=flush_ms, producer_conf=producer_conf)
-
-    def client_conf(self) -> dict[str, Any]:
-        """librdkafka producer configuration (idempotent, acks=all, murmur2 partitioner)."""
-        conf: dict[str, Any] = {
-            "bootstrap.servers": self.bootstrap_servers,
-            "partitioner": "murmur2_random",
-            "linger.ms": 5,
-        }
-        conf.update(self.producer_conf)
-        conf.update({"enable.idempotence": True, "acks": "all"})
-        return conf
 
 
 @dataclass
@@ -218,6 +141,7 @@ class ProducedCommitMessage(WriterCommitMessage):
 
 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    """Column ``name`` of ``batch`` as Python values (strings as bytes, timestamps as epoch ms)."""
     import pyarrow as pa
 
     idx = batch.schema.get_field_index(name)
@@ -246,7 +170,7 @@ def _headers(raw: Any) -> list[tuple[str, bytes | None]] | None:
 # flushes it completely before returning, so no delivery report crosses tasks.
 _producers: dict[tuple[tuple[str, str], ...], Any] = {}
 _producers_lock = threading.Lock()
-_LOG = logging.getLogger("streamsdsl.io.kafka_sink")
+_LOG = logging.getLogger(__name__)
 
 
 def _cache_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -347,27 +271,13 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     return count
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
-    """Batch writer (``df.write.format("streamsdsl-kafka").mode("append")``)."""
+class _ProducingWriter:
+    """Mixin: a writer whose tasks produce their rows with `produce_batches`.
 
-    def __init__(self, options: KafkaSinkOptions) -> None:
-        self._options = options
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCommitMessage:
-        """Produce one task's rows; returns only when all are acknowledged."""
-        return ProducedCommitMessage(produce_batches(self._options, iterator))
-
-    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing to do: every task flushed before it reported success."""
-
-    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Nothing can be undone: acknowledged records stay in the topic (at-least-once)."""
-
-
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
-    """Streaming writer (``df.writeStream.format("streamsdsl-kafka")``), at-least-once.
-
-    Every output mode appends; Kafka has no truncate for ``complete`` mode.
+    Parameters
+    ----------
+    options : KafkaSinkOptions
+        The validated writer options.
     """
 
     def __init__(self, options: KafkaSinkOptions) -> None:
@@ -376,6 +286,23 @@ class KafkaStreamWriter(DataSourceStreamArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCommitMessage:
         """Produce one task's rows; returns only when all are acknowledged."""
         return ProducedCommitMessage(produce_batches(self._options, iterator))
+
+
+class KafkaBatchWriter(_ProducingWriter, DataSourceArrowWriter):
+    """Batch writer (``df.write.format("streamsdsl-kafka").mode("append")``)."""
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to do: every task flushed before it reported success."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing can be undone: acknowledged records stay in the topic (at-least-once)."""
+
+
+class KafkaStreamWriter(_ProducingWriter, DataSourceStreamArrowWriter):
+    """Streaming writer (``df.writeStream.format("streamsdsl-kafka")``), at-least-once.
+
+    Every output mode appends; Kafka has no truncate for ``complete`` mode.
+    """
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: every task flushed before it reported success."""

@@ -1,0 +1,199 @@
+"""The source's broker client on the driver: partitions, watermarks and end offsets.
+
+`OffsetClient` asks the broker what the planner needs (partitions of the subscribed topics,
+earliest and end offsets) and, with ``kafka.broker.compat=tansu``, finds the true end of a
+partition past Tansu's low high watermark. `ClientHolder` gives a reader a lazily created
+client that is never pickled: Spark ships readers to the executors with cloudpickle, and a
+confluent-kafka ``Consumer`` cannot be pickled.
+
+confluent_kafka is imported when a client is first used, not with this module.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.io.errors import KafkaSourceError
+from streamsdsl.io.offsets import EARLIEST, LATEST, TopicPartitionKey, fill_sentinels
+from streamsdsl.io.options import BrokerCompat, KafkaSourceOptions
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
+
+__all__ = ["ClientHolder", "OffsetClient"]
+
+
+class OffsetClient:
+    """Metadata and watermark clients for the driver-side planner, created on first use.
+
+    Parameters
+    ----------
+    options : KafkaSourceOptions
+        Broker address, topics, client settings and the poll timeout of every request.
+    """
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self._options = options
+        self._consumer: Consumer | None = None
+        self._probe: Consumer | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the clients (best effort); the next request opens new ones."""
+        for client in (self._consumer, self._probe):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001, S110 - closing is best effort
+                    pass
+        self._consumer = self._probe = None
+
+    def _meta(self) -> Consumer:
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            self._consumer = Consumer(self._options.client_conf())
+        return self._consumer
+
+    def partitions(self) -> list[TopicPartitionKey]:
+        """Partitions of every subscribed topic that exists (missing topics: none yet)."""
+        timeout = self._options.poll_timeout_ms / 1000
+        out: list[TopicPartitionKey] = []
+        for topic in self._options.topics:
+            try:
+                meta = self._meta().list_topics(topic=topic, timeout=timeout)
+            except Exception as exc:
+                raise KafkaSourceError(
+                    f"could not fetch metadata of topic {topic!r} from {self._options.bootstrap_servers}: {exc}"
+                ) from exc
+            info = meta.topics.get(topic)
+            if info is None or info.error is not None:
+                continue  # like Spark's subscribe: a topic that does not exist yet has no partitions
+            out.extend((topic, p) for p in sorted(info.partitions))
+        return out
+
+    def watermarks(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
+        """``(low, high)`` watermark of each partition, as reported by the broker."""
+        from confluent_kafka import TopicPartition
+
+        timeout = self._options.poll_timeout_ms / 1000
+        out: dict[TopicPartitionKey, tuple[int, int]] = {}
+        for topic, part in tps:
+            try:
+                low, high = self._meta().get_watermark_offsets(
+                    TopicPartition(topic, part), timeout=timeout, cached=False
+                )
+            except Exception as exc:
+                raise KafkaSourceError(f"could not fetch the offsets of {topic}-{part}: {exc}") from exc
+            out[(topic, part)] = (int(low), int(high))
+        return out
+
+    def earliest(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """Earliest available offset of each partition."""
+        return {tp: low for tp, (low, _high) in self.watermarks(tps).items()}
+
+    def latest(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        """End offset (next offset to be written) of each partition.
+
+        With ``compat=tansu`` the high watermark is only a lower bound; the true end is
+        found by fetching from the last batch on until a fetch returns nothing.
+        """
+        marks = self.watermarks(tps)
+        ends = {tp: high for tp, (_low, high) in marks.items()}
+        if self._options.compat is BrokerCompat.TANSU:
+            ends.update(self._probe_true_ends(marks))
+        return ends
+
+    def resolve(self, wanted: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """``wanted`` with its `EARLIEST`/`LATEST` sentinels replaced by the broker's offsets."""
+        return fill_sentinels(
+            wanted,
+            earliest=self.earliest([tp for tp, v in wanted.items() if v == EARLIEST]),
+            latest=self.latest([tp for tp, v in wanted.items() if v == LATEST]),
+        )
+
+    def _probe_consumer(self) -> Consumer:
+        if self._probe is None:
+            from confluent_kafka import Consumer
+
+            self._probe = Consumer(
+                self._options.client_conf(
+                    **{
+                        "enable.partition.eof": True,
+                        "fetch.wait.max.ms": 10,
+                        "auto.offset.reset": "earliest",
+                    }
+                )
+            )
+        return self._probe
+
+    def _probe_true_ends(self, marks: Mapping[TopicPartitionKey, tuple[int, int]]) -> dict[TopicPartitionKey, int]:
+        from confluent_kafka import KafkaError, TopicPartition
+
+        # Tansu: high watermark = base offset of the last batch + 1, so that batch starts at
+        # high - 1; anything after it in the same batch is beyond the reported watermark.
+        todo = {tp: (low, high) for tp, (low, high) in marks.items() if high > low}
+        ends = {tp: high for tp, (_low, high) in todo.items()}
+        if not todo:
+            return ends
+        with self._lock:
+            probe = self._probe_consumer()
+            probe.assign([TopicPartition(t, p, max(low, high - 1)) for (t, p), (low, high) in todo.items()])
+            pending = set(todo)
+            seen: set[TopicPartitionKey] = set()
+            idle_polls = 0
+            deadline = time.monotonic() + self._options.poll_timeout_ms / 1000
+            try:
+                while pending and time.monotonic() < deadline:
+                    msgs = probe.consume(1000, 0.05)
+                    idle_polls = 0 if msgs else idle_polls + 1
+                    for m in msgs:
+                        tp = (m.topic(), m.partition())
+                        err = m.error()
+                        if err is not None:
+                            if err.code() == KafkaError._PARTITION_EOF:
+                                ends[tp] = max(ends[tp], m.offset())
+                                pending.discard(tp)
+                            elif err.fatal():
+                                raise KafkaSourceError(f"finding the end of {tp[0]}-{tp[1]} failed: {err}")
+                            continue
+                        seen.add(tp)
+                        ends[tp] = max(ends[tp], m.offset() + 1)
+                    if idle_polls >= 4 and pending <= seen:
+                        break  # every partition fetched and fetches now return nothing
+            finally:
+                probe.unassign()
+        return ends
+
+
+class ClientHolder:
+    """Mixin for readers: a lazily created `OffsetClient` that is never pickled.
+
+    Parameters
+    ----------
+    options : KafkaSourceOptions
+        The reader's options (kept as ``_options``).
+    """
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self._options = options
+        self._client_obj: OffsetClient | None = None
+
+    @property
+    def _client(self) -> OffsetClient:
+        if self._client_obj is None:
+            self._client_obj = OffsetClient(self._options)
+        return self._client_obj
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_client_obj"] = None
+        return state
+
+    def _close_client(self) -> None:
+        if self._client_obj is not None:
+            self._client_obj.close()
+            self._client_obj = None

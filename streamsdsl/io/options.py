@@ -1,0 +1,368 @@
+"""Options of the ``streamsdsl-kafka`` source and sink: parsing and validation.
+
+Imports neither pyspark nor confluent_kafka. Option names are case-insensitive; every
+invalid value raises `KafkaOptionError` (source) or `KafkaSinkOptionError` (sink) naming the
+option and the fix. The validated options (`KafkaSourceOptions`, `KafkaSinkOptions`) are
+picklable and travel to the executors.
+
+Source options
+--------------
+kafka.bootstrap.servers
+    Required. ``host:port[,host:port...]``.
+subscribe
+    Required. Comma-separated topic names.
+startingOffsets
+    ``"earliest"``, ``"latest"`` (streaming default) or JSON such as
+    ``{"orders": {"0": 23, "1": -2}}`` (``-2`` = earliest, ``-1`` = latest) naming every
+    partition of each topic it names; subscribed topics it does not name start at the
+    earliest offset. Only used when a query starts without a checkpoint. Partitions that
+    appear later are read from their earliest offset. Batch default: ``"earliest"``.
+endingOffsets
+    Batch only: ``"latest"`` (default) or JSON like ``startingOffsets`` (``-1`` = latest;
+    topics it does not name end at the latest offset).
+maxOffsetsPerTrigger
+    Positive integer: at most this many offsets per micro-batch, shared across partitions
+    in proportion to their backlog (largest-remainder rounding, so a batch takes exactly
+    ``min(limit, backlog)`` offsets; offsets, not records: compaction gaps and transaction
+    markers count). ``Trigger.AvailableNow`` respects it too: several batches up to the
+    end offsets fixed when the query started.
+kafka.broker.compat
+    ``"kafka"`` (default) or ``"tansu"`` (`BrokerCompat`). The Tansu broker's high watermark
+    can understate the end of a partition (it is the base offset of the last record batch
+    + 1); with ``"tansu"`` the source finds the true end by reading on from the last batch
+    until a fetch returns nothing. Do not use ``"tansu"`` against real Kafka: it costs a
+    fetch per partition and trigger.
+failOnDataLoss
+    ``"true"`` (default): fail when planned offsets are no longer on the broker (retention).
+    ``"false"``: skip to the earliest available offset.
+kafkaConsumer.pollTimeoutMs
+    Milliseconds a task waits without progress before failing (default 120000).
+kafka.*
+    Any other librdkafka consumer setting, passed through (``kafka.`` stripped), e.g.
+    ``kafka.security.protocol``. ``isolation.level`` defaults to ``read_uncommitted`` like
+    Spark's connector. ``group.id``-based offset management is not used.
+
+Sink options
+------------
+kafka.bootstrap.servers
+    Required. ``host:port[,host:port...]``.
+topic
+    Required. The target topic (must exist).
+kafka.flush.timeout.ms
+    Milliseconds a task waits for acknowledgements at its end (default 120000).
+kafka.*
+    Any other librdkafka producer setting, passed through (``kafka.`` stripped), e.g.
+    ``kafka.compression.type=lz4``. ``enable.idempotence`` and ``acks`` cannot be weakened.
+
+Examples
+--------
+>>> opts = KafkaSourceOptions.from_options(
+...     {"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b", "startingOffsets": "earliest",
+...      "kafka.broker.compat": "tansu"}, streaming=True)
+>>> opts.topics, opts.starting_offsets, opts.compat
+(('a', 'b'), 'earliest', <BrokerCompat.TANSU: 'tansu'>)
+>>> KafkaSinkOptions.from_options({"kafka.bootstrap.servers": "h:9092", "topic": "out"}).flush_timeout_ms
+120000
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamsdsl.io.errors import KafkaOptionError, KafkaSinkOptionError
+from streamsdsl.io.offsets import EARLIEST, LATEST, OffsetSpec, OffsetsJson
+
+__all__ = [
+    "FORBIDDEN_CONSUMER_OPTIONS",
+    "FORBIDDEN_PRODUCER_OPTIONS",
+    "BrokerCompat",
+    "KafkaSinkOptions",
+    "KafkaSourceOptions",
+]
+
+#: Consumer settings the source manages itself; passing them as ``kafka.*`` is an error.
+FORBIDDEN_CONSUMER_OPTIONS = {
+    "auto.offset.reset": "use the 'startingOffsets' option instead",
+    "enable.auto.commit": "offsets are kept in the Spark checkpoint, not committed to Kafka",
+    "key.deserializer": "keys are returned as bytes; deserialize them in the query",
+    "value.deserializer": "values are returned as bytes; deserialize them in the query",
+}
+#: Producer settings the sink manages itself; passing them as ``kafka.*`` is an error.
+FORBIDDEN_PRODUCER_OPTIONS = {
+    "enable.idempotence": "the sink always uses an idempotent producer",
+    "acks": "the sink always waits for all in-sync replicas (acks=all)",
+    "key.serializer": "keys are written as the bytes of the 'key' column",
+    "value.serializer": "values are written as the bytes of the 'value' column",
+    "transactional.id": "transactions are not supported; the sink is at-least-once",
+}
+#: ``kafka.*`` options of this data source itself, not passed to librdkafka.
+_OWN_KAFKA_OPTIONS = ("kafka.bootstrap.servers", "kafka.broker.compat")
+_DEFAULT_TIMEOUT_MS = 120_000
+
+
+class BrokerCompat(enum.StrEnum):
+    """The broker the source talks to (option ``kafka.broker.compat``)."""
+
+    #: Apache Kafka or any broker whose high watermark is the end of the partition.
+    KAFKA = "kafka"
+    #: The Tansu broker: its high watermark can be below the end; the source probes the true end.
+    TANSU = "tansu"
+
+
+# -- shared parsing steps -------------------------------------------------------------------
+def _lower_keys(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items()}
+
+
+def _bootstrap_servers(opts: Mapping[str, str], error: type[ValueError]) -> str:
+    bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
+    if not bootstrap:
+        raise error(
+            "option 'kafka.bootstrap.servers' is required, e.g. "
+            ".option('kafka.bootstrap.servers', 'localhost:9092')."
+        )
+    return bootstrap
+
+
+def _positive_int(raw: str, name: str, error: type[ValueError]) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise error(f"option '{name}' must be a positive integer (got {raw!r}).")
+    return value
+
+
+def _optional_positive_int(opts: Mapping[str, str], name: str) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None or raw.strip() == "":
+        return None
+    return _positive_int(raw, name, KafkaOptionError)
+
+
+def _parse_bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise KafkaOptionError(f"option '{name}' must be 'true' or 'false' (got {raw!r}).")
+
+
+def _client_settings(
+    opts: Mapping[str, str], forbidden: Mapping[str, str], error: type[ValueError], *, skip: Sequence[str] = ()
+) -> dict[str, str]:
+    """The ``kafka.*`` options for librdkafka (prefix stripped), except this source's own."""
+    conf: dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka.") or key in _OWN_KAFKA_OPTIONS or key in skip:
+            continue
+        conf_key = key[len("kafka.") :]
+        if conf_key in forbidden:
+            raise error(f"option '{key}' is not supported: {forbidden[conf_key]}.")
+        conf[conf_key] = value
+    return conf
+
+
+def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: bool) -> OffsetSpec:
+    """Validate a ``startingOffsets``/``endingOffsets`` value; return the keyword or the JSON."""
+    value = raw.strip()
+    keywords = ("latest",) if ending else ("earliest", "latest")
+    if value.lower() in keywords:
+        return value.lower()
+    allowed = "'latest' (-1)" if ending else "'earliest' (-2), 'latest' (-1)"
+    hint = (
+        f"option '{name}' must be {' or '.join(repr(k) for k in keywords)} or JSON like "
+        f'{{"{topics[0] if topics else "topic"}": {{"0": 23, "1": -1}}}} with offsets >= 0 or {allowed}'
+    )
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        raise KafkaOptionError(f"{hint} (got {raw!r}).") from None
+    if not isinstance(parsed, dict):
+        raise KafkaOptionError(f"{hint} (got {raw!r}).")
+    lowest = LATEST if ending else EARLIEST
+    out: OffsetsJson = {}
+    for topic, parts in parsed.items():
+        if topic not in topics:
+            raise KafkaOptionError(
+                f"option '{name}' names topic {topic!r}, which is not subscribed ({', '.join(topics)}); "
+                f"add it to 'subscribe' or remove it from '{name}'."
+            )
+        if not isinstance(parts, dict) or not parts:
+            raise KafkaOptionError(f"{hint} (got {raw!r}).")
+        out[topic] = {}
+        for part, offset in parts.items():
+            if (
+                not str(part).isdigit()
+                or isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or offset < lowest
+            ):
+                raise KafkaOptionError(f"{hint} (got {topic!r}: {{{part!r}: {offset!r}}}).")
+            out[topic][str(int(part))] = offset
+    return out
+
+
+# -- source -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """Validated reader options (picklable; travels to the executors inside partitions).
+
+    Build it with `from_options`; the options are described in this module's docstring.
+    """
+
+    bootstrap_servers: str
+    topics: tuple[str, ...]
+    starting_offsets: OffsetSpec
+    ending_offsets: OffsetSpec
+    max_offsets_per_trigger: int | None
+    compat: BrokerCompat
+    fail_on_data_loss: bool
+    poll_timeout_ms: int
+    consumer_conf: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> KafkaSourceOptions:
+        """Validate Spark reader options (keys are case-insensitive).
+
+        Parameters
+        ----------
+        options : mapping of str to str
+            The options given to ``spark.read`` / ``spark.readStream``.
+        streaming : bool
+            Whether the read is a streaming one (``startingOffsets`` defaults to
+            ``"latest"``, ``endingOffsets`` is not allowed).
+
+        Raises
+        ------
+        KafkaOptionError
+            With the option's name and how to fix it.
+        """
+        opts = _lower_keys(options)
+        bootstrap = _bootstrap_servers(opts, KafkaOptionError)
+        if "assign" in opts or "subscribepattern" in opts:
+            raise KafkaOptionError(
+                "options 'assign' and 'subscribePattern' are not supported by streamsdsl-kafka; "
+                "use 'subscribe' with a comma-separated list of topics."
+            )
+        topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+        if not topics:
+            raise KafkaOptionError(
+                "option 'subscribe' is required: a comma-separated list of topics, e.g. "
+                ".option('subscribe', 'orders,payments')."
+            )
+        if len(set(topics)) != len(topics):
+            raise KafkaOptionError(f"option 'subscribe' lists a topic twice: {opts['subscribe']!r}.")
+        try:
+            compat = BrokerCompat(opts.get("kafka.broker.compat", BrokerCompat.KAFKA.value).strip().lower())
+        except ValueError:
+            allowed = " or ".join(repr(c.value) for c in BrokerCompat)
+            raise KafkaOptionError(
+                f"option 'kafka.broker.compat' must be {allowed} (got {opts['kafka.broker.compat']!r}); "
+                f"use {BrokerCompat.TANSU.value!r} only for the Tansu broker."
+            ) from None
+        starting = _parse_offsets_spec(
+            opts.get("startingoffsets", "latest" if streaming else "earliest"),
+            "startingOffsets",
+            topics,
+            ending=False,
+        )
+        if "endingoffsets" in opts and streaming:
+            raise KafkaOptionError(
+                "option 'endingOffsets' is only valid for batch reads (spark.read); "
+                "a streaming query reads until it is stopped, or use trigger(availableNow=True)."
+            )
+        ending = _parse_offsets_spec(opts.get("endingoffsets", "latest"), "endingOffsets", topics, ending=True)
+        max_per_trigger = _optional_positive_int(opts, "maxOffsetsPerTrigger")
+        poll_timeout = _optional_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or _DEFAULT_TIMEOUT_MS
+        consumer_conf = _client_settings(opts, FORBIDDEN_CONSUMER_OPTIONS, KafkaOptionError)
+        return cls(
+            bootstrap_servers=bootstrap,
+            topics=topics,
+            starting_offsets=starting,
+            ending_offsets=ending,
+            max_offsets_per_trigger=max_per_trigger,
+            compat=compat,
+            fail_on_data_loss=_parse_bool(opts, "failOnDataLoss", True),
+            poll_timeout_ms=poll_timeout,
+            consumer_conf=consumer_conf,
+        )
+
+    def client_conf(self, **overrides: Any) -> dict[str, Any]:
+        """librdkafka consumer configuration: defaults, then ``kafka.*`` passthrough, then overrides."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "group.id": f"streamsdsl-kafka-source-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_uncommitted",
+            "allow.auto.create.topics": False,
+            # Measured on Tansu: librdkafka's defaults (1 MiB per partition and fetch; a 1 s
+            # pause whenever the prefetch queue is over its threshold) made reads 3-4x slower.
+            "max.partition.fetch.bytes": 10 * 1024 * 1024,
+            "fetch.queue.backoff.ms": 10,
+        }
+        conf.update(self.consumer_conf)
+        conf.update(overrides)
+        return conf
+
+
+# -- sink ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KafkaSinkOptions:
+    """Validated writer options (picklable; travels to the executors with the writer).
+
+    Build it with `from_options`; the options are described in this module's docstring.
+    The input schema is checked by `streamsdsl.io.sink.validate_sink_schema`.
+    """
+
+    bootstrap_servers: str
+    topic: str
+    flush_timeout_ms: int
+    producer_conf: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, str]) -> KafkaSinkOptions:
+        """Validate Spark writer options (keys are case-insensitive).
+
+        Raises
+        ------
+        KafkaSinkOptionError
+            With the option's name and how to fix it.
+        """
+        opts = _lower_keys(options)
+        bootstrap = _bootstrap_servers(opts, KafkaSinkOptionError)
+        topic = opts.get("topic", "").strip()
+        if not topic:
+            raise KafkaSinkOptionError("option 'topic' is required: the topic to write to, e.g. .option('topic', 'out').")
+        raw_flush = opts.get("kafka.flush.timeout.ms")
+        flush_ms = (
+            _DEFAULT_TIMEOUT_MS
+            if raw_flush is None
+            else _positive_int(raw_flush, "kafka.flush.timeout.ms", KafkaSinkOptionError)
+        )
+        producer_conf = _client_settings(
+            opts, FORBIDDEN_PRODUCER_OPTIONS, KafkaSinkOptionError, skip=("kafka.flush.timeout.ms",)
+        )
+        return cls(bootstrap_servers=bootstrap, topic=topic, flush_timeout_ms=flush_ms, producer_conf=producer_conf)
+
+    def client_conf(self) -> dict[str, Any]:
+        """librdkafka producer configuration (idempotent, acks=all, murmur2 partitioner)."""
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap_servers,
+            "partitioner": "murmur2_random",
+            "linger.ms": 5,
+        }
+        conf.update(self.producer_conf)
+        conf.update({"enable.idempotence": True, "acks": "all"})
+        return conf
