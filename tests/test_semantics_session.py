@@ -5,39 +5,44 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamsdsl import ir
-from streamsdsl.semantics.aggregation import agg_functions
+from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.reference import session_aggregate_reference
-from streamsdsl.semantics.session import Session, closed_sessions, session_step
+from streamsdsl.semantics.reference import reference_run
+from streamsdsl.semantics.session import SessionWindowing
+from streamsdsl.semantics.windowing import KeyState, WindowAgg, close_step, record_step
 
-COUNT = agg_functions(ir.CountAgg())
+COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
+
+
+def S(start: int, end: int, agg: object) -> WindowAgg:  # noqa: N802
+    """A stored session (forwarded with ts = its end)."""
+    return WindowAgg(start, end, agg, end)
 
 
 class TestSessionStep:
     def test_bridge_merges_in_end_start_order(self) -> None:
         """A bridging record deletes both sessions (in (end, start) order) and puts the union."""
-        sessions = (Session(0, 0, 1), Session(10, 10, 1))
-        step = session_step(sessions, "k", "v", 5, 10, 5, 100, COUNT)
-        assert step.deleted == (Session(0, 0, 1), Session(10, 10, 1))
-        assert step.put == Session(10, 0, 3)
-        assert step.sessions == (Session(10, 0, 3),)
+        step = SessionWindowing(5, 100).step((S(10, 10, 1), S(0, 0, 1)), "k", "v", 5, 10, COUNT)
+        assert step.deletes == (S(0, 0, 1), S(10, 10, 1))
+        assert step.puts == (S(0, 10, 3),)
+        assert step.windows == (S(0, 10, 3),)
 
     def test_same_window_no_delete(self) -> None:
         """A [ts, ts] result replaces the same window without a delete."""
-        step = session_step((Session(7, 7, 1),), "k", "v", 7, 7, 5, 0, COUNT)
-        assert step.deleted == () and step.put == Session(7, 7, 2)
+        step = SessionWindowing(5, 0).step((S(7, 7, 1),), "k", "v", 7, 7, COUNT)
+        assert step.deletes == () and step.puts == (S(7, 7, 2),)
 
     def test_late_drop_leaves_state(self) -> None:
         """A merged window ending before close time drops the record and changes nothing."""
-        sessions = (Session(20, 20, 1),)
-        step = session_step(sessions, "k", "v", 3, 20, 5, 0, COUNT)
-        assert step.dropped == "late" and step.sessions == sessions and step.put is None
+        sessions = (S(20, 20, 1),)
+        step = SessionWindowing(5, 0).step(sessions, "k", "v", 3, 20, COUNT)
+        assert step.dropped == 1 and step.windows == sessions and step.puts == ()
 
-    def test_closed_sessions_split(self) -> None:
-        """closed_sessions returns (closed in (end, start) order, still open)."""
-        closed, still_open = closed_sessions([Session(9, 1, 1), Session(3, 0, 1), Session(12, 12, 1)], 19, 5, 2)
-        assert closed == [Session(3, 0, 1), Session(9, 1, 1)] and still_open == [Session(12, 12, 1)]
+    def test_close_step_splits_in_end_start_order(self) -> None:
+        """close_step returns the closed sessions in (end, start) order and keeps the open one."""
+        state = KeyState((S(0, 3, 1), S(1, 9, 1), S(12, 12, 1)))
+        close = close_step(SessionWindowing(5, 2), state, 19)
+        assert close.closed == (S(0, 3, 1), S(1, 9, 1)) and close.state.windows == (S(12, 12, 1),)
 
 
 class TestChangeBuffer:
@@ -63,24 +68,27 @@ class TestChangeBuffer:
 def test_sessions_never_overlap_within_gap(records: list[tuple[str, int]], gap: int, grace: int) -> None:
     """After any input, a key's open sessions are separated by more than the gap, and every
     accepted record is counted in exactly one session (open, or closed and final)."""
-    state: dict[str, list[Session]] = {}
+    windowing = SessionWindowing(gap, grace)
+    state: dict[str, KeyState] = {}
     final_total = 0
     accepted = 0
     stream_time = -1
     for k, ts in records:
         stream_time = max(stream_time, ts)
-        step = session_step(state.get(k, []), k, None, ts, stream_time, gap, grace, COUNT)
-        if not step.dropped:
-            accepted += 1
-            state[k] = list(step.sessions)
+        step = record_step(windowing, state.get(k, KeyState()), k, None, ts, stream_time, COUNT)
+        accepted += 1 - step.dropped
+        state[k] = step.state
+        final_total += sum(s.agg for s in step.closed)
         for key in state:
-            closed, state[key] = closed_sessions(state[key], stream_time, gap, grace)
-            final_total += sum(s.agg for s in closed)
+            if key != k:
+                close = close_step(windowing, state[key], stream_time)
+                state[key] = close.state
+                final_total += sum(s.agg for s in close.closed)
         for key in state:
-            ordered = sorted(state[key], key=lambda s: s.start)
+            ordered = sorted(state[key].windows, key=lambda s: s.start)
             for s1, s2 in zip(ordered, ordered[1:]):
                 assert s2.start - s1.end > gap
-    total = sum(s.agg for ss in state.values() for s in ss)
+    total = sum(s.agg for ks in state.values() for s in ks.windows)
     assert total + final_total == accepted
 
 
@@ -92,8 +100,9 @@ def test_on_close_emits_each_session_once_and_final_value_matches_update_stream(
     """Each on-close session is emitted once, and equals the last update-mode value of that
     window (so the two strategies agree on every session that closes)."""
     inputs = [(k, "v", ts) for k, ts in records]
-    on_close = session_aggregate_reference(inputs, gap, grace, COUNT, emit_on_close=True).outputs
-    updates = session_aggregate_reference(inputs, gap, grace, COUNT).outputs
+    windowing = SessionWindowing(gap, grace)
+    on_close = reference_run(inputs, windowing, COUNT, emit_on_close=True).outputs
+    updates = reference_run(inputs, windowing, COUNT).outputs
     windows = [(o.key, o.start, o.end) for o in on_close]
     assert len(windows) == len(set(windows))
     last: dict[tuple[str, int | None, int | None], object] = {}

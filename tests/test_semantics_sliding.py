@@ -17,14 +17,13 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamsdsl import ir
-from streamsdsl.semantics.aggregation import AggFunctions, agg_functions
+from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.sliding import SlidingWindowing
-from streamsdsl.semantics.timewindow import WindowAgg
+from streamsdsl.semantics.windowing import WindowAgg
 
 CONCAT = AggFunctions(lambda: "0", lambda k, v, a: f"{a}+{v}")
 REDUCE = AggFunctions(lambda: None, lambda k, v, a: v if a is None else f"{a}+{v}")
-COUNT = agg_functions(ir.CountAgg())
+COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
 
 
 @attrs.define

@@ -1,11 +1,19 @@
 """The semantics core: Kafka Streams' per-record rules in plain Python (no Spark).
 
-The Spark processors call these functions; the property tests run them on their own and
-compare with what the compiled Spark plan produces.
+One `Windowing` protocol for every window kind — `SessionWindowing`, `TimeWindowing`,
+`SlidingWindowing` and `Unwindowed` — and one record step (`record_step`) that the Spark
+processors and the reference runs (`streamsdsl.semantics.reference`) both call.
 """
 
-from streamsdsl.semantics.aggregation import AggFunctions, agg_functions
+from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.session import Session, SessionStep, session_step
+from streamsdsl.semantics.session import SessionWindowing
+from streamsdsl.semantics.sliding import SlidingWindowing
+from streamsdsl.semantics.timewindow import TimeWindowing
+from streamsdsl.semantics.unwindowed import Unwindowed
+from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, record_step
 
-__all__ = ["AggFunctions", "ChangeBuffer", "Session", "SessionStep", "agg_functions", "session_step"]
+__all__ = [
+    "AggFunctions", "ChangeBuffer", "KeyState", "RecordStep", "SessionWindowing", "SlidingWindowing", "TimeWindowing",
+    "Unwindowed", "WindowAgg", "Windowing", "record_step",
+]

@@ -48,8 +48,3 @@ class ChangeBuffer:
                 self._flushed.add(key)
         self._dirty = {}
         return out
-
-    def forget(self, key: Hashable) -> None:
-        """The key left the store without a delete (it became final / expired)."""
-        self._flushed.discard(key)
-        self._dirty.pop(key, None)

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Iterable
 import attrs
 
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.timewindow import WindowAgg, WindowStep
+from streamsdsl.semantics.windowing import WindowAgg, WindowStep, WindowingRules
 
 __all__ = ["SlidingWindowing"]
 
@@ -238,7 +238,7 @@ def _process_early(store: _Store) -> None:
 
 
 @attrs.frozen
-class SlidingWindowing:
+class SlidingWindowing(WindowingRules):
     """Sliding windows with time difference ``d`` and a grace period, both in ms (KIP-450).
 
     ``in_order_iterator`` selects Kafka's forward-iterator path (``processInOrder``, used with
@@ -288,7 +288,7 @@ class SlidingWindowing:
         d = self.time_difference
         close_time = stream_time - self.grace
         if value is None or ts + d < close_time:
-            return WindowStep(tuple(sorted(by_start.values())), (), 1)
+            return WindowStep(tuple(sorted(by_start.values())), dropped=1)
         store = _Store(d, close_time, key, value, ts, fns, by_start)
         if ts < d:
             _process_early(store)
@@ -296,15 +296,13 @@ class SlidingWindowing:
             _process_in_order(store)
         else:
             _process_reverse(store)
-        return WindowStep(tuple(sorted(store.by_start.values())), tuple(store.puts), store.dropped)
+        return WindowStep(tuple(sorted(store.by_start.values())), tuple(store.puts), dropped=store.dropped)
 
     def close_threshold(self, window: WindowAgg) -> int:
         """``[s, e]`` closes when stream time first exceeds ``e + grace``. From then on
         ``e < closeTime``: no write reaches it and emit-on-close forwards it."""
         return window.end + self.grace
 
-    def is_closed(self, window: WindowAgg, stream_time: int) -> bool:
-        return stream_time > self.close_threshold(window)
 
     def expiry_threshold(self, window: WindowAgg) -> int:
         """The window can leave the state when stream time first exceeds ``e + grace + d + 1``.
@@ -322,5 +320,5 @@ class SlidingWindowing:
         """
         return window.end + self.grace + self.time_difference + 1
 
-    def is_expired(self, window: WindowAgg, stream_time: int) -> bool:
-        return stream_time > self.expiry_threshold(window)
+    def final_order(self, window: WindowAgg) -> tuple[int, ...]:
+        return (window.start,)

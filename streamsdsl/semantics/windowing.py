@@ -1,0 +1,205 @@
+"""What every window kind shares: the stored window, the outcome of one record, the
+`Windowing` protocol, and the one record step that every operator and the reference use.
+
+A key's state is its stored windows (`WindowAgg`) plus the starts of those already emitted as
+final (`KeyState`). A windowing strategy — `SessionWindowing`, `TimeWindowing`,
+`SlidingWindowing` or `Unwindowed` — applies one record with ``step`` and returns the new
+windows plus the store operations Kafka Streams performs (deletes of merged-away windows, then
+puts). `record_step` wraps ``step`` with the close rule: after a record, windows whose close
+threshold stream time has passed are final (each emitted on close exactly once).
+
+What is *forwarded* is decided by the emit strategy: on update the store operations pass
+through a `ChangeBuffer` (Kafka's record cache); on close each window is forwarded once, at
+the first stream time greater than its ``close_threshold``, ordered by ``final_order``.
+
+Examples
+--------
+>>> from streamsdsl.semantics.aggregation import AggFunctions
+>>> from streamsdsl.semantics.timewindow import TimeWindowing
+>>> count = AggFunctions(lambda: 0, lambda k, v, a: a + 1)
+>>> w = TimeWindowing(size=10, advance=10, grace=0)
+>>> s = record_step(w, KeyState(), "k", "v", 3, 3, count)
+>>> s.puts, s.closed
+((WindowAgg(start=0, end=10, agg=1, ts=3),), ())
+>>> record_step(w, s.state, "k", "v", 12, 12, count).closed
+(WindowAgg(start=0, end=10, agg=1, ts=3),)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Iterable, Protocol
+
+import attrs
+
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.changes import ChangeBuffer
+
+__all__ = [
+    "NEVER", "CloseStep", "KeyState", "RecordStep", "WindowAgg", "WindowStep", "Windowing", "WindowingRules",
+    "advance_stream_time",
+    "close_step", "record_step",
+]
+
+#: A threshold no stream time reaches: the window never closes (unwindowed aggregation).
+NEVER = 2**62
+
+
+@attrs.frozen(order=True)
+class WindowAgg:
+    """One stored window of one key: start, end (ms), aggregate, and the timestamp its records
+    are forwarded with (max record timestamp for time windows, the end for sessions)."""
+
+    start: int
+    end: int
+    agg: Any = attrs.field(order=False, eq=True)
+    ts: int = attrs.field(order=False)
+
+    @property
+    def bounds(self) -> tuple[int, int]:
+        return (self.start, self.end)
+
+
+@attrs.frozen
+class WindowStep:
+    """The store operations one record causes for one key.
+
+    ``windows``: the key's stored windows afterwards (ascending start); ``deletes``: windows
+    merged away (sessions), in Kafka's order; ``puts``: the store writes in Kafka's order
+    (a ``None`` aggregate is a delete written as a put, as Kafka's ``put(key, null)``);
+    ``dropped``: how many times the record counts in ``dropped-records-total``.
+    """
+
+    windows: tuple[WindowAgg, ...]
+    puts: tuple[WindowAgg, ...] = ()
+    deletes: tuple[WindowAgg, ...] = ()
+    dropped: int = 0
+
+
+class Windowing(Protocol):
+    """A window kind's per-record rule (Kafka's ``process``) and its close and expiry rules.
+
+    ``drops_null_values``: a record with a null value is dropped before it advances stream time.
+    """
+
+    drops_null_values: ClassVar[bool]
+
+    def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
+             fns: AggFunctions) -> WindowStep:
+        """Apply one record (``stream_time`` already includes ``ts``) to one key's windows."""
+        ...
+
+    def close_threshold(self, window: WindowAgg) -> int:
+        """The window is final at the first stream time greater than this."""
+        ...
+
+    def expiry_threshold(self, window: WindowAgg) -> int:
+        """The window can leave the state at the first stream time greater than this."""
+        ...
+
+    def final_order(self, window: WindowAgg) -> tuple[int, ...]:
+        """Sort key of on-close records within one stream-time step (before the record key)."""
+        ...
+
+
+class WindowingRules:
+    """Base of the window kinds: the predicates derived from their thresholds."""
+
+    def close_threshold(self, window: WindowAgg) -> int:
+        raise NotImplementedError
+
+    def expiry_threshold(self, window: WindowAgg) -> int:
+        raise NotImplementedError
+
+    def is_closed(self, window: WindowAgg, stream_time: int) -> bool:
+        """Final: no record changes it any more, and on-close emission forwards it."""
+        return stream_time > self.close_threshold(window)
+
+    def is_expired(self, window: WindowAgg, stream_time: int) -> bool:
+        """No record reads it any more: it can leave the state."""
+        return stream_time > self.expiry_threshold(window)
+
+
+def advance_stream_time(windowing: Windowing, stream_time: int, ts: int, value: Any) -> int:
+    """Stream time after a record: the max timestamp seen, unless the window kind drops a
+    null-value record before it advances stream time (sliding windows)."""
+    if value is None and windowing.drops_null_values:
+        return stream_time
+    return max(stream_time, ts)
+
+
+@attrs.frozen
+class KeyState:
+    """One key's state: its stored windows and the starts of those already final (sliding
+    windows stay readable after they close, until they expire)."""
+
+    windows: tuple[WindowAgg, ...] = ()
+    finals: frozenset[int] = frozenset()
+
+    def open_windows(self) -> list[WindowAgg]:
+        return [w for w in self.windows if w.start not in self.finals]
+
+    def timer_thresholds(self, windowing: Windowing) -> list[int]:
+        """When each stored window next needs attention: its close, or (final) its expiry."""
+        thresholds = (windowing.expiry_threshold(w) if w.start in self.finals else windowing.close_threshold(w)
+                      for w in self.windows)
+        return [t for t in thresholds if t < NEVER]
+
+
+@attrs.frozen
+class CloseStep:
+    """What stream time does to a key's state: ``closed`` became final now, in ``final_order``
+    (each is emitted on close exactly once); ``state`` is what stays."""
+
+    closed: tuple[WindowAgg, ...]
+    state: KeyState
+
+
+def close_step(windowing: Windowing, state: KeyState, stream_time: int) -> CloseStep:
+    """Advance a key's state to ``stream_time``: close, and drop expired windows.
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.timewindow import TimeWindowing
+    >>> w = TimeWindowing(size=10, advance=10, grace=0)
+    >>> close_step(w, KeyState((WindowAgg(0, 10, 1, 3), WindowAgg(10, 20, 1, 12))), 10).closed
+    (WindowAgg(start=0, end=10, agg=1, ts=3),)
+    """
+    done = set(state.finals)
+    closed: list[WindowAgg] = []
+    kept: list[WindowAgg] = []
+    for w in state.windows:
+        if stream_time > windowing.close_threshold(w) and w.start not in done:
+            closed.append(w)
+            done.add(w.start)
+        if stream_time <= windowing.expiry_threshold(w):
+            kept.append(w)
+    closed.sort(key=windowing.final_order)
+    return CloseStep(tuple(closed), KeyState(tuple(kept), frozenset(w.start for w in kept if w.start in done)))
+
+
+@attrs.frozen
+class RecordStep:
+    """One record applied to one key: the new state, the store operations, the drop count and
+    the windows the record's stream time closed."""
+
+    state: KeyState
+    puts: tuple[WindowAgg, ...]
+    deletes: tuple[WindowAgg, ...]
+    dropped: int
+    closed: tuple[WindowAgg, ...]
+
+    def write_to(self, buffer: ChangeBuffer) -> None:
+        """Record the store operations in a record cache (deletes first, then puts)."""
+        for w in self.deletes:
+            buffer.delete(w.bounds)
+        for w in self.puts:
+            buffer.put(w.bounds, w)
+
+
+def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,
+                fns: AggFunctions) -> RecordStep:
+    """Apply one record to one key's state (``stream_time`` already includes the record, see
+    `advance_stream_time`), then close what that stream time closes."""
+    step = windowing.step(state.windows, key, value, ts, stream_time, fns)
+    close = close_step(windowing, KeyState(step.windows, state.finals), stream_time)
+    return RecordStep(close.state, step.puts, step.deletes, step.dropped, close.closed)
