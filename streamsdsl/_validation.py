@@ -1,10 +1,21 @@
-"""Argument validation shared by the API, the windows and the IR (pure Python)."""
+"""Argument validation shared by the DSL, the window specifications and the IR (pure Python).
+
+Two kinds of helpers live here: plain checks (`to_millis`, `validate_name`, ...) that the
+fluent API calls on user arguments, and small attrs validators / field factories built on them
+(`instance_of`, `names_tuple`, `duration_field`, ...) that frozen values and IR nodes declare
+on their fields, so that no value is ever invalid however it was constructed.
+
+Every error names the argument, states the unit and, where there is one, the fix; every error
+is an `InvalidArgumentError` (a ``ValueError``) or an `InvalidTypeError` (a ``TypeError``).
+"""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
 from typing import Any, Callable
+
+import attrs
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
@@ -14,6 +25,16 @@ MAX_NAME_LENGTH = 249
 
 Duration = int | timedelta
 
+#: What attrs passes a validator: the instance, the attribute and the (converted) value.
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _got(value: Any) -> str:
+    return f"got {type(value).__name__}: {value!r}"
+
+
+# --- plain checks -------------------------------------------------------------------------------
+
 
 def to_millis(value: Any, arg: str, hint: str = "") -> int:
     """Convert an ``int`` (milliseconds) or ``timedelta`` to whole milliseconds.
@@ -22,11 +43,20 @@ def to_millis(value: Any, arg: str, hint: str = "") -> int:
     ------
     InvalidTypeError
         If ``value`` is neither an ``int`` nor a ``timedelta`` (``bool`` is rejected too).
+
+    Examples
+    --------
+    >>> to_millis(timedelta(seconds=2), "gap")
+    2000
+    >>> to_millis("2s", "gap")
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'gap' must be an int (milliseconds) or a datetime.timedelta (got str: '2s').
     """
     if isinstance(value, bool) or not isinstance(value, (int, timedelta)):
         raise InvalidTypeError(
             f"'{arg}' must be an int (milliseconds) or a datetime.timedelta "
-            f"(got {type(value).__name__}: {value!r}).{(' ' + hint) if hint else ''}"
+            f"({_got(value)}).{(' ' + hint) if hint else ''}"
         )
     if isinstance(value, timedelta):
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
@@ -39,10 +69,27 @@ def to_millis(value: Any, arg: str, hint: str = "") -> int:
     return int(value)
 
 
+def epoch_millis(value: Any, arg: str) -> int:
+    """Check a point in time: a non-negative ``int`` of epoch milliseconds.
+
+    Examples
+    --------
+    >>> epoch_millis(-1, "timestamp")
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'timestamp' must be >= 0 ms (got -1).
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"'{arg}' must be an int (epoch milliseconds), got {value!r}.")
+    if value < 0:
+        raise InvalidArgumentError(f"'{arg}' must be >= 0 ms (got {value}).")
+    return value
+
+
 def validate_name(value: Any, arg: str = "name") -> str:
     """Validate a user-provided processor/store name as Kafka Streams does."""
     if not isinstance(value, str):
-        raise InvalidTypeError(f"'{arg}' must be a str (got {type(value).__name__}: {value!r}).")
+        raise InvalidTypeError(f"'{arg}' must be a str ({_got(value)}).")
     if not value:
         raise InvalidArgumentError(f"'{arg}' must not be empty. Pass a name such as 'orders-count'.")
     if len(value) > MAX_NAME_LENGTH:
@@ -81,9 +128,7 @@ def require_callable(value: Any, arg: str, shape: str, *, column_ok: bool = Fals
         )
     if not callable(value):
         allowed = "a callable or a pyspark Column" if column_ok else "a callable"
-        raise InvalidTypeError(
-            f"'{arg}' must be {allowed} of shape {shape} (got {type(value).__name__}: {value!r})."
-        )
+        raise InvalidTypeError(f"'{arg}' must be {allowed} of shape {shape} ({_got(value)}).")
 
 
 def fn_name(fn: Callable[..., Any] | Any) -> str:
@@ -91,3 +136,105 @@ def fn_name(fn: Callable[..., Any] | Any) -> str:
     if is_spark_column(fn):
         return f"Column<{fn}>"
     return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+# --- attrs validators and fields ----------------------------------------------------------------
+
+
+def instance_of(*types: type, optional: bool = False, hint: str = "") -> Validator:
+    """An attrs validator: the value is an instance of one of ``types`` (or None if ``optional``).
+
+    Examples
+    --------
+    >>> @attrs.frozen
+    ... class Box:
+    ...     size: int = attrs.field(validator=instance_of(int, hint="Pass a whole number."))
+    >>> Box("3")
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'size' must be int (got str: '3'). Pass a whole number.
+    """
+    allowed = " or ".join([t.__name__ for t in types] + (["None"] if optional else []))
+    tail = f" {hint}" if hint else ""
+
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and optional:
+            return
+        # bool is an int subclass: accept it only where bool itself is allowed
+        if isinstance(value, types) and (bool in types or not isinstance(value, bool)):
+            return
+        raise InvalidTypeError(f"'{attribute.name}' must be {allowed} ({_got(value)}).{tail}")
+
+    return check
+
+
+def tuple_of(*types: type, min_len: int = 0) -> Validator:
+    """An attrs validator: a tuple (not a list) of at least ``min_len`` instances of ``types``."""
+    allowed = " or ".join(t.__name__ for t in types)
+
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        arg = attribute.name
+        if not isinstance(value, tuple):
+            raise InvalidTypeError(f"'{arg}' must be a tuple of {allowed} ({_got(value)}).")
+        for i, item in enumerate(value):
+            if not isinstance(item, types):
+                raise InvalidTypeError(f"'{arg}[{i}]' must be {allowed} ({_got(item)}).")
+        _require_len(arg, value, min_len)
+
+    return check
+
+
+def _require_len(arg: str, value: tuple[Any, ...], min_len: int) -> None:
+    if len(value) < min_len:
+        raise InvalidArgumentError(f"'{arg}' must hold at least {min_len} item(s) (got {value!r}).")
+
+
+def names_tuple(min_len: int = 0, *, topics: bool = False) -> Validator:
+    """An attrs validator: a tuple of Kafka-legal names (topic names when ``topics``)."""
+    check_one = validate_topic if topics else validate_name
+
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        arg = attribute.name
+        if not isinstance(value, tuple):
+            raise InvalidTypeError(f"'{arg}' must be a tuple of str ({_got(value)}).")
+        for i, item in enumerate(value):
+            check_one(item, f"{arg}[{i}]")
+        _require_len(arg, value, min_len)
+
+    return check
+
+
+def is_name(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator: a Kafka-legal processor or store name (`validate_name`)."""
+    validate_name(value, attribute.name)
+
+
+def is_topic(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator: a Kafka-legal topic name (`validate_topic`)."""
+    validate_topic(value, attribute.name)
+
+
+def is_epoch_millis(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator: a point in time in epoch milliseconds (`epoch_millis`)."""
+    epoch_millis(value, attribute.name)
+
+
+def millis(arg: str) -> Callable[[Any], int]:
+    """An attrs converter: an ``int`` (ms) or ``timedelta`` to int milliseconds (`to_millis`)."""
+    return lambda value: to_millis(value, arg)
+
+
+def duration_field(arg: str, *, positive: bool, fix: str, **kwargs: Any) -> Any:
+    """An attrs field holding a duration as int milliseconds.
+
+    It accepts an ``int`` (ms) or a ``timedelta``, and must be ``> 0`` ms (``positive``) or
+    ``>= 0`` ms. ``arg`` is the user-facing argument name the messages use; ``fix`` says what
+    to write instead.
+    """
+    bound = "> 0" if positive else ">= 0"
+
+    def check(inst: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < 0 or (positive and value == 0):
+            raise InvalidArgumentError(f"'{arg}' must be {bound} ms (got {value}). {fix}")
+
+    return attrs.field(converter=millis(arg), validator=check, **kwargs)

@@ -410,12 +410,11 @@ def _emit(strategy: Any) -> EmitStrategy:
 @attrs.frozen
 class _WindowedGrouped(_Grouped):
     """What the windowed grouped stages share: the emit strategy and how an aggregation node
-    is added (the node type and the window kind of the result come from the subclass)."""
+    is added (the node type comes from the subclass)."""
 
     emit: EmitStrategy
 
     _node_type: ClassVar[Any]
-    _window_kind: ClassVar[str]
 
     def emit_strategy(self, strategy: EmitStrategy) -> Any:
         """A copy of this stage that forwards results with ``strategy`` (KIP-825)."""
@@ -441,7 +440,7 @@ class _WindowedGrouped(_Grouped):
                 value_serde=materialized and materialized.value_serde,
             )
         )
-        return KTable(self._builder, node_name, windowed=self._window_kind)
+        return KTable(self._builder, node_name, windows=self.windows)  # type: ignore[attr-defined]
 
     def _user_aggregate(self, initializer: Any, aggregator: Any, merger: ir.UserFn | None, name: NameArg,
                         materialized: Materialized | None) -> KTable:
@@ -473,7 +472,6 @@ class SessionWindowedKStream(_WindowedGrouped):
     windows: SessionWindows = attrs.field(kw_only=True)
 
     _node_type = ir.SessionAggregateNode
-    _window_kind = "session"
 
     def aggregate(
         self,
@@ -506,7 +504,6 @@ class TimeWindowedKStream(_WindowedGrouped):
     windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True)
 
     _node_type = ir.TimeWindowAggregateNode
-    _window_kind = "time"
 
     def aggregate(
         self,
@@ -522,13 +519,17 @@ class TimeWindowedKStream(_WindowedGrouped):
 
 @attrs.frozen
 class KTable(_Stage):
-    """A changelog table (Kafka Streams' ``KTable``): the latest value per key."""
+    """A changelog table (Kafka Streams' ``KTable``): the latest value per key.
 
-    windowed: str | None = None
+    ``windows`` is the window specification of a windowed table (its keys are `Windowed`),
+    None for a table keyed by plain keys.
+    """
+
+    windows: SessionWindows | TimeWindows | SlidingWindows | None = None
 
     def _child(self, node: ir.Node) -> KTable:
         self._add(node)
-        return KTable(self._builder, node.name, self.windowed)
+        return KTable(self._builder, node.name, self.windows)
 
     def to_stream(self, *, name: NameArg = None) -> KStream:
         """The table's changelog as a `KStream` (tombstones included, value ``None``)."""
@@ -578,7 +579,7 @@ def _build_cogroup(
     initializer: Any,
     *,
     merger: Any = None,
-    windows: Any = None,
+    windows: SessionWindows | TimeWindows | SlidingWindows | None = None,
     emit: EmitStrategy | None = None,
     name: NameArg = None,
     materialized: Materialized | None = None,
@@ -612,8 +613,7 @@ def _build_cogroup(
             value_serde=materialized and materialized.value_serde,
         )
     )
-    kind = None if windows is None else "session" if isinstance(windows, SessionWindows) else "time"
-    return KTable(builder, merge_name, windowed=kind)
+    return KTable(builder, merge_name, windows=windows)
 
 
 @attrs.frozen

@@ -1,26 +1,54 @@
-"""Window specifications and windowed keys (pure Python, mirrors Kafka Streams)."""
+"""Window specifications, emit strategies and windowed keys (pure Python, mirrors Kafka Streams).
+
+Every value here is valid by construction: the fields carry attrs converters (durations are an
+``int`` of milliseconds or a ``timedelta``, stored as int ms) and validators, so
+``SessionWindows(-5)`` fails exactly as ``SessionWindows.with_gap(-5)`` does. The classmethods
+are the friendly, Kafka-Streams-named spelling of the same constructors.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, ClassVar
 
 import attrs
 
-from streamsdsl._validation import Duration, to_millis
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+from streamsdsl._validation import Duration, duration_field, epoch_millis, instance_of, is_epoch_millis, millis
+from streamsdsl.errors import InvalidArgumentError
 
 __all__ = [
-    "EmitStrategy", "SessionWindow", "SessionWindows", "SlidingWindows", "TimeWindow", "TimeWindows", "Window",
-    "Windowed",
+    "EmitStrategy", "EmitStrategyKind", "SessionWindow", "SessionWindows", "SlidingWindows", "TimeWindow",
+    "TimeWindows", "Window", "Windowed",
 ]
+
+
+def _end_not_before_start(inst: Window, attribute: attrs.Attribute[Any], value: int) -> None:
+    epoch_millis(value, "end")
+    if value < inst.start:
+        raise InvalidArgumentError(
+            f"'end' must be >= 'start' ({inst.start} ms) (got {value}). A window [start, end] "
+            "cannot end before it starts."
+        )
 
 
 @attrs.frozen(order=True)
 class Window:
-    """A window ``[start, end]`` in epoch milliseconds (inclusiveness depends on the kind)."""
+    """A window ``[start, end]`` in epoch milliseconds (inclusiveness depends on the kind).
 
-    start: int
-    end: int
+    ``0 <= start <= end`` always holds (Kafka Streams' ``Window`` rule).
+
+    Examples
+    --------
+    >>> TimeWindow(0, 10)
+    TimeWindow(start=0, end=10)
+    >>> SessionWindow(5, 3)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'end' must be >= 'start' (5 ms) (got 3). A window [start, end] cannot end before it starts.
+    """
+
+    start: int = attrs.field(validator=is_epoch_millis)
+    end: int = attrs.field(validator=_end_not_before_start)
 
 
 @attrs.frozen(order=True)
@@ -30,7 +58,7 @@ class SessionWindow(Window):
 
 @attrs.frozen(order=True)
 class TimeWindow(Window):
-    """A time window: ``start`` inclusive, ``end`` exclusive."""
+    """A time window: ``start`` inclusive, ``end`` exclusive (both inclusive for sliding windows)."""
 
 
 @attrs.frozen(order=True)
@@ -38,29 +66,17 @@ class Windowed:
     """The key of a windowed table: the record key and its window."""
 
     key: Any
-    window: Window
+    window: Window = attrs.field(validator=instance_of(Window))
 
     def __str__(self) -> str:
         return f"[{self.key}@{self.window.start}/{self.window.end}]"
 
 
-def _gap_ms(gap: Any) -> int:
-    ms = to_millis(gap, "gap")
-    if ms <= 0:
-        raise InvalidArgumentError(
-            f"'gap' must be > 0 ms (got {ms}). Sessions close after an inactivity gap; "
-            "use e.g. SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))."
-        )
-    return ms
+_GRACE_FIX = "Use 0 to accept no late records."
 
 
-def _grace_ms(grace: Any) -> int:
-    ms = to_millis(grace, "grace")
-    if ms < 0:
-        raise InvalidArgumentError(
-            f"'grace' must be >= 0 ms (got {ms}). Use 0 to accept no late records."
-        )
-    return ms
+def _grace_field() -> Any:
+    return duration_field("grace", positive=False, fix=_GRACE_FIX, default=0)
 
 
 @attrs.frozen
@@ -79,32 +95,48 @@ class SessionWindows:
     (5000, 1000)
     >>> SessionWindows.with_gap(10).grace(3).grace_period_ms
     3
+    >>> SessionWindows(0)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'gap' must be > 0 ms (got 0). Sessions close after an inactivity gap; use e.g. SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)).
     """
 
-    inactivity_gap_ms: int
-    grace_period_ms: int = 0
+    inactivity_gap_ms: int = duration_field(
+        "gap",
+        positive=True,
+        fix="Sessions close after an inactivity gap; "
+        "use e.g. SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5)).",
+    )
+    grace_period_ms: int = _grace_field()
 
     @classmethod
     def with_gap(cls, gap: Duration) -> SessionWindows:
         """Sessions with inactivity gap ``gap`` (ms or ``timedelta``) and no grace period."""
-        return cls(_gap_ms(gap), 0)
+        return cls(gap)
 
     @classmethod
     def of_inactivity_gap_with_no_grace(cls, gap: Duration) -> SessionWindows:
         """Sessions with inactivity gap ``gap`` and grace 0 (Kafka Streams' ``ofInactivityGapWithNoGrace``)."""
-        return cls(_gap_ms(gap), 0)
+        return cls(gap)
 
     @classmethod
     def of_inactivity_gap_and_grace(cls, gap: Duration, grace: Duration) -> SessionWindows:
         """Sessions with inactivity gap ``gap`` and a grace period ``grace`` for late records."""
-        return cls(_gap_ms(gap), _grace_ms(grace))
+        return cls(gap, grace)
 
     def grace(self, grace: Duration) -> SessionWindows:
         """A copy of these windows with grace period ``grace`` (ms or ``timedelta``)."""
-        return attrs.evolve(self, grace_period_ms=_grace_ms(grace))
+        return attrs.evolve(self, grace_period_ms=grace)
 
     def __repr__(self) -> str:
         return f"SessionWindows(gap={self.inactivity_gap_ms}ms, grace={self.grace_period_ms}ms)"
+
+
+class EmitStrategyKind(enum.Enum):
+    """The two emit strategies of KIP-825 (``EmitStrategy.Kind`` is the same enum)."""
+
+    ON_WINDOW_UPDATE = "on_window_update"
+    ON_WINDOW_CLOSE = "on_window_close"
 
 
 @attrs.frozen
@@ -113,43 +145,56 @@ class EmitStrategy:
 
     ``on_window_update()`` (the default) forwards every change of a window, with tombstones for
     sessions merged away; ``on_window_close()`` forwards each window exactly once, when it closes.
+
+    Examples
+    --------
+    >>> EmitStrategy.on_window_close()
+    EmitStrategy.on_window_close()
+    >>> EmitStrategy(EmitStrategy.Kind.ON_WINDOW_CLOSE).emits_on_close
+    True
     """
 
-    kind: str
+    Kind: ClassVar[type[EmitStrategyKind]] = EmitStrategyKind
+
+    kind: EmitStrategyKind = attrs.field(
+        validator=instance_of(
+            EmitStrategyKind, hint="Use EmitStrategy.on_window_update() or EmitStrategy.on_window_close()."
+        )
+    )
 
     @classmethod
     def on_window_update(cls) -> EmitStrategy:
         """Forward each update of a window (the default)."""
-        return cls("ON_WINDOW_UPDATE")
+        return cls(EmitStrategyKind.ON_WINDOW_UPDATE)
 
     @classmethod
     def on_window_close(cls) -> EmitStrategy:
         """Forward each window once, when stream time passes its end plus grace (and gap)."""
-        return cls("ON_WINDOW_CLOSE")
+        return cls(EmitStrategyKind.ON_WINDOW_CLOSE)
 
     @property
     def emits_on_close(self) -> bool:
-        return self.kind == "ON_WINDOW_CLOSE"
+        return self.kind is EmitStrategyKind.ON_WINDOW_CLOSE
 
     def __repr__(self) -> str:
-        return f"EmitStrategy.{self.kind.lower()}()"
+        return f"EmitStrategy.{self.kind.value}()"
 
 
-def _size_ms(size: Any) -> int:
-    ms = to_millis(size, "size")
-    if ms <= 0:
+def _advance_within_size(inst: TimeWindows, attribute: attrs.Attribute[Any], value: int) -> None:
+    if value <= 0 or value > inst.size_ms:
         raise InvalidArgumentError(
-            f"'size' must be > 0 ms (got {ms}). Use e.g. TimeWindows.of_size_with_no_grace(timedelta(minutes=5))."
+            f"'advance' must be > 0 ms and <= the window size ({inst.size_ms} ms) (got {value}). "
+            "Use advance = size for tumbling windows."
         )
-    return ms
 
 
 @attrs.frozen
 class TimeWindows:
     """Fixed-size time windows ``[start, start + size)``: tumbling, or hopping with `advance_by`.
 
-    Window starts are the multiples of ``advance_ms`` (``advance = size`` means tumbling). A
-    window accepts records until stream time reaches ``end + grace``; then it is closed.
+    Window starts are the multiples of ``advance_ms`` (``advance = size``, the default, means
+    tumbling). A window accepts records until stream time reaches ``end + grace``; then it is
+    closed.
 
     Examples
     --------
@@ -161,31 +206,29 @@ class TimeWindows:
     [TimeWindow(start=5, end=15), TimeWindow(start=10, end=20)]
     """
 
-    size_ms: int
-    advance_ms: int
-    grace_period_ms: int = 0
+    size_ms: int = duration_field(
+        "size", positive=True, fix="Use e.g. TimeWindows.of_size_with_no_grace(timedelta(minutes=5))."
+    )
+    advance_ms: int = attrs.field(
+        default=attrs.Factory(lambda self: self.size_ms, takes_self=True),
+        converter=millis("advance"),
+        validator=_advance_within_size,
+    )
+    grace_period_ms: int = _grace_field()
 
     @classmethod
     def of_size_with_no_grace(cls, size: Duration) -> TimeWindows:
         """Tumbling windows of ``size`` (ms or ``timedelta``) with grace 0 (Kafka's ``ofSizeWithNoGrace``)."""
-        ms = _size_ms(size)
-        return cls(ms, ms, 0)
+        return cls(size)
 
     @classmethod
     def of_size_and_grace(cls, size: Duration, grace: Duration) -> TimeWindows:
         """Tumbling windows of ``size`` accepting late records for ``grace`` more stream time."""
-        ms = _size_ms(size)
-        return cls(ms, ms, _grace_ms(grace))
+        return cls(size, grace_period_ms=grace)
 
     def advance_by(self, advance: Duration) -> TimeWindows:
         """Hopping windows: a copy whose windows start every ``advance`` (``0 < advance <= size``)."""
-        ms = to_millis(advance, "advance")
-        if ms <= 0 or ms > self.size_ms:
-            raise InvalidArgumentError(
-                f"'advance' must be > 0 ms and <= the window size ({self.size_ms} ms) (got {ms}). "
-                "Use advance = size for tumbling windows."
-            )
-        return attrs.evolve(self, advance_ms=ms)
+        return attrs.evolve(self, advance_ms=advance)
 
     def windows_for(self, timestamp: int) -> list[TimeWindow]:
         """Every window containing ``timestamp`` (ms), in ascending start order.
@@ -193,10 +236,7 @@ class TimeWindows:
         Those are the windows with ``start <= timestamp < start + size``, ``start >= 0`` and
         ``start`` a multiple of ``advance_ms`` (Kafka's ``TimeWindows.windowsFor``).
         """
-        if isinstance(timestamp, bool) or not isinstance(timestamp, int):
-            raise InvalidTypeError(f"'timestamp' must be an int (epoch milliseconds), got {timestamp!r}.")
-        if timestamp < 0:
-            raise InvalidArgumentError(f"'timestamp' must be >= 0 ms (got {timestamp}).")
+        epoch_millis(timestamp, "timestamp")
         return [TimeWindow(s, s + self.size_ms) for s in window_starts(timestamp, self.size_ms, self.advance_ms)]
 
     def __repr__(self) -> str:
@@ -207,16 +247,6 @@ def window_starts(timestamp: int, size: int, advance: int) -> range:
     """Starts of the time windows containing ``timestamp`` (ascending; see `TimeWindows.windows_for`)."""
     first = (max(0, timestamp - size + advance) // advance) * advance
     return range(first, timestamp + 1, advance)
-
-
-def _time_difference_ms(diff: Any) -> int:
-    ms = to_millis(diff, "time_difference")
-    if ms < 0:
-        raise InvalidArgumentError(
-            f"'time_difference' must be >= 0 ms (got {ms}). Records at most this far apart share a "
-            "sliding window; use e.g. SlidingWindows.of_time_difference_with_no_grace(timedelta(minutes=5))."
-        )
-    return ms
 
 
 @attrs.frozen
@@ -235,18 +265,23 @@ class SlidingWindows:
     (10, 5)
     """
 
-    time_difference_ms: int
-    grace_period_ms: int = 0
+    time_difference_ms: int = duration_field(
+        "time_difference",
+        positive=False,
+        fix="Records at most this far apart share a sliding window; "
+        "use e.g. SlidingWindows.of_time_difference_with_no_grace(timedelta(minutes=5)).",
+    )
+    grace_period_ms: int = _grace_field()
 
     @classmethod
     def of_time_difference_with_no_grace(cls, time_difference: Duration) -> SlidingWindows:
         """Sliding windows of ``time_difference`` (ms or ``timedelta``) and grace 0."""
-        return cls(_time_difference_ms(time_difference), 0)
+        return cls(time_difference)
 
     @classmethod
     def of_time_difference_and_grace(cls, time_difference: Duration, grace: Duration) -> SlidingWindows:
         """Sliding windows of ``time_difference`` accepting late records for ``grace`` more stream time."""
-        return cls(_time_difference_ms(time_difference), _grace_ms(grace))
+        return cls(time_difference, grace)
 
     def __repr__(self) -> str:
         return f"SlidingWindows(time_difference={self.time_difference_ms}ms, grace={self.grace_period_ms}ms)"

@@ -2,18 +2,38 @@
 
 Every node has a unique ``name`` (Kafka Streams style, e.g. ``KSTREAM-FILTER-0000000001``) and
 the names of its ``parents``. User functions are held as `UserFn` (a Python callable) or
-`ColumnFn` (a pyspark Column, compiled natively); the IR never looks inside either.
+`ColumnFn` (a pyspark Column, compiled natively); the IR never looks inside either. Serdes are
+`PlanSerde` instances (a user's own serde arrives wrapped in a `CustomSerde`).
+
+Every field is validated when a node is constructed, however it is constructed: names follow
+Kafka Streams' rule, functions, serdes and windows have their exact allowed types, and the
+cross-field rules (a session aggregation has a merger, a cogroup has one aggregator per input)
+hold. Each node also renders its own part of ``Topology.describe()`` (`Node.describe_into`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import inspect
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import attrs
 
-from streamsdsl._validation import fn_name
-from streamsdsl.dsl.serdes import Serde
+from streamsdsl._validation import (
+    fn_name,
+    instance_of,
+    is_name,
+    is_spark_column,
+    is_topic,
+    names_tuple,
+    require_callable,
+    tuple_of,
+)
+from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from streamsdsl.ir.topology import DescriptionBuilder
 
 __all__ = [
     "UserFn",
@@ -48,28 +68,41 @@ __all__ = [
 # --- user functions --------------------------------------------------------------------------
 
 
+def _is_callable(inst: UserFn, attribute: attrs.Attribute[Any], value: Any) -> None:
+    require_callable(value, attribute.name, inst.shape)
+
+
 @attrs.frozen(repr=False)
 class UserFn:
     """A user-supplied Python callable; ``shape`` documents its signature for messages."""
 
-    fn: Callable[..., Any] = attrs.field(eq=False)
-    shape: str
+    fn: Callable[..., Any] = attrs.field(eq=False, validator=_is_callable)
+    shape: str = attrs.field(validator=instance_of(str))
 
     def __repr__(self) -> str:
         return f"{fn_name(self.fn)}{self.shape}"
+
+
+def _is_column(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not is_spark_column(value):
+        raise InvalidTypeError(f"'{attribute.name}' must be a pyspark Column (got {type(value).__name__}: {value!r}).")
 
 
 @attrs.frozen(repr=False)
 class ColumnFn:
     """A pyspark Column expression over the record columns ``key``, ``value``, ``timestamp``."""
 
-    column: Any = attrs.field(eq=False)
+    column: Any = attrs.field(eq=False, validator=_is_column)
 
     def __repr__(self) -> str:
         return fn_name(self.column)
 
 
 Fn = UserFn | ColumnFn
+
+_fn = instance_of(UserFn, ColumnFn)
+_user_fn = instance_of(UserFn, hint="This step runs a Python callable; pyspark Columns are not accepted here.")
+_optional_user_fn = instance_of(UserFn, optional=True)
 
 # --- aggregation functions -------------------------------------------------------------------
 
@@ -83,16 +116,29 @@ class CountAgg:
 class ReduceAgg:
     """``reduce(reducer)``: null initializer; the first value starts the aggregate."""
 
-    reducer: Fn
+    reducer: Fn = attrs.field(validator=_fn)
+
+
+def _initializer_matches_aggregator(inst: AggregateAgg, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(inst.aggregator, ColumnFn) and (value is not None or inst.merger is not None):
+        raise InvalidArgumentError(
+            "'initializer' and 'merger' must be None when 'aggregator' is a pyspark aggregate Column; "
+            "the Column defines the whole aggregation."
+        )
+    if isinstance(inst.aggregator, UserFn) and value is None:
+        raise InvalidArgumentError(
+            "'initializer' is required when 'aggregator' is a Python callable: it makes the first aggregate."
+        )
 
 
 @attrs.frozen
 class AggregateAgg:
-    """``aggregate(initializer, aggregator[, merger])``."""
+    """``aggregate(initializer, aggregator[, merger])``: a Python initializer and aggregator, or
+    a pyspark aggregate Column alone (initializer and merger None)."""
 
-    initializer: UserFn | None
-    aggregator: Fn
-    merger: UserFn | None = None
+    initializer: UserFn | None = attrs.field(validator=[_optional_user_fn, _initializer_matches_aggregator])
+    aggregator: Fn = attrs.field(validator=_fn)
+    merger: UserFn | None = attrs.field(default=None, validator=_optional_user_fn)
 
 
 AggSpec = CountAgg | ReduceAgg | AggregateAgg
@@ -100,84 +146,122 @@ AggSpec = CountAgg | ReduceAgg | AggregateAgg
 # --- nodes -----------------------------------------------------------------------------------
 
 
+_names = names_tuple()
+
+
+def _parents(inst: Node, attribute: attrs.Attribute[Any], value: Any) -> None:
+    _names(inst, attribute, value)
+    if inst.arity is not None and len(value) != inst.arity:
+        raise InvalidArgumentError(
+            f"'parents' of a {type(inst).__name__} must name exactly {inst.arity} node(s) (got {value!r})."
+        )
+
+
+_serde = instance_of(PlanSerde, optional=True, hint="Wrap a serde of your own with CustomSerde(serde).")
+
+
+def _serde_field() -> Any:
+    return attrs.field(kw_only=True, default=None, validator=_serde)
+
+
 @attrs.frozen
 class Node:
-    """Base of every IR node."""
+    """Base of every IR node: a Kafka-legal ``name`` and the names of its ``parents``."""
 
-    name: str
-    parents: tuple[str, ...]
+    name: str = attrs.field(validator=is_name)
+    parents: tuple[str, ...] = attrs.field(validator=_parents)
 
     #: Kafka Streams' kind shown by describe(): "Source", "Processor" or "Sink".
-    kind = "Processor"
+    kind: ClassVar[str] = "Processor"
+    #: How many parents the node has (None: any number, checked by the node itself).
+    arity: ClassVar[int | None] = None
 
     @property
     def stores(self) -> tuple[str, ...]:
         return ()
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        """Add this node's part of ``describe()`` (Kafka's ``GraphNode.writeToTopology``):
+        by default one processor with this node's stores, fed by its parents."""
+        builder.add_processor(self.name, self.stores, self.parents)
 
 
 @attrs.frozen
 class SourceNode(Node):
     """Reads ``topics``; keys and values are deserialized with the given serdes."""
 
-    topics: tuple[str, ...] = ()
-    key_serde: Serde | None = None
-    value_serde: Serde | None = None
+    topics: tuple[str, ...] = attrs.field(validator=names_tuple(1, topics=True))
+    key_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
+    value_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
     kind = "Source"
+    arity = 0
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_source(self.name, self.topics)
 
 
 @attrs.frozen
 class FilterNode(Node):
     """``filter`` / ``filter_not``: keep records whose predicate is true (false when ``negate``)."""
 
-    predicate: Fn = attrs.field(kw_only=True)
-    negate: bool = attrs.field(kw_only=True, default=False)
+    predicate: Fn = attrs.field(kw_only=True, validator=_fn)
+    negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+    arity = 1
 
 
 @attrs.frozen
 class MapValuesNode(Node):
     """``map_values``: value → new value (key unchanged)."""
 
-    mapper: Fn = attrs.field(kw_only=True)
+    mapper: Fn = attrs.field(kw_only=True, validator=_fn)
+    arity = 1
 
 
 @attrs.frozen
 class MapNode(Node):
     """``map``: (key, value) → (new key, new value)."""
 
-    mapper: UserFn = attrs.field(kw_only=True)
+    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    arity = 1
 
 
 @attrs.frozen
 class FlatMapNode(Node):
     """``flat_map``: (key, value) → iterable of (key, value)."""
 
-    mapper: UserFn = attrs.field(kw_only=True)
+    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    arity = 1
 
 
 @attrs.frozen
 class FlatMapValuesNode(Node):
     """``flat_map_values``: value → iterable of values."""
 
-    mapper: UserFn = attrs.field(kw_only=True)
+    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    arity = 1
 
 
 @attrs.frozen
 class SelectKeyNode(Node):
     """``select_key`` / the key selector of ``group_by``: (key, value) → new key."""
 
-    selector: Fn = attrs.field(kw_only=True)
+    selector: Fn = attrs.field(kw_only=True, validator=_fn)
+    arity = 1
 
 
 @attrs.frozen
 class PeekNode(Node):
     """``peek``: call an action for each record, forward it unchanged."""
 
-    action: UserFn = attrs.field(kw_only=True)
+    action: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    arity = 1
 
 
 @attrs.frozen
 class MergeNode(Node):
     """``merge``: the union of two streams."""
+
+    arity = 2
 
 
 @attrs.frozen
@@ -187,43 +271,88 @@ class RepartitionNode(Node):
     ``name`` is the repartition source; describe() also shows the filter and sink nodes.
     """
 
-    topic: str = attrs.field(kw_only=True)
-    filter_name: str = attrs.field(kw_only=True)
-    sink_name: str = attrs.field(kw_only=True)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    topic: str = attrs.field(kw_only=True, validator=is_topic)
+    filter_name: str = attrs.field(kw_only=True, validator=is_name)
+    sink_name: str = attrs.field(kw_only=True, validator=is_name)
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
+    arity = 1
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_processor(self.filter_name, (), self.parents)
+        builder.add_sink(self.sink_name, self.topic, (self.filter_name,))
+        builder.add_source(self.name, (self.topic,))
 
 
 @attrs.frozen
 class SinkNode(Node):
     """``to``: serialize and write to ``topic``."""
 
-    topic: str = attrs.field(kw_only=True)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    topic: str = attrs.field(kw_only=True, validator=is_topic)
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
     kind = "Sink"
+    arity = 1
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_sink(self.name, self.topic, self.parents)
+
+
+Windows = SessionWindows | TimeWindows | SlidingWindows
+
+
+def _merger_matches(owner: str, merger: UserFn | None, windows: Windows | None) -> None:
+    """Sessions merge, so a session aggregation needs a merger; nothing else takes one."""
+    if isinstance(windows, SessionWindows) and merger is None:
+        raise InvalidArgumentError(
+            f"{owner} over SessionWindows needs a 'merger' (key, aggregate1, aggregate2) -> aggregate: "
+            "sessions bridged by a record are merged."
+        )
+    if not isinstance(windows, SessionWindows) and merger is not None:
+        raise InvalidArgumentError(
+            f"{owner} {'without windows' if windows is None else f'over {type(windows).__name__}'} takes no "
+            "'merger' (only sessions merge); pass merger=None."
+        )
+
+
+def _agg_fits_node(inst: AggregateNode, attribute: attrs.Attribute[Any], value: AggSpec) -> None:
+    windows = getattr(inst, "windows", None)
+    owner = f"The aggregation of {type(inst).__name__}"
+    if isinstance(value, AggregateAgg):
+        _merger_matches(owner, value.merger, windows)
+    if windows is not None:
+        fns = [value.reducer] if isinstance(value, ReduceAgg) else []
+        fns += [value.aggregator] if isinstance(value, AggregateAgg) else []
+        if any(isinstance(f, ColumnFn) for f in fns):
+            raise InvalidTypeError(
+                f"{owner} takes Python callables only: windowed aggregations do not compile pyspark Columns."
+            )
 
 
 @attrs.frozen
 class AggregateNode(Node):
     """An unwindowed aggregation of a grouped stream into a KTable held in ``store``."""
 
-    agg: AggSpec = attrs.field(kw_only=True)
-    store: str = attrs.field(kw_only=True)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    agg: AggSpec = attrs.field(kw_only=True, validator=[instance_of(CountAgg, ReduceAgg, AggregateAgg), _agg_fits_node])
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
+    arity = 1
 
     @property
     def stores(self) -> tuple[str, ...]:
         return (self.store,)
 
 
+_emit = instance_of(EmitStrategy)
+
+
 @attrs.frozen
 class SessionAggregateNode(AggregateNode):
     """A session-windowed aggregation (KIP-94) with an emit strategy (KIP-825)."""
 
-    windows: SessionWindows = attrs.field(kw_only=True)
-    emit: EmitStrategy = attrs.field(kw_only=True)
+    windows: SessionWindows = attrs.field(kw_only=True, validator=instance_of(SessionWindows))
+    emit: EmitStrategy = attrs.field(kw_only=True, validator=_emit)
 
 
 @attrs.frozen
@@ -231,8 +360,27 @@ class TimeWindowAggregateNode(AggregateNode):
     """A time-windowed aggregation: ``TimeWindows`` (tumbling/hopping) or ``SlidingWindows``,
     with an emit strategy (KIP-825)."""
 
-    windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True)
-    emit: EmitStrategy = attrs.field(kw_only=True)
+    windows: TimeWindows | SlidingWindows = attrs.field(kw_only=True, validator=instance_of(TimeWindows, SlidingWindows))
+    emit: EmitStrategy = attrs.field(kw_only=True, validator=_emit)
+
+
+def _one_aggregator_per_input(inst: CogroupAggregateNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not len(inst.parents) == len(inst.agg_names) == len(value) >= 1:
+        raise InvalidArgumentError(
+            f"A cogroup needs one aggregator and one agg name per input, and at least one input "
+            f"(got {len(inst.parents)} parents, {len(inst.agg_names)} agg_names, {len(value)} aggregators)."
+        )
+
+
+def _cogroup_merger(inst: CogroupAggregateNode, attribute: attrs.Attribute[Any], value: UserFn | None) -> None:
+    _merger_matches("A cogroup", value, inst.windows)
+
+
+def _emit_needs_windows(inst: CogroupAggregateNode, attribute: attrs.Attribute[Any], value: EmitStrategy) -> None:
+    if inst.windows is None and value.emits_on_close:
+        raise InvalidArgumentError(
+            "'emit' can be on_window_close() only for a windowed cogroup: an unwindowed table never closes."
+        )
 
 
 @attrs.frozen
@@ -241,62 +389,66 @@ class CogroupAggregateNode(Node):
 
     ``parents[i]`` feeds ``aggregators[i]``; describe() shows one ``agg_names[i]`` processor
     per input and this node (``name``) as the ``-cogroup-merge`` node. ``windows`` is None
-    (unwindowed) or ``SessionWindows`` (then ``merger`` is set).
+    (unwindowed), ``SessionWindows`` (then ``merger`` is set), ``TimeWindows`` or
+    ``SlidingWindows``.
     """
 
-    agg_names: tuple[str, ...] = attrs.field(kw_only=True)
-    aggregators: tuple[UserFn, ...] = attrs.field(kw_only=True)
-    initializer: UserFn = attrs.field(kw_only=True)
-    store: str = attrs.field(kw_only=True)
-    merger: UserFn | None = attrs.field(kw_only=True, default=None)
-    windows: Any = attrs.field(kw_only=True, default=None)
-    emit: EmitStrategy = attrs.field(kw_only=True, factory=EmitStrategy.on_window_update)
-    key_serde: Serde | None = attrs.field(kw_only=True, default=None)
-    value_serde: Serde | None = attrs.field(kw_only=True, default=None)
+    agg_names: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
+    aggregators: tuple[UserFn, ...] = attrs.field(kw_only=True, validator=[tuple_of(UserFn), _one_aggregator_per_input])
+    initializer: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    merger: UserFn | None = attrs.field(kw_only=True, default=None, validator=[_optional_user_fn, _cogroup_merger])
+    windows: Windows | None = attrs.field(
+        kw_only=True, default=None, validator=instance_of(SessionWindows, TimeWindows, SlidingWindows, optional=True)
+    )
+    emit: EmitStrategy = attrs.field(
+        kw_only=True, factory=EmitStrategy.on_window_update, validator=[_emit, _emit_needs_windows]
+    )
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
 
     @property
     def stores(self) -> tuple[str, ...]:
         return (self.store,)
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        for agg_name, parent in zip(self.agg_names, self.parents):
+            builder.add_processor(agg_name, self.stores, (parent,))
+        builder.add_processor(self.name, (), self.agg_names)
 
 
 @attrs.frozen
 class TableToStreamNode(Node):
     """``KTable.to_stream``: the table's changelog as a stream."""
 
+    arity = 1
+
 
 @attrs.frozen
 class TableFilterNode(Node):
     """``KTable.filter``: a record that fails the predicate becomes a tombstone."""
 
-    predicate: Fn = attrs.field(kw_only=True)
-    negate: bool = attrs.field(kw_only=True, default=False)
+    predicate: Fn = attrs.field(kw_only=True, validator=_fn)
+    negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+    arity = 1
 
 
 @attrs.frozen
 class TableMapValuesNode(Node):
     """``KTable.map_values``: tombstones stay tombstones; other values are mapped."""
 
-    mapper: Fn = attrs.field(kw_only=True)
+    mapper: Fn = attrs.field(kw_only=True, validator=_fn)
+    arity = 1
 
 
-#: Every concrete node type; the compiler must have a lowering rule for each.
-NODE_TYPES: tuple[type[Node], ...] = (
-    SourceNode,
-    FilterNode,
-    MapValuesNode,
-    MapNode,
-    FlatMapNode,
-    FlatMapValuesNode,
-    SelectKeyNode,
-    PeekNode,
-    MergeNode,
-    RepartitionNode,
-    SinkNode,
-    AggregateNode,
-    SessionAggregateNode,
-    CogroupAggregateNode,
-    TableToStreamNode,
-    TableFilterNode,
-    TableMapValuesNode,
-    TimeWindowAggregateNode,
-)
+def _concrete_node_types() -> frozenset[type[Node]]:
+    """Every concrete `Node` subclass defined in this module (ibis' ``ALL_OPERATIONS``)."""
+    return frozenset(
+        c for c in globals().values()
+        if isinstance(c, type) and issubclass(c, Node) and c is not Node
+        and c.__module__ == __name__ and not inspect.isabstract(c)
+    )
+
+
+#: Every concrete node type, discovered; the compiler must have a lowering rule for each.
+NODE_TYPES: frozenset[type[Node]] = _concrete_node_types()

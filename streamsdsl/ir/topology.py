@@ -1,18 +1,22 @@
-"""The immutable `Topology` and its Kafka-Streams-style ``describe()`` (pure Python)."""
+"""The immutable `Topology` (a DAG of IR nodes) and its Kafka-Streams-style ``describe()``.
+
+Pure Python: this module knows only the IR. Each node writes its own part of the description
+into a `DescriptionBuilder` (`Node.describe_into`, Kafka's ``GraphNode.writeToTopology``);
+`Topology.describe` groups the description nodes into sub-topologies and renders them exactly
+as Kafka Streams' ``TopologyDescription`` does. Compiling and running a topology belong to the
+compiler and runtime layers.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Iterable
 
 import attrs
 
-from streamsdsl.ir import nodes as ir
 from streamsdsl.errors import TopologyError
+from streamsdsl.ir import nodes as ir
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-__all__ = ["Topology"]
+__all__ = ["DescriptionBuilder", "Topology"]
 
 
 @attrs.frozen
@@ -26,26 +30,81 @@ class _DNode:
     predecessors: tuple[str, ...]
 
 
-@attrs.frozen
-class Topology:
-    """An immutable DAG of IR nodes, in the order they were added.
+class DescriptionBuilder:
+    """What IR nodes describe themselves into: Kafka Streams' description nodes and their edges.
 
-    Build one with `StreamsBuilder`; print it with `describe`; run
-    it with `TopologyTestDriver` (tests) or on a Kafka-backed streaming query.
+    Mirrors the ``InternalTopologyBuilder`` calls a Kafka ``GraphNode`` makes: ``add_source``,
+    ``add_processor`` and ``add_sink``, each naming its predecessors (description names).
     """
 
-    nodes: tuple[ir.Node, ...]
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[str, str]] = {}  # name -> (kind, detail), in order added
+        self._succ: dict[str, list[str]] = {}
+        self._pred: dict[str, list[str]] = {}
+
+    def _add(self, name: str, kind: str, detail: str, predecessors: Iterable[str]) -> None:
+        if name in self._entries:
+            raise TopologyError(f"Two description nodes are named {name!r}; processor names must be unique.")
+        self._entries[name] = (kind, detail)
+        self._succ[name] = []
+        self._pred[name] = []
+        for p in predecessors:
+            self._succ[p].append(name)
+            self._pred[name].append(p)
+
+    def add_source(self, name: str, topics: Iterable[str]) -> None:
+        """A source reading ``topics``."""
+        self._add(name, "Source", f"topics: [{', '.join(topics)}]", ())
+
+    def add_processor(self, name: str, stores: Iterable[str], predecessors: Iterable[str]) -> None:
+        """A processor connected to ``stores``, fed by ``predecessors``."""
+        self._add(name, "Processor", f"stores: [{', '.join(stores)}]", predecessors)
+
+    def add_sink(self, name: str, topic: str, predecessors: Iterable[str]) -> None:
+        """A sink writing ``topic``, fed by ``predecessors``."""
+        self._add(name, "Sink", f"topic: {topic}", predecessors)
+
+    def build(self) -> list[_DNode]:
+        """The description nodes, in the order they were added."""
+        return [
+            _DNode(name, kind, detail, tuple(self._succ[name]), tuple(self._pred[name]))
+            for name, (kind, detail) in self._entries.items()
+        ]
+
+
+def _is_node_tuple(inst: Topology, attribute: attrs.Attribute[tuple[ir.Node, ...]], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(n, ir.Node) for n in value):
+        raise TopologyError(f"'nodes' must be a tuple of IR nodes (got {type(value).__name__}).")
+
+
+@attrs.frozen
+class Topology:
+    """An immutable DAG of IR nodes, parents before children, in the order they were added.
+
+    Build one with `StreamsBuilder`; print it with `describe`; run it with
+    ``TopologyTestDriver`` (tests) or ``KafkaStreams`` (a Kafka-backed streaming query).
+    """
+
+    nodes: tuple[ir.Node, ...] = attrs.field(validator=_is_node_tuple)
     _by_name: dict[str, ir.Node] = attrs.field(init=False, repr=False, eq=False)
     _children: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
 
     def __attrs_post_init__(self) -> None:
-        by_name = {n.name: n for n in self.nodes}
-        children: dict[str, list[str]] = {n.name: [] for n in self.nodes}
+        by_name: dict[str, ir.Node] = {}
+        children: dict[str, list[str]] = {}
         for n in self.nodes:
+            if n.name in by_name:
+                raise TopologyError(f"Two nodes are named {n.name!r}; node names must be unique.")
             for p in n.parents:
                 if p not in by_name:
-                    raise TopologyError(f"Node {n.name} refers to unknown parent {p}.")
+                    known = any(m.name == p for m in self.nodes)
+                    raise TopologyError(
+                        f"Node {n.name} appears before one of its parents." if known
+                        else f"Node {n.name} refers to unknown parent {p}."
+                    )
                 children[p].append(n.name)
+            by_name[n.name] = n
+            children[n.name] = []
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_children", {k: tuple(v) for k, v in children.items()})
 
@@ -77,65 +136,16 @@ class Topology:
         return tuple(s for n in self.nodes for s in n.stores)
 
     def topological_order(self) -> tuple[ir.Node, ...]:
-        """Nodes ordered parents-first (insertion order already is; checked here)."""
-        seen: set[str] = set()
-        for n in self.nodes:
-            if any(p not in seen for p in n.parents):
-                raise TopologyError(f"Node {n.name} appears before one of its parents.")
-            seen.add(n.name)
+        """Nodes ordered parents-first (the construction order, checked when the topology is built)."""
         return self.nodes
 
     # -- describe ----------------------------------------------------------------------------
     def _description_nodes(self) -> list[_DNode]:
-        """Expand IR nodes into Kafka Streams' description nodes (repartitions become 3 nodes)."""
-        succ: dict[str, list[str]] = {}
-        pred: dict[str, list[str]] = {}
-        kinds: dict[str, tuple[str, str]] = {}
-        order: list[str] = []
-
-        def add(name: str, kind: str, detail: str) -> None:
-            kinds[name] = (kind, detail)
-            succ.setdefault(name, [])
-            pred.setdefault(name, [])
-            order.append(name)
-
-        def link(a: str, b: str) -> None:
-            succ[a].append(b)
-            pred[b].append(a)
-
-        # The description name a child edge leaves from / arrives at, per IR node.
-        out_name: dict[str, str] = {}
+        """Expand IR nodes into Kafka Streams' description nodes (a repartition becomes 3 nodes)."""
+        builder = DescriptionBuilder()
         for n in self.nodes:
-            if isinstance(n, ir.SourceNode):
-                add(n.name, "Source", f"topics: [{', '.join(n.topics)}]")
-                out_name[n.name] = n.name
-            elif isinstance(n, ir.SinkNode):
-                add(n.name, "Sink", f"topic: {n.topic}")
-                link(out_name[n.parents[0]], n.name)
-            elif isinstance(n, ir.RepartitionNode):
-                f, s, src = n.filter_name, n.sink_name, n.name
-                add(f, "Processor", "stores: []")
-                add(s, "Sink", f"topic: {n.topic}")
-                add(src, "Source", f"topics: [{n.topic}]")
-                link(out_name[n.parents[0]], f)
-                link(f, s)
-                out_name[n.name] = src
-            elif isinstance(n, ir.CogroupAggregateNode):
-                for agg_name, p in zip(n.agg_names, n.parents):
-                    add(agg_name, "Processor", f"stores: [{n.store}]")
-                    link(out_name[p], agg_name)
-                add(n.name, "Processor", "stores: []")
-                for agg_name in n.agg_names:
-                    link(agg_name, n.name)
-                out_name[n.name] = n.name
-            else:
-                add(n.name, "Processor", f"stores: [{', '.join(n.stores)}]")
-                for p in n.parents:
-                    link(out_name[p], n.name)
-                out_name[n.name] = n.name
-        return [
-            _DNode(name, kinds[name][0], kinds[name][1], tuple(succ[name]), tuple(pred[name])) for name in order
-        ]
+            n.describe_into(builder)
+        return builder.build()
 
     def describe(self) -> str:
         """Render the topology exactly as Kafka Streams' ``Topology.describe().toString()``.
@@ -214,19 +224,3 @@ class Topology:
 
     def __str__(self) -> str:
         return self.describe()
-
-    # -- Spark ---------------------------------------------------------------------------------
-    def explain(self, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:
-        """The Spark plan(s) this topology compiles to, one per sink, as a string (also printed).
-
-        Sources are bound to empty in-memory DataFrames of the record schema, so no broker is
-        needed; ``mode`` is passed to ``DataFrame.explain`` ("simple", "extended", "formatted").
-        """
-        from streamsdsl.compiler import explain_topology
-
-        text = explain_topology(self, spark, mode=mode)
-        print(text)
-        return text
-
-    def _repr_args(self) -> Any:  # pragma: no cover - debugging aid
-        return [n.name for n in self.nodes]
