@@ -14,13 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from streamsdsl.io.kafka_sink import KafkaSinkOptionError, KafkaSinkOptions
-from streamsdsl.io.kafka_source import (
-    RAW_RECORD_SCHEMA,
-    KafkaOptionError,
-    KafkaSourceOptions,
-    allocate_rate_limit,
-)
+from streamsdsl.io.partition_reader import RAW_RECORD_SCHEMA
 from streamsdsl.records import RAW_RECORD_DDL, RAW_SINK_DDL
 from streamsdsl.testing.local_kafka import ConsumedRecord, LocalKafka
 
@@ -303,73 +297,10 @@ class TestSink:
         assert sorted((r.key, r.partition) for r in copied) == sorted((r.key, r.partition) for r in original)
 
 
+@pytest.mark.spark
 class TestOptions:
-    """Invalid options fail at query start with a message naming the option and the fix."""
+    """Invalid options fail at query start; the option checks themselves are in ``tests/io``."""
 
-    def test_missing_subscribe(self) -> None:
-        """``subscribe`` is required."""
-        with pytest.raises(KafkaOptionError) as info:
-            KafkaSourceOptions.from_options({"kafka.bootstrap.servers": "h:1"}, streaming=True)
-        assert info.value.args == (
-            "option 'subscribe' is required: a comma-separated list of topics, e.g. "
-            ".option('subscribe', 'orders,payments').",
-        )
-
-    def test_bad_compat(self) -> None:
-        """``kafka.broker.compat`` accepts only kafka and tansu."""
-        with pytest.raises(KafkaOptionError) as info:
-            KafkaSourceOptions.from_options(
-                {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.broker.compat": "redpanda"},
-                streaming=True,
-            )
-        assert info.value.args == (
-            "option 'kafka.broker.compat' must be 'kafka' or 'tansu' (got 'redpanda'); "
-            "use 'tansu' only for the Tansu broker.",
-        )
-
-    def test_bad_max_offsets_per_trigger(self) -> None:
-        """``maxOffsetsPerTrigger`` must be a positive integer."""
-        with pytest.raises(KafkaOptionError) as info:
-            KafkaSourceOptions.from_options(
-                {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "maxOffsetsPerTrigger": "0"}, streaming=True
-            )
-        assert info.value.args == ("option 'maxOffsetsPerTrigger' must be a positive integer (got '0').",)
-
-    def test_starting_offsets_unknown_topic(self) -> None:
-        """JSON offsets may only name subscribed topics."""
-        with pytest.raises(KafkaOptionError) as info:
-            KafkaSourceOptions.from_options(
-                {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "startingOffsets": '{"u": {"0": 1}}'},
-                streaming=True,
-            )
-        assert info.value.args == (
-            "option 'startingOffsets' names topic 'u', which is not subscribed (t); "
-            "add it to 'subscribe' or remove it from 'startingOffsets'.",
-        )
-
-    def test_forbidden_consumer_option(self) -> None:
-        """``kafka.auto.offset.reset`` is replaced by ``startingOffsets``."""
-        with pytest.raises(KafkaOptionError) as info:
-            KafkaSourceOptions.from_options(
-                {"kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.auto.offset.reset": "earliest"},
-                streaming=True,
-            )
-        assert info.value.args == (
-            "option 'kafka.auto.offset.reset' is not supported: use the 'startingOffsets' option instead.",
-        )
-
-    @pytest.mark.spark
-    def test_sink_rejects_unknown_columns(self, spark: SparkSession) -> None:
-        """The sink takes only key, value, timestamp, headers."""
-        schema = spark.createDataFrame([], "value binary, topic string").schema
-        with pytest.raises(KafkaSinkOptionError) as info:
-            KafkaSinkOptions.from_options({"kafka.bootstrap.servers": "h:1", "topic": "t"}, schema)
-        assert info.value.args == (
-            "the streamsdsl-kafka sink takes the columns key, value, timestamp, headers "
-            "(streamsdsl.records.RAW_SINK_DDL); drop or rename 'topic'.",
-        )
-
-    @pytest.mark.spark
     def test_error_reaches_the_spark_user(self, spark: SparkSession) -> None:
         """Through Spark the error arrives wrapped, with the option's name and the fix in its text."""
         from pyspark.errors import AnalysisException
@@ -381,10 +312,14 @@ class TestOptions:
             ".option('kafka.bootstrap.servers', 'localhost:9092')."
         ) in str(info.value)
 
-    def test_rate_limit_allocation_is_exact(self) -> None:
-        """Largest-remainder sharing: exactly ``limit`` offsets, never past a partition's end."""
-        start = {("t", 0): 0, ("t", 1): 5, ("t", 2): 0}
-        end = {("t", 0): 10, ("t", 1): 6, ("t", 2): 3}
-        assert allocate_rate_limit(start, end, 5) == {("t", 0): 4, ("t", 1): 5, ("t", 2): 1}
-        assert allocate_rate_limit(start, end, 100) == end
-        assert allocate_rate_limit(start, end, 1) == {("t", 0): 1, ("t", 1): 5, ("t", 2): 0}
+    def test_sink_schema_error_reaches_the_spark_user(self, spark: SparkSession) -> None:
+        """A sink input column it does not take fails the write, naming the column."""
+        df = spark.createDataFrame([(b"v", "t")], "value binary, topic string")
+        with pytest.raises(Exception) as info:
+            df.write.format("streamsdsl-kafka").mode("append").option("kafka.bootstrap.servers", "h:1").option(
+                "topic", "t"
+            ).save()
+        assert (
+            "KafkaSinkOptionError: the streamsdsl-kafka sink takes the columns key, value, timestamp, headers "
+            "(streamsdsl.records.RAW_SINK_DDL); drop or rename 'topic'."
+        ) in str(info.value)

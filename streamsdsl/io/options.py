@@ -344,7 +344,9 @@ class KafkaSinkOptions:
         bootstrap = _bootstrap_servers(opts, KafkaSinkOptionError)
         topic = opts.get("topic", "").strip()
         if not topic:
-            raise KafkaSinkOptionError("option 'topic' is required: the topic to write to, e.g. .option('topic', 'out').")
+            raise KafkaSinkOptionError(
+                "option 'topic' is required: the topic to write to, e.g. .option('topic', 'out')."
+            )
         raw_flush = opts.get("kafka.flush.timeout.ms")
         flush_ms = (
             _DEFAULT_TIMEOUT_MS
