@@ -1,15 +1,20 @@
 """Serdes as Spark column expressions: bytes → internal column and back.
 
-String, Json and Bytes compile to native expressions; the fixed-width numeric serdes use native
-length checks and a vectorized (Arrow/pandas) conversion. A record that cannot be deserialized
-fails the query with an error naming topic, partition and offset (Kafka Streams'
-``log_and_fail``), raised natively by ``raise_error``.
+One rule per serde class (``functools.singledispatch``; the serde classes live in the pure-Python
+DSL layer, so the Spark side of each is registered here): String, Json and Bytes compile to
+native expressions, Long and Integer to native hex arithmetic, Double to native length checks
+plus a vectorized (Arrow) conversion, and a user's `CustomSerde` keeps the wire bytes as its
+column, checked once at the source by a vectorized call of its ``deserialize``.
+
+A record that cannot be deserialized fails the query with an error naming the serde, topic,
+partition and offset (Kafka Streams' ``log_and_fail``), raised natively by ``raise_error``.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any
+from functools import singledispatch
+from typing import Any, Callable
 
 import pyarrow as pa
 from pyspark.sql import Column
@@ -17,13 +22,20 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
 from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
-from streamsdsl.dsl.serdes import Serde
+from streamsdsl.dsl.serdes import (
+    BytesSerde,
+    CustomSerde,
+    FixedWidthSerde,
+    IntegerSerde,
+    JsonSerde,
+    LongSerde,
+    PlanSerde,
+    StringSerde,
+)
+from streamsdsl.errors import OperationNotDefinedError
 
-_WIDTH = {"Long": 8, "Integer": 4, "Double": 8}
-_FMT = {"Long": ">q", "Integer": ">i", "Double": ">d"}
 
-
-def _arrow_map(fn: Any, return_type: str) -> Any:
+def _arrow_map(fn: Callable[[Any], Any], return_type: str) -> Any:
     """A vectorized (Arrow batch) UDF applying ``fn`` to each non-null element."""
     from pyspark.sql.pandas.types import to_arrow_type
     from pyspark.sql.types import _parse_datatype_string
@@ -37,23 +49,146 @@ def _arrow_map(fn: Any, return_type: str) -> Any:
     return apply
 
 
-def _unpack_udf(serde: Serde) -> Any:
-    fmt, width = _FMT[serde.name], _WIDTH[serde.name]
+def _big_endian(col: Column, hex_digits: int) -> Column:
+    """An integral column as ``hex_digits / 2`` bytes, big-endian (two's complement for a bigint)."""
+    return F.unhex(F.lpad(F.hex(col), hex_digits, "0"))
+
+
+def _no_rule(serde: PlanSerde, what: str) -> OperationNotDefinedError:
+    return OperationNotDefinedError(f"No Spark {what} rule for {serde!r} ({type(serde).__name__}).")
+
+
+# --- bytes → column, without validation ----------------------------------------------------------
+
+
+@singledispatch
+def _decode(serde: PlanSerde, col: Column) -> Column:
+    raise _no_rule(serde, "decoding")
+
+
+@_decode.register(StringSerde)
+@_decode.register(JsonSerde)
+def _(serde: PlanSerde, col: Column) -> Column:
+    return col.cast("string")
+
+
+@_decode.register(BytesSerde)
+@_decode.register(CustomSerde)
+def _(serde: PlanSerde, col: Column) -> Column:
+    return col
+
+
+@_decode.register(LongSerde)
+def _(serde: LongSerde, col: Column) -> Column:
+    # conv(..., -10) reads the 16 hex digits as a signed 64-bit two's complement number
+    return F.conv(F.hex(col), 16, -10).cast("bigint")
+
+
+@_decode.register(IntegerSerde)
+def _(serde: IntegerSerde, col: Column) -> Column:
+    unsigned = F.conv(F.hex(col), 16, 10).cast("bigint")
+    return F.when(unsigned >= 2**31, unsigned - 2**32).otherwise(unsigned).cast("int")
+
+
+@_decode.register(FixedWidthSerde)
+def _(serde: FixedWidthSerde, col: Column) -> Column:
+    fmt, width = serde.fmt, serde.width
     # Wrong-length input yields null here; the native length check raises the real error
     # (a UDF is evaluated for every row of a batch, also those the check rejects).
-    return _arrow_map(lambda b: struct.unpack(fmt, b)[0] if len(b) == width else None, serde.spark_type)
+    return _arrow_map(lambda b: struct.unpack(fmt, b)[0] if len(b) == width else None, serde.spark_type)(col)
 
 
-def _pack_udf(serde: Serde) -> Any:
-    fmt = _FMT[serde.name]
-    return _arrow_map(lambda v: struct.pack(fmt, v), "binary")
+# --- which bytes a serde cannot read ----------------------------------------------------------------
 
 
-def deserialization_error(what: str, serde: Serde, reason: Column) -> Column:
+@singledispatch
+def _invalid(serde: PlanSerde, col: Column) -> tuple[Column, Column] | None:
+    """(condition, reason) for bytes ``serde`` cannot read; None when every byte string is valid."""
+    raise _no_rule(serde, "validation")
+
+
+@_invalid.register(BytesSerde)
+def _(serde: BytesSerde, col: Column) -> None:
+    return None
+
+
+@_invalid.register(FixedWidthSerde)
+def _(serde: FixedWidthSerde, col: Column) -> tuple[Column, Column]:
+    return (
+        col.isNotNull() & (F.length(col) != serde.width),
+        F.concat(F.lit(f"expected {serde.width} bytes, got "), F.length(col).cast("string")),
+    )
+
+
+@_invalid.register(JsonSerde)
+def _(serde: JsonSerde, col: Column) -> tuple[Column, Column]:
+    return col.isNotNull() & F.try_parse_json(col.cast("string")).isNull(), F.lit("not valid UTF-8 JSON")
+
+
+@_invalid.register(StringSerde)
+def _(serde: StringSerde, col: Column) -> tuple[Column, Column]:
+    return col.isNotNull() & F.try_validate_utf8(col).isNull(), F.lit("not valid UTF-8")
+
+
+@_invalid.register(CustomSerde)
+def _(serde: CustomSerde, col: Column) -> tuple[Column, Column]:
+    inner = serde.inner
+
+    def failure(data: bytes) -> str | None:
+        try:
+            inner.deserialize(bytes(data))
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is the reason
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    reason = _arrow_map(failure, "string")(col)
+    return col.isNotNull() & reason.isNotNull(), reason
+
+
+# --- column → bytes of the same serde ---------------------------------------------------------------
+
+
+@singledispatch
+def _encode(serde: PlanSerde, col: Column) -> Column:
+    raise _no_rule(serde, "encoding")
+
+
+@_encode.register(StringSerde)
+@_encode.register(JsonSerde)
+def _(serde: PlanSerde, col: Column) -> Column:
+    return F.encode(col, "UTF-8")
+
+
+@_encode.register(BytesSerde)
+@_encode.register(CustomSerde)
+def _(serde: PlanSerde, col: Column) -> Column:
+    return col
+
+
+@_encode.register(LongSerde)
+def _(serde: LongSerde, col: Column) -> Column:
+    return _big_endian(col, 16)
+
+
+@_encode.register(IntegerSerde)
+def _(serde: IntegerSerde, col: Column) -> Column:
+    return _big_endian(col.cast("bigint").bitwiseAND(0xFFFFFFFF), 8)
+
+
+@_encode.register(FixedWidthSerde)
+def _(serde: FixedWidthSerde, col: Column) -> Column:
+    fmt = serde.fmt
+    return _arrow_map(lambda v: struct.pack(fmt, v), "binary")(col)
+
+
+# --- the compiler's entry points ---------------------------------------------------------------
+
+
+def deserialization_error(what: str, serde: PlanSerde, reason: Column) -> Column:
     """A native ``raise_error`` naming the record's coordinates (columns topic/partition/offset)."""
     return F.raise_error(
         F.concat(
-            F.lit(f"Serdes.{serde.name}() cannot deserialize the record {what} at "),
+            F.lit(f"{serde!r} cannot deserialize the record {what} at "),
             F.coalesce(F.col("topic"), F.lit("?")),
             F.lit("-"),
             F.coalesce(F.col("partition").cast("string"), F.lit("?")),
@@ -66,80 +201,50 @@ def deserialization_error(what: str, serde: Serde, reason: Column) -> Column:
     )
 
 
-def invalid_bytes(col: Column, serde: Serde) -> tuple[Column, Column]:
+def invalid_bytes(col: Column, serde: PlanSerde) -> tuple[Column, Column]:
     """(condition, reason) that is true for bytes ``serde`` cannot read; never true for null."""
-    if serde.name in _WIDTH:
-        width = _WIDTH[serde.name]
-        return (
-            col.isNotNull() & (F.length(col) != width),
-            F.concat(F.lit(f"expected {width} bytes, got "), F.length(col).cast("string")),
-        )
-    if serde.name == "Json":
-        text = col.cast("string")
-        return col.isNotNull() & F.try_parse_json(text).isNull(), F.lit("not valid UTF-8 JSON")
-    if serde.name == "String":
-        return col.isNotNull() & F.try_validate_utf8(col).isNull(), F.lit("not valid UTF-8")
-    return F.lit(False), F.lit("")
+    return _invalid(serde, col) or (F.lit(False), F.lit(""))
 
 
-def deserialize(col: Column, serde: Serde, what: str) -> Column:
+def deserialize(col: Column, serde: PlanSerde, what: str) -> Column:
     """Bytes column → the serde's internal column; invalid bytes raise a clear error."""
-    bad, reason = invalid_bytes(col, serde)
-    if serde.name == "Bytes":
-        return col
-    return F.when(bad, deserialization_error(what, serde, reason)).otherwise(decode(col, serde))
+    invalid = _invalid(serde, col)
+    if invalid is None:
+        return _decode(serde, col)
+    bad, reason = invalid
+    return F.when(bad, deserialization_error(what, serde, reason)).otherwise(_decode(serde, col))
 
 
-def decode(col: Column, serde: Serde) -> Column:
+def decode(col: Column, serde: PlanSerde) -> Column:
     """Bytes column → the serde's internal column, without validation (see ``invalid_bytes``)."""
-    if serde.name in ("String", "Json"):
-        value = col.cast("string")
-    elif serde.name == "Bytes":
-        value = col
-    elif serde.name == "Long":
-        # conv(..., -10) reads the 16 hex digits as a signed 64-bit two's complement number
-        value = F.conv(F.hex(col), 16, -10).cast("bigint")
-    elif serde.name == "Integer":
-        unsigned = F.conv(F.hex(col), 16, 10).cast("bigint")
-        value = F.when(unsigned >= 2**31, unsigned - 2**32).otherwise(unsigned).cast("int")
-    else:
-        value = _unpack_udf(serde)(col)
-    return value
+    return _decode(serde, col)
 
 
-def serialize_value(col: Column, internal: Serde, target: Serde) -> Column:
+def serialize_value(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:
     """Internal column held as ``internal`` → bytes of ``target`` (null stays null)."""
     if internal == target:
-        if target.name in ("String", "Json"):
-            return F.encode(col, "UTF-8")
-        if target.name == "Bytes":
-            return col
-        if target.name == "Long":
-            return F.unhex(F.lpad(F.hex(col), 16, "0"))
-        if target.name == "Integer":
-            return F.unhex(F.lpad(F.hex(col.cast("bigint").bitwiseAND(0xFFFFFFFF)), 8, "0"))
-        return _pack_udf(target)(col)
-    return _convert_udf(internal, target, windowed=None)(col)
+        return _encode(target, col)
+    return _convert_udf(internal, target)(col)
 
 
-def serialize_key(col: Column, codec: KeyCodec, target: Serde) -> Column:
+def serialize_key(col: Column, codec: KeyCodec, target: PlanSerde) -> Column:
     """Key column → bytes; windowed keys use Kafka Streams' wire layout."""
     if not codec.windowed:
         return serialize_value(col, codec.serde, target)
     inner = serialize_value(col.getField("key"), codec.serde, target)
     inner = F.coalesce(inner, F.lit(b"").cast("binary"))
-    end = F.unhex(F.lpad(F.hex(col.getField("end")), 16, "0"))
-    start = F.unhex(F.lpad(F.hex(col.getField("start")), 16, "0"))
+    end = _big_endian(col.getField("end"), 16)
+    start = _big_endian(col.getField("start"), 16)
     if isinstance(codec, SessionKeyCodec):
         return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(F.concat(inner, end, start))
     return F.when(col.isNull(), F.lit(None).cast("binary")).otherwise(F.concat(inner, start))
 
 
-def _convert_udf(internal: Serde, target: Serde, windowed: str | None) -> Any:
+def _convert_udf(internal: PlanSerde, target: PlanSerde) -> Any:
     return _arrow_map(lambda v: target.serialize(internal.from_internal(v)), "binary")
 
 
-def convert_column(col: Column, internal: Serde, target: Serde) -> Column:
+def convert_column(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:
     """Re-encode an internal column from ``internal`` to ``target`` (e.g. Json → Long)."""
     if internal == target:
         return col
