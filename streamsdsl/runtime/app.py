@@ -1,10 +1,10 @@
 """The application runner: `KafkaStreams` runs a topology Kafka → Spark → Kafka.
 
 `KafkaStreams` mirrors Kafka Streams' class of the same name. It reads the topology's source
-topics with the ``streamsdsl-kafka`` data source (`streamsdsl.io.kafka_source`), or with
+topics with the ``streamsdsl-kafka`` data source (`streamsdsl.io.source`), or with
 Spark's JVM Kafka connector when ``kafka.connector`` is ``"jvm"``, runs the
 whole topology as **one** Spark Structured Streaming query, and writes each sink's records
-to its topic with the ``streamsdsl-kafka`` batch writer (`streamsdsl.io.kafka_sink`), once
+to its topic with the ``streamsdsl-kafka`` batch writer (`streamsdsl.io.sink`), once
 per micro-batch. Offsets and operator state live in a Spark checkpoint under
 ``state.dir/application.id/checkpoint``: a new `KafkaStreams` with the same
 ``application.id`` and ``state.dir`` resumes where the previous one stopped.

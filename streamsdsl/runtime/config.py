@@ -2,8 +2,8 @@
 
 `StreamsConfig.from_mapping` validates a mapping of Kafka Streams' configuration keys (values
 may be strings, as in Java properties) into a frozen `StreamsConfig`; the settings with a fixed
-set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector`, and
-`streamsdsl.dsl.options.DeserializationHandler`). The option builders turn it into the options
+set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector`,
+`streamsdsl.io.options.BrokerCompat` and `streamsdsl.dsl.options.DeserializationHandler`). The option builders turn it into the options
 of the Kafka readers and writer. Pure Python: nothing here imports pyspark.
 
 Examples
@@ -29,6 +29,7 @@ import attrs
 
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+from streamsdsl.io.options import BrokerCompat
 
 __all__ = [
     "KNOWN_KEYS",
@@ -77,7 +78,6 @@ class Connector(enum.StrEnum):
 
 _E = TypeVar("_E", bound=enum.StrEnum)
 _EXACTLY_ONCE = ("exactly_once", "exactly_once_beta", "exactly_once_v2")
-_BROKER_COMPAT = ("kafka", "tansu")
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _HANDLER_KEY = "default.deserialization.exception.handler"
 #: Configuration keys `StreamsConfig` understands (besides the prefixes below).
@@ -197,16 +197,6 @@ def _processing_guarantee(config: Mapping[str, Any]) -> ProcessingGuarantee:
     return _enum_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE)
 
 
-def _broker_compat(config: Mapping[str, Any]) -> str:
-    compat = _lower_value(config, "kafka.broker.compat", "kafka")
-    if compat not in _BROKER_COMPAT:
-        raise StreamsConfigError(
-            f"'kafka.broker.compat' must be 'kafka' or 'tansu' (got {config['kafka.broker.compat']!r}); "
-            "use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker)."
-        )
-    return compat
-
-
 def _deserialization_handler(config: Mapping[str, Any]) -> DeserializationHandler:
     raw = _str_value(config, _HANDLER_KEY, DeserializationHandler.LOG_AND_FAIL.value)
     try:
@@ -281,8 +271,8 @@ class StreamsConfig:
     auto_offset_reset : OffsetReset
         ``auto.offset.reset``: ``earliest`` (default, as in Kafka Streams) or ``latest``;
         where a query without a checkpoint starts.
-    broker_compat : str
-        ``kafka.broker.compat``: ``kafka`` (default) or ``tansu``.
+    broker_compat : BrokerCompat
+        ``kafka.broker.compat``: ``kafka`` (default) or ``tansu`` (only with the Tansu broker).
     deserialization_handler : DeserializationHandler
         ``default.deserialization.exception.handler``: ``log_and_fail`` (default) or
         ``log_and_continue`` (Kafka Streams' class names are accepted too).
@@ -304,7 +294,7 @@ class StreamsConfig:
     processing_guarantee: ProcessingGuarantee = _enum_field(ProcessingGuarantee.AT_LEAST_ONCE)
     max_offsets_per_trigger: int | None = None
     auto_offset_reset: OffsetReset = _enum_field(OffsetReset.EARLIEST)
-    broker_compat: str = attrs.field(default="kafka", validator=attrs.validators.in_(_BROKER_COMPAT))
+    broker_compat: BrokerCompat = _enum_field(BrokerCompat.KAFKA)
     deserialization_handler: DeserializationHandler = _enum_field(DeserializationHandler.LOG_AND_FAIL)
     dead_letter_topic: str | None = None
     connector: Connector = _enum_field(Connector.PYTHON)
@@ -346,7 +336,10 @@ class StreamsConfig:
             config, "auto.offset.reset", OffsetReset.EARLIEST,
             hint="it applies only when the application starts without a checkpoint.",
         )
-        broker_compat = _broker_compat(config)
+        broker_compat = _enum_value(
+            config, "kafka.broker.compat", BrokerCompat.KAFKA,
+            hint="use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker).",
+        )
         handler = _deserialization_handler(config)
         dead_letter_topic = _dead_letter_topic(config, handler)
         connector = _enum_value(
@@ -397,7 +390,7 @@ class StreamsConfig:
         """Options of the ``streamsdsl-kafka`` reader (``subscribe`` is added per source)."""
         opts = {
             "kafka.bootstrap.servers": self.bootstrap_servers,
-            "kafka.broker.compat": str(self.broker_compat),
+            "kafka.broker.compat": self.broker_compat.value,
             "startingOffsets": self.auto_offset_reset.value,
         }
         if self.max_offsets_per_trigger is not None:

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from streamsdsl.io.options import BrokerCompat
 from streamsdsl.runtime.config import StreamsConfig, StreamsConfigError
 
 if TYPE_CHECKING:
@@ -137,7 +138,7 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     from pyspark.sql import functions as F
 
     options = config.jvm_source_options()
-    if config.broker_compat == "tansu":
+    if config.broker_compat is BrokerCompat.TANSU:
         log.warning(
             "'kafka.connector' = \"jvm\" with 'kafka.broker.compat' = \"tansu\": Spark's JVM connector trusts the "
             "high watermark, which Tansu can understate (the base offset of the last record batch + 1), so the "

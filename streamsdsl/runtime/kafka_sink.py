@@ -1,7 +1,7 @@
 """`KafkaTopicSink`: the `streamsdsl.runtime.streaming.BatchSink` of `KafkaStreams`.
 
 Each micro-batch, the rows of every sink are produced to its topic with the
-``streamsdsl-kafka`` batch writer (`streamsdsl.io.kafka_sink`); the records the
+``streamsdsl-kafka`` batch writer (`streamsdsl.io.sink`); the records the
 ``log_and_continue`` handler skipped are logged and go to the dead-letter topic when one is
 configured. The sink counts what it wrote, for `KafkaStreams.metrics`. pyspark is imported
 lazily.
