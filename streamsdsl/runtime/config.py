@@ -3,8 +3,9 @@
 `StreamsConfig.from_mapping` validates a mapping of Kafka Streams' configuration keys (values
 may be strings, as in Java properties) into a frozen `StreamsConfig`; the settings with a fixed
 set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector`,
-`streamsdsl.io.options.BrokerCompat` and `streamsdsl.dsl.options.DeserializationHandler`). The option builders turn it into the options
-of the Kafka readers and writer. Pure Python: nothing here imports pyspark.
+`streamsdsl.io.options.BrokerCompat` and `streamsdsl.dsl.options.DeserializationHandler`).
+The option builders turn it into the options of the Kafka readers and writer. Pure Python:
+nothing here imports pyspark.
 
 Examples
 --------
@@ -34,6 +35,7 @@ from streamsdsl.io.options import BrokerCompat
 __all__ = [
     "KNOWN_KEYS",
     "PASSTHROUGH_PREFIXES",
+    "SHARED_CLIENT_PREFIXES",
     "Connector",
     "OffsetReset",
     "ProcessingGuarantee",
