@@ -115,18 +115,16 @@ class BrokerCompat(enum.StrEnum):
 
 
 # -- shared parsing steps -------------------------------------------------------------------
-def _lower_keys(options: Mapping[str, str]) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in options.items()}
-
-
-def _bootstrap_servers(opts: Mapping[str, str], error: type[ValueError]) -> str:
+def _lower_keys_and_bootstrap(options: Mapping[str, str], error: type[ValueError]) -> tuple[dict[str, str], str]:
+    """The options with lower-case keys, and the required ``kafka.bootstrap.servers``."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise error(
             "option 'kafka.bootstrap.servers' is required, e.g. "
             ".option('kafka.bootstrap.servers', 'localhost:9092')."
         )
-    return bootstrap
+    return opts, bootstrap
 
 
 def _positive_int(raw: str, name: str, error: type[ValueError]) -> int:
@@ -161,7 +159,7 @@ def _parse_bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
 def _client_settings(
     opts: Mapping[str, str], forbidden: Mapping[str, str], error: type[ValueError], *, skip: Sequence[str] = ()
 ) -> dict[str, str]:
-    """The ``kafka.*`` options for librdkafka (prefix stripped), except this source's own."""
+    """The ``kafka.*`` options for librdkafka (prefix stripped), except the data source's own."""
     conf: dict[str, str] = {}
     for key, value in opts.items():
         if not key.startswith("kafka.") or key in _OWN_KAFKA_OPTIONS or key in skip:
@@ -182,7 +180,7 @@ def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: b
     allowed = "'latest' (-1)" if ending else "'earliest' (-2), 'latest' (-1)"
     hint = (
         f"option '{name}' must be {' or '.join(repr(k) for k in keywords)} or JSON like "
-        f'{{"{topics[0] if topics else "topic"}": {{"0": 23, "1": -1}}}} with offsets >= 0 or {allowed}'
+        f'{{"{topics[0]}": {{"0": 23, "1": -1}}}} with offsets >= 0 or {allowed}'
     )
     try:
         parsed = json.loads(value)
@@ -248,8 +246,7 @@ class KafkaSourceOptions:
         KafkaOptionError
             With the option's name and how to fix it.
         """
-        opts = _lower_keys(options)
-        bootstrap = _bootstrap_servers(opts, KafkaOptionError)
+        opts, bootstrap = _lower_keys_and_bootstrap(options, KafkaOptionError)
         if "assign" in opts or "subscribepattern" in opts:
             raise KafkaOptionError(
                 "options 'assign' and 'subscribePattern' are not supported by streamsdsl-kafka; "
@@ -335,13 +332,22 @@ class KafkaSinkOptions:
     def from_options(cls, options: Mapping[str, str]) -> KafkaSinkOptions:
         """Validate Spark writer options (keys are case-insensitive).
 
+        Parameters
+        ----------
+        options : mapping of str to str
+            The options given to ``df.write`` / ``df.writeStream``.
+
+        Returns
+        -------
+        KafkaSinkOptions
+            The options; the input schema is checked separately.
+
         Raises
         ------
         KafkaSinkOptionError
             With the option's name and how to fix it.
         """
-        opts = _lower_keys(options)
-        bootstrap = _bootstrap_servers(opts, KafkaSinkOptionError)
+        opts, bootstrap = _lower_keys_and_bootstrap(options, KafkaSinkOptionError)
         topic = opts.get("topic", "").strip()
         if not topic:
             raise KafkaSinkOptionError(

@@ -98,7 +98,7 @@ __all__ = [
 SOURCE_NAME = "streamsdsl-kafka"
 
 
-class _PartitionReader:
+class _RangeReader:
     """Mixin: ``read`` of both readers (runs in an executor's Python worker)."""
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -107,7 +107,7 @@ class _PartitionReader:
         return read_partition(partition)
 
 
-class KafkaStreamReader(ClientHolder, _PartitionReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(ClientHolder, _RangeReader, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batch reader: offsets in the checkpoint, admission control, AvailableNow.
 
     Parameters
@@ -169,7 +169,7 @@ class KafkaStreamReader(ClientHolder, _PartitionReader, DataSourceStreamReader, 
         self._close_client()
 
 
-class KafkaBatchReader(ClientHolder, _PartitionReader, DataSourceReader):
+class KafkaBatchReader(ClientHolder, _RangeReader, DataSourceReader):
     """Batch reader over ``[startingOffsets, endingOffsets)``.
 
     Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,13 +33,6 @@ class TestSourceOptions:
         assert _source_error(**{"kafka.bootstrap.servers": "h:1"}) == (
             "option 'subscribe' is required: a comma-separated list of topics, e.g. "
             ".option('subscribe', 'orders,payments').",
-        )
-
-    def test_missing_bootstrap_servers(self) -> None:
-        """``kafka.bootstrap.servers`` is required."""
-        assert _source_error(subscribe="t") == (
-            "option 'kafka.bootstrap.servers' is required, e.g. "
-            ".option('kafka.bootstrap.servers', 'localhost:9092').",
         )
 
     def test_bad_compat(self) -> None:
@@ -168,13 +162,6 @@ class TestSinkOptions:
             "option 'topic' is required: the topic to write to, e.g. .option('topic', 'out').",
         )
 
-    def test_missing_bootstrap_servers(self) -> None:
-        """``kafka.bootstrap.servers`` is required, with the sink's error type."""
-        assert _sink_error(topic="t") == (
-            "option 'kafka.bootstrap.servers' is required, e.g. "
-            ".option('kafka.bootstrap.servers', 'localhost:9092').",
-        )
-
     def test_forbidden_producer_option(self) -> None:
         """``kafka.acks`` cannot weaken the producer's acknowledgements."""
         assert _sink_error(**{"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.acks": "1"}) == (
@@ -207,3 +194,19 @@ class TestSinkOptions:
             "enable.idempotence": True,
             "acks": "all",
         }
+
+
+class TestBothOptions:
+    """What the source and the sink check alike, each with its own error type."""
+
+    @pytest.mark.parametrize(
+        ("check", "options"),
+        [(_source_error, {"subscribe": "t"}), (_sink_error, {"topic": "t"})],
+        ids=["source", "sink"],
+    )
+    def test_missing_bootstrap_servers(self, check: Callable[..., tuple[Any, ...]], options: dict[str, str]) -> None:
+        """``kafka.bootstrap.servers`` is required."""
+        assert check(**options) == (
+            "option 'kafka.bootstrap.servers' is required, e.g. "
+            ".option('kafka.bootstrap.servers', 'localhost:9092').",
+        )

@@ -22,6 +22,12 @@ def _schema(**columns: object) -> StructType:
     return StructType([StructField(name, dt, True) for name, dt in columns.items()])  # type: ignore[arg-type]
 
 
+def _rejection(**columns: object) -> tuple[object, ...]:
+    with pytest.raises(KafkaSinkOptionError) as info:
+        validate_sink_schema(_schema(**columns))
+    return info.value.args
+
+
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
 
@@ -30,35 +36,27 @@ class TestSinkSchema:
 
     def test_sink_rejects_unknown_columns(self) -> None:
         """The sink takes only key, value, timestamp, headers."""
-        with pytest.raises(KafkaSinkOptionError) as info:
-            validate_sink_schema(_schema(value=BinaryType(), topic=StringType()))
-        assert info.value.args == (
+        assert _rejection(value=BinaryType(), topic=StringType()) == (
             "the streamsdsl-kafka sink takes the columns key, value, timestamp, headers "
             "(streamsdsl.records.RAW_SINK_DDL); drop or rename 'topic'.",
         )
 
     def test_value_is_required(self) -> None:
         """A schema without ``value`` is rejected."""
-        with pytest.raises(KafkaSinkOptionError) as info:
-            validate_sink_schema(_schema(key=BinaryType()))
-        assert info.value.args == (
+        assert _rejection(key=BinaryType()) == (
             "the streamsdsl-kafka sink needs a 'value' column (binary or string; null = tombstone).",
         )
 
     def test_wrong_column_type(self) -> None:
         """A column of the wrong type is named with the accepted types and a cast."""
-        with pytest.raises(KafkaSinkOptionError) as info:
-            validate_sink_schema(_schema(value=BinaryType(), timestamp=IntegerType()))
-        assert info.value.args == (
+        assert _rejection(value=BinaryType(), timestamp=IntegerType()) == (
             "column 'timestamp' of the streamsdsl-kafka sink must be long (epoch milliseconds) or timestamp "
             "(got int); cast it, e.g. col('timestamp').cast('binary').",
         )
 
     def test_wrong_headers_type(self) -> None:
         """Headers must be an array of ``struct<key:string,value:binary>``."""
-        with pytest.raises(KafkaSinkOptionError) as info:
-            validate_sink_schema(_schema(value=BinaryType(), headers=ArrayType(StringType())))
-        assert info.value.args == (
+        assert _rejection(value=BinaryType(), headers=ArrayType(StringType())) == (
             "column 'headers' of the streamsdsl-kafka sink must be array<struct<key:string,value:binary>> "
             "(got array<string>); cast it, e.g. col('headers').cast('binary').",
         )
