@@ -8,7 +8,7 @@ method returns a new stage for a new node, so reusing a stage never changes anot
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Iterable, overload
+from typing import Any, Callable, ClassVar, Iterable, TypeVar, overload
 
 import attrs
 
@@ -40,6 +40,8 @@ __all__ = [
 ]
 
 NameArg = str | Named | None
+_S = TypeVar("_S")
+_T = TypeVar("_T")
 
 
 def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
@@ -262,6 +264,35 @@ class _Grouped(_Stage):
     repartition_required: bool
     grouped: Grouped
 
+    #: The IR node an aggregation of this stage adds.
+    _node_type: ClassVar[type[ir.AggregateNode]] = ir.AggregateNode
+
+    def _windowing(self) -> dict[str, Any]:
+        """The aggregation node's window fields (``windows``, ``emit``); none when unwindowed."""
+        return {}
+
+    def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
+        materialized = _materialized(materialized)
+        user_name = resolve_name(name)
+        if isinstance(spec, ir.CountAgg):
+            self._builder._burn_index_for_materialized_count(materialized, prefix)
+        store = self._builder._store_name(materialized, prefix)
+        node_name = self._builder._processor_name(user_name, prefix)
+        parent = self._source_for_aggregation(store)
+        windowing = self._windowing()
+        self._add(
+            self._node_type(
+                node_name,
+                (parent,),
+                agg=spec,
+                store=store,
+                key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
+                value_serde=materialized and materialized.value_serde,
+                **windowing,
+            )
+        )
+        return KTable(self._builder, node_name, windowing.get("windows"))
+
     def _source_for_aggregation(self, store: str) -> str:
         """The parent of the aggregation: a repartition node first when the key was changed.
 
@@ -316,26 +347,6 @@ def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:
 class KGroupedStream(_Grouped):
     """A grouped stream: aggregate it, or window it with `windowed_by`."""
 
-    def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
-        materialized = _materialized(materialized)
-        user_name = resolve_name(name)
-        if isinstance(spec, ir.CountAgg):
-            self._builder._burn_index_for_materialized_count(materialized, prefix)
-        store = self._builder._store_name(materialized, prefix)
-        node_name = self._builder._processor_name(user_name, prefix)
-        parent = self._source_for_aggregation(store)
-        self._add(
-            ir.AggregateNode(
-                node_name,
-                (parent,),
-                agg=spec,
-                store=store,
-                key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
-                value_serde=materialized and materialized.value_serde,
-            )
-        )
-        return KTable(self._builder, node_name)
-
     def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
         """Count records per key (null keys and null values are skipped and counted as dropped)."""
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
@@ -382,20 +393,21 @@ class KGroupedStream(_Grouped):
     ) -> SessionWindowedKStream | TimeWindowedKStream:
         """Window the grouped stream: ``SessionWindows`` gives a `SessionWindowedKStream`;
         ``TimeWindows`` or ``SlidingWindows`` give a `TimeWindowedKStream`."""
-        if isinstance(windows, SessionWindows):
-            return SessionWindowedKStream(
-                self._builder, self.node_name, self.repartition_required, self.grouped,
-                EmitStrategy.on_window_update(), windows=windows,
-            )
-        if isinstance(windows, (TimeWindows, SlidingWindows)):
-            return TimeWindowedKStream(
-                self._builder, self.node_name, self.repartition_required, self.grouped,
-                EmitStrategy.on_window_update(), windows=windows,
-            )
-        raise InvalidTypeError(
-            f"'windows' must be SessionWindows, TimeWindows or SlidingWindows (got {type(windows).__name__}: "
-            f"{windows!r}). Use SessionWindows.with_gap(gap) or TimeWindows.of_size_with_no_grace(size)."
-        )
+        stage = _stage_for(windows, SessionWindowedKStream, TimeWindowedKStream)
+        return stage(self._builder, self.node_name, self.repartition_required, self.grouped,
+                     EmitStrategy.on_window_update(), windows=windows)
+
+
+def _stage_for(windows: Any, session_stage: type[_S], time_stage: type[_T]) -> type[_S] | type[_T]:
+    """The windowed stage class for ``windows`` (a clear error for anything else)."""
+    if isinstance(windows, SessionWindows):
+        return session_stage
+    if isinstance(windows, (TimeWindows, SlidingWindows)):
+        return time_stage
+    raise InvalidTypeError(
+        f"'windows' must be SessionWindows, TimeWindows or SlidingWindows (got {type(windows).__name__}: "
+        f"{windows!r}). Use SessionWindows.with_gap(gap) or TimeWindows.of_size_with_no_grace(size)."
+    )
 
 
 def _emit(strategy: Any) -> EmitStrategy:
@@ -414,33 +426,12 @@ class _WindowedGrouped(_Grouped):
 
     emit: EmitStrategy
 
-    _node_type: ClassVar[Any]
-
     def emit_strategy(self, strategy: EmitStrategy) -> Any:
         """A copy of this stage that forwards results with ``strategy`` (KIP-825)."""
         return attrs.evolve(self, emit=_emit(strategy))
 
-    def _aggregate(self, spec: ir.AggSpec, prefix: str, name: NameArg, materialized: Materialized | None) -> KTable:
-        materialized = _materialized(materialized)
-        user_name = resolve_name(name)
-        if isinstance(spec, ir.CountAgg):
-            self._builder._burn_index_for_materialized_count(materialized, prefix)
-        store = self._builder._store_name(materialized, prefix)
-        node_name = self._builder._processor_name(user_name, prefix)
-        parent = self._source_for_aggregation(store)
-        self._add(
-            self._node_type(
-                node_name,
-                (parent,),
-                agg=spec,
-                store=store,
-                windows=self.windows,  # type: ignore[attr-defined]
-                emit=self.emit,
-                key_serde=(materialized and materialized.key_serde) or self.grouped.key_serde,
-                value_serde=materialized and materialized.value_serde,
-            )
-        )
-        return KTable(self._builder, node_name, windows=self.windows)  # type: ignore[attr-defined]
+    def _windowing(self) -> dict[str, Any]:
+        return {"windows": self.windows, "emit": self.emit}  # type: ignore[attr-defined]
 
     def _user_aggregate(self, initializer: Any, aggregator: Any, merger: ir.UserFn | None, name: NameArg,
                         materialized: Materialized | None) -> KTable:
@@ -671,14 +662,8 @@ class CogroupedKStream:
         """Window the cogroup: ``SessionWindows`` gives a `SessionWindowedCogroupedKStream`
         (``aggregate(initializer, merger)``), ``TimeWindows`` / ``SlidingWindows`` a
         `TimeWindowedCogroupedKStream` (``aggregate(initializer)``)."""
-        if isinstance(windows, SessionWindows):
-            return SessionWindowedCogroupedKStream(self._builder, self.groups, windows, EmitStrategy.on_window_update())
-        if isinstance(windows, (TimeWindows, SlidingWindows)):
-            return TimeWindowedCogroupedKStream(self._builder, self.groups, windows, EmitStrategy.on_window_update())
-        raise InvalidTypeError(
-            f"'windows' must be SessionWindows, TimeWindows or SlidingWindows (got {type(windows).__name__}: "
-            f"{windows!r}). Use SessionWindows.with_gap(gap) or TimeWindows.of_size_with_no_grace(size)."
-        )
+        stage = _stage_for(windows, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream)
+        return stage(self._builder, self.groups, windows, EmitStrategy.on_window_update())
 
 
 @attrs.frozen

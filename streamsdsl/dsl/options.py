@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
-from streamsdsl.dsl.serdes import Serde, check_serde
+from streamsdsl.dsl.serdes import PlanSerde, Serde, check_serde
 
 __all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced"]
 
@@ -23,7 +23,30 @@ def _name_field() -> Any:
 
 
 @attrs.frozen
-class Consumed:
+class _SerdesAndName:
+    """Options naming a processor and the serdes of its keys and values (JSON when not given)."""
+
+    key_serde: PlanSerde | None = _serde_field("key_serde")
+    value_serde: PlanSerde | None = _serde_field("value_serde")
+    name: str | None = _name_field()
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Self:
+        """Options with these serdes (a serde of your own is wrapped in a `CustomSerde`)."""
+        return cls(key_serde, value_serde)
+
+    @classmethod
+    def as_(cls, name: str) -> Self:
+        """Options with this processor name."""
+        return cls(name=name)
+
+    def with_name(self, name: str) -> Self:
+        """A copy with this processor name."""
+        return attrs.evolve(self, name=name)
+
+
+@attrs.frozen
+class Consumed(_SerdesAndName):
     """How a source topic is read: key and value serdes (JSON when not given).
 
     Examples
@@ -33,60 +56,15 @@ class Consumed:
     Consumed(key_serde=Serdes.String(), value_serde=Serdes.Long(), name=None)
     """
 
-    key_serde: Serde | None = _serde_field("key_serde")
-    value_serde: Serde | None = _serde_field("value_serde")
-    name: str | None = _name_field()
-
-    @classmethod
-    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Consumed:
-        return cls(key_serde, value_serde)
-
-    @classmethod
-    def as_(cls, name: str) -> Consumed:
-        return cls(name=name)
-
-    def with_name(self, name: str) -> Consumed:
-        return attrs.evolve(self, name=name)
-
 
 @attrs.frozen
-class Produced:
+class Produced(_SerdesAndName):
     """How a sink topic is written: key and value serdes (JSON when not given)."""
 
-    key_serde: Serde | None = _serde_field("key_serde")
-    value_serde: Serde | None = _serde_field("value_serde")
-    name: str | None = _name_field()
-
-    @classmethod
-    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Produced:
-        return cls(key_serde, value_serde)
-
-    @classmethod
-    def as_(cls, name: str) -> Produced:
-        return cls(name=name)
-
-    def with_name(self, name: str) -> Produced:
-        return attrs.evolve(self, name=name)
-
 
 @attrs.frozen
-class Grouped:
+class Grouped(_SerdesAndName):
     """How a stream is grouped: serdes of the grouped records and an optional name."""
-
-    key_serde: Serde | None = _serde_field("key_serde")
-    value_serde: Serde | None = _serde_field("value_serde")
-    name: str | None = _name_field()
-
-    @classmethod
-    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Grouped:
-        return cls(key_serde, value_serde)
-
-    @classmethod
-    def as_(cls, name: str) -> Grouped:
-        return cls(name=name)
-
-    def with_name(self, name: str) -> Grouped:
-        return attrs.evolve(self, name=name)
 
 
 @attrs.frozen
@@ -94,8 +72,8 @@ class Materialized:
     """How an aggregation's state store is named and which serdes its key/value use."""
 
     store_name: str | None = _name_field()
-    key_serde: Serde | None = _serde_field("key_serde")
-    value_serde: Serde | None = _serde_field("value_serde")
+    key_serde: PlanSerde | None = _serde_field("key_serde")
+    value_serde: PlanSerde | None = _serde_field("value_serde")
 
     @classmethod
     def as_(cls, store_name: str) -> Materialized:
