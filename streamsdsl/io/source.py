@@ -140,10 +140,7 @@ class KafkaStreamReader(ClientHolder, _RangeReader, DataSourceStreamReader, Supp
     def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
         """End offsets of the next micro-batch, capped by ``limit`` and the AvailableNow target."""
         begin = offsets_from_json(start)
-        if self._target is not None:
-            latest = dict(self._target)
-        else:
-            latest = self._client.latest(self._client.partitions())
+        latest = self._target if self._target is not None else self._client.latest(self._client.partitions())
         self._last_latest = dict(latest)
         new = [tp for tp in latest if tp not in begin]
         begin_all = {**self._client.earliest(new), **begin}
@@ -196,8 +193,9 @@ class KafkaBatchReader(ClientHolder, _RangeReader, DataSourceReader):
         finally:
             self._close_client()
         parts: list[InputPartition] = [KafkaInputPartition(*r, opts) for r in plan_ranges(start, end)]
-        # Spark needs at least one partition to build a (possibly empty) plan.
-        return parts or [KafkaInputPartition(tps[0][0] if tps else "", 0, 0, 0, opts)]
+        # Spark needs at least one partition to build a (possibly empty) plan; `tps` is not
+        # empty here (every subscribed topic exists).
+        return parts or [KafkaInputPartition(tps[0][0], 0, 0, 0, opts)]
 
 
 class KafkaDataSource(DataSource):
