@@ -64,11 +64,66 @@ class TestNativeSparkEncodings:
         from streamsdsl.compiler.serde_exprs import deserialize, serialize_value
 
         for serde, values in ((Serdes.Long(), longs), (Serdes.Integer(), ints)):
-            df = spark.createDataFrame([(serde.serialize(v),) for v in values], "b binary").select(
-                "b", F.lit("t").alias("topic"), F.lit(0).alias("partition"), F.lit(0).alias("offset")
-            )
+            df = _raw(spark, [serde.serialize(v) for v in values])
             rows = df.select(deserialize(F.col("b"), serde, "value").alias("v")).select(
                 "v", serialize_value(F.col("v"), serde, serde).alias("e")
             ).collect()
             assert [r.v for r in rows] == values
             assert [None if r.e is None else bytes(r.e) for r in rows] == [serde.serialize(v) for v in values]
+
+    def test_double_native_equal_python(self, spark: Any) -> None:
+        """Double bytes decode through the vectorized path and encode back to the same bytes."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler.serde_exprs import deserialize, serialize_value
+
+        serde = Serdes.Double()
+        values = [1.5, None, -0.0, 1e300]
+        df = _raw(spark, [serde.serialize(v) for v in values])
+        rows = df.select(deserialize(F.col("b"), serde, "value").alias("v")).select(
+            "v", serialize_value(F.col("v"), serde, serde).alias("e")
+        ).collect()
+        assert [r.v for r in rows] == values
+        assert [None if r.e is None else bytes(r.e) for r in rows] == [serde.serialize(v) for v in values]
+
+    def test_custom_serde_column_is_the_wire_bytes(self, spark: Any) -> None:
+        """A user's serde: the column holds its bytes; its deserialize() decides which are invalid."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler.serde_exprs import deserialize, invalid_bytes, serialize_value
+        from streamsdsl.dsl.serdes import CustomSerde
+
+        serde = CustomSerde(_Digits())
+        df = _raw(spark, [b"12", None, b"x"])
+        bad, reason = invalid_bytes(F.col("b"), serde)
+        rows = df.select(bad.alias("bad"), reason.alias("reason"), serialize_value(F.col("b"), serde, serde).alias("e"))
+        assert [tuple(r) for r in rows.collect()] == [
+            (False, None, bytearray(b"12")), (False, None, None), (True, "ValueError: not digits: b'x'", bytearray(b"x")),
+        ]
+        readable = df.filter(F.col("b").isNull() | (F.col("b") != b"x"))
+        ok = readable.select(deserialize(F.col("b"), serde, "value").alias("v")).collect()
+        assert [r.v for r in ok] == [bytearray(b"12"), None]
+        with pytest.raises(Exception, match=r"CustomSerde\(_Digits\) cannot deserialize the record value at t-0 offset 0: "
+                                            r"ValueError: not digits: b'x'\. Fix the producer"):
+            df.filter(F.col("b") == b"x").select(deserialize(F.col("b"), serde, "value")).collect()
+
+
+class _Digits:
+    """A user serde: non-negative ints as decimal ASCII digits."""
+
+    def serialize(self, value: int) -> bytes:
+        return str(value).encode()
+
+    def deserialize(self, data: bytes) -> int:
+        if not data.isdigit():
+            raise ValueError(f"not digits: {data!r}")
+        return int(data)
+
+
+def _raw(spark: Any, payloads: list[bytes | None]) -> Any:
+    """A raw-record frame: the bytes as ``b`` plus the coordinates error messages name."""
+    from pyspark.sql import functions as F
+
+    return spark.createDataFrame([(p,) for p in payloads], "b binary").select(
+        "b", F.lit("t").alias("topic"), F.lit(0).alias("partition"), F.lit(0).alias("offset")
+    )
