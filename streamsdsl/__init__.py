@@ -1,7 +1,7 @@
 """streamsdsl: a Kafka-Streams-style DSL for Python that compiles to Spark Structured Streaming.
 
-Only the DSL, the IR and the semantics core are imported here; pyspark is loaded lazily by the
-compiler, the test driver and the Kafka runtime.
+Only the DSL and the IR are imported here; pyspark is loaded lazily by the runtime
+(`TopologyTestDriver`, `KafkaStreams`, `explain`), which compiles with `streamsdsl.compiler`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from streamsdsl.dsl.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
     from streamsdsl.runtime.app import KafkaStreams
+    from streamsdsl.runtime.explain import explain
     from streamsdsl.runtime.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
 
 __version__ = "0.1.0"
@@ -37,6 +38,7 @@ _LAZY = {
     "TestOutputTopic": "streamsdsl.runtime.driver",
     "KeyValue": "streamsdsl.runtime.driver",
     "KafkaStreams": "streamsdsl.runtime.app",
+    "explain": "streamsdsl.runtime.explain",
 }
 
 
@@ -55,4 +57,5 @@ __all__ = [
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
+    "explain",
 ]

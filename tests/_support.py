@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamsdsl.compiler import CompiledSink
+from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.runtime.driver import TopologyTestDriver
 from streamsdsl.semantics.reference import ReferenceResult
 
@@ -36,7 +37,7 @@ class Collect:
 
     def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
         key_serde, value_serde = sink.key_deserializer(), sink.value_serde
-        for r in rows.orderBy("_seq", "_ord").collect():
+        for r in rows.orderBy(SOURCE_POSITION, OUTPUT_POSITION).collect():
             self.records.append((batch_id, key_serde.deserialize(bytes(r["key"])),
                                  None if r["value"] is None else value_serde.deserialize(bytes(r["value"])),
                                  r["timestamp"]))

@@ -20,6 +20,7 @@ from streamsdsl import (
     TimeWindow,
     TimeWindows,
     TopologyError,
+    explain,
     Windowed,
 )
 from streamsdsl.runtime.driver import TopologyTestDriver
@@ -126,7 +127,7 @@ class TestCogroupApi:
 
     def test_explain_shows_one_stateful_operator(self, spark: Any) -> None:
         """The compiled plan has exactly one transformWithState operator for three inputs."""
-        plan = customer_topology().explain(spark, mode="simple")
+        plan = explain(customer_topology(), spark, mode="simple")
         assert plan.count("TransformWithStateInPySpark") == 1
 
 

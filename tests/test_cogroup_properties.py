@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 
 from streamsdsl import Consumed, Serdes, StreamsBuilder
 from streamsdsl.runtime.driver import TopologyTestDriver
-from streamsdsl.semantics.reference import cogroup_reference
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.reference import reference_run
+from streamsdsl.semantics.unwindowed import Unwindowed
 
 pytestmark = pytest.mark.spark
 
@@ -36,7 +38,7 @@ def test_cogroup_equals_reference(spark: Any, n_streams: int, records: list[tupl
     """Same records, same order, same timestamps and drop count for 2-4 cogrouped streams."""
     inputs = [(src % n_streams, k, f"v{i}" if has_value else None, ts) for i, (src, k, has_value, ts) in enumerate(records)]
     aggregators = [_aggregator(i) for i in range(n_streams)]
-    expected = cogroup_reference(inputs, list, aggregators)
+    expected = reference_run(inputs, Unwindowed(), [AggFunctions(list, a) for a in aggregators])
     b = StreamsBuilder()
     consumed = Consumed.with_serdes(Serdes.String(), Serdes.String())
     grouped = [b.stream(f"t{i}", consumed).group_by_key() for i in range(n_streams)]

@@ -314,11 +314,11 @@ class TestDeserializationHandlers:
         ]
 
     def test_unknown_handler_rejected(self, spark: Any) -> None:
-        """An unknown handler name is a clear configuration error."""
+        """An unknown handler name is a clear configuration error when the driver is created."""
         from streamsdsl import InvalidArgumentError
 
         b = StreamsBuilder()
         b.stream("in").to("out")
-        with TopologyTestDriver(b.build(), {"default.deserialization.exception.handler": "ignore"}, spark=spark) as d:
-            with pytest.raises(InvalidArgumentError, match="'default.deserialization.exception.handler' must be one of"):
-                d.create_output_topic("out")
+        with pytest.raises(InvalidArgumentError, match="'default.deserialization.exception.handler' must be "
+                                                       "'log_and_fail' or 'log_and_continue' \\(got 'ignore'\\)"):
+            TopologyTestDriver(b.build(), {"default.deserialization.exception.handler": "ignore"}, spark=spark)

@@ -26,7 +26,7 @@ from streamsdsl import (
 )
 from streamsdsl.runtime.streaming import start_streaming
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.reference import time_window_reference
+from streamsdsl.semantics.reference import reference_run
 from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.testing.files import FileTopic
 from tests._support import Collect
@@ -205,7 +205,7 @@ class TestSliding:
                    ("A", "7", 2), ("A", "8", 25)]
         fns = AggFunctions(lambda: "0", lambda k, v, a: a + "+" + v)
         for on_close in (False, True):
-            expected = time_window_reference(records, SlidingWindowing(10, 5), fns, emit_on_close=on_close)
+            expected = reference_run(records, SlidingWindowing(10, 5), fns, emit_on_close=on_close)
             out, metrics = run_driver(concat_topology(SlidingWindows.of_time_difference_and_grace(10, 5), on_close),
                                       records, with_metrics=True)
             assert out == [W(o.key, o.start, o.end, o.value, o.timestamp) for o in expected.outputs]
@@ -288,7 +288,7 @@ class TestStreamingTimeWindows:
         q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out2, checkpoint_location=cp)
         q.processAllAvailable()
         q.stop()
-        expected = time_window_reference(
+        expected = reference_run(
             [("A", "1", 10), ("A", "2", 14), ("A", "3", 30), ("A", "4", 33), ("A", "5", 50)],
             SlidingWindowing(10, 0), AggFunctions(lambda: "0", lambda k, v, a: a + "+" + v), emit_on_close=True,
         ).outputs[3:]

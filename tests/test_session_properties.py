@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindows, StreamsBuilder
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.reference import session_aggregate_reference
+from streamsdsl.semantics.reference import reference_run
+from streamsdsl.semantics.session import SessionWindowing
 from tests._support import assert_driver_equals_reference
 
 pytestmark = pytest.mark.spark
@@ -62,5 +63,5 @@ def test_spark_session_operator_equals_core(spark: Any, records: list[tuple[Any,
                                             on_close: bool) -> None:
     """Identical records (windowed key, value, timestamp), drops and on-close counts."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
-    expected = session_aggregate_reference(inputs, gap, grace, FNS, emit_on_close=on_close)
+    expected = reference_run(inputs, SessionWindowing(gap, grace), FNS, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _topology(gap, grace, on_close), inputs, expected)

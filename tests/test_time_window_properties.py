@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SlidingWindows, StreamsBuilder, TimeWindows
-from streamsdsl.compiler.lower import windowing_of
+from streamsdsl.compiler.aggregations import windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.reference import time_window_reference
+from streamsdsl.semantics.reference import reference_run
 from tests._support import assert_driver_equals_reference
 
 pytestmark = pytest.mark.spark
@@ -68,5 +68,5 @@ def test_spark_time_window_operator_equals_core(spark: Any, records: list[tuple[
                                                 on_close: bool) -> None:
     """Identical records (windowed key, window, value, timestamp), drops and on-close counts."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
-    expected = time_window_reference(inputs, windowing_of(windows), FNS, emit_on_close=on_close)
+    expected = reference_run(inputs, windowing_of(windows), FNS, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _topology(windows, on_close), inputs, expected)

@@ -1,33 +1,34 @@
-"""The compiler: Topology IR → Spark DataFrame operations (the only layer besides I/O that
-imports pyspark).
+"""The compiler: Topology IR → Spark DataFrame operations (the only layer besides I/O and the
+runtime that imports pyspark).
 
-`compile_topology` lowers every node bottom-up with `lower`
-and binds each sink: keys and values are serialized with the sink's serdes into
-`RAW_SINK_DDL` rows. All sinks are unioned into one DataFrame (column
-``_sink`` tells which), so a whole topology runs as one Spark query.
+`compile_topology` lowers, bottom-up, every node a sink depends on, with the `Lowering` of the
+plan mode, and binds each sink: keys and values are serialized with the sink's serdes. All sinks
+(and, with ``log_and_continue``, the dead-letter records) are unioned into one DataFrame —
+column `SINK_INDEX` tells which — so a whole topology runs as one Spark query.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 import attrs
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamsdsl import ir
-from streamsdsl.compiler.frame import CTL_TYPE, Frame, KeyCodec
-from streamsdsl.compiler.lower import REPLAY, STREAMING, LoweringContext, lower
+from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX, SOURCE_POSITION
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
+from streamsdsl.compiler.modes import lowering_for
 from streamsdsl.compiler.serde_exprs import serialize_key, serialize_value
-from streamsdsl.records import RAW_RECORD_DDL
+from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import Serde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from streamsdsl.ir.topology import Topology
 
-__all__ = ["CompiledSink", "CompiledTopology", "REPLAY", "STREAMING", "compile_topology", "explain_topology"]
+__all__ = ["CompiledSink", "CompiledTopology", "Lowering", "PlanMode", "compile_topology"]
 
 
 @attrs.frozen
@@ -51,25 +52,26 @@ class CompiledSink:
 
 @attrs.frozen
 class CompiledTopology:
-    """The Spark side of a topology: one output DataFrame for all sinks, plus sink metadata."""
+    """The Spark side of a topology: one output DataFrame for all sinks, the sinks' metadata,
+    and the names of the plan's observations (its metrics, see `streamsdsl.compiler.columns`)."""
 
     topology: Topology
-    mode: str
+    mode: PlanMode
     frames: dict[str, Frame]
     sinks: tuple[CompiledSink, ...]
     output: DataFrame | None
+    observations: tuple[str, ...] = ()
     persisted: tuple[DataFrame, ...] = ()
+    #: Whether the output holds dead-letter records (``log_and_continue``).
+    dead_letters: bool = False
 
     def release(self) -> None:
-        """Unpersist what the run cached (replay mode)."""
+        """Unpersist what a replay cached."""
         for df in self.persisted:
             df.unpersist()
 
     def sink_for_topic(self, topic: str) -> CompiledSink | None:
-        for s in self.sinks:
-            if s.topic == topic:
-                return s
-        return None
+        return next((s for s in self.sinks if s.topic == topic), None)
 
 
 def _ship_user_code_by_value(topology: Topology) -> None:
@@ -120,81 +122,56 @@ def _user_modules(value: object) -> set[str]:
     return set()
 
 
-DESERIALIZATION_HANDLERS = ("log_and_fail", "log_and_continue")
+def _needed(topology: Topology) -> set[str]:
+    """The nodes some sink depends on: only they are lowered (and only they run)."""
+    needed: set[str] = set()
+    pending = [s.name for s in topology.sinks]
+    while pending:
+        name = pending.pop()
+        if name not in needed:
+            needed.add(name)
+            pending.extend(topology.node(name).parents)
+    return needed
 
 
 def compile_topology(
     topology: Topology,
-    raw_source: Callable[[ir.SourceNode], DataFrame],
+    raw_source: RawSource,
     *,
-    mode: str = STREAMING,
-    deserialization_handler: str = "log_and_fail",
+    mode: PlanMode = PlanMode.STREAMING,
+    deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
 ) -> CompiledTopology:
     """Lower ``topology``; ``raw_source(node)`` returns the raw record DataFrame of a source.
 
-    ``mode`` is ``"streaming"`` (watermarks, timers, net change per micro-batch) or ``"replay"``
-    (a batch run over recorded input with per-record stream time, used by the test driver).
-    ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that cannot be
-    deserialized fails the query, naming topic, partition and offset) or ``log_and_continue``
-    (it is skipped, counted in ``dropped-records-total`` and handed to the dead-letter topic).
+    ``mode`` is `PlanMode.STREAMING` (watermarks, timers, net change per micro-batch) or
+    `PlanMode.REPLAY` (a batch run over recorded input with per-record stream time, used by the
+    test driver). ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that
+    cannot be deserialized fails the query, naming topic, partition and offset) or
+    ``log_and_continue`` (it is skipped, counted in ``dropped-records-total`` and becomes a
+    dead-letter record of the output).
     """
-    if deserialization_handler not in DESERIALIZATION_HANDLERS:
-        from streamsdsl.errors import InvalidArgumentError
-
-        raise InvalidArgumentError(
-            f"'default.deserialization.exception.handler' must be one of {list(DESERIALIZATION_HANDLERS)} "
-            f"(got {deserialization_handler!r})."
-        )
+    lowering = lowering_for(PlanMode(mode))(raw_source, DeserializationHandler.parse(deserialization_handler))
     _ship_user_code_by_value(topology)
-    ctx = LoweringContext(mode, raw_source, deserialization_handler)
+    needed = _needed(topology)
     for node in topology.topological_order():
-        ctx.frames[node.name] = lower(node, ctx)
+        if node.name in needed:
+            lowering.frames[node.name] = lowering.lower(node)
     sinks: list[CompiledSink] = []
     outputs: list[DataFrame] = []
     for i, node in enumerate(topology.sinks):
-        frame = ctx.frames[node.name]
+        frame = lowering.frames[node.name]
         key_serde = node.key_serde or frame.key.serde
         value_serde = node.value_serde or frame.value
         sinks.append(CompiledSink(i, node, frame.key, key_serde, value_serde))
-        outputs.append(
-            frame.df.select(
-                F.lit(i).alias("_sink"),
-                serialize_key(F.col("key"), frame.key, key_serde).alias("key"),
-                serialize_value(F.col("value"), frame.value, value_serde).alias("value"),
-                "timestamp", "headers", "_seq", "_ord", "_okey",
-                F.col("_ctl").cast(CTL_TYPE).alias("_ctl"),
-            )
-        )
+        outputs.append(frame.df.select(
+            F.lit(i).alias(SINK_INDEX),
+            serialize_key(F.col("key"), frame.key, key_serde).alias("key"),
+            serialize_value(F.col("value"), frame.value, value_serde).alias("value"),
+            "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+        ))
+    outputs.extend(lowering.dead_letters)
     output = None
     for df in outputs:
         output = df if output is None else output.unionByName(df)
-    return CompiledTopology(topology, mode, dict(ctx.frames), tuple(sinks), output, tuple(ctx.persisted))
-
-
-def explain_topology(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:
-    """The Spark streaming plan of ``topology``, as ``DataFrame.explain`` prints it.
-
-    Sources are bound to an empty file stream of the raw record schema, so no broker is needed
-    and nothing runs; the plan is the one a Kafka-backed run executes (watermarks,
-    ``TransformWithStateInPySpark`` operators, Arrow steps, native expressions).
-    """
-    import contextlib
-    import io
-    import tempfile
-
-    from streamsdsl.runtime.session import get_session
-
-    spark = spark or get_session()
-    empty_dir = tempfile.mkdtemp(prefix="streamsdsl-explain-")
-
-    def raw_source(node: ir.SourceNode) -> DataFrame:
-        stream = spark.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
-        return stream.filter(F.col("topic").isin(list(node.topics)))
-
-    compiled = compile_topology(topology, raw_source, mode=STREAMING)
-    if compiled.output is None:
-        return "(the topology has no sinks: nothing to run)"
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        compiled.output.explain(mode=mode)
-    return buf.getvalue()
+    return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
+                            tuple(lowering.observations), tuple(lowering.persisted), bool(lowering.dead_letters))

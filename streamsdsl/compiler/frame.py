@@ -1,4 +1,5 @@
-"""What the compiler holds for each IR node: a DataFrame plus how its key/value are encoded."""
+"""What the compiler holds for each IR node: a DataFrame (`FRAME_COLUMNS`) plus how its key and
+value are encoded."""
 
 from __future__ import annotations
 
@@ -11,23 +12,6 @@ from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-#: Columns every frame carries besides key/value:
-#: ``timestamp`` (ms), ``headers``, ``_seq`` (source order), ``_ord`` (output order within a
-#: record, array<bigint>), ``_okey`` (key order of on-close emissions) and ``_ctl`` (null for
-#: data rows; a metric event for control rows, which every operator forwards untouched).
-CTL_TYPE = (
-    "struct<node:string,metric:string,value:double,error:string,topic:string,partition:int,"
-    "offset:bigint,raw_key:binary,raw_value:binary>"
-)
-#: The fields of a control row beyond (node, metric, value): set for deserialization errors
-#: (the raw record, for the dead-letter topic); null otherwise.
-CTL_RAW_FIELDS = ("error", "topic", "partition", "offset", "raw_key", "raw_value")
-#: Metric of a record skipped by the ``log_and_continue`` deserialization handler.
-DESERIALIZATION_ERROR = "deserialization-error"
-ORD_TYPE = "array<bigint>"
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
-FRAME_COLUMNS = ("key", "value", "timestamp", "headers", "_seq", "_ord", "_okey", "_ctl")
 
 
 @attrs.frozen
@@ -111,9 +95,6 @@ class Frame:
     key: KeyCodec
     value: Serde
     is_table: bool = False
-    #: Whether ``df`` can hold control rows (metric events, skipped records): false only where
-    #: the compiler knows none can reach this point, so operators may skip forwarding them.
-    control_rows: bool = True
 
     def with_df(self, df: DataFrame, **changes: Any) -> Frame:
         return attrs.evolve(self, df=df, **changes)

@@ -2,7 +2,8 @@
 
 Each step is a function ``(key, value) -> list of (key, value)`` on plain Python values; the
 runner decodes the key/value cells of a batch, applies the step row by row, encodes the
-results, and forwards control rows (``_ctl``) untouched.
+results, and appends the result's position to `OUTPUT_POSITION` where one record can become
+several.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Callable, Iterable, Iterator
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
+from streamsdsl.compiler.columns import OUTPUT_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.dsl.serdes import Serde
@@ -48,7 +50,7 @@ def apply_python(
 
     ``out_key`` / ``out_value`` give the new encodings when the step changes the key / value
     (``None``: the cell is passed through unchanged). ``multi`` marks steps that may emit
-    several records per input (their position is appended to ``_ord``).
+    several records per input (their position is appended to `OUTPUT_POSITION`).
     """
     in_key, in_value = frame.key, frame.value
     key_codec = out_key or in_key
@@ -64,13 +66,6 @@ def apply_python(
         for batch in batches:
             out: list[dict[str, Any]] = []
             for row in batch.to_pylist():
-                if row["_ctl"] is not None:
-                    if change_key:
-                        row["key"] = None
-                    if change_value:
-                        row["value"] = None
-                    out.append(row)
-                    continue
                 k = in_key.from_cell(row["key"])
                 v = in_value.from_internal(row["value"])
                 try:
@@ -87,7 +82,7 @@ def apply_python(
                     if change_value:
                         new["value"] = value_serde.to_internal(nv)
                     if multi:
-                        new["_ord"] = [*(row["_ord"] or []), i]
+                        new[OUTPUT_POSITION] = [*(row[OUTPUT_POSITION] or []), i]
                     out.append(new)
             yield pa.RecordBatch.from_pylist(out, schema=arrow_schema)
 

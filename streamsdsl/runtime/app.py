@@ -54,6 +54,7 @@ from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigErr
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
+from streamsdsl.runtime.metrics import QueryMetrics
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
-    from streamsdsl.runtime.streaming import Metrics
 
 __all__ = ["KafkaStreams", "State"]
 
@@ -143,12 +143,9 @@ class KafkaStreams:
         self._lock = threading.RLock()
         self._query: StreamingQuery | None = None
         self._compiled: CompiledTopology | None = None
-        self._metrics: Metrics | None = None
+        self._metrics: QueryMetrics | None = None
         self._sink: KafkaTopicSink | None = None
         self._listener: Any = None
-        self._last_batch = -1
-        self._progress_lock = threading.Lock()
-        self._last_dropped = 0.0
         self._error: BaseException | None = None
 
     def __repr__(self) -> str:
@@ -172,7 +169,7 @@ class KafkaStreams:
             If a source, sink or dead-letter topic does not exist.
         """
         from streamsdsl.io import register
-        from streamsdsl.runtime.streaming import Metrics, start_streaming
+        from streamsdsl.runtime.streaming import start_streaming
 
         with self._lock:
             if self._state is not State.CREATED:
@@ -187,9 +184,8 @@ class KafkaStreams:
                 check_jvm_connector(spark)
             self._check_topics()
             os.makedirs(self.config.app_dir, exist_ok=True)
-            self._metrics = Metrics()
+            self._metrics = QueryMetrics(on_progress=self._log_progress)
             self._sink = KafkaTopicSink(self.config)
-            self._sink.metrics = self._metrics
             self._listener = _progress_listener(self)
             spark.streams.addListener(self._listener)
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
@@ -273,7 +269,8 @@ class KafkaStreams:
             query.stop()
         except Exception as exc:  # noqa: BLE001 - recorded; state becomes ERROR
             self._error = exc
-        self._account_recent()
+        if self._metrics is not None:
+            self._metrics.refresh()
         failed = self._error is not None or query.exception() is not None
         self._stopped(State.ERROR if failed else State.NOT_RUNNING)
         log.info("KafkaStreams %r stopped (%s)", self.config.application_id, self._state.value)
@@ -325,7 +322,8 @@ class KafkaStreams:
             query.processAllAvailable()
         except Exception as exc:
             raise self._failure(exc) from exc
-        self._account_recent()
+        if self._metrics is not None:
+            self._metrics.refresh()
 
     def state(self) -> State:
         """The current `State` (``ERROR`` as soon as the query has failed)."""
@@ -356,27 +354,23 @@ class KafkaStreams:
 
     # -- internals --------------------------------------------------------------------------
     def _session(self) -> SparkSession:
+        """The session given, else the active one, else a new local one with the ``spark.*``
+        settings of the configuration (a running session is never reconfigured)."""
         from pyspark.sql import SparkSession
 
         from streamsdsl.runtime.session import get_session
 
-        if self._spark is not None:
-            return self._spark
-        active = SparkSession.getActiveSession()
-        spark = get_session(conf=self.config.spark_conf)
-        if active is not None:
-            for key, value in self.config.spark_conf.items():
-                if spark.conf.get(key, None) == value:
-                    continue
-                try:
-                    spark.conf.set(key, value)
-                except Exception:  # noqa: BLE001 - static settings cannot change on a live session
-                    log.warning(
-                        "%s=%s is ignored: the SparkSession was already running and the setting cannot change "
-                        "now; set it before the session starts (or with spark-submit --conf).", key, value,
-                    )
-        self._spark = spark
-        return spark
+        if self._spark is None:
+            active = SparkSession.getActiveSession()
+            ignored = [k for k, v in self.config.spark_conf.items() if active is not None and active.conf.get(k, None) != v]
+            if ignored:
+                log.warning(
+                    "%s: not applied, a SparkSession is already running (streamsdsl does not reconfigure a session "
+                    "it did not create); set them when the session is built, or pass spark= a configured session.",
+                    ", ".join(ignored),
+                )
+            self._spark = get_session(conf=self.config.spark_conf)
+        return self._spark
 
     def _raw_source(self, spark: SparkSession) -> Callable[[ir.SourceNode], DataFrame]:
         """Source node → its topics as a streaming DataFrame, read by the configured connector."""
@@ -442,9 +436,6 @@ class KafkaStreams:
             self._listener = None
 
     # -- progress and metrics ---------------------------------------------------------------
-    # Everything that counts micro-batches lives here and in `_progress_listener` below: the
-    # listener and `_account_recent` hand each batch's progress to `_account` once; `metrics()`
-    # reads the totals. Replacing the mechanism (e.g. Spark's observe()) touches only this part.
     def metrics(self) -> dict[str, float]:
         """Application metrics (KIP-825 names where Kafka Streams has one).
 
@@ -457,58 +448,30 @@ class KafkaStreams:
             ``batches-total``, ``output-records-total`` (records written to sink topics) and
             ``dead-letter-records-total``.
         """
-        if self._metrics is None:
-            from streamsdsl.runtime.streaming import Metrics
-
-            out = Metrics().snapshot()
-        else:
-            self._account_recent()
-            out = self._metrics.snapshot()
+        out = (self._metrics or QueryMetrics()).snapshot()
         sink = self._sink
         out["output-records-total"] = float(sink.emitted_total) if sink else 0.0
         out["dead-letter-records-total"] = float(sink.dead_letters) if sink else 0.0
         return out
 
-    def _account_recent(self) -> None:
-        query = self._query
-        if query is None:
-            return
-        try:
-            recent = query.recentProgress
-        except Exception:  # noqa: BLE001 - the session may be gone
-            return
-        for progress in recent:
-            self._account(progress)
-
-    def _account(self, progress: Any) -> None:
-        """Count one micro-batch's progress once, and log it."""
-        batch_id = progress.batchId
-        with self._progress_lock:
-            if batch_id <= self._last_batch:
-                return
-            self._last_batch = batch_id
-            input_rows = int(progress.numInputRows or 0)
-            if self._metrics is not None:
-                with self._metrics._lock:
-                    self._metrics.input_rows += input_rows
-            sink = self._sink
-            emitted = sink.emitted.pop(batch_id, 0) if sink else 0
-            dropped_total = sink.dropped_at.pop(batch_id, self._last_dropped) if sink else self._last_dropped
-            dropped = int(dropped_total - self._last_dropped)
-            self._last_dropped = max(self._last_dropped, dropped_total)
-            ops = progress.stateOperators or []
-            state_rows = sum(int(op.numRowsTotal or 0) for op in ops)
-            dropped += sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
-            rate = progress.processedRowsPerSecond or 0.0
+    def _log_progress(self, progress: Any) -> None:
+        """Log one micro-batch's progress (called once per batch by `QueryMetrics`)."""
+        sink = self._sink
+        emitted = sink.emitted.pop(progress.batchId, 0) if sink else 0
+        ops = progress.stateOperators or []
+        dropped = sum(int(row["dropped"] or 0) for row in (progress.observedMetrics or {}).values()
+                      if "dropped" in row.asDict())
+        dropped += sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
         log.info(
             "%s batch %d: %d input rows (%.0f rows/s), %d state rows, %d dropped, %d emitted, %d ms",
-            self.config.application_id, batch_id, input_rows, rate, state_rows, dropped, emitted,
+            self.config.application_id, progress.batchId, int(progress.numInputRows or 0),
+            progress.processedRowsPerSecond or 0.0, sum(int(op.numRowsTotal or 0) for op in ops), dropped, emitted,
             progress.batchDuration or 0,
         )
 
 
 def _progress_listener(app: KafkaStreams) -> Any:
-    """A `StreamingQueryListener` forwarding the progress of ``app``'s query (by name) to `KafkaStreams._account`."""
+    """A `StreamingQueryListener` handing the progress of ``app``'s query (by name) to its metrics."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressListener(StreamingQueryListener):
@@ -517,8 +480,8 @@ def _progress_listener(app: KafkaStreams) -> Any:
 
         def onQueryProgress(self, event: Any) -> None:
             try:
-                if event.progress.name == app.config.application_id:
-                    app._account(event.progress)
+                if event.progress.name == app.config.application_id and app._metrics is not None:
+                    app._metrics.add_progress(event.progress)
             except Exception:  # noqa: BLE001 - never let logging break the query
                 log.debug("progress listener failed", exc_info=True)
 

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.compiler.columns import SOURCE_POSITION
+from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.runtime.session import require_state_store
 from streamsdsl.records import RAW_RECORD_DDL
+
+#: The records the driver replays: the raw record schema plus the pipe position.
+_RECORDS_DDL = f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
@@ -245,7 +251,10 @@ class TopologyTestDriver:
         self._metrics: dict[str, float] = {}
         self._compiled: CompiledTopology | None = None
         self._closed = False
-        self._handler = str(self.config.get("default.deserialization.exception.handler", "log_and_fail"))
+        self._handler = DeserializationHandler.parse(
+            self.config.get("default.deserialization.exception.handler", DeserializationHandler.LOG_AND_FAIL))
+        if topology.store_names:
+            require_state_store(spark)
         self._dlq_topic = self.config.get("errors.dead.letter.topic") or self.config.get(
             "errors.dead.letter.queue.topic.name"
         )
@@ -311,22 +320,21 @@ class TopologyTestDriver:
     def _compile(self, records: DataFrame | None = None) -> CompiledTopology:
         from pyspark.sql import functions as F
 
-        from streamsdsl.compiler import REPLAY, compile_topology
+        from streamsdsl.compiler import PlanMode, compile_topology
 
         if records is None:
             if self._compiled is None:
-                empty = self._spark.createDataFrame([], RAW_RECORD_DDL + ", _seq bigint")
-                self._compiled = compile_topology(
-                    self.topology, lambda n: empty.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY,
-                    deserialization_handler=self._handler,
-                )
+                self._compiled = self._compile(self._spark.createDataFrame([], _RECORDS_DDL))
             return self._compiled
         return compile_topology(
-            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=REPLAY,
+            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
             deserialization_handler=self._handler,
         )
 
     def _process(self) -> None:
+        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
+        from streamsdsl.runtime.metrics import Metrics, observed_metrics
+
         if self._processed == len(self._records):
             return
         offsets: dict[str, int] = {}
@@ -335,62 +343,37 @@ class TopologyTestDriver:
             offset = offsets.get(r.topic, 0)
             offsets[r.topic] = offset + 1
             rows.append((r.key, r.value, r.topic, 0, offset, r.timestamp, [(k, v) for k, v in r.headers], i))
-        records = self._spark.createDataFrame(rows, RAW_RECORD_DDL + ", _seq bigint")
+        records = self._spark.createDataFrame(rows, _RECORDS_DDL)
         compiled = self._compile(records)
         if compiled.output is None:
             self._processed = len(self._records)
             return
         try:
             collected = compiled.output.collect()
+            metrics = Metrics()
+            metrics.add_observations(observed_metrics(compiled.output))
         finally:
             compiled.release()
         new_from = self._processed
-        data = []
-        events: set[tuple[Any, ...]] = set()
-        dead: dict[int, _Raw] = {}
-        for row in collected:
-            if row["_ctl"] is not None:
-                c = row["_ctl"]
-                events.add((c["node"], c["metric"], c["value"], row["_seq"], tuple(row["_ord"] or ()), row["_okey"]))
-                if c["metric"] == "deserialization-error" and row["_seq"] >= self._processed:
-                    dead[row["_seq"]] = self._dead_letter(row)
-                continue
-            if row["_seq"] >= new_from:
-                data.append(row)
-        data.sort(key=lambda r: (r["_seq"], list(r["_ord"] or []), r["_okey"] or "", r["_sink"]))
+        fresh = sorted((row for row in collected if row[SOURCE_POSITION] >= new_from),
+                       key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r[FINAL_KEY_ORDER] or "",
+                                      r[SINK_INDEX]))
         topics = {s.index: s.topic for s in compiled.sinks}
-        for row in data:
+        for row in fresh:
+            if row[SINK_INDEX] == DEAD_LETTER_SINK:
+                if self._dlq_topic is None:
+                    continue
+                topic = self._dlq_topic
+            else:
+                topic = topics[row[SINK_INDEX]]
             raw = _Raw(
-                topics[row["_sink"]],
+                topic,
                 None if row["key"] is None else bytes(row["key"]),
                 None if row["value"] is None else bytes(row["value"]),
                 row["timestamp"],
                 tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
             )
             self._outputs.setdefault(raw.topic, deque()).append(raw)
-        if self._dlq_topic is not None:
-            for seq in sorted(dead):
-                self._outputs.setdefault(self._dlq_topic, deque()).append(dead[seq])
-        self._metrics = _metrics_from_events(events)
+        snapshot = metrics.snapshot()
+        self._metrics = {k: v for k, v in snapshot.items() if k.startswith(("dropped", "emit-final"))}
         self._processed = len(self._records)
-
-    def _dead_letter(self, row: Any) -> _Raw:
-        from streamsdsl.runtime.streaming import DLQ_HEADERS
-
-        c = row["_ctl"]
-        values = ("org.apache.kafka.common.errors.SerializationException", c["error"], c["topic"],
-                  str(c["partition"]), str(c["offset"]))
-        original = self._records[row["_seq"]]
-        headers = original.headers + tuple((k, v.encode()) for k, v in zip(DLQ_HEADERS, values))
-        return _Raw(self._dlq_topic or "", original.key, original.value, original.timestamp, headers)
-
-
-def _metrics_from_events(events: set[tuple[Any, ...]]) -> dict[str, float]:
-    dropped = sum(e[2] for e in events if e[1] in ("dropped-records-total", "deserialization-error"))
-    latencies = [e[2] for e in events if e[1] == "emit-final-latency"]
-    return {
-        "dropped-records-total": float(dropped),
-        "emit-final-records-total": float(len(latencies)),
-        "emit-final-latency-max": float(max(latencies)) if latencies else float("nan"),
-        "emit-final-latency-avg": float(sum(latencies) / len(latencies)) if latencies else float("nan"),
-    }

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
     from streamsdsl.compiler import CompiledSink
     from streamsdsl.runtime.config import StreamsConfig
-    from streamsdsl.runtime.streaming import Metrics
 
 __all__ = ["KafkaTopicSink"]
 
@@ -59,9 +58,6 @@ class KafkaTopicSink:
         self.emitted_total = 0
         self.emitted: dict[int, int] = {}
         self.dead_letters = 0
-        #: ``dropped-records-total`` as it stood when each batch wrote (for the progress log).
-        self.dropped_at: dict[int, float] = {}
-        self.metrics: Metrics | None = None
 
     def _write(self, rows: DataFrame, topic: str) -> int:
         from streamsdsl.io import SOURCE_NAME
@@ -80,14 +76,12 @@ class KafkaTopicSink:
         with self._lock:
             self.emitted_total += n
             self.emitted[batch_id] = self.emitted.get(batch_id, 0) + n
-            if self.metrics is not None:
-                self.dropped_at[batch_id] = float(self.metrics.dropped)
 
     def write_dead_letters(self, rows: DataFrame, batch_id: int) -> None:
         """Log the records ``log_and_continue`` skipped; write them to the dead-letter topic.
 
-        ``rows`` are shaped by `streamsdsl.runtime.streaming.dead_letter_rows`: the raw key,
-        value, timestamp and headers (plus the error headers) and the source coordinates.
+        ``rows`` are the dead-letter records of the batch (see `streamsdsl.runtime.streaming.BatchSink`):
+        the raw key, value, timestamp and headers (plus the error headers) and the source coordinates.
         """
         skipped = rows.select("source_topic", "source_partition", "source_offset").collect()
         for r in skipped[:_LOGGED_SKIPS]:

@@ -1,4 +1,11 @@
-"""The SparkSession streamsdsl runs on (I/O layer: imports pyspark)."""
+"""The SparkSession streamsdsl runs on.
+
+streamsdsl never reconfigures a session it did not create. `get_session` returns the active
+session, or — only when there is none — builds a local one with the settings streamsdsl needs
+(the `TopologyTestDriver` and `KafkaStreams` call it when no ``spark=`` is given).
+`require_state_store` checks, before a stateful topology runs, that a session has the state
+store ``transformWithState`` needs, and says how to set it if not.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +14,25 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
+from streamsdsl.errors import StreamsDslError
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+__all__ = ["LOCAL_DEFAULTS", "REQUIRED_CONF", "SparkSessionError", "get_session", "require_state_store"]
+
+STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
-#: Settings streamsdsl needs on every session: RocksDB state (required by
-#: transformWithState), Arrow transfer for the vectorized Python steps, a quiet UI.
+#: Settings streamsdsl needs: RocksDB state (required by transformWithState), Arrow transfer
+#: for the vectorized Python steps, UTC session time.
 REQUIRED_CONF: dict[str, str] = {
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+    STATE_STORE_PROVIDER: ROCKSDB_PROVIDER,
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
 }
 
-#: Defaults for a local session; overridable by the caller.
+#: Defaults of a local session streamsdsl builds; overridable by the caller's ``conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
@@ -33,30 +45,44 @@ LOCAL_DEFAULTS: dict[str, str] = {
 _lock = threading.Lock()
 
 
-def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -> SparkSession:
-    """Return the active SparkSession if it has what streamsdsl needs, else build one.
+class SparkSessionError(StreamsDslError, RuntimeError):
+    """The SparkSession lacks a setting streamsdsl needs (the message says which and how)."""
 
-    The Python workers run the interpreter of this process (``PYSPARK_PYTHON`` defaults to
-    ``sys.executable``), so user functions see the same packages as the caller.
+
+def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -> SparkSession:
+    """The active SparkSession, or a new local one if there is none.
+
+    A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`; its master is
+    ``master``, else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``. The Python workers run the
+    interpreter of this process (``PYSPARK_PYTHON`` defaults to ``sys.executable``), so user
+    functions see the same packages as the caller. An active session is returned unchanged.
     """
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
-            provider = active.conf.get("spark.sql.streaming.stateStore.providerClass", "")
-            if provider != ROCKSDB_PROVIDER:
-                # The provider can only be chosen before the first stateful query runs;
-                # setting it on a live session works as long as no checkpoint says otherwise.
-                active.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
             return active
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]"))
         builder = builder.appName("streamsdsl")
-        settings = {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}
-        for k, v in settings.items():
+        for k, v in {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}.items():
             builder = builder.config(k, str(v))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSDSL_SPARK_LOG_LEVEL", "ERROR"))
         return spark
+
+
+def require_state_store(spark: SparkSession) -> None:
+    """Raise `SparkSessionError` unless ``spark`` uses the RocksDB state store, which Spark's
+    ``transformWithState`` (every stateful streamsdsl operator) requires."""
+    provider = spark.conf.get(STATE_STORE_PROVIDER, "")
+    if provider != ROCKSDB_PROVIDER:
+        raise SparkSessionError(
+            f"this topology has stateful operators, which need the RocksDB state store, but the SparkSession "
+            f"uses {provider or 'the default state store'!r}. Set {STATE_STORE_PROVIDER}={ROCKSDB_PROVIDER} when "
+            f"the session is built (SparkSession.builder.config(...), spark-submit --conf), or before its first "
+            "stateful query with spark.conf.set(...); or let streamsdsl build the session "
+            "(streamsdsl.runtime.session.get_session() with no session active)."
+        )

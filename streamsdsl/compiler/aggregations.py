@@ -1,0 +1,224 @@
+"""Lowering of the stateful nodes: aggregations of every window kind, and cogroup (KIP-150).
+
+count and Column aggregations without windows run on Spark's own aggregation; everything else
+runs on the stateful processor (`streamsdsl.compiler.processors`) around the semantics core.
+Records a processor cannot take (null keys) are counted and left out before it; the drops and
+emit-final records it reports are counted with ``observe()`` and removed right after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+from streamsdsl import ir
+from streamsdsl.compiler.columns import (
+    CLOSE_THRESHOLD,
+    DROPPED,
+    EMIT_FINAL,
+    EVENT_METRIC,
+    EVENT_VALUE,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    INPUT_INDEX,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SOURCE_POSITION,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec, SessionKeyCodec, TimeKeyCodec
+from streamsdsl.compiler.lowering import Lowering, regroup
+from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, state_schema
+from streamsdsl.compiler.serde_exprs import convert_column
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.errors import InvalidTypeError
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.session import SessionWindowing
+from streamsdsl.semantics.sliding import SlidingWindowing
+from streamsdsl.semantics.timewindow import TimeWindowing
+from streamsdsl.semantics.unwindowed import Unwindowed
+from streamsdsl.semantics.windowing import Windowing
+
+__all__ = ["agg_functions", "windowing_of"]
+
+
+def _count_init() -> int:
+    return 0
+
+
+def _count_agg(key: Any, value: Any, agg: int) -> int:
+    return agg + 1
+
+
+def _count_merge(key: Any, a1: int, a2: int) -> int:
+    return a1 + a2
+
+
+def agg_functions(spec: ir.AggSpec) -> AggFunctions:
+    """The functions Kafka Streams builds for ``count``, ``reduce`` and ``aggregate``.
+
+    - count: ``(0, agg + 1, a1 + a2)``
+    - reduce: initializer ``None``; aggregator ``v if agg is None else reducer(agg, v)``;
+      merger ``a2 if a1 is None else reducer(a1, a2)``
+    - aggregate: the user's functions.
+
+    Examples
+    --------
+    >>> f = agg_functions(ir.CountAgg())
+    >>> f.aggregator("k", "v", f.initializer())
+    1
+    """
+    if isinstance(spec, ir.CountAgg):
+        return AggFunctions(_count_init, _count_agg, _count_merge)
+    if isinstance(spec, ir.ReduceAgg):
+        assert isinstance(spec.reducer, ir.UserFn), "Column reducers compile natively"
+        reducer = spec.reducer.fn
+
+        def red_agg(key: Any, value: Any, agg: Any) -> Any:
+            return value if agg is None else reducer(agg, value)
+
+        def red_merge(key: Any, a1: Any, a2: Any) -> Any:
+            return a2 if a1 is None else reducer(a1, a2)
+
+        return AggFunctions(lambda: None, red_agg, red_merge)
+    assert isinstance(spec, ir.AggregateAgg) and spec.initializer is not None
+    assert isinstance(spec.aggregator, ir.UserFn), "Column aggregators compile natively"
+    return AggFunctions(spec.initializer.fn, spec.aggregator.fn, spec.merger.fn if spec.merger is not None else None)
+
+
+def windowing_of(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> Windowing:
+    """The semantics-core rule of a window specification (``None``: unwindowed)."""
+    if windows is None:
+        return Unwindowed()
+    if isinstance(windows, SessionWindows):
+        return SessionWindowing(windows.inactivity_gap_ms, windows.grace_period_ms)
+    if isinstance(windows, TimeWindows):
+        return TimeWindowing(windows.size_ms, windows.advance_ms, windows.grace_period_ms)
+    return SlidingWindowing(windows.time_difference_ms, windows.grace_period_ms)
+
+
+def _key_codec(serde: Serde, windows: SessionWindows | TimeWindows | SlidingWindows | None) -> KeyCodec:
+    """The output key layout of an aggregation with ``windows``."""
+    if windows is None:
+        return KeyCodec(serde)
+    if isinstance(windows, SessionWindows):
+        return SessionKeyCodec(serde)
+    size = windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
+    return TimeKeyCodec(serde, window_size_ms=size)
+
+
+def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> Serde:
+    if node.value_serde is not None:
+        return node.value_serde
+    if isinstance(node.agg, ir.CountAgg):
+        return Serdes.Long()
+    if isinstance(node.agg, ir.ReduceAgg):
+        return frame.value
+    return DEFAULT_SERDE
+
+
+def _output_schema(key_type: str, value_type: str, fields: tuple[str, ...]) -> StructType:
+    """The processor's output schema: the frame columns plus its event (and replay) columns."""
+    types = {"key": key_type, "value": value_type, "timestamp": "bigint", "headers": HEADERS_TYPE,
+             SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE, FINAL_KEY_ORDER: "string",
+             EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint"}
+    return _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in fields))
+
+
+def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: AggregateConfig) -> DataFrame:
+    """Run the stateful processor over ``inp`` (null keys counted and left out first) and return
+    its records; its metric events are counted and removed right after it."""
+    inp = lowering.drop_counted(inp, node, F.col("key").isNotNull())
+    inp = lowering.operator_input(inp, config.windowing, INPUT_INDEX if config.cogroup and not config.emit_on_close
+                                  else None)
+    processor = lowering.processor(config, state_schema(config.value_out.spark_type))
+    schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
+    out = inp.groupBy("key").transformWithState(
+        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="EventTime"
+    )
+    out = lowering.after_processor(out, inp, config)
+    metric = F.col(EVENT_METRIC)
+    out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)),
+                           final_latency=F.when(metric == EMIT_FINAL, F.col(EVENT_VALUE)))
+    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _operator_columns(df: DataFrame, *extra: str) -> DataFrame:
+    """The frame columns a processor reads (every input column costs a conversion per record)."""
+    return df.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, *extra)
+
+
+@Lowering.lower.register(ir.AggregateNode)
+def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
+    """Unwindowed (and, through the subclasses' fields, windowed) aggregation of one stream."""
+    frame = regroup(self.parent(node), node.key_serde, None)
+    value_out = _agg_value_serde(node, frame)
+    windows = getattr(node, "windows", None)
+    if windows is None:
+        native = _native_column(node.agg)
+        if native is not None:
+            valid = F.col("key").isNotNull() & F.col("value").isNotNull()
+            df = self.drop_counted(frame.df, node.name, valid)
+            return Frame(self.native_aggregate(df, native, value_out.spark_type), frame.key, value_out, is_table=True)
+    emit = getattr(node, "emit", None)
+    config = AggregateConfig(
+        node.name, _key_codec(frame.key.serde, windows), value_out, windowing_of(windows),
+        (AggregateInput(frame.value, agg_functions(node.agg)),),
+        emit_on_close=emit is not None and emit.emits_on_close,
+    )
+    out = _run_processor(self, node.name, _operator_columns(frame.df), config)
+    return Frame(out, config.key, value_out, is_table=True)
+
+
+Lowering.lower.register(ir.SessionAggregateNode, _aggregate)
+Lowering.lower.register(ir.TimeWindowAggregateNode, _aggregate)
+
+
+def _native_column(spec: ir.AggSpec) -> Column | None:
+    """The Spark aggregate of a count or a Column aggregation (None: a Python aggregation)."""
+    if isinstance(spec, ir.CountAgg):
+        return F.count(F.lit(1))
+    if isinstance(spec, ir.ReduceAgg) and isinstance(spec.reducer, ir.ColumnFn):
+        return spec.reducer.column
+    if isinstance(spec, ir.AggregateAgg) and isinstance(spec.aggregator, ir.ColumnFn):
+        return spec.aggregator.column
+    return None
+
+
+@Lowering.lower.register(ir.CogroupAggregateNode)
+def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
+    """One stateful operator over the union of all inputs: each row tagged with its input
+    index and its value carried in the field ``v<i>`` of a common struct column."""
+    frames = [self.parent(node, i) for i in range(len(node.parents))]
+    key_serde = node.key_serde or frames[0].key.serde
+    if any(f.key.windowed for f in frames):
+        raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
+    payload_types = [f.value.spark_type for f in frames]
+    parts = []
+    for i, f in enumerate(frames):
+        key = convert_column(F.col("key"), f.key.serde, key_serde) if f.key.serde != key_serde else F.col("key")
+        payload = F.struct(*[
+            (F.col("value") if j == i else F.lit(None)).cast(t).alias(f"v{j}") for j, t in enumerate(payload_types)
+        ])
+        parts.append(f.df.select(key.alias("key"), payload.alias("value"), "timestamp", "headers", SOURCE_POSITION,
+                                 OUTPUT_POSITION, F.lit(i).alias(INPUT_INDEX)))
+    union = parts[0]
+    for p in parts[1:]:
+        union = union.unionByName(p)
+    value_out = node.value_serde or DEFAULT_SERDE
+    merger = node.merger.fn if node.merger is not None else None
+    config = AggregateConfig(
+        node.name, _key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
+        tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger))
+              for f, a in zip(frames, node.aggregators)),
+        emit_on_close=node.windows is not None and node.emit.emits_on_close,
+        cogroup=True,
+    )
+    # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
+    # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one
+    # stream time spans all inputs, so that a window emitted as final is final for every input.
+    return Frame(_run_processor(self, node.name, union, config), config.key, value_out, is_table=True)

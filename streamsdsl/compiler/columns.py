@@ -1,0 +1,69 @@
+"""The private columns of a compiled plan, and the observed-metrics contract (one definition each).
+
+Every lowered frame carries the record columns ``key``, ``value``, ``timestamp``, ``headers``
+plus the private columns below. Metric events never travel with the records: each operator
+counts its drops (and emit-final records) with Spark's ``DataFrame.observe`` right where they
+happen, and the runtime reads the observations (per micro-batch from the query progress, or
+from the batch job the test driver runs).
+"""
+
+from __future__ import annotations
+
+#: Position of the source record in its input: pipe order in the test driver,
+#: ``partition << 40 | offset`` when streaming (records of one key keep their source order).
+SOURCE_POSITION = "_source_position"
+#: Position of an output record among the records one source record caused (array<bigint>).
+OUTPUT_POSITION = "_output_position"
+#: Key order of on-close records that one stream-time step emits (Kafka emits them by key).
+FINAL_KEY_ORDER = "_final_key_order"
+#: Kafka Streams' stream time after the record (test driver only: a running max in pipe order).
+STREAM_TIME = "_stream_time"
+#: Test driver, emit on close: the stream time a window must pass to be emitted.
+CLOSE_THRESHOLD = "_close_threshold"
+#: Cogroup: the index of the input stream a record came from.
+INPUT_INDEX = "_input_index"
+#: The sink a row of the compiled output goes to (`DEAD_LETTER_SINK` for dead letters).
+SINK_INDEX = "_sink_index"
+#: Event time as a timestamp, for the source watermark only.
+EVENT_TIME = "_event_time"
+#: A stateful processor's metric event rows (split off right after the operator): the metric
+#: name, null for records, and its value.
+EVENT_METRIC = "_event_metric"
+EVENT_VALUE = "_event_value"
+
+#: Spark type of `OUTPUT_POSITION`.
+POSITION_TYPE = "array<bigint>"
+#: Spark type of ``headers``.
+HEADERS_TYPE = "array<struct<key:string,value:binary>>"
+
+#: The columns of every lowered frame, in order.
+FRAME_COLUMNS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER)
+#: The columns of the compiled output: serialized key and value per sink.
+OUTPUT_COLUMNS = (SINK_INDEX, "key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION,
+                  FINAL_KEY_ORDER)
+#: `SINK_INDEX` of a dead-letter record (a record the ``log_and_continue`` handler skipped).
+DEAD_LETTER_SINK = -1
+
+#: Metric event names a processor emits.
+DROPPED = "dropped"
+EMIT_FINAL = "emit-final"
+
+#: The fields of every observation (`observation_name`): records dropped, records emitted on
+#: close, and the sum and max of their emit latency (stream time past the close threshold).
+OBSERVED_FIELDS = ("dropped", "emitted_final", "latency_sum", "latency_max")
+OBSERVATION_PREFIX = "streamsdsl:"
+
+#: Kafka Streams' dead-letter headers (KIP-1034).
+DLQ_HEADERS = (
+    "__streams.errors.exception",
+    "__streams.errors.message",
+    "__streams.errors.topic",
+    "__streams.errors.partition",
+    "__streams.errors.offset",
+)
+DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
+
+
+def observation_name(node: str, part: str) -> str:
+    """The name of one observation: the processor and which of its points (``input`` ...)."""
+    return f"{OBSERVATION_PREFIX}{node}:{part}"

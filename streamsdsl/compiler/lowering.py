@@ -1,0 +1,373 @@
+"""Lowering: one rule per IR node type, applied bottom-up by a `Lowering` object.
+
+The rules are a ``functools.singledispatchmethod`` on `Lowering`: the sources, sinks, stateless
+and table rules here, the stateful ones in `streamsdsl.compiler.aggregations`. The two plan
+modes are two subclasses (`streamsdsl.compiler.modes`) that override the few mode-specific
+steps declared here (ibis compiles with a class the same way).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from streamsdsl import ir
+from streamsdsl.compiler.columns import (
+    DEAD_LETTER_SINK,
+    DLQ_EXCEPTION,
+    DLQ_HEADERS,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    OUTPUT_COLUMNS,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SINK_INDEX,
+    SOURCE_POSITION,
+    observation_name,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.python_ops import apply_python
+from streamsdsl.compiler.serde_exprs import convert_column, decode, deserialize, invalid_bytes
+from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
+from streamsdsl.semantics.windowing import Windowing
+
+if TYPE_CHECKING:
+    from streamsdsl.compiler.processors import AggregateConfig, AggregateProcessor
+
+__all__ = ["Lowering", "PlanMode"]
+
+RawSource = Callable[[ir.SourceNode], DataFrame]
+
+
+class PlanMode(enum.Enum):
+    """How a compiled plan runs: as a streaming query, or as the test driver's batch replay."""
+
+    STREAMING = "streaming"
+    REPLAY = "replay"
+
+
+class Lowering:
+    """Lowers one topology: holds the frames lowered so far and what the plan collects besides
+    them (dead-letter records, the names of its observations, DataFrames cached for a replay)."""
+
+    mode: ClassVar[PlanMode]
+
+    def __init__(self, raw_source: RawSource,
+                 handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL) -> None:
+        self.raw_source = raw_source
+        self.handler = DeserializationHandler.parse(handler)
+        self.frames: dict[str, Frame] = {}
+        self.dead_letters: list[DataFrame] = []
+        self.observations: list[str] = []
+        self.persisted: list[DataFrame] = []
+
+    def parent(self, node: ir.Node, i: int = 0) -> Frame:
+        return self.frames[node.parents[i]]
+
+    @functools.singledispatchmethod
+    def lower(self, node: ir.Node) -> Frame:
+        """Lower ``node`` given its lowered parents; every concrete node type registers a rule."""
+        raise OperationNotDefinedError(f"No lowering rule for IR node type {type(node).__name__} ({node.name}).")
+
+    @classmethod
+    def has_rule(cls, node_type: type[ir.Node]) -> bool:
+        """Whether ``node_type`` has a lowering rule of its own."""
+        dispatcher = cls.__dict__["lower"].dispatcher
+        return dispatcher.dispatch(node_type) is not dispatcher.dispatch(ir.Node)
+
+    # -- metrics -------------------------------------------------------------------------------
+    def observe(self, df: DataFrame, node: str, part: str, *, dropped: Column,
+                final_latency: Column | None = None) -> DataFrame:
+        """Count, as rows pass this point, the records ``node`` drops (``dropped``: how many each
+        row stands for, null for none) and its emit-final records (``final_latency``: the row's
+        latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`."""
+        latency = final_latency if final_latency is not None else F.lit(None).cast("double")
+        name = observation_name(node, part)
+        self.observations.append(name)
+        return df.observe(
+            name,
+            F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias("dropped"),
+            F.count(latency).alias("emitted_final"),
+            F.coalesce(F.sum(latency), F.lit(0.0)).cast("double").alias("latency_sum"),
+            F.max(latency).cast("double").alias("latency_max"),
+        )
+
+    def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input") -> DataFrame:
+        """Keep the rows where ``keep`` holds; count the others as dropped by ``node``."""
+        return self.observe(df, node, part, dropped=F.when(~keep, F.lit(1))).filter(keep)
+
+    # -- mode-specific steps (`streamsdsl.compiler.modes`) ----------------------------------------
+    def with_event_time(self, df: DataFrame) -> DataFrame:
+        """A source's records, with the event-time watermark where the mode has one."""
+        raise NotImplementedError
+
+    def operator_input(self, df: DataFrame, windowing: Windowing, partition_by: str | None = None) -> DataFrame:
+        """The rows a stateful processor reads (replay: with each record's stream time)."""
+        raise NotImplementedError
+
+    def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
+        """The stateful processor of this mode."""
+        raise NotImplementedError
+
+    def after_processor(self, out: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
+        """The processor's output, completed where the mode needs it (replay: on-close records
+        assigned to the record after which they are emitted)."""
+        return out
+
+    def native_aggregate(self, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+        """A count / Column aggregation per key on Spark's own aggregation, as a changelog."""
+        raise NotImplementedError
+
+
+# --- sources and sinks ----------------------------------------------------------------------------
+
+
+@Lowering.lower.register(ir.SourceNode)
+def _source(self: Lowering, node: ir.SourceNode) -> Frame:
+    raw = self.raw_source(node)
+    key_serde = node.key_serde or DEFAULT_SERDE
+    value_serde = node.value_serde or DEFAULT_SERDE
+    # Source order: pipe order in the driver; (partition, offset) when streaming.
+    position = (F.col(SOURCE_POSITION) if SOURCE_POSITION in raw.columns
+                else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset"))
+    common = [
+        F.col("timestamp").cast("bigint").alias("timestamp"),
+        F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)).alias("headers"),
+        position.cast("bigint").alias(SOURCE_POSITION),
+        F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION),
+        F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
+    ]
+    if self.handler is DeserializationHandler.LOG_AND_CONTINUE:
+        df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, common)
+    else:
+        df = raw.select(
+            deserialize(F.col("key"), key_serde, "key").alias("key"),
+            deserialize(F.col("value"), value_serde, "value").alias("value"),
+            *common,
+        )
+    return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
+
+
+def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: Serde,
+                         value_serde: Serde, common: list[Column]) -> DataFrame:
+    """``log_and_continue``: a record that cannot be deserialized is counted as dropped and left
+    out; the same records, raw and with Kafka Streams' error headers (KIP-1034), become the
+    plan's dead-letter output (`DEAD_LETTER_SINK`)."""
+    key_bad, key_reason = invalid_bytes(F.col("key"), key_serde)
+    value_bad, value_reason = invalid_bytes(F.col("value"), value_serde)
+    bad = key_bad | value_bad
+    error = F.when(key_bad, F.concat(F.lit(f"{key_serde!r} cannot deserialize the record key: "), key_reason)).when(
+        value_bad, F.concat(F.lit(f"{value_serde!r} cannot deserialize the record value: "), value_reason)
+    )
+
+    def header(name: str, value: Column) -> Column:
+        return F.struct(F.lit(name).alias("key"), F.encode(value.cast("string"), "UTF-8").alias("value"))
+
+    error_headers = F.array(*[header(n, v) for n, v in zip(DLQ_HEADERS, (
+        F.lit(DLQ_EXCEPTION), error, F.col("topic"), F.col("partition"), F.col("offset")))])
+    lowering.dead_letters.append(raw.filter(bad).select(
+        F.lit(DEAD_LETTER_SINK).alias(SINK_INDEX), "key", "value", F.col("timestamp").cast("bigint").alias("timestamp"),
+        F.concat(F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)), error_headers).alias("headers"),
+        *common[2:],  # source position, output position, final key order
+    ).select(*OUTPUT_COLUMNS))
+    good = lowering.drop_counted(raw, node.name, ~bad, "deserialize")
+    return good.select(decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
+                       *common)
+
+
+@Lowering.lower.register(ir.SinkNode)
+def _sink(self: Lowering, node: ir.SinkNode) -> Frame:
+    # Serialization happens when the compiled topology binds its sinks (compile_topology).
+    return self.parent(node)
+
+
+# --- stateless steps ------------------------------------------------------------------------------
+
+
+def _serde_of_type(dtype: Any) -> Serde | None:
+    return {"string": Serdes.String(), "bigint": Serdes.Long(), "int": Serdes.Integer(),
+            "double": Serdes.Double(), "binary": Serdes.Bytes()}.get(dtype.simpleString())
+
+
+def _user_column(frame: Frame, fn: ir.ColumnFn) -> tuple[Column, Serde]:
+    """A user's Column expression and the serde its Spark type is held as."""
+    column = fn.column
+    dtype = frame.df.select(column.alias("_probe")).schema["_probe"].dataType
+    serde = _serde_of_type(dtype)
+    simple = dtype.simpleString()
+    if serde is not None:
+        return column, serde
+    if simple in ("smallint", "tinyint"):
+        return column.cast("int"), Serdes.Integer()
+    if simple == "float":
+        return column.cast("double"), Serdes.Double()
+    if simple == "boolean":
+        return F.when(column, F.lit("true")).when(~column, F.lit("false")), DEFAULT_SERDE
+    if simple.startswith("decimal"):
+        return column.cast("string"), DEFAULT_SERDE
+    if simple in ("date", "timestamp", "timestamp_ntz"):
+        text = F.regexp_extract(F.to_json(F.array(column.cast("string"))), r"^\[(.*)\]$", 1)
+        return F.when(column.isNotNull(), text), DEFAULT_SERDE
+    return F.to_json(column), DEFAULT_SERDE
+
+
+def _column_condition(predicate: ir.ColumnFn, negate: bool) -> Column:
+    """A boolean Column predicate; null counts as false (as a Java predicate returning false)."""
+    cond = F.coalesce(predicate.column.cast("boolean"), F.lit(False))
+    return ~cond if negate else cond
+
+
+def _python_filter(predicate: Callable[[Any, Any], Any], negate: bool) -> Callable[[Any, Any], list[tuple[Any, Any]]]:
+    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        return [(k, v)] if bool(predicate(k, v)) != negate else []
+
+    return step
+
+
+@Lowering.lower.register(ir.FilterNode)
+def _filter(self: Lowering, node: ir.FilterNode) -> Frame:
+    frame = self.parent(node)
+    if isinstance(node.predicate, ir.ColumnFn):
+        return frame.with_df(frame.df.filter(_column_condition(node.predicate, node.negate)))
+    return apply_python(frame, node.name, _python_filter(node.predicate.fn, node.negate))
+
+
+@Lowering.lower.register(ir.MapValuesNode)
+def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
+    frame = self.parent(node)
+    if isinstance(node.mapper, ir.ColumnFn):
+        column, serde = _user_column(frame, node.mapper)
+        return frame.with_df(frame.df.withColumn("value", column), value=serde)
+    mapper = node.mapper.fn
+    return apply_python(frame, node.name, lambda k, v: [(k, mapper(v))], out_value=DEFAULT_SERDE)
+
+
+def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        return result[0], result[1]
+    raise InvalidTypeError(
+        f"{node.name}: the mapper must return a (key, value) pair (got {type(result).__name__}: {result!r})."
+    )
+
+
+@Lowering.lower.register(ir.MapNode)
+def _map(self: Lowering, node: ir.MapNode) -> Frame:
+    mapper = node.mapper.fn
+    return apply_python(self.parent(node), node.name, lambda k, v: [_pair(mapper(k, v), node)],
+                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE)
+
+
+@Lowering.lower.register(ir.FlatMapNode)
+def _flat_map(self: Lowering, node: ir.FlatMapNode) -> Frame:
+    mapper = node.mapper.fn
+    return apply_python(self.parent(node), node.name, lambda k, v: [_pair(p, node) for p in (mapper(k, v) or ())],
+                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, multi=True)
+
+
+@Lowering.lower.register(ir.FlatMapValuesNode)
+def _flat_map_values(self: Lowering, node: ir.FlatMapValuesNode) -> Frame:
+    mapper = node.mapper.fn
+    return apply_python(self.parent(node), node.name, lambda k, v: [(k, x) for x in (mapper(v) or ())],
+                        out_value=DEFAULT_SERDE, multi=True)
+
+
+@Lowering.lower.register(ir.SelectKeyNode)
+def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
+    frame = self.parent(node)
+    if isinstance(node.selector, ir.ColumnFn):
+        column, serde = _user_column(frame, node.selector)
+        return frame.with_df(frame.df.withColumn("key", column), key=KeyCodec(serde))
+    selector = node.selector.fn
+    return apply_python(frame, node.name, lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(DEFAULT_SERDE))
+
+
+@Lowering.lower.register(ir.PeekNode)
+def _peek(self: Lowering, node: ir.PeekNode) -> Frame:
+    action = node.action.fn
+
+    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        action(k, v)
+        return [(k, v)]
+
+    return apply_python(self.parent(node), node.name, step)
+
+
+def _align(frame: Frame, key: KeyCodec, value: Serde) -> DataFrame:
+    df = frame.df
+    if frame.key != key:
+        if frame.key.windowed or key.windowed:
+            raise InvalidTypeError("merge: cannot merge a windowed stream with a non-windowed one.")
+        df = df.withColumn("key", convert_column(F.col("key"), frame.key.serde, key.serde))
+    if frame.value != value:
+        df = df.withColumn("value", convert_column(F.col("value"), frame.value, value))
+    return df.select(*FRAME_COLUMNS)
+
+
+@Lowering.lower.register(ir.MergeNode)
+def _merge(self: Lowering, node: ir.MergeNode) -> Frame:
+    left, right = self.parent(node, 0), self.parent(node, 1)
+    key = left.key if left.key == right.key else KeyCodec(DEFAULT_SERDE)
+    value = left.value if left.value == right.value else DEFAULT_SERDE
+    return Frame(_align(left, key, value).unionByName(_align(right, key, value)), key, value)
+
+
+def regroup(frame: Frame, key_serde: Serde | None, value_serde: Serde | None) -> Frame:
+    """Re-encode key and value with the serdes a grouping asks for (``Grouped.with_serdes``)."""
+    df = frame.df
+    key, value = frame.key, frame.value
+    if key_serde is not None and key_serde != key.serde and not key.windowed:
+        df = df.withColumn("key", convert_column(F.col("key"), key.serde, key_serde))
+        key = KeyCodec(key_serde)
+    if value_serde is not None and value_serde != value:
+        df = df.withColumn("value", convert_column(F.col("value"), value, value_serde))
+        value = value_serde
+    return frame.with_df(df, key=key, value=value)
+
+
+@Lowering.lower.register(ir.RepartitionNode)
+def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
+    # Spark's shuffle in the aggregation does what the repartition topic does in Kafka
+    # Streams; only a serde change (Grouped.with_serdes) is applied here.
+    return regroup(self.parent(node), node.key_serde, node.value_serde)
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+
+@Lowering.lower.register(ir.TableToStreamNode)
+def _table_to_stream(self: Lowering, node: ir.TableToStreamNode) -> Frame:
+    return self.parent(node).with_df(self.parent(node).df, is_table=False)
+
+
+@Lowering.lower.register(ir.TableFilterNode)
+def _table_filter(self: Lowering, node: ir.TableFilterNode) -> Frame:
+    frame = self.parent(node)
+    if isinstance(node.predicate, ir.ColumnFn):
+        cond = _column_condition(node.predicate, node.negate)
+        return frame.with_df(frame.df.withColumn("value", F.when(cond, F.col("value"))))
+    pred, negate = node.predicate.fn, node.negate
+
+    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        if v is None:
+            return [(k, None)]
+        return [(k, v if bool(pred(k, v)) != negate else None)]
+
+    return apply_python(frame, node.name, step, out_value=frame.value)
+
+
+@Lowering.lower.register(ir.TableMapValuesNode)
+def _table_map_values(self: Lowering, node: ir.TableMapValuesNode) -> Frame:
+    frame = self.parent(node)
+    if isinstance(node.mapper, ir.ColumnFn):
+        column, serde = _user_column(frame, node.mapper)
+        return frame.with_df(frame.df.withColumn("value", F.when(F.col("value").isNotNull(), column)), value=serde)
+    mapper = node.mapper.fn
+    return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(v))],
+                        out_value=DEFAULT_SERDE)

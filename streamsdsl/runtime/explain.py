@@ -1,0 +1,72 @@
+"""``explain``: the Spark plan a topology compiles to."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from typing import TYPE_CHECKING
+
+from streamsdsl.errors import TopologyError
+from streamsdsl.ir.topology import Topology
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamsdsl import ir
+
+__all__ = ["explain"]
+
+
+def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:
+    """The Spark streaming plan of ``topology`` as ``DataFrame.explain`` prints it (also printed).
+
+    Sources are bound to an empty file stream of the raw record schema in a temporary directory
+    (removed before returning), so no broker is needed and nothing runs; the plan is the one a
+    Kafka-backed run executes (watermarks, ``TransformWithStateInPySpark`` operators, Arrow steps,
+    native expressions). ``mode`` is passed to ``DataFrame.explain`` ("simple", "extended",
+    "formatted").
+
+    Without ``spark`` the active SparkSession is used; ``explain`` never starts or reconfigures
+    a session, so with none active it raises `TopologyError` saying how to get one.
+
+    Examples
+    --------
+    >>> from streamsdsl import StreamsBuilder
+    >>> from streamsdsl.runtime.session import get_session
+    >>> b = StreamsBuilder()
+    >>> b.stream("in").to("out")
+    >>> text = explain(b.build(), get_session(), mode="simple")
+    == Physical Plan ==
+    ...
+    """
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler import compile_topology
+    from streamsdsl.records import RAW_RECORD_DDL
+
+    if not isinstance(topology, Topology):
+        raise TopologyError(f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__}).")
+    session = spark or SparkSession.getActiveSession()
+    if session is None:
+        raise TopologyError(
+            "explain() needs a SparkSession and none is active: pass one, explain(topology, spark), or create one "
+            "first (streamsdsl.runtime.session.get_session() builds a local session with the settings streamsdsl needs)."
+        )
+    with tempfile.TemporaryDirectory(prefix="streamsdsl-explain-") as empty_dir:
+
+        def raw_source(node: ir.SourceNode) -> DataFrame:
+            stream = session.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
+            return stream.filter(F.col("topic").isin(list(node.topics)))
+
+        compiled = compile_topology(topology, raw_source)
+        if compiled.output is None:
+            text = "(the topology has no sinks: nothing to run)\n"
+        else:
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                compiled.output.explain(mode=mode)
+            text = buf.getvalue()
+    print(text, end="")
+    return text

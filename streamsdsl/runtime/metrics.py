@@ -1,0 +1,133 @@
+"""The topology's metrics (KIP-825 names), read from the plan's observations.
+
+Each operator counts what it drops and what it emits on close with Spark's ``observe()``
+(`streamsdsl.compiler.columns.OBSERVED_FIELDS`). A streaming query reports the observations
+per micro-batch in its progress (``StreamingQueryProgress.observedMetrics``); the test driver's
+batch job reports them once for the whole run (`observed_metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.compiler.columns import OBSERVATION_PREFIX
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["Metrics", "QueryMetrics", "observed_metrics"]
+
+
+def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
+    """The observations of the last action run on ``df`` (by name; a point no row reached can
+    be missing: it counts as zero)."""
+    found = df._jdf.queryExecution().observedMetrics()  # type: ignore[union-attr]
+    out: dict[str, dict[str, Any]] = {}
+    entries = found.iterator()
+    while entries.hasNext():
+        entry = entries.next()
+        out[str(entry._1())] = json.loads(entry._2().json())
+    return out
+
+
+class Metrics:
+    """Thread-safe running totals of a topology's metrics."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.dropped = 0
+        self.emitted_final = 0
+        self.latency_sum = 0.0
+        self.latency_max = -math.inf
+        self.input_rows = 0
+        self.batches = 0
+
+    def add_observations(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
+        """Add the streamsdsl observations of one run or micro-batch (others are ignored)."""
+        with self._lock:
+            for name, row in observed.items():
+                if not name.startswith(OBSERVATION_PREFIX):
+                    continue
+                self.dropped += int(row.get("dropped") or 0)
+                emitted = int(row.get("emitted_final") or 0)
+                if emitted:
+                    self.emitted_final += emitted
+                    self.latency_sum += float(row.get("latency_sum") or 0.0)
+                    self.latency_max = max(self.latency_max, float(row["latency_max"]))
+
+    def snapshot(self) -> dict[str, float]:
+        """``dropped-records-total``, ``emit-final-records-total``, ``emit-final-latency-max`` and
+        ``-avg`` (NaN before the first on-close record), ``input-records-total``, ``batches-total``."""
+        with self._lock:
+            return {
+                "dropped-records-total": float(self.dropped),
+                "emit-final-records-total": float(self.emitted_final),
+                "emit-final-latency-max": self.latency_max if self.emitted_final else math.nan,
+                "emit-final-latency-avg": self.latency_sum / self.emitted_final if self.emitted_final else math.nan,
+                "input-records-total": float(self.input_rows),
+                "batches-total": float(self.batches),
+            }
+
+
+class QueryMetrics(Metrics):
+    """The metrics of one streaming query, accumulated from its progress reports, each counted
+    once (by batch id) whichever way it arrives: a progress listener, or `refresh`;
+    ``on_progress`` is called once for each newly counted report (e.g. to log it)."""
+
+    def __init__(self, on_progress: Callable[[Any], None] | None = None) -> None:
+        super().__init__()
+        self._on_progress = on_progress
+        self._accounted = -1
+        self._written = -1
+        self._progress_lock = threading.Lock()
+        self.query: StreamingQuery | None = None
+
+    def add_progress(self, progress: Any) -> bool:
+        """Count one micro-batch's progress; False if it was counted before."""
+        with self._progress_lock:
+            if progress.batchId <= self._accounted:
+                return False
+            self._accounted = progress.batchId
+            self.add_observations({name: row.asDict() for name, row in (progress.observedMetrics or {}).items()})
+            with self._lock:
+                self.input_rows += int(progress.numInputRows or 0)
+                self.batches += 1
+        if self._on_progress is not None:
+            self._on_progress(progress)
+        return True
+
+    def batch_written(self, batch_id: int) -> None:
+        """The sink finished micro-batch ``batch_id`` (its progress follows shortly)."""
+        with self._progress_lock:
+            self._written = max(self._written, batch_id)
+
+    def refresh(self, timeout_s: float = 10.0) -> None:
+        """Count the query's recent progress reports, waiting (up to ``timeout_s``) for those of
+        the micro-batches the sink has written: Spark reports a batch's progress right after it
+        commits, so it can trail ``processAllAvailable()`` by a moment."""
+        query = self.query
+        if query is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                recent = query.recentProgress
+            except Exception:  # noqa: BLE001 - the session may be gone
+                return
+            for progress in recent:
+                self.add_progress(progress)
+            with self._progress_lock:
+                done = self._accounted >= self._written
+            if done or time.monotonic() >= deadline or not query.isActive:
+                return
+            time.sleep(0.05)
+
+    def snapshot(self) -> dict[str, float]:
+        self.refresh()
+        return super().snapshot()
