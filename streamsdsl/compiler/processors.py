@@ -28,31 +28,14 @@ import attrs
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from streamsdsl.compiler.columns import (
-    CLOSE_THRESHOLD,
-    DROPPED,
-    EMIT_FINAL,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    INPUT_INDEX,
-    OUTPUT_POSITION,
-    SOURCE_POSITION,
-    STREAM_TIME,
-)
+from streamsdsl.compiler.columns import CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.dsl.serdes import Serde
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.windowing import (
-    KeyState,
-    RecordStep,
-    WindowAgg,
-    Windowing,
-    advance_stream_time,
-    close_step,
-    record_step,
-)
+from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
+from streamsdsl.semantics.windowing import close_step, record_step
 
 #: Output columns of the streaming processor (the replay processor adds `CLOSE_THRESHOLD`).
 OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,

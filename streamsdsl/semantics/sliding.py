@@ -118,27 +118,38 @@ def _right_window_not_empty(right: WindowAgg | None, ts: int) -> bool:
     return right is not None and right.ts > ts
 
 
-def _create_windows(store: _Store, start_times: set[int], right: WindowAgg | None,
-                    left: WindowAgg | None, left_created: bool, right_created: bool,
-                    previous_ts: int | None) -> None:
-    """``createWindows``: write, in this order, the previous record's right window (if it is
-    missing and contains ``t``), ``t``'s left window (if missing; seeded with ``left``'s aggregate
-    when the previous record lies in it), and ``t``'s right window (if missing and non-empty)."""
-    ts, d = store.ts, store.d
-    if previous_ts is not None:
-        start = previous_ts + 1
-        if start not in start_times and start + d >= ts:
-            store.create_previous_right(start)
-    if not left_created:
-        if previous_ts is not None and ts - d <= previous_ts:
-            assert left is not None
-            seed = _vat(left.agg, ts)
-        else:
-            seed = _vat(store.fns.initializer(), ts)
-        store.update(ts - d, seed)
-    if not right_created and _right_window_not_empty(right, ts):
-        assert right is not None
-        store.create_current_right(right)
+@attrs.define
+class _Scan:
+    """What a scan of a key's existing windows found (the local variables of Kafka's
+    ``processReverse`` / ``processInOrder``)."""
+
+    start_times: set[int] = attrs.Factory(set)
+    left: WindowAgg | None = None
+    right: WindowAgg | None = None
+    left_created: bool = False
+    right_created: bool = False
+    previous_ts: int | None = None
+
+    def create_windows(self, store: _Store) -> None:
+        """``createWindows``: write, in this order, the previous record's right window (if it is
+        missing and contains ``t``), ``t``'s left window (if missing; seeded with ``left``'s
+        aggregate when the previous record lies in it), and ``t``'s right window (if missing and
+        non-empty)."""
+        ts, d = store.ts, store.d
+        if self.previous_ts is not None:
+            start = self.previous_ts + 1
+            if start not in self.start_times and start + d >= ts:
+                store.create_previous_right(start)
+        if not self.left_created:
+            if self.previous_ts is not None and ts - d <= self.previous_ts:
+                assert self.left is not None
+                seed = _vat(self.left.agg, ts)
+            else:
+                seed = _vat(store.fns.initializer(), ts)
+            store.update(ts - d, seed)
+        if not self.right_created and _right_window_not_empty(self.right, ts):
+            assert self.right is not None
+            store.create_current_right(self.right)
 
 
 def _process_reverse(store: _Store) -> None:
@@ -146,57 +157,49 @@ def _process_reverse(store: _Store) -> None:
     ``backwardFetch``). Windows are visited from the highest start down, starting at
     ``t + 1`` and going no lower than ``t - 2d``."""
     ts, d = store.ts, store.d
-    start_times: set[int] = set()
-    left: WindowAgg | None = None
-    right: WindowAgg | None = None
-    left_created = right_created = False
-    previous_ts: int | None = None
+    scan = _Scan()
     for w in reversed(store.fetch(max(0, ts - 2 * d), ts + 1)):
-        start_times.add(w.start)
+        scan.start_times.add(w.start)
         end = w.start + d
         if w.start == ts + 1:
-            right_created = True
+            scan.right_created = True
         elif end > ts:
-            if right is None:
-                right = w
+            if scan.right is None:
+                scan.right = w
             store.update_stored(w)
         elif end == ts:
-            left_created = True
+            scan.left_created = True
             store.update_stored(w)
             if w.ts < ts:
-                previous_ts = w.ts
+                scan.previous_ts = w.ts
             else:
                 return  # a record at ts was here before: every window already exists
         else:
-            left, previous_ts = w, w.ts
+            scan.left, scan.previous_ts = w, w.ts
             break
-    _create_windows(store, start_times, right, left, left_created, right_created, previous_ts)
+    scan.create_windows(store)
 
 
 def _process_in_order(store: _Store) -> None:
     """``processInOrder``: the forward-iterator path (used by stores without ``backwardFetch``)."""
     ts, d = store.ts, store.d
-    start_times: set[int] = set()
-    left: WindowAgg | None = None
-    right: WindowAgg | None = None
-    left_created = right_created = False
-    previous_ts: int | None = None
+    scan = _Scan()
     for w in store.fetch(max(0, ts - 2 * d), ts + 1):
-        start_times.add(w.start)
+        scan.start_times.add(w.start)
         end = w.start + d
         if end < ts:
-            left, previous_ts = w, w.ts
+            scan.left, scan.previous_ts = w, w.ts
         elif end == ts:
-            left_created = True
+            scan.left_created = True
             if w.ts < ts:
-                previous_ts = w.ts
+                scan.previous_ts = w.ts
             store.update_stored(w)
         elif w.start <= ts:
-            right = w
+            scan.right = w
             store.update_stored(w)
         else:  # w.start == ts + 1
-            right_created = True
-    _create_windows(store, start_times, right, left, left_created, right_created, previous_ts)
+            scan.right_created = True
+    scan.create_windows(store)
 
 
 def _process_early(store: _Store) -> None:
