@@ -29,9 +29,13 @@ BENCHMARKS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", choices=list(BENCHMARKS), help="benchmarks to run (default: all)")
+    parser.add_argument("names", nargs="*", metavar="name", help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small inputs (a smoke run, not a measurement)")
     args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHMARKS]
+    if unknown:
+        # argparse's choices= rejects an empty list with nargs="*" (Python 3.11), so check here
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     failed = []
     for name in args.names or list(BENCHMARKS):
         script, quick_args = BENCHMARKS[name]
