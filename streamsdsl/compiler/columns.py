@@ -50,7 +50,11 @@ EMIT_FINAL = "emit-final"
 
 #: The fields of every observation (`observation_name`): records dropped, records emitted on
 #: close, and the sum and max of their emit latency (stream time past the close threshold).
-OBSERVED_FIELDS = ("dropped", "emitted_final", "latency_sum", "latency_max")
+OBSERVED_DROPPED = "dropped"
+OBSERVED_EMITTED_FINAL = "emitted_final"
+OBSERVED_LATENCY_SUM = "latency_sum"
+OBSERVED_LATENCY_MAX = "latency_max"
+OBSERVED_FIELDS = (OBSERVED_DROPPED, OBSERVED_EMITTED_FINAL, OBSERVED_LATENCY_SUM, OBSERVED_LATENCY_MAX)
 OBSERVATION_PREFIX = "streamsdsl:"
 
 #: Kafka Streams' dead-letter headers (KIP-1034).

@@ -23,6 +23,10 @@ from streamsdsl.compiler.columns import (
     FINAL_KEY_ORDER,
     FRAME_COLUMNS,
     HEADERS_TYPE,
+    OBSERVED_DROPPED,
+    OBSERVED_EMITTED_FINAL,
+    OBSERVED_LATENCY_MAX,
+    OBSERVED_LATENCY_SUM,
     OUTPUT_COLUMNS,
     OUTPUT_POSITION,
     POSITION_TYPE,
@@ -93,10 +97,10 @@ class Lowering:
         self.observations.append(name)
         return df.observe(
             name,
-            F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias("dropped"),
-            F.count(latency).alias("emitted_final"),
-            F.coalesce(F.sum(latency), F.lit(0.0)).cast("double").alias("latency_sum"),
-            F.max(latency).cast("double").alias("latency_max"),
+            F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED),
+            F.count(latency).alias(OBSERVED_EMITTED_FINAL),
+            F.coalesce(F.sum(latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
+            F.max(latency).cast("double").alias(OBSERVED_LATENCY_MAX),
         )
 
     def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input") -> DataFrame:

@@ -54,7 +54,7 @@ from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigErr
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
-from streamsdsl.runtime.metrics import QueryMetrics
+from streamsdsl.runtime.metrics import QueryMetrics, dropped_in, progress_observations
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -459,9 +459,7 @@ class KafkaStreams:
         sink = self._sink
         emitted = sink.emitted.pop(progress.batchId, 0) if sink else 0
         ops = progress.stateOperators or []
-        dropped = sum(int(row["dropped"] or 0) for row in (progress.observedMetrics or {}).values()
-                      if "dropped" in row.asDict())
-        dropped += sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
+        dropped = dropped_in(progress_observations(progress)) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
         log.info(
             "%s batch %d: %d input rows (%.0f rows/s), %d state rows, %d dropped, %d emitted, %d ms",
             self.config.application_id, progress.batchId, int(progress.numInputRows or 0),

@@ -333,7 +333,7 @@ class TopologyTestDriver:
 
     def _process(self) -> None:
         from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
-        from streamsdsl.runtime.metrics import Metrics, observed_metrics
+        from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
 
         if self._processed == len(self._records):
             return
@@ -375,5 +375,5 @@ class TopologyTestDriver:
             )
             self._outputs.setdefault(raw.topic, deque()).append(raw)
         snapshot = metrics.snapshot()
-        self._metrics = {k: v for k, v in snapshot.items() if k.startswith(("dropped", "emit-final"))}
+        self._metrics = {name: snapshot[name] for name in TASK_METRICS}
         self._processed = len(self._records)

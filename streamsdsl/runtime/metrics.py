@@ -15,13 +15,19 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.compiler.columns import OBSERVATION_PREFIX
+from streamsdsl.compiler.columns import (
+    OBSERVATION_PREFIX,
+    OBSERVED_DROPPED,
+    OBSERVED_EMITTED_FINAL,
+    OBSERVED_LATENCY_MAX,
+    OBSERVED_LATENCY_SUM,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["Metrics", "QueryMetrics", "observed_metrics"]
+__all__ = ["TASK_METRICS", "Metrics", "QueryMetrics", "dropped_in", "observed_metrics", "progress_observations"]
 
 
 def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
@@ -34,6 +40,23 @@ def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
         entry = entries.next()
         out[str(entry._1())] = json.loads(entry._2().json())
     return out
+
+
+#: Kafka Streams' task-level metric names the operators report (KIP-825); a streaming query also
+#: reports ``input-records-total`` and ``batches-total``.
+TASK_METRICS = ("dropped-records-total", "emit-final-records-total", "emit-final-latency-max",
+                "emit-final-latency-avg")
+
+
+def progress_observations(progress: Any) -> dict[str, dict[str, Any]]:
+    """The observations a streaming query's progress report carries, by name."""
+    return {name: row.asDict() for name, row in (progress.observedMetrics or {}).items()}
+
+
+def dropped_in(observed: Mapping[str, Mapping[str, Any]]) -> int:
+    """The records streamsdsl's operators dropped, according to ``observed``."""
+    return sum(int(row.get(OBSERVED_DROPPED) or 0) for name, row in observed.items()
+               if name.startswith(OBSERVATION_PREFIX))
 
 
 class Metrics:
@@ -51,25 +74,23 @@ class Metrics:
     def add_observations(self, observed: Mapping[str, Mapping[str, Any]]) -> None:
         """Add the streamsdsl observations of one run or micro-batch (others are ignored)."""
         with self._lock:
+            self.dropped += dropped_in(observed)
             for name, row in observed.items():
-                if not name.startswith(OBSERVATION_PREFIX):
-                    continue
-                self.dropped += int(row.get("dropped") or 0)
-                emitted = int(row.get("emitted_final") or 0)
-                if emitted:
+                emitted = int(row.get(OBSERVED_EMITTED_FINAL) or 0)
+                if emitted and name.startswith(OBSERVATION_PREFIX):
                     self.emitted_final += emitted
-                    self.latency_sum += float(row.get("latency_sum") or 0.0)
-                    self.latency_max = max(self.latency_max, float(row["latency_max"]))
+                    self.latency_sum += float(row.get(OBSERVED_LATENCY_SUM) or 0.0)
+                    self.latency_max = max(self.latency_max, float(row[OBSERVED_LATENCY_MAX]))
 
     def snapshot(self) -> dict[str, float]:
         """``dropped-records-total``, ``emit-final-records-total``, ``emit-final-latency-max`` and
         ``-avg`` (NaN before the first on-close record), ``input-records-total``, ``batches-total``."""
         with self._lock:
+            emitted = self.emitted_final
+            task = (float(self.dropped), float(emitted), self.latency_max if emitted else math.nan,
+                    self.latency_sum / emitted if emitted else math.nan)
             return {
-                "dropped-records-total": float(self.dropped),
-                "emit-final-records-total": float(self.emitted_final),
-                "emit-final-latency-max": self.latency_max if self.emitted_final else math.nan,
-                "emit-final-latency-avg": self.latency_sum / self.emitted_final if self.emitted_final else math.nan,
+                **dict(zip(TASK_METRICS, task)),
                 "input-records-total": float(self.input_rows),
                 "batches-total": float(self.batches),
             }
@@ -94,7 +115,7 @@ class QueryMetrics(Metrics):
             if progress.batchId <= self._accounted:
                 return False
             self._accounted = progress.batchId
-            self.add_observations({name: row.asDict() for name, row in (progress.observedMetrics or {}).items()})
+            self.add_observations(progress_observations(progress))
             with self._lock:
                 self.input_rows += int(progress.numInputRows or 0)
                 self.batches += 1
