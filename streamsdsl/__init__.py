@@ -19,9 +19,9 @@ from streamsdsl.errors import (
     TopologyError,
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
-from streamsdsl.dsl.serdes import Serde, Serdes, WindowedSerdes
+from streamsdsl.dsl.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
+from streamsdsl.dsl.windows import EmitStrategy, EmitStrategyKind, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
 from streamsdsl.dsl.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
@@ -57,5 +57,5 @@ __all__ = [
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
-    "explain",
+    "CustomSerde", "EmitStrategyKind", "explain",
 ]

@@ -52,10 +52,11 @@ class TestImmutability:
 
 class TestLowering:
     def test_every_node_type_has_a_rule(self) -> None:
-        """Each concrete IR node type has a lowering rule of its own on the Lowering class."""
-        from streamsdsl.compiler import Lowering
+        """Each concrete IR node type has a lowering rule of its own, in both plan modes."""
+        from streamsdsl.compiler.modes import ReplayLowering, StreamingLowering
 
-        assert [t.__name__ for t in ir.NODE_TYPES if not Lowering.has_rule(t)] == []
+        for mode in (StreamingLowering, ReplayLowering):
+            assert [t.__name__ for t in ir.NODE_TYPES if not mode.has_rule(t)] == []
 
     @pytest.mark.parametrize("handler, reads", [("log_and_fail", 1), ("log_and_continue", 2)])
     def test_streaming_count_reads_its_source_once(self, spark: object, handler: str, reads: int) -> None:

@@ -1,177 +1,34 @@
-"""The compiler: Topology IR → Spark DataFrame operations (the only layer besides I/O and the
-runtime that imports pyspark).
+"""The compiler: Topology IR → Spark DataFrame operations (with I/O and the runtime, the only
+layers that import pyspark).
 
-`compile_topology` lowers, bottom-up, every node a sink depends on, with the `Lowering` of the
-plan mode, and binds each sink: keys and values are serialized with the sink's serdes. All sinks
-(and, with ``log_and_continue``, the dead-letter records) are unioned into one DataFrame —
-column `SINK_INDEX` tells which — so a whole topology runs as one Spark query.
+`compile_topology` (`streamsdsl.compiler.plan`) lowers a topology with the `Lowering` of its
+`PlanMode` (`streamsdsl.compiler.lowering`, `streamsdsl.compiler.modes`); the stateful rules
+are in `streamsdsl.compiler.aggregations`, the processor in `streamsdsl.compiler.processors`,
+the private column names in `streamsdsl.compiler.columns` (importable without pyspark). The
+names below load their module (and pyspark) on first use.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-import attrs
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-from streamsdsl import ir
-from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
-from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX, SOURCE_POSITION
-from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
-from streamsdsl.compiler.modes import lowering_for
-from streamsdsl.compiler.serde_exprs import serialize_key, serialize_value
-from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.dsl.serdes import Serde, SessionWindowedSerde, TimeWindowedSerde
+import importlib
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from streamsdsl.ir.topology import Topology
+    from streamsdsl.compiler.lowering import Lowering, PlanMode
+    from streamsdsl.compiler.plan import CompiledSink, CompiledTopology, compile_topology
 
 __all__ = ["CompiledSink", "CompiledTopology", "Lowering", "PlanMode", "compile_topology"]
 
-
-@attrs.frozen
-class CompiledSink:
-    """A sink bound to its serialized output and the serdes it writes with."""
-
-    index: int
-    node: ir.SinkNode
-    key_codec: KeyCodec
-    key_serde: Serde
-    value_serde: Serde
-
-    @property
-    def topic(self) -> str:
-        return self.node.topic
-
-    def key_deserializer(self) -> Serde | SessionWindowedSerde | TimeWindowedSerde:
-        """What a consumer needs to read this sink's keys (windowed layouts included)."""
-        return self.key_codec.with_serde(self.key_serde).reader()  # type: ignore[no-any-return]
+_HOME = {
+    "CompiledSink": "streamsdsl.compiler.plan",
+    "CompiledTopology": "streamsdsl.compiler.plan",
+    "compile_topology": "streamsdsl.compiler.plan",
+    "Lowering": "streamsdsl.compiler.lowering",
+    "PlanMode": "streamsdsl.compiler.lowering",
+}
 
 
-@attrs.frozen
-class CompiledTopology:
-    """The Spark side of a topology: one output DataFrame for all sinks, the sinks' metadata,
-    and the names of the plan's observations (its metrics, see `streamsdsl.compiler.columns`)."""
-
-    topology: Topology
-    mode: PlanMode
-    frames: dict[str, Frame]
-    sinks: tuple[CompiledSink, ...]
-    output: DataFrame | None
-    observations: tuple[str, ...] = ()
-    persisted: tuple[DataFrame, ...] = ()
-    #: Whether the output holds dead-letter records (``log_and_continue``).
-    dead_letters: bool = False
-
-    def release(self) -> None:
-        """Unpersist what a replay cached."""
-        for df in self.persisted:
-            df.unpersist()
-
-    def sink_for_topic(self, topic: str) -> CompiledSink | None:
-        return next((s for s in self.sinks if s.topic == topic), None)
-
-
-def _ship_user_code_by_value(topology: Topology) -> None:
-    """Make user functions defined in scripts and test modules usable on Spark's workers.
-
-    cloudpickle pickles a module-level function by reference (module + name), which fails on
-    a worker that cannot import that module (a script, a test file). Modules that are not
-    installed packages are registered to be pickled by value instead.
-    """
-    import sys
-    import sysconfig
-
-    from pyspark import cloudpickle
-
-    installed = tuple(
-        p for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")} if p
-    )
-    modules: set[str] = set()
-    for node in topology.nodes:
-        modules |= _user_modules(node)
-    for name in modules:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if (
-            module is None
-            or not path
-            or name == "__main__"
-            or name.split(".")[0] == "streamsdsl"
-            or path.startswith(installed)
-            or "site-packages" in path
-        ):
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except ValueError:  # already registered / not a module object
-            pass
-
-
-def _user_modules(value: object) -> set[str]:
-    """Modules of the user functions held (at any depth) by an IR node."""
-    if isinstance(value, ir.UserFn):
-        module = getattr(value.fn, "__module__", None)
-        return {module} if module else set()
-    if isinstance(value, tuple):
-        return set().union(*(_user_modules(v) for v in value)) if value else set()
-    if attrs.has(type(value)):
-        return set().union(*(_user_modules(getattr(value, f.name)) for f in attrs.fields(type(value))))
-    return set()
-
-
-def _needed(topology: Topology) -> set[str]:
-    """The nodes some sink depends on: only they are lowered (and only they run)."""
-    needed: set[str] = set()
-    pending = [s.name for s in topology.sinks]
-    while pending:
-        name = pending.pop()
-        if name not in needed:
-            needed.add(name)
-            pending.extend(topology.node(name).parents)
-    return needed
-
-
-def compile_topology(
-    topology: Topology,
-    raw_source: RawSource,
-    *,
-    mode: PlanMode = PlanMode.STREAMING,
-    deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
-) -> CompiledTopology:
-    """Lower ``topology``; ``raw_source(node)`` returns the raw record DataFrame of a source.
-
-    ``mode`` is `PlanMode.STREAMING` (watermarks, timers, net change per micro-batch) or
-    `PlanMode.REPLAY` (a batch run over recorded input with per-record stream time, used by the
-    test driver). ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that
-    cannot be deserialized fails the query, naming topic, partition and offset) or
-    ``log_and_continue`` (it is skipped, counted in ``dropped-records-total`` and becomes a
-    dead-letter record of the output).
-    """
-    lowering = lowering_for(PlanMode(mode))(raw_source, DeserializationHandler.parse(deserialization_handler))
-    _ship_user_code_by_value(topology)
-    needed = _needed(topology)
-    for node in topology.topological_order():
-        if node.name in needed:
-            lowering.frames[node.name] = lowering.lower(node)
-    sinks: list[CompiledSink] = []
-    outputs: list[DataFrame] = []
-    for i, node in enumerate(topology.sinks):
-        frame = lowering.frames[node.name]
-        key_serde = node.key_serde or frame.key.serde
-        value_serde = node.value_serde or frame.value
-        sinks.append(CompiledSink(i, node, frame.key, key_serde, value_serde))
-        outputs.append(frame.df.select(
-            F.lit(i).alias(SINK_INDEX),
-            serialize_key(F.col("key"), frame.key, key_serde).alias("key"),
-            serialize_value(F.col("value"), frame.value, value_serde).alias("value"),
-            "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-        ))
-    outputs.extend(lowering.dead_letters)
-    output = None
-    for df in outputs:
-        output = df if output is None else output.unionByName(df)
-    return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
-                            tuple(lowering.observations), tuple(lowering.persisted), bool(lowering.dead_letters))
+def __getattr__(name: str) -> Any:
+    if name in _HOME:
+        return getattr(importlib.import_module(_HOME[name]), name)
+    raise AttributeError(f"module 'streamsdsl.compiler' has no attribute {name!r}")

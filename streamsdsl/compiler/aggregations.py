@@ -33,7 +33,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec, SessionKeyCodec, TimeKeyC
 from streamsdsl.compiler.lowering import Lowering, regroup
 from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, state_schema
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
@@ -101,7 +101,7 @@ def windowing_of(windows: SessionWindows | TimeWindows | SlidingWindows | None) 
     return SlidingWindowing(windows.time_difference_ms, windows.grace_period_ms)
 
 
-def _key_codec(serde: Serde, windows: SessionWindows | TimeWindows | SlidingWindows | None) -> KeyCodec:
+def _key_codec(serde: PlanSerde, windows: SessionWindows | TimeWindows | SlidingWindows | None) -> KeyCodec:
     """The output key layout of an aggregation with ``windows``."""
     if windows is None:
         return KeyCodec(serde)
@@ -111,7 +111,7 @@ def _key_codec(serde: Serde, windows: SessionWindows | TimeWindows | SlidingWind
     return TimeKeyCodec(serde, window_size_ms=size)
 
 
-def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> Serde:
+def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> PlanSerde:
     if node.value_serde is not None:
         return node.value_serde
     if isinstance(node.agg, ir.CountAgg):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from streamsdsl.dsl.serdes import Serde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.dsl.serdes import PlanSerde, SessionWindowedSerde, TimeWindowedSerde
 from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class KeyCodec:
     """How the ``key`` column of an unwindowed stream is held: by its serde."""
 
-    serde: Serde
+    serde: PlanSerde
 
     #: Whether the key column is a window struct ``{key, start, end}``.
     windowed: ClassVar[bool] = False
@@ -33,7 +33,7 @@ class KeyCodec:
     def to_cell(self, value: Any) -> Any:
         return self.serde.to_internal(value)
 
-    def with_serde(self, serde: Serde) -> KeyCodec:
+    def with_serde(self, serde: PlanSerde) -> KeyCodec:
         """The same key layout with another inner serde."""
         return attrs.evolve(self, serde=serde)
 
@@ -93,7 +93,7 @@ class Frame:
 
     df: DataFrame
     key: KeyCodec
-    value: Serde
+    value: PlanSerde
     is_table: bool = False
 
     def with_df(self, df: DataFrame, **changes: Any) -> Frame:

@@ -38,7 +38,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import convert_column, decode, deserialize, invalid_bytes
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, Serdes
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 from streamsdsl.semantics.windowing import Windowing
 
@@ -83,7 +83,7 @@ class Lowering:
     @classmethod
     def has_rule(cls, node_type: type[ir.Node]) -> bool:
         """Whether ``node_type`` has a lowering rule of its own."""
-        dispatcher = cls.__dict__["lower"].dispatcher
+        dispatcher = Lowering.__dict__["lower"].dispatcher
         return dispatcher.dispatch(node_type) is not dispatcher.dispatch(ir.Node)
 
     # -- metrics -------------------------------------------------------------------------------
@@ -159,8 +159,8 @@ def _source(self: Lowering, node: ir.SourceNode) -> Frame:
     return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
 
 
-def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: Serde,
-                         value_serde: Serde, common: list[Column]) -> DataFrame:
+def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: PlanSerde,
+                         value_serde: PlanSerde, common: list[Column]) -> DataFrame:
     """``log_and_continue``: a record that cannot be deserialized is counted as dropped and left
     out; the same records, raw and with Kafka Streams' error headers (KIP-1034), become the
     plan's dead-letter output (`DEAD_LETTER_SINK`)."""
@@ -195,12 +195,12 @@ def _sink(self: Lowering, node: ir.SinkNode) -> Frame:
 # --- stateless steps ------------------------------------------------------------------------------
 
 
-def _serde_of_type(dtype: Any) -> Serde | None:
+def _serde_of_type(dtype: Any) -> PlanSerde | None:
     return {"string": Serdes.String(), "bigint": Serdes.Long(), "int": Serdes.Integer(),
             "double": Serdes.Double(), "binary": Serdes.Bytes()}.get(dtype.simpleString())
 
 
-def _user_column(frame: Frame, fn: ir.ColumnFn) -> tuple[Column, Serde]:
+def _user_column(frame: Frame, fn: ir.ColumnFn) -> tuple[Column, PlanSerde]:
     """A user's Column expression and the serde its Spark type is held as."""
     column = fn.column
     dtype = frame.df.select(column.alias("_probe")).schema["_probe"].dataType
@@ -303,7 +303,7 @@ def _peek(self: Lowering, node: ir.PeekNode) -> Frame:
     return apply_python(self.parent(node), node.name, step)
 
 
-def _align(frame: Frame, key: KeyCodec, value: Serde) -> DataFrame:
+def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
     df = frame.df
     if frame.key != key:
         if frame.key.windowed or key.windowed:
@@ -322,7 +322,7 @@ def _merge(self: Lowering, node: ir.MergeNode) -> Frame:
     return Frame(_align(left, key, value).unionByName(_align(right, key, value)), key, value)
 
 
-def regroup(frame: Frame, key_serde: Serde | None, value_serde: Serde | None) -> Frame:
+def regroup(frame: Frame, key_serde: PlanSerde | None, value_serde: PlanSerde | None) -> Frame:
     """Re-encode key and value with the serdes a grouping asks for (``Grouped.with_serdes``)."""
     df = frame.df
     key, value = frame.key, frame.value

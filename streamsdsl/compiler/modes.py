@@ -25,6 +25,7 @@ from streamsdsl.compiler.columns import (
     SOURCE_POSITION,
     STREAM_TIME,
 )
+from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.processors import (
     AggregateConfig,

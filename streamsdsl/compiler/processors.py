@@ -31,7 +31,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from streamsdsl.compiler.columns import CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
-from streamsdsl.dsl.serdes import Serde
+from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
@@ -51,7 +51,7 @@ def state_schema(value_type: str) -> str:
 class AggregateInput:
     """One input stream of an aggregation: how its values are held and its functions."""
 
-    value: Serde
+    value: PlanSerde
     fns: AggFunctions
 
 
@@ -65,7 +65,7 @@ class AggregateConfig:
 
     node: str
     key: KeyCodec
-    value_out: Serde
+    value_out: PlanSerde
     windowing: Windowing
     inputs: tuple[AggregateInput, ...]
     emit_on_close: bool = False

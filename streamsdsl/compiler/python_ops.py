@@ -16,7 +16,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from streamsdsl.compiler.columns import OUTPUT_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.errors import StreamsDslError
-from streamsdsl.dsl.serdes import Serde
+from streamsdsl.dsl.serdes import PlanSerde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
 
@@ -43,7 +43,7 @@ def apply_python(
     fn: RowFn,
     *,
     out_key: KeyCodec | None = None,
-    out_value: Serde | None = None,
+    out_value: PlanSerde | None = None,
     multi: bool = False,
 ) -> Frame:
     """Apply ``fn`` to every data row of ``frame``.

@@ -15,6 +15,7 @@ import attrs
 
 from streamsdsl._validation import Duration, duration_field, epoch_millis, instance_of, is_epoch_millis, millis
 from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.semantics.timewindow import window_starts
 
 __all__ = [
     "EmitStrategy", "EmitStrategyKind", "SessionWindow", "SessionWindows", "SlidingWindows", "TimeWindow",
@@ -241,12 +242,6 @@ class TimeWindows:
 
     def __repr__(self) -> str:
         return f"TimeWindows(size={self.size_ms}ms, advance={self.advance_ms}ms, grace={self.grace_period_ms}ms)"
-
-
-def window_starts(timestamp: int, size: int, advance: int) -> range:
-    """Starts of the time windows containing ``timestamp`` (ascending; see `TimeWindows.windows_for`)."""
-    first = (max(0, timestamp - size + advance) // advance) * advance
-    return range(first, timestamp + 1, advance)
 
 
 @attrs.frozen

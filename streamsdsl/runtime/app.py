@@ -417,7 +417,7 @@ class KafkaStreams:
     def _failure(self, exc: BaseException) -> StreamsError:
         self._stopped(State.ERROR)
         text = str(exc)
-        match = re.search(r"Serdes\.\w+\(\) cannot deserialize the record [^\n]*?Consumed\.with_serdes\)\.", text)
+        match = re.search(r"\S+ cannot deserialize the record [^\n]*?Consumed\.with_serdes\)\.", text)
         detail = match.group(0) if match else text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return StreamsError(f"KafkaStreams {self.config.application_id!r} failed: {detail}")
 

@@ -27,7 +27,7 @@ from streamsdsl.records import RAW_RECORD_DDL
 
 #: The records the driver replays: the raw record schema plus the pipe position.
 _RECORDS_DDL = f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -299,10 +299,10 @@ class TopologyTestDriver:
             raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")
         if key_serde is None:
             key = sink.key_deserializer()
-        elif isinstance(key_serde, Serde):
-            key = sink.key_codec.with_serde(key_serde).reader()
-        else:
+        elif isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
             key = key_serde
+        else:
+            key = sink.key_codec.with_serde(check_serde(key_serde, "key_serde")).reader()
         return TestOutputTopic(self, topic, key, value_serde or sink.value_serde)
 
     def metrics(self) -> dict[str, float]:
