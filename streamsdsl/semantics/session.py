@@ -56,12 +56,12 @@ class SessionWindowing(WindowingRules):
             agg = fns.merger(key, agg, s.agg) if fns.merger is not None else agg
             start, end = min(start, s.start), max(end, s.end)
         if end < closing:
-            return WindowStep(tuple(sorted(current)), dropped=1)
+            return WindowStep(tuple(current), dropped=1)
         merged = {id(s) for s in found}
         put = WindowAgg(start, end, fns.aggregator(key, value, agg), end)
         kept = [s for s in current if id(s) not in merged]
         deletes = tuple(found) if (start, end) != (ts, ts) else ()
-        return WindowStep(tuple(sorted([*kept, put])), (put,), deletes)
+        return WindowStep(tuple(sorted([*kept, put], key=_END_START)), (put,), deletes)
 
     def close_threshold(self, window: WindowAgg) -> int:
         """A session ``[s, e]`` is final once ``e < stream_time - grace - gap``."""

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Iterable
 import attrs
 
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.windowing import WindowAgg, WindowStep, WindowingRules
+from streamsdsl.semantics.windowing import BY_START, WindowAgg, WindowStep, WindowingRules
 
 __all__ = ["SlidingWindowing"]
 
@@ -79,7 +79,7 @@ class _Store:
 
     def fetch(self, lo: int, hi: int) -> list[WindowAgg]:
         """Windows with ``lo <= start <= hi``, ascending start (``WindowStore.fetch``)."""
-        return sorted(w for w in self.by_start.values() if lo <= w.start <= hi)
+        return sorted((w for w in self.by_start.values() if lo <= w.start <= hi), key=BY_START)
 
     def put(self, start: int, agg: Any, ts: int) -> None:
         """Write (and, in update mode, forward) one window. A ``None`` aggregate deletes it, as
@@ -291,7 +291,7 @@ class SlidingWindowing(WindowingRules):
         d = self.time_difference
         close_time = stream_time - self.grace
         if value is None or ts + d < close_time:
-            return WindowStep(tuple(sorted(by_start.values())), dropped=1)
+            return WindowStep(tuple(sorted(by_start.values(), key=BY_START)), dropped=1)
         store = _Store(d, close_time, key, value, ts, fns, by_start)
         if ts < d:
             _process_early(store)
@@ -299,7 +299,7 @@ class SlidingWindowing(WindowingRules):
             _process_in_order(store)
         else:
             _process_reverse(store)
-        return WindowStep(tuple(sorted(store.by_start.values())), tuple(store.puts), dropped=store.dropped)
+        return WindowStep(tuple(sorted(store.by_start.values(), key=BY_START)), tuple(store.puts), dropped=store.dropped)
 
     def close_threshold(self, window: WindowAgg) -> int:
         """``[s, e]`` closes when stream time first exceeds ``e + grace``. From then on

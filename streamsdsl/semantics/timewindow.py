@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Iterable
 import attrs
 
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.windowing import WindowAgg, WindowStep, WindowingRules
+from streamsdsl.semantics.windowing import BY_START, WindowAgg, WindowStep, WindowingRules
 
 __all__ = ["TimeWindowing", "window_starts"]
 
@@ -70,7 +70,7 @@ class TimeWindowing(WindowingRules):
             put = WindowAgg(start, end, agg, ts if old is None else max(ts, old.ts))
             by_start[start] = put
             puts.append(put)
-        return WindowStep(tuple(sorted(by_start.values())), tuple(puts), (), dropped)
+        return WindowStep(tuple(sorted(by_start.values(), key=BY_START)), tuple(puts), (), dropped)
 
     def close_threshold(self, window: WindowAgg) -> int:
         """``[s, e)`` closes when stream time reaches ``e + grace``."""

@@ -27,6 +27,7 @@ Examples
 
 from __future__ import annotations
 
+import operator
 from typing import Any, ClassVar, Iterable, Protocol
 
 import attrs
@@ -39,6 +40,9 @@ __all__ = [
     "advance_stream_time",
     "close_step", "record_step",
 ]
+
+#: Sort key of stored windows by start (faster than the attrs-generated ordering).
+BY_START = operator.attrgetter("start")
 
 #: A threshold no stream time reaches: the window never closes (unwindowed aggregation).
 NEVER = 2**62
@@ -63,7 +67,8 @@ class WindowAgg:
 class WindowStep:
     """The store operations one record causes for one key.
 
-    ``windows``: the key's stored windows afterwards (ascending start); ``deletes``: windows
+    ``windows``: the key's stored windows afterwards (ascending start; sessions in Kafka's
+    (end, start) order); ``deletes``: windows
     merged away (sessions), in Kafka's order; ``puts``: the store writes in Kafka's order
     (a ``None`` aggregate is a delete written as a put, as Kafka's ``put(key, null)``);
     ``dropped``: how many times the record counts in ``dropped-records-total``.
@@ -164,17 +169,23 @@ def close_step(windowing: Windowing, state: KeyState, stream_time: int) -> Close
     >>> close_step(w, KeyState((WindowAgg(0, 10, 1, 3), WindowAgg(10, 20, 1, 12))), 10).closed
     (WindowAgg(start=0, end=10, agg=1, ts=3),)
     """
-    done = set(state.finals)
+    finals = state.finals
     closed: list[WindowAgg] = []
     kept: list[WindowAgg] = []
     for w in state.windows:
-        if stream_time > windowing.close_threshold(w) and w.start not in done:
+        if stream_time > windowing.close_threshold(w) and w.start not in finals:
             closed.append(w)
-            done.add(w.start)
         if stream_time <= windowing.expiry_threshold(w):
             kept.append(w)
-    closed.sort(key=windowing.final_order)
-    return CloseStep(tuple(closed), KeyState(tuple(kept), frozenset(w.start for w in kept if w.start in done)))
+    if not closed and len(kept) == len(state.windows):
+        return CloseStep((), state)  # the common case: nothing closed, nothing expired
+    if closed:
+        closed.sort(key=windowing.final_order)
+        done = finals | {w.start for w in closed}
+        finals = frozenset(w.start for w in kept if w.start in done)
+    elif finals:
+        finals = frozenset(w.start for w in kept if w.start in finals)
+    return CloseStep(tuple(closed), KeyState(tuple(kept), finals))
 
 
 @attrs.frozen
