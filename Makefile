@@ -28,7 +28,7 @@ run: install
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is.
 test: install
 	$(PY) -m pytest -p no:cacheprovider
-	$(PY) -m mkdocs build --strict --quiet --site-dir build/site
+	$(PY) -m mkdocs build --strict --site-dir build/site
 
 unit: install
 	$(PY) -m pytest -p no:cacheprovider tests

@@ -255,7 +255,7 @@ class StreamsConfig:
 
     Build it with `from_mapping`; the keys are Kafka Streams' names.
 
-    Parameters
+    Attributes
     ----------
     application_id : str
         ``application.id`` (required): names the checkpoint directory and the Spark query.
