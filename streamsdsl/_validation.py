@@ -5,19 +5,27 @@ fluent API calls on user arguments, and small attrs validators / field factories
 (`instance_of`, `names_tuple`, `duration_field`, ...) that frozen values and IR nodes declare
 on their fields, so that no value is ever invalid however it was constructed.
 
+User functions are checked when the topology is written: `require_callable` with
+``check_arity`` tells a function that cannot take the arguments its shape names apart from one
+whose signature cannot be known (accepted), and `require_arguments` names the argument a DSL call
+left out (its parameters default to `REQUIRED` so that the DSL, not Python, reports it).
+
 Every error names the argument, states the unit and, where there is one, the fix; every error
-is an `InvalidArgumentError` (a ``ValueError``) or an `InvalidTypeError` (a ``TypeError``).
+is an `InvalidArgumentError` (a ``ValueError``) or an `InvalidTypeError` (a ``TypeError``), or,
+for a method asked of the wrong stage, a `StageMethodError` (an ``AttributeError``).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StreamsDslError
 
 #: Kafka Streams' legal characters for user-provided processor, store and topic names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -27,6 +35,14 @@ Duration = int | timedelta
 
 #: What attrs passes a validator: the instance, the attribute and the (converted) value.
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+class StageMethodError(StreamsDslError, AttributeError):
+    """A DSL stage was asked for a method that only another stage has (raised when the DSL call
+    is written); the message names the stage that has it.
+
+    Defined here until `streamsdsl.errors` takes it over.
+    """
 
 
 def _got(value: Any) -> str:
@@ -118,8 +134,22 @@ def is_spark_column(value: Any) -> bool:
     return t.__name__ == "Column" and t.__module__.startswith("pyspark.")
 
 
-def require_callable(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> None:
-    """Raise a clear error unless ``value`` is callable (or a Spark Column when allowed)."""
+def require_callable(
+    value: Any, arg: str, shape: str, *, column_ok: bool = False, check_arity: bool = False
+) -> None:
+    """Raise a clear error unless ``value`` is callable (or a Spark Column when allowed).
+
+    With ``check_arity``, ``value`` must also accept as many positional arguments as ``shape``
+    names, e.g. two for ``"(key, value) -> bool"`` (defaulted parameters and ``*args`` are fine);
+    a callable whose signature cannot be known (``int``, ``max``) is accepted.
+
+    Examples
+    --------
+    >>> require_callable(lambda k: k > 0, "predicate", "(key, value) -> bool", check_arity=True)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'predicate' must accept 2 positional arguments (key, value); lambda k has 1 (k). Use lambda key, value: ...
+    """
     if is_spark_column(value):
         if column_ok:
             return
@@ -129,6 +159,139 @@ def require_callable(value: Any, arg: str, shape: str, *, column_ok: bool = Fals
     if not callable(value):
         allowed = "a callable or a pyspark Column" if column_ok else "a callable"
         raise InvalidTypeError(f"'{arg}' must be {allowed} of shape {shape} ({_got(value)}).")
+    params = shape_params(shape) if check_arity else None
+    problem = None if params is None else arity_problem(value, params)
+    if params is not None and problem is not None:
+        n = len(params)
+        wanted = "no arguments" if n == 0 else f"{n} positional argument{'s' if n > 1 else ''} ({', '.join(params)})"
+        raise InvalidTypeError(f"'{arg}' must accept {wanted}; {problem}. {_arity_fix(value, params, shape)}")
+
+
+def shape_params(shape: str) -> tuple[str, ...] | None:
+    """The parameter names of a function shape such as ``"(key, value) -> bool"`` (None if the
+    shape does not start with a parameter list).
+
+    Examples
+    --------
+    >>> shape_params("(key, value) -> bool"), shape_params("() -> aggregate")
+    (('key', 'value'), ())
+    """
+    match = re.match(r"\(([^)]*)\)", shape)
+    if match is None:
+        return None
+    return tuple(p.strip() for p in match.group(1).split(",") if p.strip())
+
+
+def _signature(fn: Any) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins and C types without a signature: not knowable
+        return None
+
+
+def callable_label(fn: Any, sig: inspect.Signature | None = None) -> str:
+    """How messages name a user function: ``lambda k, v``, ``is_big``, ``Checker.check``,
+    ``functools.partial(add)``, ``Adder.__call__`` (a callable object)."""
+    if isinstance(fn, functools.partial):
+        return f"functools.partial({callable_label(fn.func)})"
+    name = getattr(fn, "__qualname__", None)
+    if name is None:
+        return f"{type(fn).__qualname__}.__call__"
+    if getattr(fn, "__name__", None) == "<lambda>":
+        sig = sig or _signature(fn)
+        inner = str(sig)[1:-1] if sig is not None else ""
+        return f"lambda {inner}" if inner else "lambda"
+    return str(name).rsplit(".<locals>.", 1)[-1]
+
+
+def _names(params: Sequence[inspect.Parameter]) -> str:
+    return ", ".join(p.name for p in params)
+
+
+def arity_problem(fn: Any, params: Sequence[str]) -> str | None:
+    """Why ``fn`` cannot be called with ``len(params)`` positional arguments, e.g.
+    ``"lambda k has 1 (k)"``; None when it can, or when its signature cannot be known."""
+    sig = _signature(fn)
+    if sig is None:
+        return None
+    kinds = inspect.Parameter
+    every = list(sig.parameters.values())
+    positional = [p for p in every if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is kinds.empty]
+    keyword_only = [p for p in every if p.kind is kinds.KEYWORD_ONLY and p.default is kinds.empty]
+    label = callable_label(fn, sig)
+    if len(required) > len(params):
+        return f"{label} has {len(required)} required ({_names(required)})"
+    if len(positional) < len(params) and not any(p.kind is kinds.VAR_POSITIONAL for p in every):
+        return f"{label} has {len(positional)} ({_names(positional)})"
+    if keyword_only:
+        return f"{label} has required keyword-only ({_names(keyword_only)}), which the DSL never passes"
+    return None
+
+
+def _arity_fix(fn: Any, params: Sequence[str], shape: str) -> str:
+    if getattr(fn, "__name__", None) == "<lambda>":
+        return f"Use lambda{' ' if params else ''}{', '.join(params)}: ..."
+    if inspect.isfunction(fn):
+        return f"Use def {fn.__name__}({', '.join(params)}): ..."
+    return f"Pass a callable of shape {shape}."
+
+
+class _Required:
+    """The type of `REQUIRED`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+#: The default of a DSL parameter that must be given: the DSL, not Python, then reports it
+#: missing, with `require_arguments`, naming the argument the user actually left out.
+REQUIRED: Any = _Required()
+
+
+def require_arguments(method: str, example: str, *args: tuple[str, Any, str]) -> None:
+    """Raise a clear error when a DSL call left out a required argument (one still `REQUIRED`).
+
+    ``args`` are ``(name, value, shape)`` in signature order; ``example`` is a complete call.
+    When a function given for one argument has the shape of a later one (an aggregator given
+    first), the message says so: the earlier argument is the one that was left out.
+
+    Examples
+    --------
+    >>> require_arguments("aggregate", "aggregate(lambda: 0, lambda key, value, agg: agg + 1)",
+    ...                   ("initializer", lambda k, v, a: a, "() -> aggregate"),
+    ...                   ("aggregator", REQUIRED, "(key, value, aggregate) -> aggregate"))
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: aggregate() needs initializer and aggregator: aggregate(initializer, aggregator), e.g. aggregate(lambda: 0, lambda key, value, agg: agg + 1). The initializer given, lambda k, v, a, looks like the aggregator; the initializer comes first.
+    """
+    missing = [name for name, value, _ in args if value is REQUIRED]
+    if not missing:
+        return
+    names = [name for name, _, _ in args]
+    message = f"{method}() needs {' and '.join(names)}: {method}({', '.join(names)}), e.g. {example}."
+    if len(missing) < len(args):
+        message += " " + (_misplaced(args) or f"Missing: {', '.join(repr(m) for m in missing)}.")
+    raise InvalidTypeError(message)
+
+
+def _misplaced(args: Sequence[tuple[str, Any, str]]) -> str | None:
+    """The first given function that does not fit its own argument but fits a later one."""
+    for i, (name, value, shape) in enumerate(args):
+        own = shape_params(shape)  # None: the argument is not a function
+        fits_own = own is not None and arity_problem(value, own) is None
+        if value is REQUIRED or not callable(value) or fits_own:
+            continue
+        for later, _, later_shape in args[i + 1 :]:
+            fits = shape_params(later_shape)
+            if fits is not None and arity_problem(value, fits) is None:
+                return (
+                    f"The {name} given, {callable_label(value)}, looks like the {later}; "
+                    f"the {name} comes first."
+                )
+    return None
 
 
 def fn_name(fn: Callable[..., Any] | Any) -> str:

@@ -8,12 +8,20 @@ method returns a new stage for a new node, so reusing a stage never changes anot
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Iterable, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar, overload
 
 import attrs
 
 from streamsdsl import ir
-from streamsdsl._validation import is_spark_column, require_callable, validate_topic
+from streamsdsl._validation import (
+    REQUIRED,
+    StageMethodError,
+    is_spark_column,
+    require_arguments,
+    require_callable,
+    validate_name,
+    validate_topic,
+)
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.dsl.options import (
     Consumed,
@@ -44,11 +52,41 @@ _S = TypeVar("_S")
 _T = TypeVar("_T")
 
 
-def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
-    require_callable(value, arg, shape, column_ok=column_ok)
-    if is_spark_column(value):
-        return ir.ColumnFn(value)
+#: The shapes of the user functions the aggregations take (their parameter lists are checked).
+_INITIALIZER = "() -> aggregate"
+_AGGREGATOR = "(key, value, aggregate) -> aggregate"
+_MERGER = "(key, aggregate1, aggregate2) -> aggregate"
+_REDUCER = "(aggregate, value) -> aggregate"
+
+#: Example arguments for the messages of calls that left an argument out.
+_E_INITIALIZER = "lambda: 0"
+_E_AGGREGATOR = "lambda key, value, agg: agg + 1"
+_E_MERGER = "lambda key, agg1, agg2: agg1 + agg2"
+
+
+def _user_fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.UserFn:
+    """A user function, checked when the topology is written: callable, with ``shape``'s arity
+    (``column_ok``: the message says a pyspark Column would do too)."""
+    require_callable(value, arg, shape, column_ok=column_ok, check_arity=True)
     return ir.UserFn(value, shape)
+
+
+def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
+    """A user function or, where ``column_ok``, a pyspark Column."""
+    if column_ok and is_spark_column(value):
+        return ir.ColumnFn(value)
+    return _user_fn(value, arg, shape, column_ok=column_ok)
+
+
+def _check_aggregate(**given: Any) -> None:
+    """Name the argument an ``aggregate(...)`` call left out; ``given`` in signature order."""
+    shapes = {
+        "initializer": (_INITIALIZER, _E_INITIALIZER),
+        "aggregator": (_AGGREGATOR, _E_AGGREGATOR),
+        "merger": (_MERGER, _E_MERGER),
+    }
+    example = f"aggregate({', '.join(shapes[arg][1] for arg in given)})"
+    require_arguments("aggregate", example, *((arg, value, shapes[arg][0]) for arg, value in given.items()))
 
 
 class StreamsBuilder:
@@ -144,8 +182,25 @@ class StreamsBuilder:
         return Topology(tuple(self._nodes.values()))
 
 
+class _Hinted:
+    """Base of every stage: a method that only other stages have is answered with a
+    `StageMethodError` (an ``AttributeError``) saying where it exists (the `_ELSEWHERE` table);
+    any other missing attribute keeps Python's usual ``AttributeError``."""
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
+
+        def __getattr__(self, name: str) -> Any:
+            stage = type(self)
+            hint = None if name.startswith("__") else _elsewhere(stage, name)
+            if hint is None:
+                raise AttributeError(f"'{stage.__name__}' object has no attribute '{name}'", name=name, obj=self)
+            raise StageMethodError(f"{stage.__name__} has no '{name}': {hint}", name=name, obj=self)
+
+
 @attrs.frozen
-class _Stage:
+class _Stage(_Hinted):
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     node_name: str
 
@@ -184,22 +239,22 @@ class KStream(_Stage):
 
     def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, name: NameArg = None) -> KStream:
         """Replace each record with ``mapper(key, value) -> (new_key, new_value)``."""
-        fn = _fn(mapper, "mapper", "(key, value) -> (key, value)")
-        node = ir.MapNode(self._name(name, "KSTREAM-MAP-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        fn = _user_fn(mapper, "mapper", "(key, value) -> (key, value)")
+        node = ir.MapNode(self._name(name, "KSTREAM-MAP-"), (self.node_name,), mapper=fn)
         return self._child(node, key_changed=True)
 
     def flat_map(
         self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *, name: NameArg = None
     ) -> KStream:
         """Replace each record with the records of ``mapper(key, value) -> iterable of (key, value)``."""
-        fn = _fn(mapper, "mapper", "(key, value) -> iterable of (key, value)")
-        node = ir.FlatMapNode(self._name(name, "KSTREAM-FLATMAP-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        fn = _user_fn(mapper, "mapper", "(key, value) -> iterable of (key, value)")
+        node = ir.FlatMapNode(self._name(name, "KSTREAM-FLATMAP-"), (self.node_name,), mapper=fn)
         return self._child(node, key_changed=True)
 
     def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *, name: NameArg = None) -> KStream:
         """Replace each record with one record per value of ``mapper(value) -> iterable``."""
-        fn = _fn(mapper, "mapper", "(value) -> iterable of values")
-        node = ir.FlatMapValuesNode(self._name(name, "KSTREAM-FLATMAPVALUES-"), (self.node_name,), mapper=fn)  # type: ignore[arg-type]
+        fn = _user_fn(mapper, "mapper", "(value) -> iterable of values")
+        node = ir.FlatMapValuesNode(self._name(name, "KSTREAM-FLATMAPVALUES-"), (self.node_name,), mapper=fn)
         return self._child(node)
 
     def select_key(self, selector: Callable[[Any, Any], Any] | Any, *, name: NameArg = None) -> KStream:
@@ -215,8 +270,8 @@ class KStream(_Stage):
         Spark retries a task; use it for logging and metrics, not for side effects that must
         happen exactly once.
         """
-        fn = _fn(action, "action", "(key, value) -> None")
-        return self._child(ir.PeekNode(self._name(name, "KSTREAM-PEEK-"), (self.node_name,), action=fn))  # type: ignore[arg-type]
+        fn = _user_fn(action, "action", "(key, value) -> None")
+        return self._child(ir.PeekNode(self._name(name, "KSTREAM-PEEK-"), (self.node_name,), action=fn))
 
     def merge(self, other: KStream, *, name: NameArg = None) -> KStream:
         """The union of this stream and ``other`` (records of both, no ordering guarantee across them)."""
@@ -293,6 +348,11 @@ class _Grouped(_Stage):
         )
         return KTable(self._builder, node_name, windowing.get("windows"))
 
+    def _reduce(self, reducer: Any, name: NameArg, materialized: Materialized | None, *, column_ok: bool) -> KTable:
+        require_arguments("reduce", "reduce(lambda agg, value: agg + value)", ("reducer", reducer, _REDUCER))
+        spec = ir.ReduceAgg(_fn(reducer, "reducer", _REDUCER, column_ok=column_ok))
+        return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+
     def _source_for_aggregation(self, store: str) -> str:
         """The parent of the aggregation: a repartition node first when the key was changed.
 
@@ -336,10 +396,9 @@ def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:
                 "(e.g. aggregate(None, F.sum('value'))); the Column defines the whole aggregation."
             )
         return ir.AggregateAgg(None, ir.ColumnFn(aggregator))
-    require_callable(initializer, "initializer", "() -> aggregate")
     return ir.AggregateAgg(
-        ir.UserFn(initializer, "() -> aggregate"),
-        _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate", column_ok=True),
+        _user_fn(initializer, "initializer", _INITIALIZER),
+        _user_fn(aggregator, "aggregator", _AGGREGATOR, column_ok=True),
     )
 
 
@@ -352,16 +411,19 @@ class KGroupedStream(_Grouped):
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any] | Any, *, name: NameArg = None, materialized: Materialized | None = None
+        self,
+        reducer: Callable[[Any, Any], Any] | Any = REQUIRED,
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
     ) -> KTable:
         """Combine values per key with ``reducer(aggregate, value)`` (or a pyspark aggregate Column)."""
-        spec = ir.ReduceAgg(_fn(reducer, "reducer", "(aggregate, value) -> aggregate", column_ok=True))
-        return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+        return self._reduce(reducer, name, materialized, column_ok=True)
 
     def aggregate(
         self,
-        initializer: Callable[[], Any] | None,
-        aggregator: Callable[[Any, Any, Any], Any] | Any,
+        initializer: Callable[[], Any] | None = REQUIRED,
+        aggregator: Callable[[Any, Any, Any], Any] | Any = REQUIRED,
         *,
         name: NameArg = None,
         materialized: Materialized | None = None,
@@ -371,16 +433,18 @@ class KGroupedStream(_Grouped):
         ``aggregator`` may instead be a pyspark aggregate Column (``F.sum("value")``), with
         ``initializer=None``; it then compiles to a native Spark aggregation.
         """
+        _check_aggregate(initializer=initializer, aggregator=aggregator)
         return self._aggregate(_agg_spec_unwindowed(initializer, aggregator), "KSTREAM-AGGREGATE-", name, materialized)
 
-    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+    def cogroup(self, aggregator: Callable[[Any, Any, Any], Any] = REQUIRED) -> CogroupedKStream:
         """Start a cogroup (KIP-150): this stream with ``aggregator(key, value, aggregate)``.
 
         Add more grouped streams with `CogroupedKStream.cogroup`, each with its own
         aggregator and value type, then ``aggregate(initializer)`` them into one table held in
         one state store.
         """
-        return CogroupedKStream(self._builder, ((self, _cogroup_fn(aggregator)),))
+        require_arguments("cogroup", f"cogroup({_E_AGGREGATOR})", ("aggregator", aggregator, _AGGREGATOR))
+        return CogroupedKStream(self._builder, ((self, _user_fn(aggregator, "aggregator", _AGGREGATOR)),))
 
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
@@ -433,14 +497,13 @@ class _WindowedGrouped(_Grouped):
     def _windowing(self) -> dict[str, Any]:
         return {"windows": self.windows, "emit": self.emit}  # type: ignore[attr-defined]
 
-    def _user_aggregate(self, initializer: Any, aggregator: Any, merger: ir.UserFn | None, name: NameArg,
-                        materialized: Materialized | None) -> KTable:
-        require_callable(initializer, "initializer", "() -> aggregate")
-        spec = ir.AggregateAgg(
-            ir.UserFn(initializer, "() -> aggregate"),
-            _fn(aggregator, "aggregator", "(key, value, aggregate) -> aggregate"),
-            merger,
-        )
+    def _user_aggregate(self, name: NameArg, materialized: Materialized | None, **fns: Any) -> KTable:
+        """Aggregate with the ``initializer``, ``aggregator`` and (sessions) ``merger`` given to
+        ``aggregate``, in its signature order."""
+        _check_aggregate(**fns)
+        merger = _user_fn(fns["merger"], "merger", _MERGER) if "merger" in fns else None
+        initializer = _user_fn(fns["initializer"], "initializer", _INITIALIZER)
+        spec = ir.AggregateAgg(initializer, _user_fn(fns["aggregator"], "aggregator", _AGGREGATOR), merger)
         return self._aggregate(spec, "KSTREAM-AGGREGATE-", name, materialized)
 
     def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
@@ -448,11 +511,14 @@ class _WindowedGrouped(_Grouped):
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], *, name: NameArg = None, materialized: Materialized | None = None
+        self,
+        reducer: Callable[[Any, Any], Any] = REQUIRED,
+        *,
+        name: NameArg = None,
+        materialized: Materialized | None = None,
     ) -> KTable:
         """Combine values per window with ``reducer(aggregate, value)``."""
-        spec = ir.ReduceAgg(_fn(reducer, "reducer", "(aggregate, value) -> aggregate"))
-        return self._aggregate(spec, "KSTREAM-REDUCE-", name, materialized)
+        return self._reduce(reducer, name, materialized, column_ok=False)
 
 
 @attrs.frozen
@@ -466,16 +532,15 @@ class SessionWindowedKStream(_WindowedGrouped):
 
     def aggregate(
         self,
-        initializer: Callable[[], Any],
-        aggregator: Callable[[Any, Any, Any], Any],
-        merger: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any] = REQUIRED,
+        aggregator: Callable[[Any, Any, Any], Any] = REQUIRED,
+        merger: Callable[[Any, Any, Any], Any] = REQUIRED,
         *,
         name: NameArg = None,
         materialized: Materialized | None = None,
     ) -> KTable:
         """Fold values per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
-        merger_fn = _fn(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate")
-        return self._user_aggregate(initializer, aggregator, merger_fn, name, materialized)  # type: ignore[arg-type]
+        return self._user_aggregate(name, materialized, initializer=initializer, aggregator=aggregator, merger=merger)
 
 
 @attrs.frozen
@@ -498,14 +563,14 @@ class TimeWindowedKStream(_WindowedGrouped):
 
     def aggregate(
         self,
-        initializer: Callable[[], Any],
-        aggregator: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any] = REQUIRED,
+        aggregator: Callable[[Any, Any, Any], Any] = REQUIRED,
         *,
         name: NameArg = None,
         materialized: Materialized | None = None,
     ) -> KTable:
         """Fold values per window: ``aggregator(key, value, aggregate)`` starting from ``initializer()``."""
-        return self._user_aggregate(initializer, aggregator, None, name, materialized)
+        return self._user_aggregate(name, materialized, initializer=initializer, aggregator=aggregator)
 
 
 @attrs.frozen
@@ -550,34 +615,29 @@ class KTable(_Stage):
 # --- cogroup (KIP-150) -------------------------------------------------------------------------
 
 
-def _cogroup_fn(aggregator: Any) -> ir.UserFn:
-    require_callable(aggregator, "aggregator", "(key, value, aggregate) -> aggregate")
-    return ir.UserFn(aggregator, "(key, value, aggregate) -> aggregate")
-
-
 def _suffixed(name: NameArg, suffix: str) -> str | None:
     base = resolve_name(name)
     if base is None:
         return None
-    from streamsdsl._validation import validate_name
-
     return validate_name(base + suffix, "name")
 
 
 def _build_cogroup(
     builder: StreamsBuilder,
     groups: tuple[tuple[KGroupedStream, ir.UserFn], ...],
-    initializer: Any,
     *,
-    merger: Any = None,
     windows: SessionWindows | TimeWindows | SlidingWindows | None = None,
     emit: EmitStrategy | None = None,
     name: NameArg = None,
     materialized: Materialized | None = None,
+    **fns: Any,
 ) -> KTable:
     """Add the cogroup's nodes in Kafka Streams' naming order: store, repartitions, one
-    ``-cogroup-agg-<i>`` per input, ``-cogroup-merge``."""
-    require_callable(initializer, "initializer", "() -> aggregate")
+    ``-cogroup-agg-<i>`` per input, ``-cogroup-merge``. ``fns`` are the ``initializer`` and
+    (sessions) ``merger`` given to ``aggregate``, in its signature order."""
+    _check_aggregate(**fns)
+    merger = _user_fn(fns["merger"], "merger", _MERGER) if "merger" in fns else None
+    initializer = _user_fn(fns["initializer"], "initializer", _INITIALIZER)
     materialized = _materialized(materialized)
     store = builder._store_name(materialized, "COGROUPKSTREAM-AGGREGATE-")
     parents = tuple(g._source_for_aggregation(store) for g, _ in groups)
@@ -595,9 +655,9 @@ def _build_cogroup(
             parents,
             agg_names=agg_names,
             aggregators=tuple(fn for _, fn in groups),
-            initializer=ir.UserFn(initializer, "() -> aggregate"),
+            initializer=initializer,
             store=store,
-            merger=None if merger is None else ir.UserFn(merger, "(key, aggregate1, aggregate2) -> aggregate"),
+            merger=merger,
             windows=windows,
             emit=emit or EmitStrategy.on_window_update(),
             key_serde=key_serde,
@@ -608,7 +668,7 @@ def _build_cogroup(
 
 
 @attrs.frozen
-class CogroupedKStream:
+class CogroupedKStream(_Hinted):
     """Several grouped streams, each with its own aggregator, to be aggregated together (KIP-150).
 
     Immutable: `cogroup` returns a new stage and leaves this one unchanged.
@@ -626,8 +686,16 @@ class CogroupedKStream:
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
 
-    def cogroup(self, grouped_stream: KGroupedStream, aggregator: Callable[[Any, Any, Any], Any]) -> CogroupedKStream:
+    def cogroup(
+        self, grouped_stream: KGroupedStream = REQUIRED, aggregator: Callable[[Any, Any, Any], Any] = REQUIRED
+    ) -> CogroupedKStream:
         """A new stage that also aggregates ``grouped_stream`` with ``aggregator(key, value, aggregate)``."""
+        require_arguments(
+            "cogroup",
+            f"cogroup(builder.stream('views').group_by_key(), {_E_AGGREGATOR})",
+            ("grouped_stream", grouped_stream, "KGroupedStream"),
+            ("aggregator", aggregator, _AGGREGATOR),
+        )
         if not isinstance(grouped_stream, KGroupedStream):
             raise InvalidTypeError(
                 f"'grouped_stream' must be a KGroupedStream, e.g. builder.stream('t').group_by_key() "
@@ -641,14 +709,15 @@ class CogroupedKStream:
                     f"The grouped stream of {grouped_stream.node_name} is already part of this cogroup; "
                     "each grouped stream can be cogrouped once (combine its logic into one aggregator)."
                 )
-        return attrs.evolve(self, groups=(*self.groups, (grouped_stream, _cogroup_fn(aggregator))))
+        aggregator_fn = _user_fn(aggregator, "aggregator", _AGGREGATOR)
+        return attrs.evolve(self, groups=(*self.groups, (grouped_stream, aggregator_fn)))
 
     def aggregate(
-        self, initializer: Callable[[], Any], *, name: NameArg = None, materialized: Materialized | None = None
+        self, initializer: Callable[[], Any] = REQUIRED, *, name: NameArg = None, materialized: Materialized | None = None
     ) -> KTable:
         """Aggregate all cogrouped streams into one table; ``initializer()`` runs only for a key
         that has no aggregate yet. Null keys and null values are skipped and counted."""
-        return _build_cogroup(self._builder, self.groups, initializer, name=name, materialized=materialized)
+        return _build_cogroup(self._builder, self.groups, name=name, materialized=materialized, initializer=initializer)
 
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream: ...
@@ -667,7 +736,7 @@ class CogroupedKStream:
 
 
 @attrs.frozen
-class SessionWindowedCogroupedKStream:
+class SessionWindowedCogroupedKStream(_Hinted):
     """A cogroup windowed by `SessionWindows`; ``aggregate(initializer, merger)``."""
 
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
@@ -682,20 +751,19 @@ class SessionWindowedCogroupedKStream:
 
     def aggregate(
         self,
-        initializer: Callable[[], Any],
-        merger: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any] = REQUIRED,
+        merger: Callable[[Any, Any, Any], Any] = REQUIRED,
         *,
         name: NameArg = None,
         materialized: Materialized | None = None,
     ) -> KTable:
         """Aggregate per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
-        require_callable(merger, "merger", "(key, aggregate1, aggregate2) -> aggregate")
-        return _build_cogroup(self._builder, self.groups, initializer, merger=merger, windows=self.windows,
-                              emit=self.emit, name=name, materialized=materialized)
+        return _build_cogroup(self._builder, self.groups, windows=self.windows, emit=self.emit, name=name,
+                              materialized=materialized, initializer=initializer, merger=merger)
 
 
 @attrs.frozen
-class TimeWindowedCogroupedKStream:
+class TimeWindowedCogroupedKStream(_Hinted):
     """A cogroup windowed by `TimeWindows` or `SlidingWindows`; ``aggregate(initializer)``."""
 
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
@@ -709,8 +777,73 @@ class TimeWindowedCogroupedKStream:
         return attrs.evolve(self, emit=_emit(strategy))
 
     def aggregate(
-        self, initializer: Callable[[], Any], *, name: NameArg = None, materialized: Materialized | None = None
+        self, initializer: Callable[[], Any] = REQUIRED, *, name: NameArg = None, materialized: Materialized | None = None
     ) -> KTable:
         """Aggregate per window; ``initializer()`` runs only for a window without an aggregate."""
-        return _build_cogroup(self._builder, self.groups, initializer, windows=self.windows,
-                              emit=self.emit, name=name, materialized=materialized)
+        return _build_cogroup(self._builder, self.groups, windows=self.windows, emit=self.emit, name=name,
+                              materialized=materialized, initializer=initializer)
+
+
+# --- methods of other stages ---------------------------------------------------------------------
+
+
+def _hints(where: str, fix: str, *methods: str) -> dict[str, str]:
+    return {method: f"{method}() exists on {where}; {fix}." for method in methods}
+
+
+_GROUP_FIRST = "group first: group_by_key() or group_by(selector)"
+_WINDOW_FIRST = "window first: windowed_by(SessionWindows | TimeWindows | SlidingWindows)"
+_AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a KTable"
+_TABLE_GROUP_BY = "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet"
+_STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
+                 "merge")
+_COGROUP_HINTS = {
+    **_hints("grouped streams", "a cogroup aggregates with aggregate(initializer), each stream with the aggregator "
+             "given to cogroup()", "count", "reduce"),
+    **_hints("KTable", "aggregate first: aggregate(initializer) returns a KTable", "to_stream"),
+    **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+}
+_WINDOWED_HINTS = {
+    **_hints("KGroupedStream and CogroupedKStream", "this stream is already windowed, and a stream is windowed once",
+             "windowed_by"),
+    **_hints("KGroupedStream", "cogroup before windowing: grouped.cogroup(aggregator).windowed_by(windows)",
+             "cogroup"),
+}
+
+#: {stage: {method of another stage: where it exists and what to write}}, read by
+#: `_Hinted.__getattr__` along the stage's MRO.
+_ELSEWHERE: dict[type, dict[str, str]] = {
+    KStream: {
+        **_hints("grouped streams", _GROUP_FIRST, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
+        **_hints("windowed streams", f"{_GROUP_FIRST}, then windowed_by(windows)", "emit_strategy"),
+        **_hints("KTable", "this is already a stream", "to_stream"),
+    },
+    _Grouped: {
+        **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
+        **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+        **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
+        **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
+    },
+    KGroupedStream: _hints("windowed streams", _WINDOW_FIRST, "emit_strategy"),
+    _WindowedGrouped: _WINDOWED_HINTS,
+    KTable: {
+        **_hints("grouped streams", _TABLE_GROUP_BY, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
+        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key", "group_by"),
+        **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
+                 "emit_strategy"),
+        **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
+                 "merge"),
+    },
+    CogroupedKStream: {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")},
+    SessionWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
+    TimeWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
+}
+
+
+def _elsewhere(stage: type, name: str) -> str | None:
+    """The hint for ``name`` on ``stage`` (None: not a method of another stage)."""
+    for klass in stage.__mro__:
+        hint = _ELSEWHERE.get(klass, {}).get(name)
+        if hint is not None:
+            return hint
+    return None
