@@ -271,10 +271,15 @@ def require_arguments(method: str, example: str, *args: tuple[str, Any, str]) ->
     if not missing:
         return
     names = [name for name, _, _ in args]
-    message = f"{method}() needs {' and '.join(names)}: {method}({', '.join(names)}), e.g. {example}."
+    message = f"{method}() needs {_listing(names)}: {method}({', '.join(names)}), e.g. {example}."
     if len(missing) < len(args):
-        message += " " + (_misplaced(args) or f"Missing: {', '.join(repr(m) for m in missing)}.")
+        message += " " + (_misplaced(args) or f"Missing: {_listing([repr(m) for m in missing])}.")
     raise InvalidTypeError(message)
+
+
+def _listing(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, (", ".join(items[:-1]), items[-1])))
 
 
 def _misplaced(args: Sequence[tuple[str, Any, str]]) -> str | None:
