@@ -207,7 +207,7 @@ class _Tee(io.TextIOBase):
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.id for b in BLOCKS])
 def test_snippet(block: Block, spark: Any) -> None:
     if block.skip is not None:
-        pytest.skip(block.skip)
+        pytest.skip(f"{block.id}: {block.skip}")
     run = _RUNS.setdefault(block.page, _PageRun({"__name__": "docs_snippet", "spark": spark}))
     for earlier in PAGES[block.page][: block.number]:
         if earlier.skip is not None:
@@ -230,8 +230,7 @@ def test_snippet(block: Block, spark: Any) -> None:
             )
 
 
-def test_markers_are_known() -> None:
-    """Every skip given here by id matches a block (a stale entry would hide nothing)."""
-    ids = {b.id for b in BLOCKS}
-    assert set(_SKIP_WITHOUT_MARKER) <= ids
+def test_skip_list_is_current() -> None:
+    """Every block skipped here by id exists (a stale entry is a mistake), and blocks were found."""
     assert BLOCKS, "no python blocks found in docs/"
+    assert set(_SKIP_WITHOUT_MARKER) <= {b.id for b in BLOCKS}
