@@ -24,6 +24,7 @@ BENCHMARKS = {
     "p2": ("p2_session_count.py", ["--records", "100000", "--keys", "5000", "--repeats", "1"]),
     "p3": ("p3_cogroup.py", ["--records", "60000", "--keys", "5000", "--repeats", "1"]),
     "p4": ("p4_kafka_source.py", ["--records", "50000", "--partitions", "3"]),
+    "p6": ("p6_driver.py", ["--tests", "2"]),
 }
 
 

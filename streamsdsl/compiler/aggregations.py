@@ -16,6 +16,7 @@ from pyspark.sql.types import StructType, _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
     CLOSE_THRESHOLD,
     DROPPED,
     EMIT_FINAL,
@@ -31,7 +32,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.compiler.lowering import Lowering, regroup
-from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, state_schema
+from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
@@ -125,7 +126,8 @@ def _output_schema(key_type: str, value_type: str, fields: tuple[str, ...]) -> S
     """The processor's output schema: the frame columns plus its event (and replay) columns."""
     types = {"key": key_type, "value": value_type, "timestamp": "bigint", "headers": HEADERS_TYPE,
              SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE, FINAL_KEY_ORDER: "string",
-             EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint"}
+             EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint",
+             CARRIED_STATE: windows_type(value_type)}
     return _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in fields))
 
 
@@ -133,8 +135,7 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     """Run the stateful processor over ``inp`` (null keys counted and left out first) and return
     its records; its metric events are counted and removed right after it."""
     inp = lowering.drop_counted(inp, node, F.col("key").isNotNull())
-    inp = lowering.operator_input(inp, config.windowing, INPUT_INDEX if config.cogroup and not config.emit_on_close
-                                  else None)
+    inp = lowering.operator_input(inp, config, INPUT_INDEX if config.cogroup and not config.emit_on_close else None)
     processor = lowering.processor(config, state_schema(config.value_out.spark_type))
     schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
     out = inp.groupBy("key").transformWithState(
@@ -163,7 +164,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
-            return Frame(self.native_aggregate(df, native, value_out.spark_type), frame.key, value_out, is_table=True)
+            return Frame(self.native_aggregate(node.name, df, native, value_out.spark_type), frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
     config = AggregateConfig(
         node.name, _key_codec(frame.key.serde, windows), value_out, windowing_of(windows),

@@ -18,8 +18,13 @@ OUTPUT_POSITION = "_output_position"
 FINAL_KEY_ORDER = "_final_key_order"
 #: Kafka Streams' stream time after the record (test driver only: a running max in pipe order).
 STREAM_TIME = "_stream_time"
+#: Test driver, emit on close: stream time at the end of the run (the last record's).
+RUN_STREAM_TIME = "_run_stream_time"
 #: Test driver, emit on close: the stream time a window must pass to be emitted.
 CLOSE_THRESHOLD = "_close_threshold"
+#: Test driver: a key's stored windows carried over from the previous run (a processor's input
+#: and, as a `CARRY` event, its output).
+CARRIED_STATE = "_carried_state"
 #: Cogroup: the index of the input stream a record came from.
 INPUT_INDEX = "_input_index"
 #: The sink a row of the compiled output goes to (`DEAD_LETTER_SINK` for dead letters).
@@ -47,6 +52,8 @@ DEAD_LETTER_SINK = -1
 #: Metric event names a processor emits.
 DROPPED = "dropped"
 EMIT_FINAL = "emit-final"
+#: Test driver: a key's state at the end of a run (`CARRIED_STATE`), to carry to the next run.
+CARRY = "carry"
 
 #: The fields of every observation (`observation_name`): records dropped, records emitted on
 #: close, and the sum and max of their emit latency (stream time past the close threshold).

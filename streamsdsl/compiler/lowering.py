@@ -40,8 +40,6 @@ from streamsdsl.compiler.serde_exprs import convert_column, decode, deserialize,
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
-from streamsdsl.semantics.windowing import Windowing
-
 if TYPE_CHECKING:
     from streamsdsl.compiler.processors import AggregateConfig, AggregateProcessor
 
@@ -112,8 +110,9 @@ class Lowering:
         """A source's records, with the event-time watermark where the mode has one."""
         raise NotImplementedError
 
-    def operator_input(self, df: DataFrame, windowing: Windowing, partition_by: str | None = None) -> DataFrame:
-        """The rows a stateful processor reads (replay: with each record's stream time)."""
+    def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
+        """The rows a stateful processor reads (replay: with each record's stream time, and the
+        state carried over from the previous run)."""
         raise NotImplementedError
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
@@ -125,7 +124,7 @@ class Lowering:
         assigned to the record after which they are emitted)."""
         return out
 
-    def native_aggregate(self, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
         """A count / Column aggregation per key on Spark's own aggregation, as a changelog."""
         raise NotImplementedError
 

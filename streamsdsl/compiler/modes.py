@@ -10,10 +10,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
+    CARRY,
     CLOSE_THRESHOLD,
     EMIT_FINAL,
     EVENT_METRIC,
@@ -22,20 +28,23 @@ from streamsdsl.compiler.columns import (
     FINAL_KEY_ORDER,
     HEADERS_TYPE,
     OUTPUT_POSITION,
+    POSITION_TYPE,
+    RUN_STREAM_TIME,
     SOURCE_POSITION,
     STREAM_TIME,
 )
 from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
-from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
     AggregateProcessor,
     ReplayAggregateProcessor,
     StreamingAggregateProcessor,
+    windows_type,
 )
-from streamsdsl.semantics.windowing import Windowing
+from streamsdsl.dsl.options import DeserializationHandler
 
-__all__ = ["ReplayLowering", "StreamingLowering", "lowering_for"]
+__all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for"]
 
 
 class StreamingLowering(Lowering):
@@ -49,13 +58,13 @@ class StreamingLowering(Lowering):
         df = df.withColumn(EVENT_TIME, F.timestamp_millis(F.col("timestamp")))
         return df.withWatermark(EVENT_TIME, "0 milliseconds").drop(EVENT_TIME)
 
-    def operator_input(self, df: DataFrame, windowing: Windowing, partition_by: str | None = None) -> DataFrame:
+    def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
         return StreamingAggregateProcessor(config, state_type)
 
-    def native_aggregate(self, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
         """Spark's streaming aggregation in update mode: the latest aggregate per key per batch."""
         return df.groupBy("key").agg(
             column.cast(value_type).alias("value"),
@@ -67,10 +76,41 @@ class StreamingLowering(Lowering):
         )
 
 
+@attrs.frozen
+class ReplayCarry:
+    """What one test-driver run hands to the next, so that each run processes only the records
+    piped since the previous one (user functions run once per record, as in Kafka Streams):
+
+    ``first_position``: the pipe position of the run's first record; ``states``: per stateful
+    processor, its keys' stored windows (rows ``(key, windows)``); ``stream_times``: per
+    stateful processor, its stream time (per input for a cogroup); ``native_inputs``: per
+    native aggregation, the rows it aggregated so far (Spark recomputes those aggregates; no
+    user code runs for them)."""
+
+    first_position: int = 0
+    states: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
+    stream_times: Mapping[str, Sequence[int]] = attrs.field(factory=dict)
+    native_inputs: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
+
+
+#: Prefix of the observations that carry a processor's stream time to the next run.
+STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
+
+
 class ReplayLowering(Lowering):
-    """The test driver's batch replay: stream time is computed per record in the plan."""
+    """The test driver's batch replay of the records piped since its previous run: stream time
+    is computed per record in the plan, state is carried over between runs (`ReplayCarry`)."""
 
     mode = PlanMode.REPLAY
+
+    def __init__(self, raw_source: RawSource, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
+                 carry: ReplayCarry | None = None) -> None:
+        super().__init__(raw_source, handler)
+        self.carry = carry or ReplayCarry()
+        #: What the driver collects after the run for the next one: per node, a DataFrame of
+        #: its carried state rows (processors) or of its input rows (native aggregations).
+        self.carried_states: dict[str, DataFrame] = {}
+        self.native_inputs: dict[str, DataFrame] = {}
 
     def with_event_time(self, df: DataFrame) -> DataFrame:
         return df
@@ -83,28 +123,60 @@ class ReplayLowering(Lowering):
         self.persisted.append(df)
         return df
 
-    def operator_input(self, df: DataFrame, windowing: Windowing, partition_by: str | None = None) -> DataFrame:
-        """Kafka Streams' stream time after each record: a running max in pipe order (per value
-        of ``partition_by`` if given: cogroup inputs), over the records that advance it."""
+    def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
+        """The run's records with Kafka Streams' stream time after each (a running max in pipe
+        order, per input for a cogroup, continuing from the previous run's), plus one row per key
+        carrying the key's state from the previous run."""
+        node = config.node
+        inputs = len(config.inputs)
         w = (Window.partitionBy(partition_by) if partition_by else Window).orderBy(SOURCE_POSITION, OUTPUT_POSITION)
         w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        advances = F.col("value").isNotNull() if windowing.drops_null_values else F.lit(True)
+        advances = F.col("value").isNotNull() if config.windowing.drops_null_values else F.lit(True)
         st = F.max(F.when(advances, F.col("timestamp"))).over(w)
-        return df.withColumn(STREAM_TIME, F.coalesce(st, F.lit(-1).cast("bigint")))
+        before = list(self.carry.stream_times.get(node, ())) or [-1] * inputs
+        if partition_by:
+            initial = F.lit(before[0])
+            for i, t in enumerate(before[1:], start=1):
+                initial = F.when(F.col(partition_by) == i, F.lit(t)).otherwise(initial)
+        else:
+            initial = F.lit(max(before))
+        df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
+        times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
+                       ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
+        df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)
+        carried_type = windows_type(config.value_out.spark_type)
+        df = df.withColumn(CARRIED_STATE, F.lit(None).cast(carried_type))
+        rows = self.carry.states.get(node)
+        if rows:
+            spark = df.sparkSession
+            states = spark.createDataFrame(list(rows), f"key {config.key.serde.spark_type}, state {carried_type}")
+            filler = {c: F.lit(None).cast(df.schema[c].dataType) for c in df.columns}
+            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"),
+                           SOURCE_POSITION: F.lit(-1).cast("bigint"), OUTPUT_POSITION: F.array().cast(POSITION_TYPE)})
+            df = df.unionByName(states.select(*[filler[c].alias(c) for c in df.columns]))
+        if config.emit_on_close:
+            # every key closes its windows at the run's end, so that nothing emitted in this run
+            # is still open in the state the next run starts from
+            run = F.max(STREAM_TIME).over(Window.partitionBy())
+            df = df.withColumn(RUN_STREAM_TIME, F.greatest(F.coalesce(run, F.lit(-1)), initial).cast("bigint"))
+        return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
         return ReplayAggregateProcessor(config, state_type)
 
     def after_processor(self, out: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
-        """With emit on close: give each pending on-close record the first input record whose
-        stream time passes its threshold (Kafka Streams emits it right after that record);
-        pending records whose threshold is never passed are not emitted. Adds one emit-final
-        event (its latency) per emitted record."""
+        """Keep the keys' state for the next run; with emit on close, give each pending on-close
+        record the first input record whose stream time passes its threshold (Kafka Streams
+        emits it right after that record); pending records whose threshold is not passed stay in
+        the state. Adds one emit-final event (its latency) per emitted record."""
+        out = self.cached(out)  # read for the carried state and for the records
+        key = F.col("key.key") if config.key.windowed else F.col("key")
+        self.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(
+            key.alias("key"), F.col(CARRIED_STATE).alias("state"))
+        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
         if not config.emit_on_close:
             return out.drop(CLOSE_THRESHOLD)
-        # The assignment reads the operator's input and output more than once: cache both so
-        # the stateful operator runs once per replay.
-        inp, out = self.cached(inp), self.cached(out)
+        inp = self.cached(inp.filter(F.col(CARRIED_STATE).isNull()))
         times = inp.select(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
                            F.col(STREAM_TIME).alias("_at_stream_time"))
         pending = out.filter(F.col(CLOSE_THRESHOLD).isNotNull()).withColumn("_pending", F.monotonically_increasing_id())
@@ -124,8 +196,13 @@ class ReplayLowering(Lowering):
         )
         return rest.unionByName(data).unionByName(events)
 
-    def native_aggregate(self, df: DataFrame, column: Column, value_type: str) -> DataFrame:
-        """A running aggregate per key in pipe order: one changelog record per input record."""
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+        """A running aggregate per key in pipe order over the rows aggregated in earlier runs and
+        this run's: one changelog record per record of this run."""
+        rows = self.carry.native_inputs.get(node)
+        if rows:
+            df = df.unionByName(df.sparkSession.createDataFrame(list(rows), df.schema))
+        self.native_inputs[node] = df
         w = Window.partitionBy("key").orderBy(SOURCE_POSITION, OUTPUT_POSITION)
         w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
         return df.select(
@@ -133,7 +210,7 @@ class ReplayLowering(Lowering):
             "headers", SOURCE_POSITION, F.concat(F.col(OUTPUT_POSITION), F.array(F.lit(0).cast("bigint"))).alias(
                 OUTPUT_POSITION),
             F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
-        )
+        ).filter(F.col(SOURCE_POSITION) >= self.carry.first_position)
 
 
 def lowering_for(mode: PlanMode) -> type[Lowering]:

@@ -17,8 +17,8 @@ from pyspark.sql import functions as F
 from streamsdsl import ir
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import PlanMode, RawSource
-from streamsdsl.compiler.modes import lowering_for
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
+from streamsdsl.compiler.modes import ReplayCarry, ReplayLowering, lowering_for
 from streamsdsl.compiler.serde_exprs import serialize_key, serialize_value
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import CustomSerde, PlanSerde, SessionWindowedSerde, TimeWindowedSerde
@@ -62,6 +62,8 @@ class CompiledTopology:
     persisted: tuple[DataFrame, ...] = ()
     #: Whether the output holds dead-letter records (``log_and_continue``).
     dead_letters: bool = False
+    #: Replay: the lowering, whose carried states the driver collects after the run.
+    replay: ReplayLowering | None = None
 
     def release(self) -> None:
         """Unpersist what a replay cached."""
@@ -140,6 +142,7 @@ def compile_topology(
     *,
     mode: PlanMode = PlanMode.STREAMING,
     deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
+    carry: ReplayCarry | None = None,
 ) -> CompiledTopology:
     """Lower ``topology``; ``raw_source(node)`` returns the raw record DataFrame of a source.
 
@@ -148,9 +151,14 @@ def compile_topology(
     test driver). ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that
     cannot be deserialized fails the query, naming topic, partition and offset) or
     ``log_and_continue`` (it is skipped, counted in ``dropped-records-total`` and becomes a
-    dead-letter record of the output).
+    dead-letter record of the output). ``carry`` (replay only) is what the previous run of the
+    test driver handed on (`streamsdsl.compiler.modes.ReplayCarry`).
     """
-    lowering = lowering_for(PlanMode(mode))(raw_source, DeserializationHandler.parse(deserialization_handler))
+    handler = DeserializationHandler.parse(deserialization_handler)
+    if carry is not None:
+        lowering: Lowering = ReplayLowering(raw_source, handler, carry)
+    else:
+        lowering = lowering_for(PlanMode(mode))(raw_source, handler)
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
     for node in topology.topological_order():
@@ -174,4 +182,5 @@ def compile_topology(
     for df in outputs:
         output = df if output is None else output.unionByName(df)
     return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
-                            tuple(lowering.observations), tuple(lowering.persisted), bool(lowering.dead_letters))
+                            tuple(lowering.observations), tuple(lowering.persisted), bool(lowering.dead_letters),
+                            lowering if isinstance(lowering, ReplayLowering) else None)

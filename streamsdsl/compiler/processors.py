@@ -28,8 +28,10 @@ import attrs
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
-from streamsdsl.compiler.columns import CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
-from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC
+from streamsdsl.compiler.columns import EVENT_VALUE
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION
+from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.semantics.aggregation import AggFunctions
@@ -42,9 +44,14 @@ OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT
                  EVENT_METRIC, EVENT_VALUE)
 
 
+def windows_type(value_type: str) -> str:
+    """Spark type of a key's stored windows (an unwindowed aggregate is one window)."""
+    return f"array<struct<start:bigint,end:bigint,agg:{value_type},ts:bigint,fin:boolean>>"
+
+
 def state_schema(value_type: str) -> str:
-    """The one state row of a key: its stored windows (an unwindowed aggregate is one window)."""
-    return f"windows array<struct<start:bigint,end:bigint,agg:{value_type},ts:bigint,fin:boolean>>"
+    """The one state row of a key: its stored windows."""
+    return f"windows {windows_type(value_type)}"
 
 
 @attrs.frozen
@@ -110,21 +117,28 @@ class AggregateProcessor(StatefulProcessor):
         self.state = handle.getValueState("windows", self.state_type)
 
     # -- state ----------------------------------------------------------------------------------
-    def _load(self) -> KeyState:
+    def _decode_state(self, cells: Iterable[Any]) -> KeyState:
+        vs = self.config.value_out
+        cells = list(cells)
+        windows = tuple(WindowAgg(c["start"], c["end"], vs.from_internal(c["agg"]), c["ts"]) for c in cells)
+        return KeyState(windows, frozenset(c["start"] for c in cells if c["fin"]))
+
+    def _encode_state(self, state: KeyState) -> list[tuple[Any, ...]]:
+        vs = self.config.value_out
+        return [(w.start, w.end, vs.to_internal(w.agg), w.ts, w.start in state.finals) for w in state.windows]
+
+    def _load(self, data: list[dict[str, Any]]) -> KeyState:
+        """The key's state before its rows (removing rows that only carry state)."""
         if not self.state.exists():
             return KeyState()
         (cells,) = self.state.get()
-        vs = self.config.value_out
-        windows = tuple(WindowAgg(c["start"], c["end"], vs.from_internal(c["agg"]), c["ts"]) for c in cells)
-        return KeyState(windows, frozenset(c["start"] for c in cells if c["fin"]))
+        return self._decode_state(cells)
 
     def _save(self, state: KeyState) -> None:
         if not state.windows:
             self.state.clear()
             return
-        vs = self.config.value_out
-        self.state.update(([(w.start, w.end, vs.to_internal(w.agg), w.ts, w.start in state.finals)
-                            for w in state.windows],))
+        self.state.update((self._encode_state(state),))
 
     # -- output rows -------------------------------------------------------------------------
     def _key_cell(self, kcell: Any, w: WindowAgg) -> Any:
@@ -164,7 +178,7 @@ class AggregateProcessor(StatefulProcessor):
             return
         kcell = key[0]
         k = cfg.key.serde.from_internal(kcell)
-        state = self._load()
+        state = self._load(data)
         stream_time = timerValues.getCurrentWatermarkInMs()
         batch = ChangeBuffer(w.bounds for w in state.windows)
         for r in data:
@@ -179,7 +193,7 @@ class AggregateProcessor(StatefulProcessor):
             state = step.state
             if cfg.emit_on_close and step.closed:
                 yield from self._on_close(kcell, k, step.closed, stream_time, r)
-        yield from self._end_of_key(kcell, k, state, batch, data[-1])
+        yield from self._end_of_key(kcell, k, state, batch, data[-1] if data else {})
         self._save(state)
         self._set_timer(state)
 
@@ -245,7 +259,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
         watermark = timerValues.getCurrentWatermarkInMs()
-        close = close_step(cfg.windowing, self._load(), watermark)
+        close = close_step(cfg.windowing, StreamingAggregateProcessor._load(self, []), watermark)
         if cfg.emit_on_close and close.closed:
             yield from self._finals(key[0], cfg.key.serde.from_internal(key[0]), close.closed, watermark, -1, [])
         self._save(close.state)
@@ -253,17 +267,29 @@ class StreamingAggregateProcessor(AggregateProcessor):
 
 
 class ReplayAggregateProcessor(AggregateProcessor):
-    """The test driver's batch run: per-record stream time from the plan, the cache flushed
-    after every record, on-close candidates handed to the plan with their threshold."""
+    """The test driver's batch run over the records piped since its previous run: per-record
+    stream time from the plan, the cache flushed after every record, on-close candidates handed
+    to the plan with their threshold. A key's state arrives as a row carrying it
+    (`CARRIED_STATE`) and leaves as a `CARRY` event, which the driver keeps for its next run."""
 
-    fields = (*OUTPUT_FIELDS, CLOSE_THRESHOLD)
+    fields = (*OUTPUT_FIELDS, CLOSE_THRESHOLD, CARRIED_STATE)
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
                 final_key: str | None = None, threshold: int | None = None) -> Row:
-        return self.out(key, value, ts, headers, position, output_position, final_key, None, None, threshold)
+        return self.out(key, value, ts, headers, position, output_position, final_key, None, None, threshold, None)
 
     def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
-        return self.out(None, None, ts, [], position, [], final_key, metric, float(value), None)
+        return self.out(None, None, ts, [], position, [], final_key, metric, float(value), None, None)
+
+    def _load(self, data: list[dict[str, Any]]) -> KeyState:
+        self.run_stream_time = data[0].get(RUN_STREAM_TIME)
+        state = KeyState()
+        while data and data[0][CARRIED_STATE] is not None:
+            state = self._decode_state(data.pop(0)[CARRIED_STATE])
+        return state
+
+    def _save(self, state: KeyState) -> None:
+        pass  # the state leaves as a CARRY event (`_end_of_key`)
 
     def _stream_time(self, r: dict[str, Any], stream_time: int, ts: int, value: Any) -> int:
         return int(r[STREAM_TIME])
@@ -287,3 +313,8 @@ class ReplayAggregateProcessor(AggregateProcessor):
                     last: dict[str, Any]) -> Iterator[Row]:
         if self.config.emit_on_close:
             yield from self._pending(kcell, key, state.open_windows())
+            # what the run's later records closed is emitted (assigned) in this run: not again
+            state = close_step(self.config.windowing, state, self.run_stream_time).state
+        if state.windows:
+            key_cell = self._key_cell(kcell, WindowAgg(0, 0, None, 0))  # the grouping key, in the output key column
+            yield self.out(key_cell, None, -1, [], -1, [], None, CARRY, None, None, self._encode_state(state))

@@ -21,7 +21,9 @@ import attrs
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.compiler.columns import SOURCE_POSITION
+from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
 from streamsdsl.runtime.session import require_state_store
 from streamsdsl.records import RAW_RECORD_DDL
 
@@ -214,7 +216,9 @@ class TopologyTestDriver:
     topology
         The topology to run.
     config
-        Optional settings; ``spark.*`` keys configure the SparkSession when the driver creates it.
+        Optional settings: ``default.deserialization.exception.handler`` (``log_and_fail`` or
+        ``log_and_continue``), ``errors.dead.letter.topic`` (where ``log_and_continue`` writes
+        the records it skips), and ``spark.*`` keys for the SparkSession when the driver creates it.
     spark
         A SparkSession to use (default: the active one, or a new local one with the settings
         streamsdsl needs; one per process).
@@ -246,9 +250,11 @@ class TopologyTestDriver:
             spark = get_session(conf={k: v for k, v in self.config.items() if k.startswith("spark.")})
         self._spark = spark
         self._records: list[_Raw] = []
+        self._offsets: list[int] = []  # per piped record: its offset in its topic
         self._processed = 0
         self._outputs: dict[str, deque[_Raw]] = {}
-        self._metrics: dict[str, float] = {}
+        self._metrics = Metrics()
+        self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
         self._closed = False
         self._handler = DeserializationHandler.parse(
@@ -309,15 +315,19 @@ class TopologyTestDriver:
         """Task-level metrics: ``dropped-records-total``, ``emit-final-records-total``,
         ``emit-final-latency-max`` and ``emit-final-latency-avg`` (KIP-825)."""
         self._process()
-        return dict(self._metrics)
+        snapshot = self._metrics.snapshot()
+        return {name: snapshot[name] for name in TASK_METRICS}
 
     # -- running --------------------------------------------------------------------------------
     def _append(self, raw: _Raw) -> None:
         if self._closed:
             raise TopologyError("This TopologyTestDriver is closed.")
+        self._offsets.append(sum(1 for r in self._records if r.topic == raw.topic))
         self._records.append(raw)
 
     def _compile(self, records: DataFrame | None = None) -> CompiledTopology:
+        """The plan of a run over ``records`` (the records piped since the previous run), or
+        without records the plan's sinks and serdes."""
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler import PlanMode, compile_topology
@@ -328,21 +338,18 @@ class TopologyTestDriver:
             return self._compiled
         return compile_topology(
             self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
-            deserialization_handler=self._handler,
+            deserialization_handler=self._handler, carry=self._carry,
         )
 
     def _process(self) -> None:
+        """Run the records piped since the previous run, on the state that run left."""
         from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
-        from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
 
         if self._processed == len(self._records):
             return
-        offsets: dict[str, int] = {}
-        rows = []
-        for i, r in enumerate(self._records):
-            offset = offsets.get(r.topic, 0)
-            offsets[r.topic] = offset + 1
-            rows.append((r.key, r.value, r.topic, 0, offset, r.timestamp, [(k, v) for k, v in r.headers], i))
+        new_from = self._processed
+        rows = [(r.key, r.value, r.topic, 0, self._offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
+                for i, r in enumerate(self._records) if i >= new_from]
         records = self._spark.createDataFrame(rows, _RECORDS_DDL)
         compiled = self._compile(records)
         if compiled.output is None:
@@ -350,11 +357,11 @@ class TopologyTestDriver:
             return
         try:
             collected = compiled.output.collect()
-            metrics = Metrics()
-            metrics.add_observations(observed_metrics(compiled.output))
+            observed = observed_metrics(compiled.output)
+            self._carry = _next_carry(compiled, observed, self._carry, len(self._records))
         finally:
             compiled.release()
-        new_from = self._processed
+        self._metrics.add_observations(observed)
         fresh = sorted((row for row in collected if row[SOURCE_POSITION] >= new_from),
                        key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r[FINAL_KEY_ORDER] or "",
                                       r[SINK_INDEX]))
@@ -374,6 +381,24 @@ class TopologyTestDriver:
                 tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
             )
             self._outputs.setdefault(raw.topic, deque()).append(raw)
-        snapshot = metrics.snapshot()
-        self._metrics = {name: snapshot[name] for name in TASK_METRICS}
         self._processed = len(self._records)
+
+
+def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: ReplayCarry,
+                first_position: int) -> ReplayCarry:
+    """What the next run starts from: each processor's keys' state and stream time, and each
+    native aggregation's input rows, as this run left them."""
+    replay = compiled.replay
+    assert replay is not None
+    stream_times = dict(before.stream_times)
+    for name, row in observed.items():
+        if name.startswith(STREAM_TIME_OBSERVATION):
+            node = name[len(STREAM_TIME_OBSERVATION):]
+            old = list(stream_times.get(node, ())) or [-1] * len(row)
+            stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
+    return ReplayCarry(
+        first_position,
+        {node: [tuple(r) for r in df.collect()] for node, df in replay.carried_states.items()},
+        stream_times,
+        {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
+    )
