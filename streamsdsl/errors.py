@@ -1,10 +1,16 @@
 """Exceptions raised by streamsdsl.
 
 Every exception subclasses `StreamsDslError` and the matching builtin, so callers may
-catch either ``streamsdsl.errors.StreamsDslError`` or ``ValueError`` / ``TypeError``.
+catch either ``streamsdsl.errors.StreamsDslError`` or ``ValueError`` / ``TypeError``. A failure
+while a record is processed is a `RecordError` (`UserFunctionError` when a user function
+raised) naming the processor, the record and the cause, in the test driver and in
+`KafkaStreams` alike.
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 
 class StreamsDslError(Exception):
@@ -29,3 +35,62 @@ class OperationNotDefinedError(StreamsDslError, NotImplementedError):
 
 class SerializationError(StreamsDslError, ValueError):
     """A serde could not turn bytes into a value or a value into bytes."""
+
+
+#: Marks the structured part of a record failure's message: Spark hands a Python worker's
+#: exception to the driver as text, from which the runner rebuilds the `RecordError`.
+_PAYLOAD = re.compile(r"\[streamsdsl-error\](.*?)\[/streamsdsl-error\]", re.S)
+
+
+class RecordError(StreamsDslError, RuntimeError):
+    """Processing one record failed. The message (one line) names the processor (its Kafka
+    Streams name), the record and the cause; the Spark error, if any, is ``__cause__``.
+
+    Attributes: ``processor``, ``cause`` (e.g. ``"ZeroDivisionError: division by zero"``),
+    ``function`` (the user function that raised, if one did), ``key`` (the record key's
+    ``repr``), ``position`` (the record's source position in the plan) and, once the runner has
+    resolved them, ``topic``, ``partition`` and ``offset``.
+    """
+
+    def __init__(self, processor: str, cause: str, *, function: str | None = None, key: str | None = None,
+                 position: int | None = None, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None) -> None:
+        self.processor, self.cause, self.function, self.key = processor, cause, function, key
+        self.position, self.topic, self.partition, self.offset = position, topic, partition, offset
+        super().__init__(self.headline())
+
+    def headline(self) -> str:
+        where = (f"topic {self.topic} partition {self.partition} offset {self.offset}" if self.topic is not None
+                 else f"position {self.position}" if self.position is not None else "an unknown position")
+        key = f", key {self.key}" if self.key is not None else ""
+        what = f"the {self.function} raised " if self.function else ""
+        return f"{self.processor}: {what}{self.cause} (record at {where}{key})"
+
+    def in_worker(self) -> RecordFailure:
+        """The exception to raise inside a Spark worker: its text carries this error."""
+        payload = json.dumps({"kind": type(self).__name__, "processor": self.processor, "cause": self.cause,
+                              "function": self.function, "key": self.key, "position": self.position})
+        return RecordFailure(f"{self.headline()} [streamsdsl-error]{payload}[/streamsdsl-error]")
+
+    def located(self, topic: str, partition: int, offset: int) -> RecordError:
+        """The same error with the record's coordinates."""
+        return type(self)(self.processor, self.cause, function=self.function, key=self.key,
+                          position=self.position, topic=topic, partition=partition, offset=offset)
+
+    @staticmethod
+    def find(error: BaseException) -> RecordError | None:
+        """The record error carried by ``error`` (a Spark error wrapping a worker's), if any."""
+        match = _PAYLOAD.search(str(error))
+        if match is None:
+            return None
+        data = json.loads(match.group(1))
+        cls = {c.__name__: c for c in (RecordError, UserFunctionError)}.get(data.pop("kind"), RecordError)
+        return cls(data.pop("processor"), data.pop("cause"), **data)
+
+
+class UserFunctionError(RecordError):
+    """A user function (a mapper, a predicate, an aggregator, ...) raised while processing a record."""
+
+
+class RecordFailure(StreamsDslError, RuntimeError):
+    """How a `RecordError` travels from a Spark worker to the runner (see `RecordError.find`)."""

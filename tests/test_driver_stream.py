@@ -143,11 +143,17 @@ class TestStatelessOperations:
             assert d.create_output_topic("out").read_record() == R("k", "V", 7, [("trace", b"abc")])
 
     def test_user_function_error_names_processor(self, run_driver: Any) -> None:
-        """An exception in a user function fails the run with the processor and record named."""
+        """An exception in a user function fails the read with a UserFunctionError naming the
+        processor, the record and the cause (the Spark error chained)."""
+        from streamsdsl.errors import UserFunctionError
+
         b = StreamsBuilder()
         b.stream("in", _strings()).map_values(lambda v: 1 // 0, name="divide").to("out")
-        with pytest.raises(Exception, match=r"divide: the user function raised ZeroDivisionError"):
+        with pytest.raises(UserFunctionError) as caught:
             run_driver(b.build(), INPUT[:1])
+        assert str(caught.value) == ("divide: the mapper raised ZeroDivisionError: integer division or modulo by zero "
+                                     "(record at topic in partition 0 offset 0, key 'a')")
+        assert caught.value.__cause__ is not None
 
     def test_bad_bytes_name_topic_partition_offset(self, spark: Any) -> None:
         """A record the source serde cannot read fails with topic, partition and offset named."""

@@ -170,6 +170,8 @@ def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
         node.name, _key_codec(frame.key.serde, windows), value_out, windowing_of(windows),
         (AggregateInput(frame.value, agg_functions(node.agg)),),
         emit_on_close=emit is not None and emit.emits_on_close,
+        function_names=("initializer", "reducer", "reducer") if isinstance(node.agg, ir.ReduceAgg)
+        else ("initializer", "aggregator", "merger"),
     )
     out = _run_processor(self, node.name, _operator_columns(frame.df), config)
     return Frame(out, config.key, value_out, is_table=True)

@@ -239,7 +239,7 @@ def _filter(self: Lowering, node: ir.FilterNode) -> Frame:
     frame = self.parent(node)
     if isinstance(node.predicate, ir.ColumnFn):
         return frame.with_df(frame.df.filter(_column_condition(node.predicate, node.negate)))
-    return apply_python(frame, node.name, _python_filter(node.predicate.fn, node.negate))
+    return apply_python(frame, node.name, _python_filter(node.predicate.fn, node.negate), function="predicate")
 
 
 @Lowering.lower.register(ir.MapValuesNode)
@@ -249,7 +249,7 @@ def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", column), value=serde)
     mapper = node.mapper.fn
-    return apply_python(frame, node.name, lambda k, v: [(k, mapper(v))], out_value=DEFAULT_SERDE)
+    return apply_python(frame, node.name, lambda k, v: [(k, mapper(v))], out_value=DEFAULT_SERDE, function="mapper")
 
 
 def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
@@ -264,21 +264,21 @@ def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
 def _map(self: Lowering, node: ir.MapNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [_pair(mapper(k, v), node)],
-                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE)
+                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, function="mapper")
 
 
 @Lowering.lower.register(ir.FlatMapNode)
 def _flat_map(self: Lowering, node: ir.FlatMapNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [_pair(p, node) for p in (mapper(k, v) or ())],
-                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, multi=True)
+                        out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
 @Lowering.lower.register(ir.FlatMapValuesNode)
 def _flat_map_values(self: Lowering, node: ir.FlatMapValuesNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [(k, x) for x in (mapper(v) or ())],
-                        out_value=DEFAULT_SERDE, multi=True)
+                        out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
 @Lowering.lower.register(ir.SelectKeyNode)
@@ -288,7 +288,8 @@ def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
         column, serde = _user_column(frame, node.selector)
         return frame.with_df(frame.df.withColumn("key", column), key=KeyCodec(serde))
     selector = node.selector.fn
-    return apply_python(frame, node.name, lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(DEFAULT_SERDE))
+    return apply_python(frame, node.name, lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(DEFAULT_SERDE),
+                        function="key selector")
 
 
 @Lowering.lower.register(ir.PeekNode)
@@ -299,7 +300,7 @@ def _peek(self: Lowering, node: ir.PeekNode) -> Frame:
         action(k, v)
         return [(k, v)]
 
-    return apply_python(self.parent(node), node.name, step)
+    return apply_python(self.parent(node), node.name, step, function="action")
 
 
 def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
@@ -362,7 +363,7 @@ def _table_filter(self: Lowering, node: ir.TableFilterNode) -> Frame:
             return [(k, None)]
         return [(k, v if bool(pred(k, v)) != negate else None)]
 
-    return apply_python(frame, node.name, step, out_value=frame.value)
+    return apply_python(frame, node.name, step, out_value=frame.value, function="predicate")
 
 
 @Lowering.lower.register(ir.TableMapValuesNode)
@@ -373,4 +374,4 @@ def _table_map_values(self: Lowering, node: ir.TableMapValuesNode) -> Frame:
         return frame.with_df(frame.df.withColumn("value", F.when(F.col("value").isNotNull(), column)), value=serde)
     mapper = node.mapper.fn
     return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(v))],
-                        out_value=DEFAULT_SERDE)
+                        out_value=DEFAULT_SERDE, function="mapper")

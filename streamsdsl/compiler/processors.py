@@ -34,6 +34,7 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POS
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.dsl.serdes import PlanSerde
+from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
@@ -77,6 +78,8 @@ class AggregateConfig:
     inputs: tuple[AggregateInput, ...]
     emit_on_close: bool = False
     cogroup: bool = False
+    #: How errors name the initializer, aggregator and merger (e.g. "reducer" for reduce()).
+    function_names: tuple[str, str, str] = ("initializer", "aggregator", "merger")
 
     def input_of(self, row: dict[str, Any]) -> tuple[Any, AggFunctions]:
         """The row's value as a Python value, and the functions of the input it came from."""
@@ -99,6 +102,18 @@ def _rows_in_source_order(rows: Iterable[Row]) -> list[dict[str, Any]]:
         out.append(dict(zip(fields, r)))
     out.sort(key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
     return out
+
+
+def _function_of(exc: BaseException, fns: AggFunctions, names: tuple[str, str, str]) -> str:
+    """Which of the aggregation functions raised: the innermost of them in the traceback."""
+    codes = {getattr(f, "__code__", None): name for f, name in zip((fns.initializer, fns.aggregator, fns.merger), names)
+             if f is not None}
+    found = "aggregation function"
+    tb = exc.__traceback__
+    while tb is not None:
+        found = codes.get(tb.tb_frame.f_code, found)
+        tb = tb.tb_next
+    return found
 
 
 class AggregateProcessor(StatefulProcessor):
@@ -185,7 +200,13 @@ class AggregateProcessor(StatefulProcessor):
             value, fns = cfg.input_of(r)
             ts = r["timestamp"]
             stream_time = self._stream_time(r, stream_time, ts, value)
-            step = record_step(cfg.windowing, state, k, value, ts, stream_time, fns)
+            try:
+                step = record_step(cfg.windowing, state, k, value, ts, stream_time, fns)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                raise UserFunctionError(
+                    cfg.node, f"{type(exc).__name__}: {exc}", function=_function_of(exc, fns, cfg.function_names),
+                    key=repr(k), position=r[SOURCE_POSITION],
+                ).in_worker() from exc
             if step.dropped:
                 yield self._event(DROPPED, step.dropped, ts, r[SOURCE_POSITION])
             if not cfg.emit_on_close:

@@ -13,16 +13,12 @@ from typing import Any, Callable, Iterable, Iterator
 from pyspark.sql import DataFrame
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
-from streamsdsl.compiler.columns import OUTPUT_POSITION
+from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.errors import StreamsDslError
+from streamsdsl.errors import UserFunctionError
 from streamsdsl.dsl.serdes import PlanSerde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
-
-
-class UserFunctionError(StreamsDslError, RuntimeError):
-    """A user function raised; the message names the processor and the record."""
 
 
 def _schema_with(df: DataFrame, key_type: str, value_type: str) -> StructType:
@@ -45,12 +41,14 @@ def apply_python(
     out_key: KeyCodec | None = None,
     out_value: PlanSerde | None = None,
     multi: bool = False,
+    function: str = "user function",
 ) -> Frame:
     """Apply ``fn`` to every data row of ``frame``.
 
     ``out_key`` / ``out_value`` give the new encodings when the step changes the key / value
     (``None``: the cell is passed through unchanged). ``multi`` marks steps that may emit
-    several records per input (their position is appended to `OUTPUT_POSITION`).
+    several records per input (their position is appended to `OUTPUT_POSITION`). ``function``
+    names the user function in errors (e.g. "predicate").
     """
     in_key, in_value = frame.key, frame.value
     key_codec = out_key or in_key
@@ -70,11 +68,11 @@ def apply_python(
                 v = in_value.from_internal(row["value"])
                 try:
                     results = list(fn(k, v))
-                except Exception as exc:  # noqa: BLE001 - re-raised with context
+                except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                     raise UserFunctionError(
-                        f"{processor}: the user function raised {type(exc).__name__}: {exc} "
-                        f"(record key={k!r}, value={v!r}, timestamp={row['timestamp']})"
-                    ) from exc
+                        processor, f"{type(exc).__name__}: {exc}", function=function, key=repr(k),
+                        position=row[SOURCE_POSITION],
+                    ).in_worker() from exc
                 for i, (nk, nv) in enumerate(results):
                     new = dict(row)
                     if change_key:

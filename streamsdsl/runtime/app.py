@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordError, StreamsDslError
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
@@ -414,8 +414,18 @@ class KafkaStreams:
             raise IllegalStateError(f"{what}() needs a started application: call start() first.")
         return self._query
 
-    def _failure(self, exc: BaseException) -> StreamsError:
+    def _failure(self, exc: BaseException) -> StreamsDslError:
+        """The error a failed query raises: the `RecordError` a worker carried (with the record's
+        partition and offset, and its topic when the topology reads one topic), else a
+        `StreamsError` with the first line of Spark's error."""
         self._stopped(State.ERROR)
+        error = RecordError.find(exc)
+        if error is not None and error.position is not None:
+            topics = self.topology.source_topics
+            return error.located(topics[0] if len(topics) == 1 else "?", error.position >> 40,
+                                 error.position & ((1 << 40) - 1))
+        if error is not None:
+            return error
         text = str(exc)
         match = re.search(r"\S+ cannot deserialize the record [^\n]*?Consumed\.with_serdes\)\.", text)
         detail = match.group(0) if match else text.strip().splitlines()[0] if text.strip() else type(exc).__name__

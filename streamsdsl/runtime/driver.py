@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordError, TopologyError
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.runtime.errors import StreamsError
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
 from streamsdsl.runtime.session import require_state_store
 from streamsdsl.records import RAW_RECORD_DDL
@@ -342,29 +343,47 @@ class TopologyTestDriver:
         )
 
     def _process(self) -> None:
-        """Run the records piped since the previous run, on the state that run left."""
-        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
+        """Run the records piped since the previous run, on the state that run left.
 
+        If a record fails, the records piped before it are run (their output stays readable),
+        the failed record is consumed, and its `RecordError` is raised, once."""
         if self._processed == len(self._records):
             return
-        new_from = self._processed
+        start = self._processed
+        try:
+            self._run(start, len(self._records))
+        except RecordError as error:
+            failed = error.position if error.position is not None and start <= error.position else start
+            if failed > start:
+                self._run(start, failed)
+            self._processed = failed + 1
+            raise error.located(self._records[failed].topic, 0, self._offsets[failed]) from error.__cause__
+
+    def _run(self, start: int, end: int) -> None:
+        """One replay of records ``start`` to ``end`` (exclusive): outputs, metrics, carry."""
+        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
+
         rows = [(r.key, r.value, r.topic, 0, self._offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
-                for i, r in enumerate(self._records) if i >= new_from]
-        records = self._spark.createDataFrame(rows, _RECORDS_DDL)
-        compiled = self._compile(records)
+                for i, r in enumerate(self._records[start:end], start=start)]
+        compiled = self._compile(self._spark.createDataFrame(rows, _RECORDS_DDL))
         if compiled.output is None:
-            self._processed = len(self._records)
+            self._processed = end
             return
         try:
             collected = compiled.output.collect()
             observed = observed_metrics(compiled.output)
-            self._carry = _next_carry(compiled, observed, self._carry, len(self._records))
+            carry = _next_carry(compiled, observed, self._carry, end)
+        except Exception as exc:
+            error = RecordError.find(exc)
+            if error is None:
+                raise StreamsError(f"the topology failed: {_spark_cause(exc)}") from exc
+            raise error from exc
         finally:
             compiled.release()
+        self._carry = carry
         self._metrics.add_observations(observed)
-        fresh = sorted((row for row in collected if row[SOURCE_POSITION] >= new_from),
-                       key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r[FINAL_KEY_ORDER] or "",
-                                      r[SINK_INDEX]))
+        fresh = sorted(collected, key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []),
+                                                 r[FINAL_KEY_ORDER] or "", r[SINK_INDEX]))
         topics = {s.index: s.topic for s in compiled.sinks}
         for row in fresh:
             if row[SINK_INDEX] == DEAD_LETTER_SINK:
@@ -381,7 +400,19 @@ class TopologyTestDriver:
                 tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
             )
             self._outputs.setdefault(raw.topic, deque()).append(raw)
-        self._processed = len(self._records)
+        self._processed = end
+
+
+def _spark_cause(exc: BaseException) -> str:
+    """The line of a Spark error that states the cause: the last line of a Python worker's
+    traceback (``ValueError: ...``), else the first line."""
+    text = str(exc).split("JVM stacktrace:")[0]
+    lines = [line for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text:
+        causes = [line for line in lines if not line.startswith((" ", "\t"))]
+        if causes:
+            return causes[-1].strip()
+    return lines[0].strip() if lines else type(exc).__name__
 
 
 def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: ReplayCarry,
