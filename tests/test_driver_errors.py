@@ -81,3 +81,24 @@ class TestRecordErrors:
         assert str(error) == ("KSTREAM-AGGREGATE-0000000002: the merger raised ZeroDivisionError: division by zero "
                               "(record at topic in partition 0 offset 1, key 'k')")
         assert [v for _, v in after] == ["x"]
+
+
+class TestStrictDriver:
+    def test_misspelled_config_key_says_did_you_mean(self, spark: Any) -> None:
+        """The driver validates its config as KafkaStreams does: an unknown key fails with a hint."""
+        from streamsdsl.runtime.config import StreamsConfigError
+
+        b = StreamsBuilder()
+        b.stream("in").to("out")
+        with pytest.raises(StreamsConfigError, match=r"^unknown configuration key 'errors.dead.letter.topik' "
+                                                     r"\(did you mean 'errors.dead.letter.topic'\?\)"):
+            TopologyTestDriver(b.build(), {"errors.dead.letter.topik": "dlq"}, spark=spark)
+
+    def test_topology_without_sink_is_rejected(self, spark: Any) -> None:
+        """A topology without a sink would run nothing: the driver says so when it is created."""
+        from streamsdsl import TopologyError
+
+        b = StreamsBuilder()
+        b.stream("in").filter(lambda k, v: True)
+        with pytest.raises(TopologyError, match=r"^the topology has no sink"):
+            TopologyTestDriver(b.build(), spark=spark)

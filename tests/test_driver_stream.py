@@ -321,7 +321,7 @@ class TestDeserializationHandlers:
 
     def test_unknown_handler_rejected(self, spark: Any) -> None:
         """An unknown handler name is a clear configuration error when the driver is created."""
-        from streamsdsl import InvalidArgumentError
+        from streamsdsl.runtime.config import StreamsConfigError as InvalidArgumentError
 
         b = StreamsBuilder()
         b.stream("in").to("out")

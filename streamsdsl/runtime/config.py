@@ -33,6 +33,7 @@ from streamsdsl.errors import InvalidArgumentError, StreamsDslError
 from streamsdsl.io.options import BrokerCompat
 
 __all__ = [
+    "DriverConfig",
     "KNOWN_KEYS",
     "PASSTHROUGH_PREFIXES",
     "SHARED_CLIENT_PREFIXES",
@@ -416,3 +417,33 @@ class StreamsConfig:
         opts = {"kafka.bootstrap.servers": self.bootstrap_servers}
         opts.update({f"kafka.{k}": v for k, v in self.producer_conf.items()})
         return opts
+
+
+@attrs.frozen
+class DriverConfig:
+    """The validated configuration of a `TopologyTestDriver`: the same keys as `StreamsConfig`
+    (``application.id`` and ``bootstrap.servers`` optional; unknown keys rejected with a
+    "did you mean"), of which the driver uses the deserialization handler, the dead-letter
+    topic and the ``spark.*`` settings.
+
+    Examples
+    --------
+    >>> DriverConfig.from_mapping({"default.deserialization.exception.handler": "log_and_continue",
+    ...                            "errors.dead.letter.topic": "dlq"}).dead_letter_topic
+    'dlq'
+    >>> DriverConfig.from_mapping({"default.deserialization.handler": "log_and_continue"})
+    Traceback (most recent call last):
+    ...
+    streamsdsl.runtime.config.StreamsConfigError: unknown configuration key 'default.deserialization.handler' (did you mean 'default.deserialization.exception.handler'?)...
+    """
+
+    deserialization_handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL
+    dead_letter_topic: str | None = None
+    spark_conf: dict[str, str] = attrs.field(factory=dict)
+
+    @classmethod
+    def from_mapping(cls, config: Mapping[str, Any] | None) -> DriverConfig:
+        config = {str(k): v for k, v in (config or {}).items()}
+        _check_keys(config)
+        handler = _deserialization_handler(config)
+        return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"])

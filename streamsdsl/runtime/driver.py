@@ -22,7 +22,7 @@ import attrs
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordError, TopologyError
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
-from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.errors import StreamsError
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
 from streamsdsl.runtime.session import require_state_store
@@ -243,13 +243,22 @@ class TopologyTestDriver:
             raise InvalidTypeError(
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
+        if not topology.sinks:
+            raise TopologyError(
+                "the topology has no sink, so the driver would run nothing and no output topic could be read: "
+                "add .to(topic) where its records should go."
+            )
         self.topology = topology
-        self.config = dict(config or {})
+        self.config = DriverConfig.from_mapping(config)
         if spark is None:
             from streamsdsl.runtime.session import get_session
 
-            spark = get_session(conf={k: v for k, v in self.config.items() if k.startswith("spark.")})
+            spark = get_session(conf=self.config.spark_conf)
+        if topology.store_names:
+            require_state_store(spark)
         self._spark = spark
+        self._handler = self.config.deserialization_handler
+        self._dlq_topic = self.config.dead_letter_topic
         self._records: list[_Raw] = []
         self._offsets: list[int] = []  # per piped record: its offset in its topic
         self._processed = 0
@@ -258,13 +267,6 @@ class TopologyTestDriver:
         self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
         self._closed = False
-        self._handler = DeserializationHandler.parse(
-            self.config.get("default.deserialization.exception.handler", DeserializationHandler.LOG_AND_FAIL))
-        if topology.store_names:
-            require_state_store(spark)
-        self._dlq_topic = self.config.get("errors.dead.letter.topic") or self.config.get(
-            "errors.dead.letter.queue.topic.name"
-        )
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> TopologyTestDriver:
