@@ -12,7 +12,7 @@ left out (its parameters default to `REQUIRED` so that the DSL, not Python, repo
 
 Every error names the argument, states the unit and, where there is one, the fix; every error
 is an `InvalidArgumentError` (a ``ValueError``) or an `InvalidTypeError` (a ``TypeError``), or,
-for a method asked of the wrong stage, a `StageMethodError` (an ``AttributeError``).
+for a method asked of the wrong stage, `streamsdsl.errors.StageMethodError` (an ``AttributeError``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StreamsDslError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
 
 #: Kafka Streams' legal characters for user-provided processor, store and topic names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -36,13 +36,6 @@ Duration = int | timedelta
 #: What attrs passes a validator: the instance, the attribute and the (converted) value.
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
-
-class StageMethodError(StreamsDslError, AttributeError):
-    """A DSL stage was asked for a method that only another stage has (raised when the DSL call
-    is written); the message names the stage that has it.
-
-    Defined here until `streamsdsl.errors` takes it over.
-    """
 
 
 def _got(value: Any) -> str:

@@ -29,6 +29,12 @@ class TopologyError(StreamsDslError, ValueError):
     """The topology as a whole is invalid (for example a topic consumed twice)."""
 
 
+class StageMethodError(StreamsDslError, AttributeError):
+    """A DSL stage was asked for a method that only another stage has (raised when the DSL call
+    is written); the message names the stage that has it.
+    """
+
+
 class OperationNotDefinedError(StreamsDslError, NotImplementedError):
     """The compiler has no lowering rule for an IR node type."""
 

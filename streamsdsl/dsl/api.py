@@ -15,14 +15,13 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import (
     REQUIRED,
-    StageMethodError,
     is_spark_column,
     require_arguments,
     require_callable,
     validate_name,
     validate_topic,
 )
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError, TopologyError
 from streamsdsl.dsl.options import (
     Consumed,
     Grouped,

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import attrs
 import pytest
 
-from streamsdsl._validation import StageMethodError
+from streamsdsl.errors import StageMethodError
 from streamsdsl.dsl.api import KGroupedStream, StreamsBuilder
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
