@@ -38,6 +38,7 @@ True
 from __future__ import annotations
 
 import enum
+import inspect
 import logging
 import os
 import re
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
 
-__all__ = ["KafkaStreams", "State"]
+__all__ = ["KafkaStreams", "State", "StreamThreadExceptionResponse"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -72,14 +73,69 @@ class State(enum.StrEnum):
     """Lifecycle of a `KafkaStreams` instance (Kafka Streams' ``KafkaStreams.State``).
 
     ``CREATED`` → ``start()`` → ``RUNNING`` → ``close()`` → ``PENDING_SHUTDOWN`` →
-    ``NOT_RUNNING``. A query that fails moves to ``ERROR``.
+    ``NOT_RUNNING``. A query that fails moves to ``ERROR`` (a terminal state: ``close()``
+    leaves it there), unless the uncaught exception handler answers ``REPLACE_THREAD``: then
+    ``RUNNING`` → ``REBALANCING`` (the query restarts from its checkpoint) → ``RUNNING``.
+    ``close()`` before ``start()`` goes from ``CREATED`` to ``NOT_RUNNING``.
+
+    Examples
+    --------
+    >>> [s.value for s in State]
+    ['CREATED', 'REBALANCING', 'RUNNING', 'PENDING_SHUTDOWN', 'NOT_RUNNING', 'ERROR']
     """
 
     CREATED = "CREATED"
+    REBALANCING = "REBALANCING"
     RUNNING = "RUNNING"
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     NOT_RUNNING = "NOT_RUNNING"
     ERROR = "ERROR"
+
+
+class StreamThreadExceptionResponse(enum.StrEnum):
+    """What an uncaught exception handler asks for (Kafka Streams'
+    ``StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse``).
+
+    ``REPLACE_THREAD``
+        Restart the query from its checkpoint (the micro-batch that failed runs again).
+        After `KafkaStreams.MAX_CONSECUTIVE_REPLACEMENTS` consecutive failures with no
+        micro-batch processing records in between, the application shuts down instead
+        (``SHUTDOWN_CLIENT``), so that a record that always fails cannot cause a hot loop.
+    ``SHUTDOWN_CLIENT``
+        Stop this application instance: its state becomes ``ERROR``.
+    ``SHUTDOWN_APPLICATION``
+        Kafka Streams stops every instance of the application; a streamsdsl application is
+        one Spark query, so this is the same as ``SHUTDOWN_CLIENT``.
+
+    Examples
+    --------
+    >>> StreamThreadExceptionResponse.REPLACE_THREAD
+    <StreamThreadExceptionResponse.REPLACE_THREAD: 'REPLACE_THREAD'>
+    >>> [r.value for r in StreamThreadExceptionResponse]
+    ['REPLACE_THREAD', 'SHUTDOWN_CLIENT', 'SHUTDOWN_APPLICATION']
+    """
+
+    REPLACE_THREAD = "REPLACE_THREAD"
+    SHUTDOWN_CLIENT = "SHUTDOWN_CLIENT"
+    SHUTDOWN_APPLICATION = "SHUTDOWN_APPLICATION"
+
+
+def _check_callable(value: Any, name: str, arity: int, shape: str) -> None:
+    """Raise `InvalidTypeError` naming ``name`` unless ``value`` can be called with ``arity``
+    positional arguments."""
+    if not callable(value):
+        raise InvalidTypeError(f"'{name}' must be a callable {shape} (got {type(value).__name__}).")
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):  # some builtins have no signature: accept them
+        return
+    try:
+        signature.bind(*([None] * arity))
+    except TypeError:
+        raise InvalidTypeError(
+            f"'{name}' must be a callable {shape}, taking {arity} positional argument{'s' if arity > 1 else ''} "
+            f"(got {getattr(value, '__qualname__', type(value).__name__)}{signature})."
+        ) from None
 
 
 def _seconds(timeout: float | timedelta | None, name: str = "timeout") -> float | None:
@@ -129,6 +185,10 @@ class KafkaStreams:
 
     State = State
 
+    #: Consecutive ``REPLACE_THREAD`` restarts allowed without a micro-batch processing records
+    #: in between; the next failure shuts the application down (state ``ERROR``).
+    MAX_CONSECUTIVE_REPLACEMENTS = 3
+
     def __init__(self, topology: Topology, config: Mapping[str, Any], *, spark: SparkSession | None = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTypeError(
@@ -147,6 +207,12 @@ class KafkaStreams:
         self._sink: KafkaTopicSink | None = None
         self._listener: Any = None
         self._error: BaseException | None = None
+        self._state_listener: Callable[[State, State], Any] | None = None
+        self._exception_handler: Callable[[StreamsDslError], StreamThreadExceptionResponse] | None = None
+        self._failure_lock = threading.RLock()
+        self._handled: dict[str, bool] = {}  # query id -> whether its failure replaced the query
+        self._replacements = 0  # consecutive REPLACE_THREAD restarts without progress
+        self.replacements_total = 0
 
     def __repr__(self) -> str:
         return f"KafkaStreams(application.id={self.config.application_id!r}, state={self.state().value})"
@@ -156,6 +222,102 @@ class KafkaStreams:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    # -- handlers ---------------------------------------------------------------------------
+    def set_state_listener(self, listener: Callable[[State, State], Any]) -> None:
+        """Call ``listener(new_state, old_state)`` on every `State` transition (Kafka Streams'
+        ``setStateListener``).
+
+        The listener runs on the thread that causes the transition (the caller of `start`
+        or `close`, or the thread that handles a query failure), while the state lock is held;
+        an exception it raises is logged and ignored.
+
+        Parameters
+        ----------
+        listener : callable
+            Takes two positional arguments: the new and the old `State`.
+
+        Raises
+        ------
+        IllegalStateError
+            If the application was already started (or closed).
+        InvalidTypeError
+            If ``listener`` is not a callable taking two positional arguments.
+
+        Examples
+        --------
+        >>> from streamsdsl import StreamsBuilder
+        >>> builder = StreamsBuilder()
+        >>> builder.stream("in").to("out")
+        >>> app = KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092"})
+        >>> app.set_state_listener(lambda new, old: print(f"{old.value} -> {new.value}"))
+        >>> app.close()
+        CREATED -> NOT_RUNNING
+        True
+        >>> app.set_state_listener(print)
+        Traceback (most recent call last):
+        ...
+        streamsdsl.runtime.errors.IllegalStateError: Can only set the state listener before calling start() ...
+        """
+        _check_callable(listener, "listener", 2, "listener(new_state, old_state)")
+        with self._lock:
+            self._require_created("the state listener")
+            self._state_listener = listener
+
+    def set_uncaught_exception_handler(
+        self, handler: Callable[[StreamsDslError], StreamThreadExceptionResponse]
+    ) -> None:
+        """Decide what happens when the query fails (Kafka Streams' ``setUncaughtExceptionHandler``).
+
+        When the query fails, ``handler(error)`` is called with the streamsdsl error the
+        failure converts to (a `streamsdsl.errors.UserFunctionError` or
+        `streamsdsl.errors.RecordError` naming the processor and the record when a record
+        failed, else a `StreamsError`; Spark's error is its ``__cause__``), and returns a
+        `StreamThreadExceptionResponse`: ``REPLACE_THREAD`` restarts the query from the
+        checkpoint (state ``REBALANCING`` then ``RUNNING``; a blocked `process_all_available`
+        or `await_termination` goes on with the new query), ``SHUTDOWN_CLIENT`` and
+        ``SHUTDOWN_APPLICATION`` move the application to ``ERROR``. A handler that raises or
+        returns something else counts as ``SHUTDOWN_CLIENT``. After
+        `MAX_CONSECUTIVE_REPLACEMENTS` restarts with no micro-batch processing records in
+        between, a further ``REPLACE_THREAD`` is treated as ``SHUTDOWN_CLIENT`` (logged).
+
+        Without a handler a failure moves the application to ``ERROR``, and
+        `process_all_available` and `await_termination` raise the error.
+
+        Parameters
+        ----------
+        handler : callable
+            Takes one positional argument (the error), returns a `StreamThreadExceptionResponse`.
+
+        Raises
+        ------
+        IllegalStateError
+            If the application was already started (or closed).
+        InvalidTypeError
+            If ``handler`` is not a callable taking one positional argument.
+
+        Examples
+        --------
+        >>> from streamsdsl import StreamsBuilder
+        >>> builder = StreamsBuilder()
+        >>> builder.stream("in").to("out")
+        >>> app = KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092"})
+        >>> app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
+        >>> app.set_uncaught_exception_handler(lambda: None)
+        Traceback (most recent call last):
+        ...
+        streamsdsl.errors.InvalidTypeError: 'handler' must be a callable handler(exception) -> ...
+        """
+        _check_callable(handler, "handler", 1, "handler(exception) -> StreamThreadExceptionResponse")
+        with self._lock:
+            self._require_created("the uncaught exception handler")
+            self._exception_handler = handler
+
+    def _require_created(self, what: str) -> None:
+        if self._state is not State.CREATED:
+            raise IllegalStateError(
+                f"Can only set {what} before calling start() (state is {self._state.value})."
+            )
 
     # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -169,7 +331,6 @@ class KafkaStreams:
             If a source, sink or dead-letter topic does not exist.
         """
         from streamsdsl.io import register
-        from streamsdsl.runtime.streaming import start_streaming
 
         with self._lock:
             if self._state is not State.CREATED:
@@ -190,20 +351,11 @@ class KafkaStreams:
             spark.streams.addListener(self._listener)
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
             try:
-                self._query, self._compiled, _ = start_streaming(
-                    self.topology,
-                    self._raw_source(spark),
-                    self._sink,
-                    checkpoint_location=self.config.checkpoint_location,
-                    trigger=self.config.trigger,
-                    metrics=self._metrics,
-                    query_name=self.config.application_id,
-                    deserialization_handler=self.config.deserialization_handler,
-                )
+                self._query, self._compiled = self._start_query(spark)
             except BaseException:
                 self._stopped(State.ERROR)
                 raise
-            self._state = State.RUNNING
+            self._transition(State.RUNNING)
         ui = spark.sparkContext.uiWebUrl
         log.info(
             "KafkaStreams %r started (%s checkpoint %s); reading %s, writing %s; Spark UI: %s",
@@ -215,6 +367,23 @@ class KafkaStreams:
             ", ".join(self.topology.sink_topics),
             ui or "disabled (spark.ui.enabled=false)",
         )
+
+    def _start_query(self, spark: SparkSession) -> tuple[StreamingQuery, CompiledTopology]:
+        """Start the topology's query on the checkpoint (also used to replace a failed query)."""
+        from streamsdsl.runtime.streaming import start_streaming
+
+        assert self._sink is not None and self._metrics is not None
+        query, compiled, _ = start_streaming(
+            self.topology,
+            self._raw_source(spark),
+            self._sink,
+            checkpoint_location=self.config.checkpoint_location,
+            trigger=self.config.trigger,
+            metrics=self._metrics,
+            query_name=self.config.application_id,
+            deserialization_handler=self.config.deserialization_handler,
+        )
+        return query, compiled
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
         """Stop the application: let a running micro-batch finish, then stop the query.
@@ -233,13 +402,13 @@ class KafkaStreams:
         deadline = None if seconds is None else time.monotonic() + seconds
         with self._lock:
             if self._state is State.CREATED:
-                self._state = State.NOT_RUNNING
+                self._transition(State.NOT_RUNNING)
                 return True
             query = self._query
             if query is None or self._state in (State.NOT_RUNNING,):
                 return True
-            if self._state is State.RUNNING:
-                self._state = State.PENDING_SHUTDOWN
+            if self._state in (State.RUNNING, State.REBALANCING):
+                self._transition(State.PENDING_SHUTDOWN)
         # A micro-batch interrupted half-way is replayed after a restart (duplicates): wait for
         # the running trigger to finish first, but only that one: with a backlog the next trigger
         # starts at once, and waiting for an idle moment would drain the whole backlog.
@@ -288,15 +457,20 @@ class KafkaStreams:
         StreamsError
             If the query failed.
         """
-        query = self._require_started("await_termination")
+        self._require_started("await_termination")
         seconds = _seconds(timeout)
-        try:
-            if seconds is None:
-                query.awaitTermination()
-                return True
-            return bool(query.awaitTermination(seconds))
-        except Exception as exc:
-            raise self._failure(exc) from exc
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while True:
+            query = self._require_started("await_termination")
+            try:
+                if deadline is None:
+                    query.awaitTermination()
+                    return True
+                return bool(query.awaitTermination(max(0.0, deadline - time.monotonic())))
+            except Exception as exc:
+                if self._handle_failure(query, exc):
+                    continue  # replaced (REPLACE_THREAD): wait for the new query
+                raise self._failure(exc) from exc
 
     def process_all_available(self) -> None:
         """Block until every record available in the source topics when called is processed.
@@ -318,10 +492,15 @@ class KafkaStreams:
             raise IllegalStateError(
                 f"process_all_available() needs a running application (state is {self.state().value})."
             )
-        try:
-            query.processAllAvailable()
-        except Exception as exc:
-            raise self._failure(exc) from exc
+        while True:
+            try:
+                query.processAllAvailable()
+                break
+            except Exception as exc:
+                if self._handle_failure(query, exc):
+                    query = self._require_started("process_all_available")  # replaced: go on with it
+                    continue
+                raise self._failure(exc) from exc
         if self._metrics is not None:
             self._metrics.refresh()
 
@@ -329,7 +508,9 @@ class KafkaStreams:
         """The current `State` (``ERROR`` as soon as the query has failed)."""
         with self._lock:
             query = self._query
-            if self._state in (State.RUNNING, State.PENDING_SHUTDOWN) and query is not None and not query.isActive:
+            if (self._state in (State.RUNNING, State.PENDING_SHUTDOWN) and query is not None
+                    and self._exception_handler is None and not query.isActive):
+                # With a handler, the failure is handled (and the state moved) by _handle_failure.
                 if query.exception() is not None:
                     self._stopped(State.ERROR)
             return self._state
@@ -414,11 +595,13 @@ class KafkaStreams:
             raise IllegalStateError(f"{what}() needs a started application: call start() first.")
         return self._query
 
-    def _failure(self, exc: BaseException) -> StreamsDslError:
+    def _failure(self, exc: BaseException, *, stop: bool = True) -> StreamsDslError:
         """The error a failed query raises: the `RecordError` a worker carried (with the record's
         partition and offset, and its topic when the topology reads one topic), else a
-        `StreamsError` with the first line of Spark's error."""
-        self._stopped(State.ERROR)
+        `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless
+        ``stop`` is False."""
+        if stop:
+            self._stopped(State.ERROR)
         error = RecordError.find(exc)
         if error is not None and error.position is not None:
             topics = self.topology.source_topics
@@ -434,8 +617,107 @@ class KafkaStreams:
     def _stopped(self, state: State) -> None:
         """Enter ``state`` (``ERROR`` or ``NOT_RUNNING``): the query no longer reports progress."""
         with self._lock:
-            self._state = state
+            self._transition(state)
             self._remove_listener()
+
+    def _transition(self, state: State) -> None:
+        """Set the state and tell the state listener (the one place the state changes)."""
+        with self._lock:
+            old = self._state
+            if state is old:
+                return
+            self._state = state
+            listener = self._state_listener
+            if listener is None:
+                return
+            try:
+                listener(state, old)
+            except Exception:  # noqa: BLE001 - a listener must not break the application
+                log.exception("KafkaStreams %r: the state listener raised on %s -> %s (ignored)",
+                              self.config.application_id, old.value, state.value)
+
+    # -- query failures -----------------------------------------------------------------------
+    def _handle_failure(self, query: StreamingQuery, exc: BaseException) -> bool:
+        """Handle the failure of ``query`` once, whoever sees it first (the query listener's
+        thread, `process_all_available`, `await_termination`). Returns True if the query was
+        replaced by a new running one (``REPLACE_THREAD``)."""
+        query_id = str(query.id)
+        with self._failure_lock:
+            done = self._handled.get(query_id)
+            if done is None:
+                done = self._handled[query_id] = self._respond(query, exc)
+            return done
+
+    def _respond(self, query: StreamingQuery, exc: BaseException) -> bool:
+        with self._lock:
+            if self._query is not query or self._state not in (State.RUNNING, State.REBALANCING):
+                return False  # closing (or already stopped): close()/the caller settle the state
+            handler = self._exception_handler
+            if handler is None:
+                self._stopped(State.ERROR)
+                return False
+        error = self._failure(exc, stop=False)
+        if error.__cause__ is None:
+            error.__cause__ = exc
+        try:
+            response = handler(error)
+        except Exception:  # noqa: BLE001 - a broken handler shuts the client down
+            log.exception("KafkaStreams %r: the uncaught exception handler raised; shutting down",
+                          self.config.application_id)
+            response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        if not isinstance(response, StreamThreadExceptionResponse):
+            log.error("KafkaStreams %r: the uncaught exception handler returned %r, not a "
+                      "StreamThreadExceptionResponse; shutting down", self.config.application_id, response)
+            response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        if response is StreamThreadExceptionResponse.REPLACE_THREAD:
+            if self._replacements >= self.MAX_CONSECUTIVE_REPLACEMENTS:
+                log.error("KafkaStreams %r: the query failed %d times in a row without processing records; not "
+                          "replacing it again (SHUTDOWN_CLIENT): %s", self.config.application_id,
+                          self._replacements + 1, error)
+            else:
+                return self._replace(query, error)
+        log.error("KafkaStreams %r failed (%s): %s", self.config.application_id, response.value, error)
+        self._stopped(State.ERROR)
+        return False
+
+    def _replace(self, query: StreamingQuery, error: BaseException) -> bool:
+        """Restart the failed ``query`` from the checkpoint (``REPLACE_THREAD``)."""
+        try:  # the failed query must be gone before one with its name and checkpoint starts
+            query.awaitTermination(60)
+        except Exception:  # noqa: BLE001 - it failed: that is why it is replaced
+            pass
+        with self._lock:
+            if self._query is not query or self._state not in (State.RUNNING, State.REBALANCING):
+                return False
+            self._replacements += 1
+            self.replacements_total += 1
+            log.warning("KafkaStreams %r: the query failed (%s); restarting it from the checkpoint "
+                        "(REPLACE_THREAD, %d of %d in a row)", self.config.application_id, error,
+                        self._replacements, self.MAX_CONSECUTIVE_REPLACEMENTS)
+            self._transition(State.REBALANCING)
+            try:
+                self._query, self._compiled = self._start_query(self._session())
+            except Exception:  # noqa: BLE001 - cannot restart: stop
+                log.exception("KafkaStreams %r: restarting the query failed", self.config.application_id)
+                self._stopped(State.ERROR)
+                return False
+            self._transition(State.RUNNING)
+            return True
+
+    def _on_query_terminated(self, query_id: str, message: str | None) -> None:
+        """The query listener saw a query of this session terminate (on its own thread)."""
+        with self._lock:
+            query = self._query
+        if message is None or query is None or str(query.id) != query_id:
+            return
+        try:
+            exc: BaseException = query.exception() or StreamsError(message)
+        except Exception:  # noqa: BLE001 - the session may be gone
+            exc = StreamsError(message)
+        try:
+            self._handle_failure(query, exc)
+        except Exception:  # noqa: BLE001 - on a background thread: log, never raise
+            log.exception("KafkaStreams %r: handling the query failure failed", self.config.application_id)
 
     def _remove_listener(self) -> None:
         if self._listener is not None and self._spark is not None:
@@ -479,7 +761,8 @@ class KafkaStreams:
 
 
 def _progress_listener(app: KafkaStreams) -> Any:
-    """A `StreamingQueryListener` handing the progress of ``app``'s query (by name) to its metrics."""
+    """A `StreamingQueryListener` handing the progress of ``app``'s query (by name) to its metrics,
+    and its failure to `KafkaStreams._handle_failure`."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressListener(StreamingQueryListener):
@@ -490,6 +773,8 @@ def _progress_listener(app: KafkaStreams) -> Any:
             try:
                 if event.progress.name == app.config.application_id and app._metrics is not None:
                     app._metrics.add_progress(event.progress)
+                    if int(event.progress.numInputRows or 0) > 0:
+                        app._replacements = 0  # processed records: restarts are no longer "in a row"
             except Exception:  # noqa: BLE001 - never let logging break the query
                 log.debug("progress listener failed", exc_info=True)
 
@@ -497,6 +782,10 @@ def _progress_listener(app: KafkaStreams) -> Any:
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
-            pass
+            # Handled on a thread of its own: the handler may restart the query, which must not
+            # happen on Spark's listener thread.
+            if event.exception is not None:
+                threading.Thread(target=app._on_query_terminated, args=(str(event.id), event.exception),
+                                 name="streamsdsl-failure", daemon=True).start()
 
     return ProgressListener()

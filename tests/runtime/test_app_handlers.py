@@ -1,0 +1,123 @@
+"""`KafkaStreams.set_state_listener` and `set_uncaught_exception_handler` without a broker:
+argument checks, "only before start()", the CREATED -> NOT_RUNNING notification, the enum."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamsdsl import StreamsBuilder
+from streamsdsl.errors import InvalidTypeError
+from streamsdsl.runtime import app as app_module
+from streamsdsl.runtime.app import KafkaStreams, State, StreamThreadExceptionResponse
+from streamsdsl.runtime.errors import IllegalStateError
+
+
+def _app() -> KafkaStreams:
+    builder = StreamsBuilder()
+    builder.stream("in").to("out")
+    return KafkaStreams(builder.build(), {"application.id": "handlers", "bootstrap.servers": "localhost:9092"})
+
+
+def test_enum_has_kafka_streams_names_and_is_exported() -> None:
+    """The response enum has Kafka Streams' three names, in order, and is in __all__."""
+    assert [r.value for r in StreamThreadExceptionResponse] == [
+        "REPLACE_THREAD", "SHUTDOWN_CLIENT", "SHUTDOWN_APPLICATION"]
+    assert "StreamThreadExceptionResponse" in app_module.__all__
+
+
+def test_state_has_rebalancing() -> None:
+    """State lists Kafka Streams' states in lifecycle order, REBALANCING included."""
+    assert [s.value for s in State] == ["CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING",
+                                        "ERROR"]
+
+
+def test_listener_notified_on_close_before_start() -> None:
+    """close() before start() notifies (NOT_RUNNING, CREATED) exactly once."""
+    app = _app()
+    seen: list[tuple[State, State]] = []
+    app.set_state_listener(lambda new, old: seen.append((new, old)))
+    assert app.close() is True
+    assert app.close() is True
+    assert seen == [(State.NOT_RUNNING, State.CREATED)]
+    assert app.state() is State.NOT_RUNNING
+
+
+def test_listener_that_raises_is_logged_and_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    """A listener that raises does not stop the transition; the error is logged."""
+    app = _app()
+
+    def listener(new: State, old: State) -> None:
+        raise ValueError("boom")
+
+    app.set_state_listener(listener)
+    assert app.close() is True
+    assert app.state() is State.NOT_RUNNING
+    assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
+        "KafkaStreams 'handlers': the state listener raised on CREATED -> NOT_RUNNING (ignored)"]
+
+
+@pytest.mark.parametrize("bad", [None, 3, "listener"])
+def test_state_listener_must_be_callable(bad: Any) -> None:
+    """A non-callable listener is rejected with InvalidTypeError naming 'listener'."""
+    with pytest.raises(InvalidTypeError) as info:
+        _app().set_state_listener(bad)
+    assert str(info.value) == (
+        f"'listener' must be a callable listener(new_state, old_state) (got {type(bad).__name__}).")
+
+
+def test_state_listener_must_take_two_arguments() -> None:
+    """A one-argument listener is rejected with a message naming 'listener' and its signature."""
+    def one(new):  # type: ignore[no-untyped-def]
+        pass
+
+    with pytest.raises(InvalidTypeError) as info:
+        _app().set_state_listener(one)
+    assert str(info.value) == (
+        "'listener' must be a callable listener(new_state, old_state), taking 2 positional arguments "
+        "(got test_state_listener_must_take_two_arguments.<locals>.one(new)).")
+
+
+def test_state_listener_accepts_varargs_and_defaults() -> None:
+    """Callables that can take two positional arguments are accepted (varargs, defaults, methods)."""
+    app = _app()
+    for listener in (lambda *args: None, lambda new, old, extra=None: None, {}.__setitem__):
+        app.set_state_listener(listener)
+        assert app._state_listener is listener
+
+
+def test_handler_must_take_one_argument() -> None:
+    """A handler taking no argument, or two, is rejected with InvalidTypeError naming 'handler'."""
+    app = _app()
+    with pytest.raises(InvalidTypeError, match=r"^'handler' must be a callable handler\(exception\) -> "
+                                               r"StreamThreadExceptionResponse, taking 1 positional argument "):
+        app.set_uncaught_exception_handler(lambda: None)
+    with pytest.raises(InvalidTypeError, match=r"^'handler' must be a callable .*taking 1 positional argument"):
+        app.set_uncaught_exception_handler(lambda a, b: None)
+    with pytest.raises(InvalidTypeError) as info:
+        app.set_uncaught_exception_handler(StreamThreadExceptionResponse.REPLACE_THREAD)
+    assert str(info.value) == ("'handler' must be a callable handler(exception) -> StreamThreadExceptionResponse "
+                               "(got StreamThreadExceptionResponse).")
+
+
+@pytest.mark.parametrize("state", [State.RUNNING, State.NOT_RUNNING, State.ERROR])
+def test_setters_rejected_after_start(state: State) -> None:
+    """Both setters raise IllegalStateError once the application has left CREATED."""
+    app = _app()
+    app._state = state  # as if started (no broker here)
+    with pytest.raises(IllegalStateError) as info:
+        app.set_state_listener(lambda new, old: None)
+    assert str(info.value) == f"Can only set the state listener before calling start() (state is {state.value})."
+    with pytest.raises(IllegalStateError) as info:
+        app.set_uncaught_exception_handler(lambda exc: StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
+    assert str(info.value) == (
+        f"Can only set the uncaught exception handler before calling start() (state is {state.value}).")
+
+
+def test_setters_rejected_after_close_before_start() -> None:
+    """After close() (CREATED -> NOT_RUNNING) the setters are rejected too."""
+    app = _app()
+    app.close()
+    with pytest.raises(IllegalStateError):
+        app.set_uncaught_exception_handler(lambda exc: StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
