@@ -61,7 +61,8 @@ class TestIncrementalDriver:
             assert o.read_key_values_to_list() == [("k", "ab"), ("j", "x")]
             i.pipe_input("k", "c", 4)
             assert o.read_key_values_to_list() == [("k", "abc")]
-        assert log.read_text().split() == ["a", "b", "x", "c"]
+        # once per record (keys are processed in parallel Spark tasks: the order across keys varies)
+        assert sorted(log.read_text().split()) == ["a", "b", "c", "x"]
 
     def test_count_continues_across_reads(self, spark: Any) -> None:
         """A native count continues from the earlier reads' counts, with ts = max record ts."""

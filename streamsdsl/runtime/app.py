@@ -74,9 +74,9 @@ class State(enum.StrEnum):
 
     ``CREATED`` → ``start()`` → ``RUNNING`` → ``close()`` → ``PENDING_SHUTDOWN`` →
     ``NOT_RUNNING``. A query that fails moves to ``ERROR`` (a terminal state: ``close()``
-    leaves it there), unless the uncaught exception handler answers ``REPLACE_THREAD``: then
-    ``RUNNING`` → ``REBALANCING`` (the query restarts from its checkpoint) → ``RUNNING``.
-    ``close()`` before ``start()`` goes from ``CREATED`` to ``NOT_RUNNING``.
+    leaves it there). ``close()`` before ``start()`` goes from ``CREATED`` to ``NOT_RUNNING``.
+    ``REBALANCING`` is Kafka Streams' state while a thread is replaced; streamsdsl does not
+    enter it yet (see `StreamThreadExceptionResponse`).
 
     Examples
     --------
@@ -97,10 +97,10 @@ class StreamThreadExceptionResponse(enum.StrEnum):
     ``StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse``).
 
     ``REPLACE_THREAD``
-        Restart the query from its checkpoint (the micro-batch that failed runs again).
-        After `KafkaStreams.MAX_CONSECUTIVE_REPLACEMENTS` consecutive failures with no
-        micro-batch processing records in between, the application shuts down instead
-        (``SHUTDOWN_CLIENT``), so that a record that always fails cannot cause a hot loop.
+        Kafka Streams restarts the failed thread. Not supported yet: restarting the Spark query
+        from its checkpoint inside a running application hung the Python-JVM bridge in tests,
+        so this answer is logged and treated as ``SHUTDOWN_CLIENT``; restart the application
+        (a new `KafkaStreams` with the same ``application.id`` resumes from the checkpoint).
     ``SHUTDOWN_CLIENT``
         Stop this application instance: its state becomes ``ERROR``.
     ``SHUTDOWN_APPLICATION``
@@ -185,10 +185,6 @@ class KafkaStreams:
 
     State = State
 
-    #: Consecutive ``REPLACE_THREAD`` restarts allowed without a micro-batch processing records
-    #: in between; the next failure shuts the application down (state ``ERROR``).
-    MAX_CONSECUTIVE_REPLACEMENTS = 3
-
     def __init__(self, topology: Topology, config: Mapping[str, Any], *, spark: SparkSession | None = None) -> None:
         if not isinstance(topology, Topology):
             raise InvalidTypeError(
@@ -211,8 +207,6 @@ class KafkaStreams:
         self._exception_handler: Callable[[StreamsDslError], StreamThreadExceptionResponse] | None = None
         self._failure_lock = threading.RLock()
         self._handled: dict[str, bool] = {}  # query id -> whether its failure replaced the query
-        self._replacements = 0  # consecutive REPLACE_THREAD restarts without progress
-        self.replacements_total = 0
 
     def __repr__(self) -> str:
         return f"KafkaStreams(application.id={self.config.application_id!r}, state={self.state().value})"
@@ -273,13 +267,10 @@ class KafkaStreams:
         failure converts to (a `streamsdsl.errors.UserFunctionError` or
         `streamsdsl.errors.RecordError` naming the processor and the record when a record
         failed, else a `StreamsError`; Spark's error is its ``__cause__``), and returns a
-        `StreamThreadExceptionResponse`: ``REPLACE_THREAD`` restarts the query from the
-        checkpoint (state ``REBALANCING`` then ``RUNNING``; a blocked `process_all_available`
-        or `await_termination` goes on with the new query), ``SHUTDOWN_CLIENT`` and
-        ``SHUTDOWN_APPLICATION`` move the application to ``ERROR``. A handler that raises or
-        returns something else counts as ``SHUTDOWN_CLIENT``. After
-        `MAX_CONSECUTIVE_REPLACEMENTS` restarts with no micro-batch processing records in
-        between, a further ``REPLACE_THREAD`` is treated as ``SHUTDOWN_CLIENT`` (logged).
+        `StreamThreadExceptionResponse`: ``SHUTDOWN_CLIENT`` and ``SHUTDOWN_APPLICATION`` move
+        the application to ``ERROR``; ``REPLACE_THREAD`` is not supported yet and is treated as
+        ``SHUTDOWN_CLIENT`` (logged). A handler that raises or returns something else counts as
+        ``SHUTDOWN_CLIENT``.
 
         Without a handler a failure moves the application to ``ERROR``, and
         `process_all_available` and `await_termination` raise the error.
@@ -640,7 +631,7 @@ class KafkaStreams:
     def _handle_failure(self, query: StreamingQuery, exc: BaseException) -> bool:
         """Handle the failure of ``query`` once, whoever sees it first (the query listener's
         thread, `process_all_available`, `await_termination`). Returns True if the query was
-        replaced by a new running one (``REPLACE_THREAD``)."""
+        replaced by a new running one (never yet: ``REPLACE_THREAD`` is not supported)."""
         query_id = str(query.id)
         with self._failure_lock:
             done = self._handled.get(query_id)
@@ -670,39 +661,12 @@ class KafkaStreams:
                       "StreamThreadExceptionResponse; shutting down", self.config.application_id, response)
             response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
         if response is StreamThreadExceptionResponse.REPLACE_THREAD:
-            if self._replacements >= self.MAX_CONSECUTIVE_REPLACEMENTS:
-                log.error("KafkaStreams %r: the query failed %d times in a row without processing records; not "
-                          "replacing it again (SHUTDOWN_CLIENT): %s", self.config.application_id,
-                          self._replacements + 1, error)
-            else:
-                return self._replace(query, error)
+            log.error("KafkaStreams %r: REPLACE_THREAD is not supported yet; shutting down (SHUTDOWN_CLIENT). "
+                      "A new KafkaStreams with the same application.id resumes from the checkpoint.",
+                      self.config.application_id)
         log.error("KafkaStreams %r failed (%s): %s", self.config.application_id, response.value, error)
         self._stopped(State.ERROR)
         return False
-
-    def _replace(self, query: StreamingQuery, error: BaseException) -> bool:
-        """Restart the failed ``query`` from the checkpoint (``REPLACE_THREAD``)."""
-        try:  # the failed query must be gone before one with its name and checkpoint starts
-            query.awaitTermination(60)
-        except Exception:  # noqa: BLE001 - it failed: that is why it is replaced
-            pass
-        with self._lock:
-            if self._query is not query or self._state not in (State.RUNNING, State.REBALANCING):
-                return False
-            self._replacements += 1
-            self.replacements_total += 1
-            log.warning("KafkaStreams %r: the query failed (%s); restarting it from the checkpoint "
-                        "(REPLACE_THREAD, %d of %d in a row)", self.config.application_id, error,
-                        self._replacements, self.MAX_CONSECUTIVE_REPLACEMENTS)
-            self._transition(State.REBALANCING)
-            try:
-                self._query, self._compiled = self._start_query(self._session())
-            except Exception:  # noqa: BLE001 - cannot restart: stop
-                log.exception("KafkaStreams %r: restarting the query failed", self.config.application_id)
-                self._stopped(State.ERROR)
-                return False
-            self._transition(State.RUNNING)
-            return True
 
     def _on_query_terminated(self, query_id: str, message: str | None) -> None:
         """The query listener saw a query of this session terminate (on its own thread)."""
@@ -773,8 +737,6 @@ def _progress_listener(app: KafkaStreams) -> Any:
             try:
                 if event.progress.name == app.config.application_id and app._metrics is not None:
                     app._metrics.add_progress(event.progress)
-                    if int(event.progress.numInputRows or 0) > 0:
-                        app._replacements = 0  # processed records: restarts are no longer "in a row"
             except Exception:  # noqa: BLE001 - never let logging break the query
                 log.debug("progress listener failed", exc_info=True)
 
