@@ -57,7 +57,7 @@ class PlanMode(enum.Enum):
 
 class Lowering:
     """Lowers one topology: holds the frames lowered so far and what the plan collects besides
-    them (dead-letter records, the names of its observations, DataFrames cached for a replay)."""
+    them (dead-letter records, DataFrames cached for a replay)."""
 
     mode: ClassVar[PlanMode]
 
@@ -67,7 +67,6 @@ class Lowering:
         self.handler = DeserializationHandler.parse(handler)
         self.frames: dict[str, Frame] = {}
         self.dead_letters: list[DataFrame] = []
-        self.observations: list[str] = []
         self.persisted: list[DataFrame] = []
 
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
@@ -92,7 +91,6 @@ class Lowering:
         latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`."""
         latency = final_latency if final_latency is not None else F.lit(None).cast("double")
         name = observation_name(node, part)
-        self.observations.append(name)
         return df.observe(
             name,
             F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED),

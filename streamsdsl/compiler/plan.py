@@ -50,15 +50,14 @@ class CompiledSink:
 
 @attrs.frozen
 class CompiledTopology:
-    """The Spark side of a topology: one output DataFrame for all sinks, the sinks' metadata,
-    and the names of the plan's observations (its metrics, see `streamsdsl.compiler.columns`)."""
+    """The Spark side of a topology: one output DataFrame for all sinks and the sinks' metadata
+    (the plan's metrics are observations, see `streamsdsl.compiler.columns`)."""
 
     topology: Topology
     mode: PlanMode
     frames: dict[str, Frame]
     sinks: tuple[CompiledSink, ...]
     output: DataFrame | None
-    observations: tuple[str, ...] = ()
     persisted: tuple[DataFrame, ...] = ()
     #: Whether the output holds dead-letter records (``log_and_continue``).
     dead_letters: bool = False
@@ -182,5 +181,5 @@ def compile_topology(
     for df in outputs:
         output = df if output is None else output.unionByName(df)
     return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
-                            tuple(lowering.observations), tuple(lowering.persisted), bool(lowering.dead_letters),
+                            tuple(lowering.persisted), bool(lowering.dead_letters),
                             lowering if isinstance(lowering, ReplayLowering) else None)
