@@ -4,6 +4,10 @@ Every benchmark runs its baseline and streamsdsl **in the same process on the sa
 alternating them over several repeats after a warm-up, and reports the median time of each and
 their ratio. Results go to ``benchmarks/results/<name>.json`` and a markdown table to
 ``benchmarks/results/<name>.md``.
+
+Every result JSON starts with the same four fields (`HEADER_FIELDS`), written by `write_json`:
+``id`` (``"P1"`` ...), ``ratio`` (the figure as the benchmark's goal states it), ``goal`` (that
+goal, in words) and ``goal_met``.
 """
 
 from __future__ import annotations
@@ -98,12 +102,36 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: The fields every ``results/<name>.json`` starts with, in this order.
+HEADER_FIELDS = ("id", "ratio", "goal", "goal_met")
+
+
+def write_json(name: str, result: dict[str, Any], path: str | None = None) -> dict[str, Any]:
+    """Write ``result`` to ``results/<name>.json`` (or ``path``) with `HEADER_FIELDS` first.
+
+    ``result`` must hold ``id`` (``"P1"`` ...), ``ratio`` (the figure as the goal states it),
+    ``goal`` (the goal in words) and ``goal_met`` (bool); a benchmark that forgets one fails
+    instead of writing a result nobody can compare. Returns the ordered result.
+    """
+    missing = [f for f in HEADER_FIELDS if f not in result]
+    if missing:
+        raise ValueError(f"benchmark result {name!r} lacks the header field(s) {', '.join(missing)}")
+    if not isinstance(result["goal_met"], bool):
+        raise TypeError(f"benchmark result {name!r}: 'goal_met' must be a bool (got {result['goal_met']!r})")
+    ordered = {f: result[f] for f in HEADER_FIELDS}
+    ordered["ratio"] = round(float(ordered["ratio"]), 3)
+    ordered.update((k, v) for k, v in result.items() if k not in HEADER_FIELDS)
+    target = path or os.path.join(RESULTS, f"{name}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+    with open(target, "w") as f:
+        json.dump(ordered, f, indent=2)
+        f.write("\n")
+    return ordered
+
+
 def write_result(name: str, result: dict[str, Any], rows: list[dict[str, Any]]) -> str:
-    """Write ``results/<name>.json`` and ``results/<name>.md``; return the markdown."""
-    os.makedirs(RESULTS, exist_ok=True)
-    result = {**result, "rows": rows}
-    with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
-        json.dump(result, f, indent=2)
+    """Write ``results/<name>.json`` (via `write_json`) and ``results/<name>.md``; return the markdown."""
+    result = write_json(name, {**result, "rows": rows})
     md = f"### {result['benchmark']}\n\n{markdown_table(rows)}\n"
     if "verdict" in result:
         md += f"\n{result['verdict']}\n"

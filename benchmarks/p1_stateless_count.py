@@ -7,7 +7,7 @@ of them cancelled. The job: keep paid orders, re-key by customer, count per cust
 * **hand-written PySpark** (baseline): decode, ``get_json_object`` filter, ``groupBy().agg(count,
   max(timestamp))``, encode key and value.
 * **streamsdsl, Column steps**: the topology written with Spark ``Column`` predicates/selectors —
-  compiles to native Spark; goal ≤ 1.05× the baseline's time.
+  compiles to native Spark; goal ≤ 1.10× the baseline's time.
 * **streamsdsl, Python lambdas** (informational): the same topology with Python callables, which
   run vectorized through Arrow (``mapInArrow``) and call the function once per record.
 
@@ -29,6 +29,8 @@ from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
 from streamsdsl.runtime.session import get_session
 
 BASELINE = "hand-written PySpark"
+#: Issue 13: streamsdsl's time at most this many times the hand-written job's.
+GOAL = 1.10
 
 
 def topology(columns: bool) -> Any:
@@ -106,16 +108,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     py_rows = summarize(py_runs, BASELINE, args.python_records)
     column_ratio = 1 / rows[1]["throughput_ratio_to_baseline"]
     result = {
+        "id": "P1",
+        "ratio": column_ratio,
+        "goal": f"time ratio streamsdsl / hand-written <= {GOAL}",
+        "goal_met": column_ratio <= GOAL,
         "benchmark": "P1 stateless + count: streamsdsl vs hand-written PySpark",
         "records": args.records,
         "keys": args.keys,
         "python_variant_records": args.python_records,
         "time_ratio_streamsdsl_over_baseline": round(column_ratio, 3),
-        "goal": "time ratio <= 1.05",
-        "goal_met": column_ratio <= 1.05,
         "python_variant": py_rows,
         "environment": environment(spark),
-        "verdict": f"Column steps: streamsdsl time / hand-written time = {column_ratio:.3f} (goal ≤ 1.05). "
+        "verdict": f"Column steps: streamsdsl time / hand-written time = {column_ratio:.3f} (goal ≤ {GOAL}). "
                    f"Python lambdas on {args.python_records:,} records: "
                    f"{1 / py_rows[1]['throughput_ratio_to_baseline']:.2f}× the hand-written (native) job's time.",
     }

@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = summarize(runs, BASELINE, args.records)
     ratio = rows[1]["throughput_ratio_to_baseline"]
     result = {
+        "id": "P2",
+        "ratio": ratio,
         "benchmark": "P2 session-window count: streamsdsl vs Spark native session_window",
         "records": args.records,
         "keys": args.keys,

@@ -1,17 +1,22 @@
 """Run the benchmarks and print their results.
 
 Each benchmark runs in its own Python process (its own SparkSession), compares streamsdsl with a
-baseline in that same process on the same data, and writes ``results/<name>.json`` and
-``results/<name>.md``. This runner prints each markdown table as it finishes and exits non-zero
-if a benchmark fails (a result that disagrees with its baseline fails the benchmark).
+baseline in that same process on the same data, and writes ``results/<name>.json`` (starting
+with ``id``, ``ratio``, ``goal``, ``goal_met``) and, for most, ``results/<name>.md``. This runner
+prints each result as it finishes, then one line per benchmark against its goal, and exits
+non-zero if a benchmark fails (a result that disagrees with its baseline fails the benchmark).
 
-    .venv/bin/python benchmarks/run.py            # P1..P4 at their default sizes
-    .venv/bin/python benchmarks/run.py p2 --quick  # P2 only, small input
+    .venv/bin/python benchmarks/run.py                    # every benchmark at its default size
+    .venv/bin/python benchmarks/run.py p2 --quick         # P2 only, small input (a smoke run)
+    .venv/bin/python benchmarks/run.py p4 --records 500000  # P4 on 500,000 input records
+
+``--records N`` sets the input size of any benchmark (for P6: the records piped per test).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -28,19 +33,36 @@ BENCHMARKS = {
 }
 
 
+def _summary_line(name: str) -> str:
+    """``P4: ratio 0.61 (goal: ...) met`` from ``results/<name>.json``."""
+    path = os.path.join(HERE, "results", f"{name}.json")
+    try:
+        with open(path) as f:
+            r = json.load(f)
+        return f"  {r['id']}: ratio {r['ratio']} ({r['goal']}) {'met' if r['goal_met'] else 'NOT met'}"
+    except (OSError, ValueError, KeyError) as exc:
+        return f"  {name}: no comparable result in {path} ({exc})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", metavar="name", help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small inputs (a smoke run, not a measurement)")
+    parser.add_argument("--records", type=int, metavar="N", help="input records of each benchmark run")
     args = parser.parse_args(argv)
+    if args.records is not None and args.records <= 0:
+        parser.error(f"--records must be positive (got {args.records})")
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
         # argparse's choices= rejects an empty list with nargs="*" (Python 3.11), so check here
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     failed = []
+    summary = []
     for name in args.names or list(BENCHMARKS):
         script, quick_args = BENCHMARKS[name]
         cmd = [sys.executable, os.path.join(HERE, script), *(quick_args if args.quick else [])]
+        if args.records is not None:
+            cmd += ["--records", str(args.records)]  # argparse: the last --records wins
         print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
         start = time.perf_counter()
         code = subprocess.call(cmd, cwd=os.path.dirname(HERE))
@@ -54,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
                 with open(path) as f:
                     print(f.read())
                 break
+        summary.append(_summary_line(name))
+    if summary:
+        print("\n".join(["summary:", *summary]))
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
         return 1
