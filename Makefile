@@ -5,15 +5,23 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# The JVM operator's jar, built from the Java sources with the JDK's javac (jvm/build.py).
+JAR    := streamsdsl/jars/streamsdsl-operator.jar
+JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: install run test unit integration docs docs-serve bench clean lint
 
-install: $(STAMP)
+install: $(STAMP) $(JAR)
+
+# Rebuilt when a Java source (or the install) changed; without a JDK it says so and the Python
+# operator runs the built-in aggregations.
+$(JAR): $(JAVA_SOURCES) jvm/build.py $(STAMP)
+	$(PY) jvm/build.py
 
 $(STAMP): pyproject.toml
-	@command -v java >/dev/null || { echo "Java 17 is required (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@command -v java >/dev/null || { echo "Java 17 is required (a JDK, to build the JVM operator: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test,docs]'

@@ -1,7 +1,9 @@
 """Lowering of the stateful nodes: aggregations of every window kind, and cogroup (KIP-150).
 
-count and Column aggregations without windows run on Spark's own aggregation; everything else
-runs on the stateful processor (`streamsdsl.compiler.processors`) around the semantics core.
+count and Column aggregations without windows run on Spark's own aggregation; built-in
+aggregations (count, numeric reduce(operator.add | max | min), `Aggregations`) run on the JVM
+operator (`streamsdsl.compiler.jvm_operator`) when it is loaded; everything else runs on the
+Python stateful processor (`streamsdsl.compiler.processors`) around the semantics core.
 Records a processor cannot take (null keys) are counted and left out before it; the drops and
 emit-final records it reports are counted with ``observe()`` and removed right after it.
 """
@@ -31,9 +33,13 @@ from streamsdsl.compiler.columns import (
     SOURCE_POSITION,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec, SessionKeyCodec, TimeKeyCodec
-from streamsdsl.compiler.lowering import Lowering, regroup
-from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, state_schema, windows_type
+from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.jvm_operator import JvmAggregate
+from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
+from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, AggregateInput, ReplayAggregateProcessor
+from streamsdsl.compiler.processors import state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
+from streamsdsl.dsl.aggregations import BuiltinAggregator
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
@@ -119,7 +125,25 @@ def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> PlanSerde:
         return Serdes.Long()
     if isinstance(node.agg, ir.ReduceAgg):
         return frame.value
-    return DEFAULT_SERDE
+    return _builtin_serde(node.agg.aggregator) or DEFAULT_SERDE
+
+
+def _builtin_serde(fn: ir.Fn | None) -> PlanSerde | None:
+    """The value serde of a built-in (`Aggregations`) aggregate: Long for int, Double for float."""
+    if isinstance(fn, ir.UserFn) and isinstance(fn.fn, BuiltinAggregator):
+        return Serdes.Long() if fn.fn.value_type is int else Serdes.Double()
+    return None
+
+
+def _window_kind(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> str:
+    """How explain() names a window kind."""
+    if windows is None:
+        return "unwindowed"
+    if isinstance(windows, SessionWindows):
+        return "session windows"
+    if isinstance(windows, SlidingWindows):
+        return "sliding windows"
+    return "tumbling windows" if windows.advance_ms == windows.size_ms else "hopping windows"
 
 
 def _output_schema(key_type: str, value_type: str, fields: tuple[str, ...]) -> StructType:
@@ -131,16 +155,24 @@ def _output_schema(key_type: str, value_type: str, fields: tuple[str, ...]) -> S
     return _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in fields))
 
 
-def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: AggregateConfig) -> DataFrame:
-    """Run the stateful processor over ``inp`` (null keys counted and left out first) and return
-    its records; its metric events are counted and removed right after it."""
+def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: AggregateConfig,
+                   jvm: JvmAggregate | None = None) -> DataFrame:
+    """Run the stateful processor (the JVM operator with ``jvm``, else the Python one) over
+    ``inp`` (null keys counted and left out first) and return its records; its metric events are
+    counted and removed right after it."""
     inp = lowering.drop_counted(inp, node, F.col("key").isNotNull())
     inp = lowering.operator_input(inp, config, INPUT_INDEX if config.cogroup and not config.emit_on_close else None)
-    processor = lowering.processor(config, state_schema(config.value_out.spark_type))
-    schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
-    out = inp.groupBy("key").transformWithState(
-        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="EventTime"
-    )
+    if jvm is not None:
+        replay = lowering.mode is PlanMode.REPLAY
+        fields = ReplayAggregateProcessor.fields if replay else OUTPUT_FIELDS
+        schema = _output_schema(config.key.spark_type, config.value_out.spark_type, fields)
+        out = jvm_operator.apply_jvm(inp, config, jvm, schema, replay=replay)
+    else:
+        processor = lowering.processor(config, state_schema(config.value_out.spark_type))
+        schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
+        out = inp.groupBy("key").transformWithState(
+            statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="EventTime"
+        )
     out = lowering.after_processor(out, inp, config)
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)),
@@ -164,6 +196,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
+            jvm_operator.record(node.name, "Spark native aggregation")
             return Frame(self.native_aggregate(node.name, df, native, value_out.spark_type), frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
     config = AggregateConfig(
@@ -173,7 +206,13 @@ def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
         function_names=("initializer", "reducer", "reducer") if isinstance(node.agg, ir.ReduceAgg)
         else ("initializer", "aggregator", "merger"),
     )
-    out = _run_processor(self, node.name, _operator_columns(frame.df), config)
+    form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
+                                     isinstance(windows, SessionWindows))
+    jvm = jvm_operator.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
+    df = _operator_columns(frame.df)
+    if jvm is not None:
+        df = jvm_operator.prepare_input(df, jvm)
+    out = _run_processor(self, node.name, df, config, jvm)
     return Frame(out, config.key, value_out, is_table=True)
 
 
@@ -200,6 +239,10 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     key_serde = node.key_serde or frames[0].key.serde
     if any(f.key.windowed for f in frames):
         raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
+    value_out = node.value_serde or _builtin_serde(node.aggregators[0]) or DEFAULT_SERDE
+    form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
+                                     isinstance(node.windows, SessionWindows), cogroup=node)
+    jvm = jvm_operator.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
     payload_types = [f.value.spark_type for f in frames]
     parts = []
     for i, f in enumerate(frames):
@@ -207,12 +250,17 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         payload = F.struct(*[
             (F.col("value") if j == i else F.lit(None)).cast(t).alias(f"v{j}") for j, t in enumerate(payload_types)
         ])
-        parts.append(f.df.select(key.alias("key"), payload.alias("value"), "timestamp", "headers", SOURCE_POSITION,
-                                 OUTPUT_POSITION, F.lit(i).alias(INPUT_INDEX)))
+        if jvm is not None:  # the value's presence and its number, not the value itself
+            part = jvm_operator.prepare_input(f.df, jvm, i).select(
+                key.alias("key"), "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION,
+                F.lit(i).alias(INPUT_INDEX), jvm_operator.NUMBER)
+        else:
+            part = f.df.select(key.alias("key"), payload.alias("value"), "timestamp", "headers", SOURCE_POSITION,
+                               OUTPUT_POSITION, F.lit(i).alias(INPUT_INDEX))
+        parts.append(part)
     union = parts[0]
     for p in parts[1:]:
         union = union.unionByName(p)
-    value_out = node.value_serde or DEFAULT_SERDE
     merger = node.merger.fn if node.merger is not None else None
     config = AggregateConfig(
         node.name, _key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
@@ -224,4 +272,4 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one
     # stream time spans all inputs, so that a window emitted as final is final for every input.
-    return Frame(_run_processor(self, node.name, union, config), config.key, value_out, is_table=True)
+    return Frame(_run_processor(self, node.name, union, config, jvm), config.key, value_out, is_table=True)

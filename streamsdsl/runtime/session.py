@@ -52,7 +52,8 @@ class SparkSessionError(StreamsDslError, RuntimeError):
 def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -> SparkSession:
     """The active SparkSession, or a new local one if there is none.
 
-    A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`; its master is
+    A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`, and loads the JVM
+    operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it is built; its master is
     ``master``, else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``. The Python workers run the
     interpreter of this process (``PYSPARK_PYTHON`` defaults to ``sys.executable``), so user
     functions see the same packages as the caller. An active session is returned unchanged.
@@ -67,11 +68,27 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = SparkSession.builder.master(master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]"))
         builder = builder.appName("streamsdsl")
-        for k, v in {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}.items():
+        settings = {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}
+        jars = _with_operator_jar(str(settings.get("spark.jars", "")))
+        if jars:
+            settings["spark.jars"] = jars
+        for k, v in settings.items():
             builder = builder.config(k, str(v))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSDSL_SPARK_LOG_LEVEL", "ERROR"))
         return spark
+
+
+def _with_operator_jar(jars: str) -> str:
+    """``spark.jars`` plus the JVM operator's jar when it is built (else unchanged: the Python
+    operator then runs the built-in aggregations, and says so)."""
+    from streamsdsl.jvm import jar_path
+
+    jar = jar_path(must_exist=False)
+    listed = [j for j in jars.split(",") if j.strip()]
+    if os.path.isfile(jar) and jar not in listed:
+        listed.append(jar)
+    return ",".join(listed)
 
 
 def require_state_store(spark: SparkSession) -> None:

@@ -1,0 +1,45 @@
+package io.streamsdsl.jvm;
+
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The entry point Python calls through py4j: {@code AggregateOperator.apply(df._jdf, spec, schema)}
+ * groups the operator input by its {@code key} column and runs {@link AggregateProcessor} on it with
+ * {@code transformWithState} (streaming: event time and timers; the driver's batch replay:
+ * {@code TimeMode.None}, stream time from the plan).
+ */
+public final class AggregateOperator {
+    /** The version of the Python-JVM contract (the spec JSON and the columns). */
+    public static final int PROTOCOL = 1;
+
+    private AggregateOperator() {
+    }
+
+    public static int protocol() {
+        return PROTOCOL;
+    }
+
+    public static int stateVersion() {
+        return AggregateProcessor.STATE_VERSION;
+    }
+
+    public static Dataset<Row> apply(Dataset<Row> df, String specJson, String outputSchemaJson) throws Exception {
+        StructType input = df.schema();
+        Spec spec = new Spec(specJson, input);
+        StructType output = (StructType) DataType.fromJson(outputSchemaJson);
+        StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
+        int k = spec.keyIdx;
+        MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));
+        return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
+            new AggregateProcessor(spec), spec.replay ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Update(),
+            Encoders.row(output));
+    }
+}

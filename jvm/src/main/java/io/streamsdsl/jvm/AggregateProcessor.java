@@ -1,0 +1,351 @@
+package io.streamsdsl.jvm;
+
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import scala.collection.Iterator;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The JVM twin of {@code streamsdsl.compiler.processors}: one state value and one event-time timer
+ * per key, the same output rows (columns, {@code _output_position}, {@code _final_key_order},
+ * metric events) as the Python operator for the built-in aggregations.
+ *
+ * <p>Streaming: stream time is {@code max(previous watermark, the key's record timestamps so far)},
+ * windows close on event-time timers, a micro-batch forwards the net change per key. Replay (the
+ * TopologyTestDriver's batch run, {@code TimeMode.None}): stream time per record from the plan
+ * column {@code _stream_time}, the cache flushed after every record, state carried in and out as
+ * {@code _carried_state} rows, on-close candidates leave with {@code _close_threshold}.
+ *
+ * <p>State layout (a versioned {@code byte[]}): version byte {@link #STATE_VERSION}, the key's
+ * registered timer (long, {@code Long.MIN_VALUE}: none), the window count (int), then per window
+ * start, end, ts (longs), flags (byte: 1 final, 2 null aggregate) and the aggregate (long bits,
+ * absent when null).
+ */
+public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
+    private static final long serialVersionUID = 1L;
+
+    /** The version of the state layout this class writes and reads. */
+    public static final byte STATE_VERSION = 1;
+    /** The state variable's name: the Python operator's, so that Spark rejects a switch of operator. */
+    public static final String STATE_NAME = "windows";
+
+    static final String DROPPED = "dropped";
+    static final String EMIT_FINAL = "emit-final";
+    static final String CARRY = "carry";
+
+    private final Spec spec;
+    private final Windowing windowing;
+    private final Agg agg;
+    private transient ValueState<byte[]> state;
+
+    AggregateProcessor(Spec spec) {
+        this.spec = spec;
+        this.windowing = spec.windowing;
+        this.agg = spec.agg;
+    }
+
+    @Override
+    public void init(OutputMode outputMode, TimeMode timeMode) {
+        if (!spec.replay) state = getHandle().getValueState(STATE_NAME, Encoders.BINARY(), TTLConfig.NONE());
+    }
+
+    // -- input rows -----------------------------------------------------------------------------
+    private static final class Rec {
+        long pos;
+        long[] outPos;
+        long ts;
+        boolean valueNull;
+        Long x;
+        int input;
+        long streamTime;
+        Object headers;
+        List<?> carried;
+        Long runStreamTime;
+    }
+
+    private Rec read(Row r) {
+        Spec s = spec;
+        Rec rec = new Rec();
+        rec.pos = r.getLong(s.posIdx);
+        List<Object> op = r.isNullAt(s.outPosIdx) ? List.of() : r.getList(s.outPosIdx);
+        rec.outPos = new long[op.size()];
+        for (int i = 0; i < rec.outPos.length; i++) rec.outPos[i] = (Long) op.get(i);
+        rec.headers = r.get(s.headersIdx);
+        if (s.carriedIdx >= 0 && !r.isNullAt(s.carriedIdx)) {
+            rec.carried = r.getList(s.carriedIdx);
+            if (s.runStreamTimeIdx >= 0 && !r.isNullAt(s.runStreamTimeIdx)) rec.runStreamTime = r.getLong(s.runStreamTimeIdx);
+            return rec;
+        }
+        rec.ts = r.getLong(s.tsIdx);
+        rec.valueNull = r.isNullAt(s.valueIdx);
+        if (s.numberIdx >= 0 && !r.isNullAt(s.numberIdx)) {
+            rec.x = agg.dbl ? Double.doubleToRawLongBits(r.getDouble(s.numberIdx)) : r.getLong(s.numberIdx);
+        }
+        rec.input = s.inputIdx >= 0 ? r.getInt(s.inputIdx) : 0;
+        if (s.streamTimeIdx >= 0) rec.streamTime = r.getLong(s.streamTimeIdx);
+        if (s.runStreamTimeIdx >= 0 && !r.isNullAt(s.runStreamTimeIdx)) rec.runStreamTime = r.getLong(s.runStreamTimeIdx);
+        return rec;
+    }
+
+    private static int compare(Rec a, Rec b) {
+        int c = Long.compare(a.pos, b.pos);
+        return c != 0 ? c : Arrays.compare(a.outPos, b.outPos);
+    }
+
+    // -- output rows ----------------------------------------------------------------------------
+    private Object keyCell(Object kcell, Win w) {
+        return spec.windowedKey ? RowFactory.create(kcell, w.start, w.end) : kcell;
+    }
+
+    private Object outValue(Long bits) {
+        if (bits == null) return null;
+        switch (spec.outType) {
+            case "bigint":
+                return bits;
+            case "int":
+                return (int) (long) bits;
+            default:
+                return agg.dbl ? Double.longBitsToDouble(bits) : (double) (long) bits;
+        }
+    }
+
+    private Long fromCell(Object cell) {
+        if (cell == null) return null;
+        if (cell instanceof Double) {
+            double d = (Double) cell;
+            return agg.dbl ? Double.doubleToRawLongBits(d) : (long) d;
+        }
+        long v = ((Number) cell).longValue();
+        return agg.dbl ? Double.doubleToRawLongBits((double) v) : v;
+    }
+
+    /** An empty array cell. */
+    private static final scala.collection.Seq<Object> EMPTY = seq(List.of());
+
+    /** A Java list as the Scala sequence Spark's Row encoder takes for an array column. */
+    private static scala.collection.Seq<Object> seq(List<?> list) {
+        @SuppressWarnings("unchecked")
+        List<Object> l = (List<Object>) list;
+        return CollectionConverters.asScala(l).toSeq();
+    }
+
+    private static scala.collection.Seq<Object> position(long[] prefix, long... rest) {
+        Long[] out = new Long[prefix.length + rest.length];
+        for (int i = 0; i < prefix.length; i++) out[i] = prefix[i];
+        for (int i = 0; i < rest.length; i++) out[prefix.length + i] = rest[i];
+        return seq(Arrays.asList(out));
+    }
+
+    private Row record(Object key, Object value, long ts, Object headers, long pos, Object outPos, String finalKey,
+                       Long threshold) {
+        if (spec.replay) return RowFactory.create(key, value, ts, headers, pos, outPos, finalKey, null, null, threshold, null);
+        return RowFactory.create(key, value, ts, headers, pos, outPos, finalKey, null, null);
+    }
+
+    private Row event(String metric, double value, long ts, long pos, String finalKey) {
+        if (spec.replay) {
+            return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value, null, null);
+        }
+        return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value);
+    }
+
+    private void flush(List<Row> out, Object kcell, ChangeBuffer buffer, Rec r) {
+        int i = 0;
+        for (Map.Entry<Win.Bounds, Win> e : buffer.flush()) {
+            Win w = e.getValue();
+            boolean tomb = ChangeBuffer.isTombstone(w);
+            Win window = tomb ? new Win(e.getKey().start(), e.getKey().end(), null, e.getKey().end()) : w;
+            Object value = tomb ? null : outValue(w.agg);
+            out.add(record(keyCell(kcell, window), value, window.ts, r.headers, r.pos, position(r.outPos, 0, i), null, null));
+            i++;
+        }
+    }
+
+    private Row fin(Object kcell, String key, Win w, long pos, long[] ord, Long threshold) {
+        long[] order = windowing.finalOrderOf(w);
+        long[] rest = new long[order.length + 1];
+        rest[0] = 1;
+        System.arraycopy(order, 0, rest, 1, order.length);
+        return record(keyCell(kcell, w), outValue(w.agg), w.ts, EMPTY, pos, position(ord, rest), key, threshold);
+    }
+
+    private void finals(List<Row> out, Object kcell, List<Win> closed, long streamTime, long pos, long[] ord) {
+        String key = PyText.str(spec.keyKind, kcell);
+        for (Win w : closed) {
+            out.add(fin(kcell, key, w, pos, ord, null));
+            out.add(event(EMIT_FINAL, (double) (streamTime - windowing.closeThreshold(w) - 1), w.ts, pos, key));
+        }
+    }
+
+    private void pending(List<Row> out, Object kcell, List<Win> windows) {
+        if (windows.isEmpty()) return;
+        String key = PyText.str(spec.keyKind, kcell);
+        for (Win w : windows) out.add(fin(kcell, key, w, -1, new long[0], windowing.closeThreshold(w)));
+    }
+
+    // -- state ------------------------------------------------------------------------------------
+    private static final class Loaded {
+        Windowing.KeyState state;
+        long timer = Long.MIN_VALUE;
+    }
+
+    private List<Win> stored(List<Win> windows) {
+        windows.sort(spec.storageOrder());
+        return windows;
+    }
+
+    private Loaded load() {
+        Loaded l = new Loaded();
+        l.state = Windowing.KeyState.empty();
+        if (!state.exists()) return l;
+        ByteBuffer b = ByteBuffer.wrap(state.get());
+        byte version = b.get();
+        if (version != STATE_VERSION) {
+            throw new IllegalStateException(spec.node + ": the checkpoint holds state layout version " + version
+                + " of the streamsdsl JVM operator; this jar reads version " + STATE_VERSION
+                + ". Restart from the checkpoint with the streamsdsl version that wrote it, or start a new application.id.");
+        }
+        l.timer = b.getLong();
+        int n = b.getInt();
+        List<Win> windows = new ArrayList<>(n);
+        Set<Long> finals = new HashSet<>();
+        for (int i = 0; i < n; i++) {
+            long start = b.getLong(), end = b.getLong(), ts = b.getLong();
+            byte flags = b.get();
+            Long a = (flags & 2) != 0 ? null : b.getLong();
+            windows.add(new Win(start, end, a, ts));
+            if ((flags & 1) != 0) finals.add(start);
+        }
+        l.state = new Windowing.KeyState(windows, finals);
+        return l;
+    }
+
+    private void save(Windowing.KeyState s, long oldTimer) {
+        long threshold = windowing.nextThreshold(s);
+        long timer = threshold < Windowing.NEVER ? threshold + 1 : Long.MIN_VALUE;
+        if (timer != oldTimer) {
+            if (oldTimer != Long.MIN_VALUE) getHandle().deleteTimer(oldTimer);
+            if (timer != Long.MIN_VALUE) getHandle().registerTimer(timer);
+        }
+        if (s.windows.isEmpty()) {
+            state.clear();
+            return;
+        }
+        ByteBuffer b = ByteBuffer.allocate(1 + 8 + 4 + s.windows.size() * 33);
+        b.put(STATE_VERSION).putLong(timer).putInt(s.windows.size());
+        for (Win w : s.windows) {
+            b.putLong(w.start).putLong(w.end).putLong(w.ts);
+            b.put((byte) ((s.finals.contains(w.start) ? 1 : 0) | (w.agg == null ? 2 : 0)));
+            if (w.agg != null) b.putLong(w.agg);
+        }
+        state.update(Arrays.copyOf(b.array(), b.position()));
+    }
+
+    private Windowing.KeyState decodeCarried(List<?> cells) {
+        List<Win> windows = new ArrayList<>(cells.size());
+        Set<Long> finals = new HashSet<>();
+        for (Object o : cells) {
+            Row c = (Row) o;
+            long start = c.getLong(0);
+            windows.add(new Win(start, c.getLong(1), fromCell(c.get(2)), c.getLong(3)));
+            if (c.getBoolean(4)) finals.add(start);
+        }
+        return new Windowing.KeyState(stored(windows), finals);
+    }
+
+    private List<Row> encodeCarried(Windowing.KeyState s) {
+        List<Row> out = new ArrayList<>(s.windows.size());
+        for (Win w : s.windows) out.add(RowFactory.create(w.start, w.end, outValue(w.agg), w.ts, s.finals.contains(w.start)));
+        return out;
+    }
+
+    // -- the record loop --------------------------------------------------------------------------
+    @Override
+    public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
+        List<Rec> data = new ArrayList<>();
+        while (rows.hasNext()) data.add(read(rows.next()));
+        if (data.isEmpty()) return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+        data.sort(AggregateProcessor::compare);
+        Object kcell = key.get(0);
+        List<Row> out = new ArrayList<>();
+        Windowing.KeyState st;
+        Loaded loaded = null;
+        Long runStreamTime = data.get(0).runStreamTime;
+        int first = 0;
+        if (spec.replay) {
+            st = Windowing.KeyState.empty();
+            while (first < data.size() && data.get(first).carried != null) st = decodeCarried(data.get(first++).carried);
+        } else {
+            loaded = load();
+            st = new Windowing.KeyState(stored(new ArrayList<>(loaded.state.windows)), loaded.state.finals);
+        }
+        long streamTime = timerValues.getCurrentWatermarkInMs();
+        ChangeBuffer batch = !spec.replay && !spec.emitOnClose ? new ChangeBuffer(st.windows) : null;
+        for (int i = first; i < data.size(); i++) {
+            Rec r = data.get(i);
+            streamTime = spec.replay ? r.streamTime : windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
+            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, agg);
+            if (step.step.dropped > 0) out.add(event(DROPPED, step.step.dropped, r.ts, r.pos, null));
+            if (!spec.emitOnClose) {
+                if (spec.replay) {
+                    ChangeBuffer buffer = new ChangeBuffer(st.windows);
+                    step.writeTo(buffer);
+                    flush(out, kcell, buffer, r);
+                } else {
+                    step.writeTo(batch);
+                }
+            }
+            st = step.state;
+            if (spec.emitOnClose && !step.closed.isEmpty()) {
+                if (spec.replay) pending(out, kcell, step.closed);
+                else finals(out, kcell, step.closed, streamTime, r.pos, r.outPos);
+            }
+        }
+        if (spec.replay) {
+            if (spec.emitOnClose) {
+                pending(out, kcell, st.openWindows());
+                st = windowing.closeStep(st, runStreamTime == null ? -1 : runStreamTime).state;
+            }
+            if (!st.windows.isEmpty()) {
+                out.add(RowFactory.create(keyCell(kcell, new Win(0, 0, null, 0)), null, -1L, EMPTY, -1L, EMPTY, null,
+                    CARRY, null, null, seq(encodeCarried(st))));
+            }
+        } else {
+            if (!spec.emitOnClose) flush(out, kcell, batch, data.get(data.size() - 1));
+            save(st, loaded.timer);
+        }
+        return CollectionConverters.asScala(out.iterator());
+    }
+
+    @Override
+    public Iterator<Row> handleExpiredTimer(Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
+        long watermark = timerValues.getCurrentWatermarkInMs();
+        Loaded loaded = load();
+        Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
+        List<Row> out = new ArrayList<>();
+        if (spec.emitOnClose && !close.closed.isEmpty()) finals(out, key.get(0), close.closed, watermark, -1, new long[0]);
+        long fired = loaded.timer == expiredTimerInfo.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
+        save(close.state, fired);
+        return CollectionConverters.asScala(out.iterator());
+    }
+
+    @Override
+    public void close() {
+    }
+}

@@ -1,0 +1,79 @@
+package io.streamsdsl.jvm;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.Serializable;
+import java.util.Comparator;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * What the operator needs on the executors, parsed from the JSON the Python compiler sends
+ * ({@code streamsdsl.compiler.jvm_operator}) plus the input column indexes.
+ */
+final class Spec implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    final String node;
+    final boolean replay;
+    final boolean emitOnClose;
+    final boolean windowedKey;
+    final String keyKind;
+    final String outType;
+    final Windowing windowing;
+    final Agg agg;
+    final int keyIdx, valueIdx, tsIdx, headersIdx, posIdx, outPosIdx, numberIdx, inputIdx;
+    final int streamTimeIdx, carriedIdx, runStreamTimeIdx;
+
+    Spec(String json, StructType input) throws Exception {
+        JsonNode j = new ObjectMapper().readTree(json);
+        node = j.get("node").asText();
+        replay = j.get("replay").asBoolean();
+        emitOnClose = j.get("emit_on_close").asBoolean();
+        windowedKey = j.get("windowed_key").asBoolean();
+        keyKind = j.get("key_kind").asText();
+        outType = j.get("out_type").asText();
+        JsonNode w = j.get("windowing");
+        switch (w.get("kind").asText()) {
+            case "session":
+                windowing = new Windowing.Session(w.get("gap").asLong(), w.get("grace").asLong());
+                break;
+            case "time":
+                windowing = new Windowing.Time(w.get("size").asLong(), w.get("advance").asLong(), w.get("grace").asLong());
+                break;
+            case "sliding":
+                windowing = new Sliding(w.get("time_difference").asLong(), w.get("grace").asLong());
+                break;
+            case "none":
+                windowing = new Windowing.Unwindowed();
+                break;
+            default:
+                throw new IllegalArgumentException(node + ": unknown window kind " + w.get("kind"));
+        }
+        JsonNode opsNode = j.get("ops");
+        Agg.Op[] ops = new Agg.Op[opsNode.size()];
+        for (int i = 0; i < ops.length; i++) ops[i] = Agg.Op.valueOf(opsNode.get(i).asText());
+        JsonNode merge = j.get("merge");
+        agg = new Agg(j.get("double").asBoolean(), j.get("init_null").asBoolean(), ops,
+            merge == null || merge.isNull() ? null : Agg.Merge.valueOf(merge.asText()), node);
+        keyIdx = input.fieldIndex("key");
+        valueIdx = input.fieldIndex("value");
+        tsIdx = input.fieldIndex("timestamp");
+        headersIdx = input.fieldIndex("headers");
+        posIdx = input.fieldIndex("_source_position");
+        outPosIdx = input.fieldIndex("_output_position");
+        numberIdx = index(input, "_number");
+        inputIdx = index(input, "_input_index");
+        streamTimeIdx = index(input, "_stream_time");
+        carriedIdx = index(input, "_carried_state");
+        runStreamTimeIdx = index(input, "_run_stream_time");
+    }
+
+    private static int index(StructType schema, String name) {
+        return java.util.Arrays.asList(schema.fieldNames()).indexOf(name);
+    }
+
+    /** How a key's windows are kept: sessions in Kafka's (end, start) order, others by start. */
+    Comparator<Win> storageOrder() {
+        return windowing instanceof Windowing.Session ? Windowing.BY_END_START : Windowing.BY_START;
+    }
+}

@@ -1,0 +1,281 @@
+"""The JVM operator: built-in aggregations on a Java ``StatefulProcessor`` (``jvm/src``), applied
+through py4j, producing the same rows as the Python operator (`streamsdsl.compiler.processors`).
+
+`builtin_form` recognises an aggregation the JVM operator can run (``count()``,
+``reduce(operator.add | max | min)`` on Long / Integer / Double values, the
+`streamsdsl.dsl.aggregations.Aggregations` helpers, and cogroups of those helpers) and describes
+it as a `JvmAggregate`: per input the aggregator op and the Spark column of its number (a JSON
+field is extracted here, in the plan). `choose` applies the ``streamsdsl.operator`` choice of
+the running compile (`operator_scope`) and the session's ability to load the jar, and records
+the decision for ``explain()``. `apply_jvm` runs the operator on the prepared input.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import contextvars
+import json
+import logging
+import operator
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+
+from streamsdsl import ir
+from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
+from streamsdsl.dsl.serdes import (
+    BytesSerde,
+    DoubleSerde,
+    IntegerSerde,
+    JsonSerde,
+    LongSerde,
+    PlanSerde,
+    StringSerde,
+)
+from streamsdsl.jvm import JvmOperatorError, Operator, jar_path
+
+__all__ = ["JvmAggregate", "apply_jvm", "builtin_form", "choose", "current_choice", "operator_scope"]
+
+log = logging.getLogger("streamsdsl")
+
+#: The Java entry point (``jvm/src/main/java/io/streamsdsl/jvm/AggregateOperator.java``).
+JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
+#: The Python-JVM contract version the Java side must report.
+PROTOCOL = 1
+#: The column holding each record's number (a value or a JSON field) on the JVM operator's input.
+NUMBER = "_number"
+
+_choice: contextvars.ContextVar[Operator] = contextvars.ContextVar("streamsdsl_operator", default=Operator.AUTO)
+_report: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("streamsdsl_operators", default=None)
+_available: dict[int, str | None] = {}
+_warned: set[str] = set()
+
+_REDUCERS = {operator.add: "RSUM", builtins.max: "RMAX", builtins.min: "RMIN"}
+_KEY_KINDS = {StringSerde: "string", LongSerde: "long", IntegerSerde: "int", DoubleSerde: "double",
+              BytesSerde: "bytes", JsonSerde: "json"}
+_NUMERIC = (LongSerde, IntegerSerde, DoubleSerde)
+_MERGE_OF = {"count": "ADD", "sum": "ADD", "min": "MIN", "max": "MAX"}
+
+
+@contextlib.contextmanager
+def operator_scope(choice: Operator | str = Operator.AUTO) -> Iterator[dict[str, str]]:
+    """Compile within this block with the ``streamsdsl.operator`` ``choice``; yields the report
+    filled with each stateful node's operator (``{node: "JVM operator (...)"}``)."""
+    report: dict[str, str] = {}
+    t1, t2 = _choice.set(Operator(choice)), _report.set(report)
+    try:
+        yield report
+    finally:
+        _choice.reset(t1)
+        _report.reset(t2)
+
+
+def current_choice() -> Operator:
+    return _choice.get()
+
+
+def record(node: str, text: str) -> None:
+    """Note which operator runs ``node`` (read by ``explain()`` through `operator_scope`)."""
+    report = _report.get()
+    if report is not None:
+        report[node] = text
+
+
+@attrs.frozen(eq=False)
+class JvmAggregate:
+    """An aggregation in the JVM operator's terms: per input the aggregator op (``COUNT``,
+    ``SUM``, ``MIN``, ``MAX``, reduce's ``RSUM``/``RMIN``/``RMAX``) and its number column; the
+    session merger op; whether it computes in doubles and starts from null; a label."""
+
+    ops: tuple[str, ...]
+    numbers: tuple[Column | None, ...]
+    merge: str | None
+    double: bool
+    init_null: bool
+    label: str
+
+
+def _number_column(serde: PlanSerde, field: str | None, value_type: type) -> Column | None:
+    """The Spark column of a helper's number: what `BuiltinAggregator.number` returns."""
+    spark_type = "double" if value_type is float else "bigint"
+    struct_type = DoubleType() if value_type is float else LongType()
+    if field is not None:
+        if isinstance(serde, JsonSerde):
+            return F.from_json(F.col("value"), StructType([StructField(field, struct_type)])).getField(field)
+        return F.lit(None).cast(spark_type)  # never a dict: never a number
+    if isinstance(serde, JsonSerde):
+        wrapped = F.concat(F.lit('{"v":'), F.col("value"), F.lit("}"))
+        return F.from_json(wrapped, StructType([StructField("v", struct_type)])).getField("v")
+    if isinstance(serde, DoubleSerde) and value_type is int:
+        return F.lit(None).cast(spark_type)  # a float is not an int
+    if isinstance(serde, _NUMERIC):
+        return F.col("value").cast(spark_type)
+    return F.lit(None).cast(spark_type)
+
+
+def _fn(value: Any) -> Any:
+    return value.fn if isinstance(value, ir.UserFn) else None
+
+
+def _helper_input(aggregator: Any, serde: PlanSerde) -> tuple[str, Column | None, type] | str:
+    if not isinstance(aggregator, BuiltinAggregator):
+        return "a Python aggregator"
+    if aggregator.field is None and not isinstance(serde, (*_NUMERIC, JsonSerde, StringSerde, BytesSerde)):
+        return f"values of {serde!r}"
+    if aggregator.field is not None and not isinstance(serde, (JsonSerde, StringSerde, BytesSerde, *_NUMERIC)):
+        return f"values of {serde!r}"
+    if aggregator.op == "count":
+        return "COUNT", None, aggregator.value_type
+    return aggregator.op.upper(), _number_column(serde, aggregator.field, aggregator.value_type), aggregator.value_type
+
+
+def builtin_form(spec: ir.AggSpec | None, value_serdes: tuple[PlanSerde, ...], value_out: PlanSerde,
+                 key_serde: PlanSerde, sessions: bool, *, cogroup: Any = None) -> JvmAggregate | str:
+    """The aggregation as a `JvmAggregate`, or why the JVM operator cannot run it.
+
+    ``spec`` is the node's aggregation (``None`` for a cogroup, given as the
+    `ir.CogroupAggregateNode` ``cogroup``); ``value_serdes`` are its inputs' value serdes."""
+    if type(key_serde) not in _KEY_KINDS:
+        return f"keys of {key_serde!r}"
+    if not isinstance(value_out, _NUMERIC):
+        return f"an aggregate written with {value_out!r}"
+    if cogroup is not None:
+        init, merger = _fn(cogroup.initializer), _fn(cogroup.merger)
+        if not isinstance(init, BuiltinInitializer):
+            return "a Python initializer"
+        parts = [_helper_input(_fn(a), s) for a, s in zip(cogroup.aggregators, value_serdes)]
+        bad = next((p for p in parts if isinstance(p, str)), None)
+        if bad is not None:
+            return bad
+        types = {p[2] for p in parts} | {init.value_type}  # type: ignore[index]
+        if len(types) != 1:
+            return "built-in aggregators of different value types"
+        if sessions and not isinstance(merger, BuiltinMerger):
+            return "a Python merger"
+        double = types == {float}
+        return _checked(JvmAggregate(
+            tuple(p[0] for p in parts), tuple(p[1] for p in parts),  # type: ignore[index]
+            _MERGE_OF[merger.op] if sessions else None, double, not init.zero,
+            "cogroup of " + ", ".join(p[0].lower() for p in parts)), value_out)  # type: ignore[index]
+    serde = value_serdes[0]
+    if isinstance(spec, ir.CountAgg):
+        return _checked(JvmAggregate(("COUNT",), (None,), "ADD" if sessions else None, False, False, "count"),
+                        value_out)
+    if isinstance(spec, ir.ReduceAgg):
+        op = _REDUCERS.get(_fn(spec.reducer))  # type: ignore[call-overload]
+        if op is None:
+            return "a Python reducer"
+        if not isinstance(serde, _NUMERIC) or value_out != serde:
+            return f"reduce of {serde!r} values into {value_out!r}"
+        double = isinstance(serde, DoubleSerde)
+        column = F.col("value").cast("double" if double else "bigint")
+        name = {"RSUM": "reduce(operator.add)", "RMAX": "reduce(max)", "RMIN": "reduce(min)"}[op]
+        return _checked(JvmAggregate((op,), (column,), op if sessions else None, double, True, name), value_out)
+    if isinstance(spec, ir.AggregateAgg):
+        init, merger = _fn(spec.initializer), _fn(spec.merger)
+        part = _helper_input(_fn(spec.aggregator), serde)
+        if isinstance(part, str):
+            return part
+        if not isinstance(init, BuiltinInitializer) or init.value_type is not part[2]:
+            return "a Python initializer"
+        if sessions and not isinstance(merger, BuiltinMerger):
+            return "a Python merger"
+        label = f"Aggregations.{part[0].lower()}"
+        return _checked(JvmAggregate((part[0],), (part[1],), _MERGE_OF[merger.op] if sessions else None,
+                                     part[2] is float, not init.zero, label), value_out)
+    return "a Python aggregation"
+
+
+def _checked(form: JvmAggregate, value_out: PlanSerde) -> JvmAggregate | str:
+    if form.double and not isinstance(value_out, DoubleSerde):
+        return f"a float aggregate written with {value_out!r}"
+    return form
+
+
+def _unavailable(spark: Any) -> str | None:
+    """Why ``spark`` cannot run the JVM operator (None: it can)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return "a Spark Connect session (the JVM operator needs a classic session)"
+    key = id(spark.sparkContext._jsc)
+    if key not in _available:
+        try:
+            protocol = getattr(spark._jvm, JAVA_CLASS).protocol()
+            _available[key] = None if protocol == PROTOCOL else (
+                f"the session loaded a jar of another streamsdsl version (protocol {protocol}, expected {PROTOCOL})")
+        except Exception:  # noqa: BLE001 - py4j: the class is not on the classpath
+            try:
+                jar_path()
+                _available[key] = ("the session did not load the jar: build it with streamsdsl.configure_spark(builder) "
+                                   "or pass --jars \"$(streamsdsl jar-path)\"")
+            except JvmOperatorError:
+                _available[key] = "the jar is not built (no JDK 17 at install: see `python jvm/build.py`)"
+    return _available[key]
+
+
+def choose(node: str, form: JvmAggregate | str, spark: Any, kind: str) -> JvmAggregate | None:
+    """The `JvmAggregate` to run ``node`` with, or None for the Python operator, following the
+    ``streamsdsl.operator`` choice; records the decision for ``explain()``."""
+    choice = current_choice()
+    if isinstance(form, str):
+        record(node, f"Python operator ({kind}: {form})")
+        return None
+    if choice is Operator.PYTHON:
+        record(node, f"Python operator ({form.label}, {kind}; streamsdsl.operator=python)")
+        return None
+    reason = _unavailable(spark)
+    if reason is None:
+        record(node, f"JVM operator ({form.label}, {kind})")
+        return form
+    if choice is Operator.JVM:
+        raise JvmOperatorError(f"{node}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: {reason}.")
+    record(node, f"Python operator ({form.label}, {kind}; the JVM operator is unavailable: {reason})")
+    if reason not in _warned:
+        _warned.add(reason)
+        log.warning("streamsdsl: built-in aggregations run on the Python operator: the JVM operator is unavailable "
+                    "(%s).", reason)
+    return None
+
+
+def _key_kind(serde: PlanSerde) -> str:
+    return _KEY_KINDS[type(serde)]
+
+
+def _windowing_json(windowing: Any) -> dict[str, Any]:
+    from streamsdsl.semantics.session import SessionWindowing
+    from streamsdsl.semantics.sliding import SlidingWindowing
+    from streamsdsl.semantics.timewindow import TimeWindowing
+
+    if isinstance(windowing, SessionWindowing):
+        return {"kind": "session", "gap": windowing.gap, "grace": windowing.grace}
+    if isinstance(windowing, TimeWindowing):
+        return {"kind": "time", "size": windowing.size, "advance": windowing.advance, "grace": windowing.grace}
+    if isinstance(windowing, SlidingWindowing):
+        return {"kind": "sliding", "time_difference": windowing.time_difference, "grace": windowing.grace}
+    return {"kind": "none"}
+
+
+def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructType, *, replay: bool) -> DataFrame:
+    """Run the JVM operator over ``inp`` (the operator input: `NUMBER` and the presence of the
+    value in ``value``) and return its output rows (``schema``: the Python operator's)."""
+    spec = {
+        "node": config.node, "replay": replay, "emit_on_close": config.emit_on_close,
+        "windowed_key": config.key.windowed, "key_kind": _key_kind(config.key.serde),
+        "out_type": config.value_out.spark_type, "windowing": _windowing_json(config.windowing),
+        "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
+    }
+    spark = inp.sparkSession
+    jdf = getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json())
+    return DataFrame(jdf, spark)
+
+
+def prepare_input(df: DataFrame, form: JvmAggregate, index: int = 0) -> DataFrame:
+    """One input's rows for the JVM operator: ``value`` reduced to its presence, its number in
+    `NUMBER` (typed as the aggregation computes)."""
+    number = form.numbers[index]
+    kind = "double" if form.double else "bigint"
+    return df.withColumn(NUMBER, (number if number is not None else F.lit(None)).cast(kind)).withColumn(
+        "value", F.when(F.col("value").isNotNull(), F.lit(True)))

@@ -1,0 +1,95 @@
+"""The JVM operator's jar: where it is, how a SparkSession loads it, and the operator choice.
+
+streamsdsl runs its built-in aggregations (``count()``, ``reduce(operator.add | max | min)`` on
+numbers, `streamsdsl.dsl.aggregations.Aggregations`) on a JVM ``StatefulProcessor`` shipped as a
+jar inside the package (built from ``jvm/src`` with ``javac`` at install: a JDK 17 is needed).
+Sessions streamsdsl creates load it; a session you build loads it with `configure_spark`::
+
+    from pyspark.sql import SparkSession
+    import streamsdsl
+
+    spark = streamsdsl.configure_spark(SparkSession.builder.master("local[2]")).getOrCreate()
+
+or, with ``spark-submit``, ``--jars "$(streamsdsl jar-path)"``.
+
+The configuration key ``streamsdsl.operator`` (`Operator`) chooses: ``auto`` (the default: the
+JVM operator where it applies and is loaded, else the Python operator, saying so in the log and
+in ``explain()``), ``jvm`` (fail with `JvmOperatorError` if it cannot be loaded) or ``python``.
+
+Nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import Any
+
+from streamsdsl.errors import StreamsDslError
+
+__all__ = ["JAR_NAME", "OPERATOR_KEY", "JvmOperatorError", "Operator", "configure_spark", "jar_path"]
+
+#: The configuration key choosing the operator of built-in aggregations.
+OPERATOR_KEY = "streamsdsl.operator"
+#: The jar's file name inside the package (``streamsdsl/jars/``).
+JAR_NAME = "streamsdsl-operator.jar"
+
+
+class Operator(enum.StrEnum):
+    """``streamsdsl.operator``: which operator runs the built-in aggregations."""
+
+    AUTO = "auto"
+    JVM = "jvm"
+    PYTHON = "python"
+
+
+class JvmOperatorError(StreamsDslError, RuntimeError):
+    """``streamsdsl.operator`` is ``jvm`` but the JVM operator cannot run (the message says why)."""
+
+
+def jar_path(*, must_exist: bool = True) -> str:
+    """The path of the JVM operator's jar inside the installed package.
+
+    Raises `JvmOperatorError` (with how to build it) when ``must_exist`` and it is not there.
+
+    Examples
+    --------
+    >>> jar_path(must_exist=False).endswith("streamsdsl-operator.jar")
+    True
+    """
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "jars", JAR_NAME)
+    if must_exist and not os.path.isfile(path):
+        raise JvmOperatorError(
+            f"the JVM operator's jar is not built ({path} is missing): it is compiled at install with javac "
+            "from a JDK 17 (a JRE is not enough). Install one (e.g. apt-get install openjdk-17-jdk-headless) "
+            "and run `make install` (or `python jvm/build.py` in a source checkout); without it streamsdsl runs "
+            "built-in aggregations on the Python operator."
+        )
+    return path
+
+
+def configure_spark(builder: Any) -> Any:
+    """Add the JVM operator's jar (``spark.jars``) and the settings streamsdsl needs (RocksDB
+    state store, Arrow, UTC) to a ``SparkSession.Builder``; returns the builder.
+
+    The style of ``configure_spark_with_delta_pip``: keeps the jars already configured.
+
+    Examples
+    --------
+    >>> class Builder:  # a stand-in for SparkSession.builder
+    ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar"}
+    ...     def config(self, key, value): self._options[key] = value; return self
+    >>> b = configure_spark(Builder())
+    >>> b._options["spark.jars"].startswith("/opt/other.jar,") and b._options["spark.jars"].endswith(JAR_NAME)
+    True
+    """
+    from streamsdsl.runtime.session import REQUIRED_CONF
+
+    jar = jar_path()
+    existing = [j for j in str(getattr(builder, "_options", {}).get("spark.jars", "")).split(",") if j.strip()]
+    if jar not in existing:
+        existing.append(jar)
+    builder = builder.config("spark.jars", ",".join(existing))
+    for key, value in REQUIRED_CONF.items():
+        builder = builder.config(key, value)
+    return builder
