@@ -8,19 +8,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from streamsdsl.dsl.aggregations import Aggregations
 from streamsdsl.dsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
 from streamsdsl.dsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
 from streamsdsl.errors import (
     InvalidArgumentError,
     InvalidTypeError,
     OperationNotDefinedError,
+    RecordDeserializationError,
+    RecordError,
+    RecordSerializationError,
     SerializationError,
     StreamsDslError,
     TopologyError,
+    UserFunctionError,
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
 from streamsdsl.dsl.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
+from streamsdsl.jvm import configure_spark
 from streamsdsl.dsl.windows import EmitStrategy, EmitStrategyKind, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
 from streamsdsl.dsl.windows import SlidingWindows, TimeWindows
 
@@ -51,11 +57,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Aggregations", "configure_spark",
     "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
     "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Produced",
     "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
-    "CustomSerde", "EmitStrategyKind", "explain",
+    "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
+    "RecordSerializationError",
 ]

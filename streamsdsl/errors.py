@@ -90,12 +90,29 @@ class RecordError(StreamsDslError, RuntimeError):
         if match is None:
             return None
         data = json.loads(match.group(1))
-        cls = {c.__name__: c for c in (RecordError, UserFunctionError)}.get(data.pop("kind"), RecordError)
+        kinds = (RecordError, UserFunctionError, RecordDeserializationError, RecordSerializationError)
+        cls = {c.__name__: c for c in kinds}.get(data.pop("kind"), RecordError)
+        key_json = data.pop("key_json", None)
+        if key_json is not None:  # a key rendered by Spark (to_json of a one-element array)
+            try:
+                data["key"] = repr(json.loads(key_json)[0])
+            except (ValueError, IndexError, TypeError):
+                data["key"] = key_json
         return cls(data.pop("processor"), data.pop("cause"), **data)
 
 
 class UserFunctionError(RecordError):
     """A user function (a mapper, a predicate, an aggregator, ...) raised while processing a record."""
+
+
+class RecordDeserializationError(RecordError, SerializationError):
+    """A source record's key or value could not be deserialized with the source's serde (Kafka
+    Streams' ``log_and_fail`` handler; ``log_and_continue`` skips and counts the record)."""
+
+
+class RecordSerializationError(RecordError, SerializationError):
+    """A sink could not serialize a record's key or value with its serde (the value does not
+    have the type the serde writes)."""
 
 
 class RecordFailure(StreamsDslError, RuntimeError):

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from streamsdsl import Consumed, Serdes, SessionWindows, StreamsBuilder, StreamsDslError
+from streamsdsl import Consumed, Produced, RecordDeserializationError, RecordSerializationError, SerializationError
+from streamsdsl import Serdes, SessionWindows, StreamsBuilder, StreamsDslError
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.runtime.driver import TopologyTestDriver
 
@@ -83,6 +84,65 @@ class TestRecordErrors:
         assert [v for _, v in after] == ["x"]
 
 
+    def test_deserializer(self, spark: Any) -> None:
+        """Bytes the source's value serde cannot read: the source, the record and the reason."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i, o = d.create_input_topic("in", value_serde=Serdes.Bytes()), d.create_output_topic("out")
+            i.pipe_input("k1", Serdes.Long().serialize(7), 1)
+            i.pipe_input("k2", b"oops", 2)
+            with pytest.raises(RecordDeserializationError) as caught:
+                o.read_records_to_list()
+            assert [(r.key, r.value) for r in o.read_records_to_list()] == [("k1", 7)]
+        assert str(caught.value) == (
+            "KSTREAM-SOURCE-0000000000: Serdes.Long() cannot deserialize the record value: expected 8 bytes, got 4. "
+            "Fix the producer or consume the topic with a matching serde (Consumed.with_serdes) "
+            "(record at topic in partition 0 offset 1, key 'k2')")
+        assert isinstance(caught.value, SerializationError)
+
+    def test_key_deserializer(self, spark: Any) -> None:
+        """An unreadable key: the message names the key as the part that failed (and no key)."""
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            d.create_input_topic("in", key_serde=Serdes.Bytes()).pipe_input(b"\xff", "v", 1)
+            with pytest.raises(RecordDeserializationError) as caught:
+                d.create_output_topic("out").read_records_to_list()
+        assert str(caught.value).startswith("KSTREAM-SOURCE-0000000000: Serdes.String() cannot deserialize the "
+                                            "record key: not valid UTF-8.")
+        assert str(caught.value).endswith("(record at topic in partition 0 offset 0)")
+
+    def test_serializer_at_sink(self, spark: Any) -> None:
+        """A sink's Serdes.Long() fed a string: the sink, the record and the serde's reason."""
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).to("out", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        error, after = _pipe_and_read(spark, b.build(), [("k", "text", 1)])
+        assert isinstance(error, RecordSerializationError)
+        assert str(error) == (
+            "KSTREAM-SINK-0000000001: cannot write the record value: Serdes.Long() cannot serialize str 'text': "
+            "expected int. Give the sink a serde for this type (Produced.with_serdes) or map the value to the type "
+            "its serde writes (record at topic in partition 0 offset 0, key 'k')")
+        assert after == []
+
+    @pytest.mark.parametrize("aggregate", [False, True])
+    def test_bad_output_type(self, spark: Any, aggregate: bool) -> None:
+        """A function returning a value its serde cannot hold (a set for JSON) names the function."""
+        b = StreamsBuilder()
+        stream = b.stream("in", STRINGS)
+        if aggregate:
+            stream.group_by_key().aggregate(lambda: 0, lambda k, v, a: {v}).to_stream().to("out")
+            name, function = "KSTREAM-AGGREGATE-0000000002", "aggregator"
+        else:
+            stream.map_values(lambda v: {v}).to("out")
+            name, function = "KSTREAM-MAPVALUES-0000000001", "mapper"
+        error, _ = _pipe_and_read(spark, b.build(), [("k", "x", 1)])
+        assert isinstance(error, RecordSerializationError)
+        assert str(error).startswith(f"{name}: the {function} returned a result its serde cannot hold: Serdes.Json() "
+                                     "cannot encode set {'x'}: Object of type set is not JSON serializable.")
+        assert str(error).endswith("(record at topic in partition 0 offset 0, key 'k')")
+
+
 class TestStrictDriver:
     def test_misspelled_config_key_says_did_you_mean(self, spark: Any) -> None:
         """The driver validates its config as KafkaStreams does: an unknown key fails with a hint."""
@@ -102,3 +162,30 @@ class TestStrictDriver:
         b.stream("in").filter(lambda k, v: True)
         with pytest.raises(TopologyError, match=r"^the topology has no sink"):
             TopologyTestDriver(b.build(), spark=spark)
+
+
+class TestDropLog:
+    def test_each_skipped_or_dropped_record_is_logged(self, spark: Any, caplog: pytest.LogCaptureFixture) -> None:
+        """As Kafka Streams: one warning per skipped record, in source order, with the processor,
+        the reason, topic, partition, offset and timestamp (log_and_continue, null key, late)."""
+        b2 = StreamsBuilder()
+        (b2.stream("in", STRINGS).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 0))
+         .count().to_stream().map(lambda k, v: (k.key, v)).to("out"))
+        config = {"default.deserialization.exception.handler": "log_and_continue"}
+        with caplog.at_level("WARNING", logger="streamsdsl"), TopologyTestDriver(b2.build(), config, spark=spark) as d:
+            i = d.create_input_topic("in", Serdes.Bytes(), Serdes.Bytes())
+            i.pipe_input(b"a", b"1", 100)
+            i.pipe_input(None, b"2", 101)
+            i.pipe_input(b"a", b"3", 1)
+            i.pipe_input(b"\xff", b"x", 102)
+            assert d.create_output_topic("out").get_queue_size() == 1
+            assert d.metrics()["dropped-records-total"] == 3.0
+        assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
+            "KSTREAM-AGGREGATE-0000000002: Skipping record due to null key or value. topic=[in] partition=[0] "
+            "offset=[1] timestamp=[101]",
+            "KSTREAM-AGGREGATE-0000000002: Skipping record for expired window. topic=[in] partition=[0] offset=[2] "
+            "timestamp=[1]",
+            "KSTREAM-SOURCE-0000000000: Skipping record that could not be deserialized (log_and_continue). "
+            "topic=[in] partition=[0] offset=[3] timestamp=[102] reason=[Serdes.String() cannot deserialize the "
+            "record key: not valid UTF-8]",
+        ]

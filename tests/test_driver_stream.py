@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pyspark.sql import functions as F
 
-from streamsdsl import Consumed, Grouped, Materialized, Produced, Serdes, StreamsBuilder, TestRecord
+from streamsdsl import Consumed, Grouped, Materialized, Produced, RecordDeserializationError, Serdes, StreamsBuilder, TestRecord
 from streamsdsl.runtime.driver import TopologyTestDriver
 
 pytestmark = pytest.mark.spark
@@ -161,7 +161,8 @@ class TestStatelessOperations:
         b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Long())).to("out")
         with TopologyTestDriver(b.build(), spark=spark) as d:
             d.create_input_topic("in", value_serde=Serdes.String()).pipe_input("k", "not a long", 1)
-            with pytest.raises(Exception, match=r"Serdes.Long\(\) cannot deserialize the record value at in-0 offset 0: expected 8 bytes, got 10"):
+            with pytest.raises(RecordDeserializationError, match=r"^KSTREAM-SOURCE-0000000000: Serdes.Long\(\) cannot "
+                                                                 r"deserialize the record value: expected 8 bytes, got 10"):
                 d.create_output_topic("out").read_records_to_list()
 
 

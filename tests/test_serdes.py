@@ -65,7 +65,7 @@ class TestNativeSparkEncodings:
 
         for serde, values in ((Serdes.Long(), longs), (Serdes.Integer(), ints)):
             df = _raw(spark, [serde.serialize(v) for v in values])
-            rows = df.select(deserialize(F.col("b"), serde, "value").alias("v")).select(
+            rows = df.select(deserialize(F.col("b"), serde, "value", _context()).alias("v")).select(
                 "v", serialize_value(F.col("v"), serde, serde).alias("e")
             ).collect()
             assert [r.v for r in rows] == values
@@ -80,7 +80,7 @@ class TestNativeSparkEncodings:
         serde = Serdes.Double()
         values = [1.5, None, -0.0, 1e300]
         df = _raw(spark, [serde.serialize(v) for v in values])
-        rows = df.select(deserialize(F.col("b"), serde, "value").alias("v")).select(
+        rows = df.select(deserialize(F.col("b"), serde, "value", _context()).alias("v")).select(
             "v", serialize_value(F.col("v"), serde, serde).alias("e")
         ).collect()
         assert [r.v for r in rows] == values
@@ -101,11 +101,12 @@ class TestNativeSparkEncodings:
             (False, None, bytearray(b"12")), (False, None, None), (True, "ValueError: not digits: b'x'", bytearray(b"x")),
         ]
         readable = df.filter(F.col("b").isNull() | (F.col("b") != b"x"))
-        ok = readable.select(deserialize(F.col("b"), serde, "value").alias("v")).collect()
+        ok = readable.select(deserialize(F.col("b"), serde, "value", _context()).alias("v")).collect()
         assert [r.v for r in ok] == [bytearray(b"12"), None]
-        with pytest.raises(Exception, match=r"CustomSerde\(_Digits\) cannot deserialize the record value at t-0 offset 0: "
-                                            r"ValueError: not digits: b'x'\. Fix the producer"):
-            df.filter(F.col("b") == b"x").select(deserialize(F.col("b"), serde, "value")).collect()
+        with pytest.raises(Exception, match=r"KSTREAM-SOURCE-0000000000: CustomSerde\(_Digits\) cannot deserialize the "
+                                            r"record value: ValueError: not digits: b'x'\. Fix the producer .* \(record at "
+                                            r"topic t partition 0 offset 0\)"):
+            df.filter(F.col("b") == b"x").select(deserialize(F.col("b"), serde, "value", _context())).collect()
 
 
 class _Digits:
@@ -118,6 +119,14 @@ class _Digits:
         if not data.isdigit():
             raise ValueError(f"not digits: {data!r}")
         return int(data)
+
+
+def _context() -> Any:
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.serde_exprs import RecordContext
+
+    return RecordContext("KSTREAM-SOURCE-0000000000", F.lit(0))
 
 
 def _raw(spark: Any, payloads: list[bytes | None]) -> Any:

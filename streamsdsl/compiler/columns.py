@@ -61,7 +61,18 @@ OBSERVED_DROPPED = "dropped"
 OBSERVED_EMITTED_FINAL = "emitted_final"
 OBSERVED_LATENCY_SUM = "latency_sum"
 OBSERVED_LATENCY_MAX = "latency_max"
-OBSERVED_FIELDS = (OBSERVED_DROPPED, OBSERVED_EMITTED_FINAL, OBSERVED_LATENCY_SUM, OBSERVED_LATENCY_MAX)
+#: The first `MAX_LOGGED_DROPS` dropped records of a point (``position``, ``timestamp``,
+#: ``detail``), which the runners log one warning each for, as Kafka Streams does.
+OBSERVED_DROPPED_RECORDS = "dropped_records"
+OBSERVED_FIELDS = (OBSERVED_DROPPED, OBSERVED_EMITTED_FINAL, OBSERVED_LATENCY_SUM, OBSERVED_LATENCY_MAX,
+                   OBSERVED_DROPPED_RECORDS)
+MAX_LOGGED_DROPS = 100
+#: Why a point drops records (its observation's part), in Kafka Streams' log words.
+DROP_REASONS = {
+    "input": "Skipping record due to null key or value",
+    "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
+    "output": "Skipping record for expired window",
+}
 OBSERVATION_PREFIX = "streamsdsl:"
 
 #: Kafka Streams' dead-letter headers (KIP-1034).

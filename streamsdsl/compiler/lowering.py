@@ -27,6 +27,8 @@ from streamsdsl.compiler.columns import (
     OBSERVED_EMITTED_FINAL,
     OBSERVED_LATENCY_MAX,
     OBSERVED_LATENCY_SUM,
+    OBSERVED_DROPPED_RECORDS,
+    MAX_LOGGED_DROPS,
     OUTPUT_COLUMNS,
     OUTPUT_POSITION,
     POSITION_TYPE,
@@ -36,7 +38,8 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.python_ops import apply_python
-from streamsdsl.compiler.serde_exprs import convert_column, decode, deserialize, invalid_bytes
+from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialize, invalid_bytes
+from streamsdsl.compiler.serde_exprs import key_as_json
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
@@ -85,11 +88,17 @@ class Lowering:
 
     # -- metrics -------------------------------------------------------------------------------
     def observe(self, df: DataFrame, node: str, part: str, *, dropped: Column,
-                final_latency: Column | None = None) -> DataFrame:
+                final_latency: Column | None = None, detail: Column | None = None,
+                position: Column | None = None) -> DataFrame:
         """Count, as rows pass this point, the records ``node`` drops (``dropped``: how many each
         row stands for, null for none) and its emit-final records (``final_latency``: the row's
-        latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`."""
+        latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`. The
+        first `MAX_LOGGED_DROPS` dropped records (position, timestamp, ``detail``) are observed
+        too, for the runners' one log warning per dropped record."""
         latency = final_latency if final_latency is not None else F.lit(None).cast("double")
+        position = position if position is not None else F.col(SOURCE_POSITION)
+        record = F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
+                          (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
         name = observation_name(node, part)
         return df.observe(
             name,
@@ -97,11 +106,15 @@ class Lowering:
             F.count(latency).alias(OBSERVED_EMITTED_FINAL),
             F.coalesce(F.sum(latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
             F.max(latency).cast("double").alias(OBSERVED_LATENCY_MAX),
+            F.slice(F.collect_list(F.when(dropped.isNotNull(), record)), 1, MAX_LOGGED_DROPS).alias(
+                OBSERVED_DROPPED_RECORDS),
         )
 
-    def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input") -> DataFrame:
-        """Keep the rows where ``keep`` holds; count the others as dropped by ``node``."""
-        return self.observe(df, node, part, dropped=F.when(~keep, F.lit(1))).filter(keep)
+    def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input",
+                     detail: Column | None = None, position: Column | None = None) -> DataFrame:
+        """Keep the rows where ``keep`` holds; count (and log) the others as dropped by ``node``."""
+        observed = self.observe(df, node, part, dropped=F.when(~keep, F.lit(1)), detail=detail, position=position)
+        return observed.filter(keep)
 
     # -- mode-specific steps (`streamsdsl.compiler.modes`) ----------------------------------------
     def with_event_time(self, df: DataFrame) -> DataFrame:
@@ -146,18 +159,21 @@ def _source(self: Lowering, node: ir.SourceNode) -> Frame:
         F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
     ]
     if self.handler is DeserializationHandler.LOG_AND_CONTINUE:
-        df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, common)
+        df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, common, position.cast("bigint"))
     else:
+        key_bad, _ = invalid_bytes(F.col("key"), key_serde)
+        key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde)))
+        context = RecordContext(node.name, position, key_json)
         df = raw.select(
-            deserialize(F.col("key"), key_serde, "key").alias("key"),
-            deserialize(F.col("value"), value_serde, "value").alias("value"),
+            deserialize(F.col("key"), key_serde, "key", RecordContext(node.name, position)).alias("key"),
+            deserialize(F.col("value"), value_serde, "value", context).alias("value"),
             *common,
         )
     return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
 
 
 def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: PlanSerde,
-                         value_serde: PlanSerde, common: list[Column]) -> DataFrame:
+                         value_serde: PlanSerde, common: list[Column], position: Column) -> DataFrame:
     """``log_and_continue``: a record that cannot be deserialized is counted as dropped and left
     out; the same records, raw and with Kafka Streams' error headers (KIP-1034), become the
     plan's dead-letter output (`DEAD_LETTER_SINK`)."""
@@ -178,7 +194,7 @@ def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode
         F.concat(F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)), error_headers).alias("headers"),
         *common[2:],  # source position, output position, final key order
     ).select(*OUTPUT_COLUMNS))
-    good = lowering.drop_counted(raw, node.name, ~bad, "deserialize")
+    good = lowering.drop_counted(raw, node.name, ~bad, "deserialize", detail=error, position=position)
     return good.select(decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
                        *common)
 

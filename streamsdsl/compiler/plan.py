@@ -19,7 +19,7 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_I
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.modes import ReplayCarry, ReplayLowering, lowering_for
-from streamsdsl.compiler.serde_exprs import serialize_key, serialize_value
+from streamsdsl.compiler.serde_exprs import RecordContext, key_as_json, serialize_key, serialize_value
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import CustomSerde, PlanSerde, SessionWindowedSerde, TimeWindowedSerde
 
@@ -170,10 +170,11 @@ def compile_topology(
         key_serde = node.key_serde or frame.key.serde
         value_serde = node.value_serde or frame.value
         sinks.append(CompiledSink(i, node, frame.key, key_serde, value_serde))
+        context = RecordContext(node.name, F.col(SOURCE_POSITION), key_as_json(F.col("key")))
         outputs.append(frame.df.select(
             F.lit(i).alias(SINK_INDEX),
-            serialize_key(F.col("key"), frame.key, key_serde).alias("key"),
-            serialize_value(F.col("value"), frame.value, value_serde).alias("value"),
+            serialize_key(F.col("key"), frame.key, key_serde, context).alias("key"),
+            serialize_value(F.col("value"), frame.value, value_serde, context).alias("value"),
             "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
         ))
     outputs.extend(lowering.dead_letters)

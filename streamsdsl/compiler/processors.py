@@ -33,6 +33,7 @@ from streamsdsl.compiler.columns import EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
+from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
@@ -130,6 +131,8 @@ class AggregateProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("windows", self.state_type)
+        #: The key cell and source position of the record being processed (for errors).
+        self._at: tuple[Any, int] = (None, -1)
 
     # -- state ----------------------------------------------------------------------------------
     def _decode_state(self, cells: Iterable[Any]) -> KeyState:
@@ -139,8 +142,9 @@ class AggregateProcessor(StatefulProcessor):
         return KeyState(windows, frozenset(c["start"] for c in cells if c["fin"]))
 
     def _encode_state(self, state: KeyState) -> list[tuple[Any, ...]]:
-        vs = self.config.value_out
-        return [(w.start, w.end, vs.to_internal(w.agg), w.ts, w.start in state.finals) for w in state.windows]
+        kcell, position = self._at
+        return [(w.start, w.end, self._internal(w.agg, kcell, position), w.ts, w.start in state.finals)
+                for w in state.windows]
 
     def _load(self, data: list[dict[str, Any]]) -> KeyState:
         """The key's state before its rows (removing rows that only carry state)."""
@@ -170,11 +174,10 @@ class AggregateProcessor(StatefulProcessor):
 
     def _flush(self, kcell: Any, buffer: ChangeBuffer, r: dict[str, Any]) -> Iterator[Row]:
         """Forward what the record cache holds: the latest value per window, tombstones."""
-        to_internal = self.config.value_out.to_internal
         ord_ = r[OUTPUT_POSITION] or []
         for i, (bounds, w) in enumerate(buffer.flush()):
             window = w if w is not None else WindowAgg(bounds[0], bounds[1], None, bounds[1])
-            value = None if w is None else to_internal(w.agg)
+            value = None if w is None else self._internal(w.agg, kcell, r[SOURCE_POSITION])
             yield self._record(self._key_cell(kcell, window), value, window.ts, r["headers"], r[SOURCE_POSITION],
                                [*ord_, 0, i])
 
@@ -182,8 +185,16 @@ class AggregateProcessor(StatefulProcessor):
                threshold: int | None = None) -> Row:
         """A window's on-close record."""
         order = [*ord_, 1, *self.config.windowing.final_order(w)]
-        return self._record(self._key_cell(kcell, w), self.config.value_out.to_internal(w.agg), w.ts, [],
+        return self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [],
                             position, order, str(key), threshold)
+
+    def _internal(self, agg: Any, kcell: Any, position: int) -> Any:
+        """An aggregate as its serde's column value; one the serde cannot hold names the function."""
+        try:
+            return self.config.value_out.to_internal(agg)
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            key = repr(self.config.key.serde.from_internal(kcell))
+            raise result_error(self.config.node, self.config.function_names[1], exc, key, position) from exc
 
     # -- the record loop ---------------------------------------------------------------------
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
@@ -197,6 +208,7 @@ class AggregateProcessor(StatefulProcessor):
         stream_time = timerValues.getCurrentWatermarkInMs()
         batch = ChangeBuffer(w.bounds for w in state.windows)
         for r in data:
+            self._at = (kcell, r[SOURCE_POSITION])
             value, fns = cfg.input_of(r)
             ts = r["timestamp"]
             stream_time = self._stream_time(r, stream_time, ts, value)
@@ -279,6 +291,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
+        self._at = (key[0], -1)
         watermark = timerValues.getCurrentWatermarkInMs()
         close = close_step(cfg.windowing, StreamingAggregateProcessor._load(self, []), watermark)
         if cfg.emit_on_close and close.closed:

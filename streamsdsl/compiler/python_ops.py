@@ -15,10 +15,17 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.errors import UserFunctionError
+from streamsdsl.errors import RecordSerializationError, UserFunctionError
 from streamsdsl.dsl.serdes import PlanSerde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
+
+
+def result_error(processor: str, function: str, exc: BaseException, key: str, position: int | None) -> Exception:
+    """The error (to raise in a worker) for a user function's result its serde cannot hold."""
+    return RecordSerializationError(
+        processor, f"the {function} returned a result its serde cannot hold: {exc}", key=key, position=position,
+    ).in_worker()
 
 
 def _schema_with(df: DataFrame, key_type: str, value_type: str) -> StructType:
@@ -75,10 +82,13 @@ def apply_python(
                     ).in_worker() from exc
                 for i, (nk, nv) in enumerate(results):
                     new = dict(row)
-                    if change_key:
-                        new["key"] = key_codec.to_cell(nk)
-                    if change_value:
-                        new["value"] = value_serde.to_internal(nv)
+                    try:
+                        if change_key:
+                            new["key"] = key_codec.to_cell(nk)
+                        if change_value:
+                            new["value"] = value_serde.to_internal(nv)
+                    except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                        raise result_error(processor, function, exc, repr(k), row[SOURCE_POSITION]) from exc
                     if multi:
                         new[OUTPUT_POSITION] = [*(row[OUTPUT_POSITION] or []), i]
                     out.append(new)

@@ -16,6 +16,7 @@ import struct
 from functools import singledispatch
 from typing import Any, Callable
 
+import attrs
 import pyarrow as pa
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -184,21 +185,53 @@ def _(serde: FixedWidthSerde, col: Column) -> Column:
 # --- the compiler's entry points ---------------------------------------------------------------
 
 
-def deserialization_error(what: str, serde: PlanSerde, reason: Column) -> Column:
-    """A native ``raise_error`` naming the record's coordinates (columns topic/partition/offset)."""
-    return F.raise_error(
-        F.concat(
-            F.lit(f"{serde!r} cannot deserialize the record {what} at "),
-            F.coalesce(F.col("topic"), F.lit("?")),
-            F.lit("-"),
-            F.coalesce(F.col("partition").cast("string"), F.lit("?")),
-            F.lit(" offset "),
-            F.coalesce(F.col("offset").cast("string"), F.lit("?")),
-            F.lit(": "),
-            reason,
-            F.lit(". Fix the producer or consume the topic with a matching serde (Consumed.with_serdes)."),
-        )
+@attrs.frozen(eq=False)
+class RecordContext:
+    """Where a record failure happens, for its error: the processor (its Kafka Streams name) and
+    the record's columns (source position; the key as JSON text when it is known)."""
+
+    processor: str
+    position: Column
+    key_json: Column | None = None
+
+
+def _column_or_unknown(name: str) -> Column:
+    return F.coalesce(F.col(name).cast("string"), F.lit("?"))
+
+
+def record_error(kind: str, context: RecordContext, cause: Column, *, at_source: bool = False) -> Column:
+    """A native ``raise_error`` whose message is a `streamsdsl.errors.RecordError` in its
+    travelling form (a readable line plus the structured payload `RecordError.find` reads).
+    ``at_source``: the row still has the record's ``topic``, ``partition`` and ``offset``."""
+    fields = [F.lit(kind).alias("kind"), F.lit(context.processor).alias("processor"), cause.alias("cause"),
+              context.position.cast("bigint").alias("position")]
+    where = F.concat(F.lit("position "), context.position.cast("string"))
+    if at_source:
+        fields += [F.col("topic").alias("topic"), F.col("partition").cast("int").alias("partition"),
+                   F.col("offset").cast("bigint").alias("offset")]
+        where = F.concat(F.lit("topic "), _column_or_unknown("topic"), F.lit(" partition "),
+                         _column_or_unknown("partition"), F.lit(" offset "), _column_or_unknown("offset"))
+    if context.key_json is not None:
+        fields.append(context.key_json.alias("key_json"))
+    return F.raise_error(F.concat(
+        F.lit(f"{context.processor}: "), cause, F.lit(" (record at "), where, F.lit(") [streamsdsl-error]"),
+        F.to_json(F.struct(*fields)), F.lit("[/streamsdsl-error]"),
+    ))
+
+
+def key_as_json(col: Column) -> Column:
+    """A key column as JSON text of a one-element array (how errors carry the key)."""
+    return F.to_json(F.array(col))
+
+
+def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: RecordContext) -> Column:
+    """The ``log_and_fail`` error of a source record ``serde`` cannot read: a
+    `streamsdsl.errors.RecordDeserializationError` naming the source, the record and the reason."""
+    cause = F.concat(
+        F.lit(f"{serde!r} cannot deserialize the record {what}: "), reason,
+        F.lit(". Fix the producer or consume the topic with a matching serde (Consumed.with_serdes)"),
     )
+    return record_error("RecordDeserializationError", context, cause, at_source=True)
 
 
 def invalid_bytes(col: Column, serde: PlanSerde) -> tuple[Column, Column]:
@@ -206,13 +239,14 @@ def invalid_bytes(col: Column, serde: PlanSerde) -> tuple[Column, Column]:
     return _invalid(serde, col) or (F.lit(False), F.lit(""))
 
 
-def deserialize(col: Column, serde: PlanSerde, what: str) -> Column:
-    """Bytes column → the serde's internal column; invalid bytes raise a clear error."""
+def deserialize(col: Column, serde: PlanSerde, what: str, context: RecordContext) -> Column:
+    """Bytes column → the serde's internal column; invalid bytes raise a
+    `streamsdsl.errors.RecordDeserializationError` (see `deserialization_error`)."""
     invalid = _invalid(serde, col)
     if invalid is None:
         return _decode(serde, col)
     bad, reason = invalid
-    return F.when(bad, deserialization_error(what, serde, reason)).otherwise(_decode(serde, col))
+    return F.when(bad, deserialization_error(what, serde, reason, context)).otherwise(_decode(serde, col))
 
 
 def decode(col: Column, serde: PlanSerde) -> Column:
@@ -220,18 +254,24 @@ def decode(col: Column, serde: PlanSerde) -> Column:
     return _decode(serde, col)
 
 
-def serialize_value(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:
-    """Internal column held as ``internal`` → bytes of ``target`` (null stays null)."""
+def serialize_value(col: Column, internal: PlanSerde, target: PlanSerde, context: RecordContext | None = None,
+                    what: str = "value") -> Column:
+    """Internal column held as ``internal`` → bytes of ``target`` (null stays null). A value
+    ``target`` cannot write raises a `streamsdsl.errors.RecordSerializationError` naming
+    ``context``'s processor (the sink) and the record."""
     if internal == target:
         return _encode(target, col)
-    return _convert_udf(internal, target)(col)
+    if context is None:
+        return _convert_udf(internal, target)(col)
+    key_json = context.key_json if context.key_json is not None else F.lit(None).cast("string")
+    return _sink_convert_udf(internal, target, context.processor, what)(col, context.position, key_json)
 
 
-def serialize_key(col: Column, codec: KeyCodec, target: PlanSerde) -> Column:
+def serialize_key(col: Column, codec: KeyCodec, target: PlanSerde, context: RecordContext | None = None) -> Column:
     """Key column → bytes; windowed keys use Kafka Streams' wire layout."""
     if not codec.windowed:
-        return serialize_value(col, codec.serde, target)
-    inner = serialize_value(col.getField("key"), codec.serde, target)
+        return serialize_value(col, codec.serde, target, context, "key")
+    inner = serialize_value(col.getField("key"), codec.serde, target, context, "key")
     inner = F.coalesce(inner, F.lit(b"").cast("binary"))
     end = _big_endian(col.getField("end"), 16)
     start = _big_endian(col.getField("start"), 16)
@@ -242,6 +282,34 @@ def serialize_key(col: Column, codec: KeyCodec, target: PlanSerde) -> Column:
 
 def _convert_udf(internal: PlanSerde, target: PlanSerde) -> Any:
     return _arrow_map(lambda v: target.serialize(internal.from_internal(v)), "binary")
+
+
+def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, what: str) -> Any:
+    """A vectorized conversion to ``target``'s bytes whose failure names the sink and the record."""
+
+    @arrow_udf("binary")  # type: ignore[misc]
+    def apply(values: pa.Array, positions: pa.Array, keys: pa.Array) -> pa.Array:
+        import json
+
+        from streamsdsl.errors import RecordSerializationError
+
+        out: list[bytes | None] = []
+        for v, position, key_json in zip(values.to_pylist(), positions.to_pylist(), keys.to_pylist()):
+            if v is None:
+                out.append(None)
+                continue
+            try:
+                out.append(target.serialize(internal.from_internal(v)))
+            except Exception as exc:  # noqa: BLE001 - re-raised with the sink and the record
+                key = None if key_json is None else repr(json.loads(key_json)[0])
+                raise RecordSerializationError(
+                    processor, f"cannot write the record {what}: {exc}. Give the sink a serde for this type "
+                    f"(Produced.with_serdes) or map the {what} to the type its serde writes",
+                    key=key, position=position,
+                ).in_worker() from exc
+        return pa.array(out, type=pa.binary())
+
+    return apply
 
 
 def convert_column(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:

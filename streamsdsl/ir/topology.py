@@ -127,6 +127,21 @@ class Topology:
     def source_topics(self) -> tuple[str, ...]:
         return tuple(t for s in self.sources for t in s.topics)
 
+    def upstream_topics(self, name: str) -> tuple[str, ...]:
+        """The source topics whose records reach node ``name`` (itself included if a source)."""
+        seen: set[str] = set()
+        todo = [name]
+        topics: list[str] = []
+        while todo:
+            node = self._by_name[todo.pop()]
+            if node.name in seen:
+                continue
+            seen.add(node.name)
+            if isinstance(node, ir.SourceNode):
+                topics.extend(node.topics)
+            todo.extend(node.parents)
+        return tuple(t for t in self.source_topics if t in topics)
+
     @property
     def sink_topics(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(s.topic for s in self.sinks))

@@ -41,7 +41,6 @@ import enum
 import inspect
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -336,7 +335,7 @@ class KafkaStreams:
                 check_jvm_connector(spark)
             self._check_topics()
             os.makedirs(self.config.app_dir, exist_ok=True)
-            self._metrics = QueryMetrics(on_progress=self._log_progress)
+            self._metrics = QueryMetrics(on_progress=self._log_progress, locate=self._locate)
             self._sink = KafkaTopicSink(self.config)
             self._listener = _progress_listener(self)
             spark.streams.addListener(self._listener)
@@ -373,6 +372,7 @@ class KafkaStreams:
             metrics=self._metrics,
             query_name=self.config.application_id,
             deserialization_handler=self.config.deserialization_handler,
+            operator=self.config.operator,
         )
         return query, compiled
 
@@ -594,16 +594,22 @@ class KafkaStreams:
         if stop:
             self._stopped(State.ERROR)
         error = RecordError.find(exc)
-        if error is not None and error.position is not None:
+        if error is not None and error.topic is None and error.position is not None:
             topics = self.topology.source_topics
             return error.located(topics[0] if len(topics) == 1 else "?", error.position >> 40,
                                  error.position & ((1 << 40) - 1))
         if error is not None:
             return error
-        text = str(exc)
-        match = re.search(r"\S+ cannot deserialize the record [^\n]*?Consumed\.with_serdes\)\.", text)
-        detail = match.group(0) if match else text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        text = str(exc).strip()
+        detail = text.splitlines()[0] if text else type(exc).__name__
         return StreamsError(f"KafkaStreams {self.config.application_id!r} failed: {detail}")
+
+    def _locate(self, node: str, position: int) -> tuple[str, int, int]:
+        """A record's topic, partition and offset from its source position (``partition << 40 |
+        offset``) and the source topics upstream of ``node`` (all of them when several)."""
+        topics = self.topology.upstream_topics(node) if node in {n.name for n in self.topology.nodes} else ()
+        topic = topics[0] if len(topics) == 1 else "|".join(topics) or "?"
+        return topic, position >> 40, position & ((1 << 40) - 1)
 
     def _stopped(self, state: State) -> None:
         """Enter ``state`` (``ERROR`` or ``NOT_RUNNING``): the query no longer reports progress."""

@@ -24,7 +24,7 @@ from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
 from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.errors import StreamsError
-from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, observed_metrics
+from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, log_dropped, observed_metrics
 from streamsdsl.runtime.session import require_state_store
 from streamsdsl.records import RAW_RECORD_DDL
 
@@ -339,10 +339,13 @@ class TopologyTestDriver:
             if self._compiled is None:
                 self._compiled = self._compile(self._spark.createDataFrame([], _RECORDS_DDL))
             return self._compiled
-        return compile_topology(
-            self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
-            deserialization_handler=self._handler, carry=self._carry,
-        )
+        from streamsdsl.compiler.jvm_operator import operator_scope
+
+        with operator_scope(self.config.operator):  # streamsdsl.operator: which operator runs built-ins
+            return compile_topology(
+                self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
+                deserialization_handler=self._handler, carry=self._carry,
+            )
 
     def _process(self) -> None:
         """Run the records piped since the previous run, on the state that run left.
@@ -360,6 +363,10 @@ class TopologyTestDriver:
                 self._run(start, failed)
             self._processed = failed + 1
             raise error.located(self._records[failed].topic, 0, self._offsets[failed]) from error.__cause__
+
+    def _locate(self, node: str, position: int) -> tuple[str, int, int]:
+        """A piped record's topic, partition and offset from its pipe position."""
+        return self._records[position].topic, 0, self._offsets[position]
 
     def _run(self, start: int, end: int) -> None:
         """One replay of records ``start`` to ``end`` (exclusive): outputs, metrics, carry."""
@@ -384,6 +391,7 @@ class TopologyTestDriver:
             compiled.release()
         self._carry = carry
         self._metrics.add_observations(observed)
+        log_dropped(observed, self._locate)
         fresh = sorted(collected, key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []),
                                                  r[FINAL_KEY_ORDER] or "", r[SINK_INDEX]))
         topics = {s.index: s.topic for s in compiled.sinks}

@@ -9,6 +9,7 @@ batch job reports them once for the whole run (`observed_metrics`).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 import time
@@ -16,8 +17,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.compiler.columns import (
+    DROP_REASONS,
     OBSERVATION_PREFIX,
     OBSERVED_DROPPED,
+    OBSERVED_DROPPED_RECORDS,
     OBSERVED_EMITTED_FINAL,
     OBSERVED_LATENCY_MAX,
     OBSERVED_LATENCY_SUM,
@@ -27,7 +30,36 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["TASK_METRICS", "Metrics", "QueryMetrics", "dropped_in", "observed_metrics", "progress_observations"]
+__all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "dropped_in", "log_dropped", "observed_metrics",
+           "progress_observations"]
+
+log = logging.getLogger("streamsdsl")
+
+#: Where a dropped record came from: ``(node, source position) -> (topic, partition, offset)``.
+Locate = Callable[[str, int], tuple[str, int, int]]
+
+
+def log_dropped(observed: Mapping[str, Mapping[str, Any]], locate: Locate) -> None:
+    """One warning per dropped record of ``observed``, in source order, as Kafka Streams writes
+    one (the processor, the reason, topic, partition, offset, timestamp), and one line per point
+    for the records beyond the logged maximum."""
+    drops: list[tuple[int, str, str, Any]] = []
+    for name, row in observed.items():
+        if not name.startswith(OBSERVATION_PREFIX):
+            continue
+        records = row.get(OBSERVED_DROPPED_RECORDS) or []
+        node, _, part = name[len(OBSERVATION_PREFIX):].rpartition(":")
+        reason = DROP_REASONS.get(part, "Skipping record")
+        drops.extend((int(r["position"]), node, reason, r) for r in records)
+        more = int(row.get(OBSERVED_DROPPED) or 0) - len(records)
+        if more > 0:
+            log.warning("%s: %s: %d more records of this run are counted in dropped-records-total, not logged.",
+                        node, reason, more)
+    for position, node, reason, record in sorted(drops, key=lambda d: d[0]):
+        topic, partition, offset = locate(node, position)
+        detail = f" reason=[{record['detail']}]" if record["detail"] else ""
+        log.warning("%s: %s. topic=[%s] partition=[%s] offset=[%s] timestamp=[%s]%s", node, reason, topic,
+                    partition, offset, record["timestamp"], detail)
 
 
 def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
@@ -101,9 +133,10 @@ class QueryMetrics(Metrics):
     once (by batch id) whichever way it arrives: a progress listener, or `refresh`;
     ``on_progress`` is called once for each newly counted report (e.g. to log it)."""
 
-    def __init__(self, on_progress: Callable[[Any], None] | None = None) -> None:
+    def __init__(self, on_progress: Callable[[Any], None] | None = None, locate: Locate | None = None) -> None:
         super().__init__()
         self._on_progress = on_progress
+        self._locate = locate
         self._accounted = -1
         self._written = -1
         self._progress_lock = threading.Lock()
@@ -115,7 +148,10 @@ class QueryMetrics(Metrics):
             if progress.batchId <= self._accounted:
                 return False
             self._accounted = progress.batchId
-            self.add_observations(progress_observations(progress))
+            observed = progress_observations(progress)
+            self.add_observations(observed)
+            if self._locate is not None:
+                log_dropped(observed, self._locate)
             with self._lock:
                 self.input_rows += int(progress.numInputRows or 0)
                 self.batches += 1

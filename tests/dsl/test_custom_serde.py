@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder, Topology, TopologyTestDriver
+from streamsdsl import Consumed, Produced, RecordDeserializationError, Serdes, StreamsBuilder, Topology, TopologyTestDriver
 from streamsdsl.runtime.driver import TestRecord
 
 pytestmark = pytest.mark.spark
@@ -89,8 +89,9 @@ class TestUserSerde:
         """log_and_fail: bytes the user's serde rejects fail the run, naming its class and the record."""
         with TopologyTestDriver(visits_per_city(), spark=spark) as driver:
             driver.create_input_topic("visits", value_serde=Serdes.String()).pipe_input("u1", "no pairs here", 0)
-            with pytest.raises(Exception, match=(
-                r"CustomSerde\(KeyValueText\) cannot deserialize the record value at visits-0 offset 0: "
-                r"ValueError: expected key=value pairs, got 'no pairs here'\."
+            with pytest.raises(RecordDeserializationError, match=(
+                r"^KSTREAM-SOURCE-0000000000: CustomSerde\(KeyValueText\) cannot deserialize the record value: "
+                r"ValueError: expected key=value pairs, got 'no pairs here'\. Fix the producer .* "
+                r"\(record at topic visits partition 0 offset 0, key 'u1'\)$"
             )):
                 driver.create_output_topic("city-counts").read_records_to_list()
