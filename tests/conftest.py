@@ -18,6 +18,16 @@ def spark() -> Iterator[Any]:
     yield session
 
 
+@pytest.fixture(params=["python", "jvm"])
+def operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test on both operators of the built-in aggregations (``streamsdsl.operator``):
+    the Python operator, and the JVM operator (``jvm``: the test fails if it cannot load)."""
+    from streamsdsl.jvm import OPERATOR_ENV
+
+    monkeypatch.setenv(OPERATOR_ENV, request.param)
+    return str(request.param)
+
+
 @pytest.fixture()
 def run_driver(spark: Any) -> Callable[..., Any]:
     """Pipe records into a topology through the TopologyTestDriver and read one output topic.

@@ -36,9 +36,10 @@ from streamsdsl.dsl.serdes import (
     PlanSerde,
     StringSerde,
 )
-from streamsdsl.jvm import JvmOperatorError, Operator, jar_path
+from streamsdsl.jvm import CheckpointOperatorError, JvmOperatorError, Operator, default_operator, jar_path
 
-__all__ = ["JvmAggregate", "apply_jvm", "builtin_form", "choose", "current_choice", "operator_scope"]
+__all__ = ["JvmAggregate", "apply_jvm", "builtin_form", "check_checkpoint", "choose", "current_choice",
+           "operator_scope"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -49,7 +50,7 @@ PROTOCOL = 1
 #: The column holding each record's number (a value or a JSON field) on the JVM operator's input.
 NUMBER = "_number"
 
-_choice: contextvars.ContextVar[Operator] = contextvars.ContextVar("streamsdsl_operator", default=Operator.AUTO)
+_choice: contextvars.ContextVar[Operator | None] = contextvars.ContextVar("streamsdsl_operator", default=None)
 _report: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("streamsdsl_operators", default=None)
 _available: dict[int, str | None] = {}
 _warned: set[str] = set()
@@ -62,11 +63,12 @@ _MERGE_OF = {"count": "ADD", "sum": "ADD", "min": "MIN", "max": "MAX"}
 
 
 @contextlib.contextmanager
-def operator_scope(choice: Operator | str = Operator.AUTO) -> Iterator[dict[str, str]]:
-    """Compile within this block with the ``streamsdsl.operator`` ``choice``; yields the report
-    filled with each stateful node's operator (``{node: "JVM operator (...)"}``)."""
+def operator_scope(choice: Operator | str | None = None) -> Iterator[dict[str, str]]:
+    """Compile within this block with the ``streamsdsl.operator`` ``choice`` (None: its default,
+    `streamsdsl.jvm.default_operator`); yields the report filled with each stateful node's
+    operator (``{node: "JVM operator (...)"}``)."""
     report: dict[str, str] = {}
-    t1, t2 = _choice.set(Operator(choice)), _report.set(report)
+    t1, t2 = _choice.set(default_operator() if choice is None else Operator(choice)), _report.set(report)
     try:
         yield report
     finally:
@@ -75,7 +77,9 @@ def operator_scope(choice: Operator | str = Operator.AUTO) -> Iterator[dict[str,
 
 
 def current_choice() -> Operator:
-    return _choice.get()
+    """The choice of the running compile (outside `operator_scope`: the default)."""
+    choice = _choice.get()
+    return default_operator() if choice is None else choice
 
 
 def record(node: str, text: str) -> None:
@@ -279,3 +283,54 @@ def prepare_input(df: DataFrame, form: JvmAggregate, index: int = 0) -> DataFram
     kind = "double" if form.double else "bigint"
     return df.withColumn(NUMBER, (number if number is not None else F.lit(None)).cast(kind)).withColumn(
         "value", F.when(F.col("value").isNotNull(), F.lit(True)))
+
+
+#: Spark's name of the JVM ``transformWithState`` operator in a checkpoint's state metadata.
+_JVM_EXEC = "transformWithStateExec"
+
+
+def _checkpoint_jvm_operators(checkpoint: str) -> int | None:
+    """How many JVM ``transformWithState`` operators a (local) checkpoint's state metadata
+    records; None when there is no state yet or the checkpoint is not on the local disk."""
+    import glob
+    import os
+
+    if "://" in checkpoint and not checkpoint.startswith("file:"):
+        return None
+    root = os.path.join(checkpoint.removeprefix("file:"), "state")
+    found = None
+    for operator_dir in glob.glob(os.path.join(root, "*")):
+        files = sorted(glob.glob(os.path.join(operator_dir, "_metadata", "v*", "[0-9]*")))
+        if not files:
+            continue
+        try:
+            with open(files[-1], encoding="utf-8") as f:
+                text = f.read()
+        except OSError:
+            continue
+        found = (found or 0) + (f'"operatorName":"{_JVM_EXEC}"' in text)
+    return found
+
+
+def check_checkpoint(checkpoint: str, report: dict[str, str]) -> None:
+    """Raise `CheckpointOperatorError` when the checkpoint's aggregations ran on the other
+    operator than this run would use (Spark would fail with
+    ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``)."""
+    written = _checkpoint_jvm_operators(checkpoint)
+    if written is None:
+        return
+    now = [node for node, how in report.items() if how.startswith("JVM operator")]
+    if written == len(now):
+        return
+    python = [node for node, how in report.items() if how.startswith("Python operator")]
+    if written > len(now):
+        fix = ("set streamsdsl.operator to 'jvm' (or 'auto' with the jar loaded) to continue from it" if python
+               else "run it with the streamsdsl version that wrote it")
+        what = f"{written} aggregation(s) on the JVM operator; this run puts {len(now)} there"
+    else:
+        fix = "set streamsdsl.operator to 'python' to continue from it"
+        what = f"{written} aggregation(s) on the JVM operator; this run puts {len(now)} there ({', '.join(now)})"
+    raise CheckpointOperatorError(
+        f"the checkpoint {checkpoint} was written with {what}: Spark cannot continue one operator's state on the "
+        f"other. To keep the state, {fix}; or start from a new checkpoint (a new application.id)."
+    )

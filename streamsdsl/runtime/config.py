@@ -31,6 +31,7 @@ import attrs
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
 from streamsdsl.io.options import BrokerCompat
+from streamsdsl.jvm import OPERATOR_KEY, Operator, default_operator
 
 __all__ = [
     "DriverConfig",
@@ -97,6 +98,7 @@ KNOWN_KEYS = (
     "errors.dead.letter.topic",
     "errors.dead.letter.queue.topic.name",
     "kafka.connector",
+    OPERATOR_KEY,
 )
 #: Prefixes passed through: ``spark.*`` to the SparkSession, ``consumer.*`` to the source,
 #: ``producer.*`` to the sink; ``security.*``, ``sasl.*`` and ``ssl.*`` to every client.
@@ -226,6 +228,14 @@ def _dead_letter_topic(config: Mapping[str, Any], handler: DeserializationHandle
     return dlq
 
 
+def _operator(config: Mapping[str, Any]) -> Operator:
+    return _enum_value(
+        config, OPERATOR_KEY, default_operator(),
+        hint="'auto' (the default) runs built-in aggregations on the JVM operator when its jar is loaded and on "
+        "the Python operator otherwise, 'jvm' requires the JVM operator, 'python' never uses it.",
+    )
+
+
 def _passthrough(config: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """The prefixed settings routed to ``spark_conf``, ``consumer_conf`` and ``producer_conf``."""
     spark_conf: dict[str, str] = {}
@@ -286,6 +296,10 @@ class StreamsConfig:
         ``kafka.connector``: ``python`` (default, the ``streamsdsl-kafka`` data source) or
         ``jvm`` (Spark's Kafka connector reads the source topics; it must be on the classpath).
         The sink is the ``streamsdsl-kafka`` writer either way.
+    operator : streamsdsl.jvm.Operator
+        ``streamsdsl.operator``: ``auto`` (default; the ``STREAMSDSL_OPERATOR`` environment variable
+        when set), ``jvm`` or ``python``: which operator runs the built-in aggregations (see the
+        *Built-in aggregations* docs page).
     spark_conf, consumer_conf, producer_conf : dict
         The ``spark.*`` settings, and the librdkafka settings of the source and the sink.
     """
@@ -301,6 +315,7 @@ class StreamsConfig:
     deserialization_handler: DeserializationHandler = _enum_field(DeserializationHandler.LOG_AND_FAIL)
     dead_letter_topic: str | None = None
     connector: Connector = _enum_field(Connector.PYTHON)
+    operator: Operator = _enum_field(Operator.AUTO)
     spark_conf: dict[str, str] = attrs.field(factory=dict)
     consumer_conf: dict[str, str] = attrs.field(factory=dict)
     producer_conf: dict[str, str] = attrs.field(factory=dict)
@@ -362,6 +377,7 @@ class StreamsConfig:
             deserialization_handler=handler,
             dead_letter_topic=dead_letter_topic,
             connector=connector,
+            operator=_operator(config),
             **_passthrough(config),
         )
 
@@ -424,7 +440,7 @@ class DriverConfig:
     """The validated configuration of a `TopologyTestDriver`: the same keys as `StreamsConfig`
     (``application.id`` and ``bootstrap.servers`` optional; unknown keys rejected with a
     "did you mean"), of which the driver uses the deserialization handler, the dead-letter
-    topic and the ``spark.*`` settings.
+    topic, ``streamsdsl.operator`` and the ``spark.*`` settings.
 
     Examples
     --------
@@ -440,10 +456,11 @@ class DriverConfig:
     deserialization_handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL
     dead_letter_topic: str | None = None
     spark_conf: dict[str, str] = attrs.field(factory=dict)
+    operator: Operator = _enum_field(Operator.AUTO)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> DriverConfig:
         config = {str(k): v for k, v in (config or {}).items()}
         _check_keys(config)
         handler = _deserialization_handler(config)
-        return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"])
+        return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"], _operator(config))

@@ -18,14 +18,18 @@ if TYPE_CHECKING:
 __all__ = ["explain"]
 
 
-def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted") -> str:
-    """The Spark streaming plan of ``topology`` as ``DataFrame.explain`` prints it (also printed).
+def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str = "formatted",
+            operator: str | None = None) -> str:
+    """The Spark streaming plan of ``topology`` as ``DataFrame.explain`` prints it (also printed),
+    followed by the operator each aggregation runs on (``== streamsdsl operators ==``: ``JVM
+    operator``, ``Python operator`` with the reason, or ``Spark native aggregation``).
 
     Sources are bound to an empty file stream of the raw record schema in a temporary directory
     (removed before returning), so no broker is needed and nothing runs; the plan is the one a
     Kafka-backed run executes (watermarks, ``TransformWithStateInPySpark`` operators, Arrow steps,
     native expressions). ``mode`` is passed to ``DataFrame.explain`` ("simple", "extended",
-    "formatted").
+    "formatted"); ``operator`` is the ``streamsdsl.operator`` choice (``auto``, ``jvm``, ``python``;
+    None: its default).
 
     Without ``spark`` the active SparkSession is used; ``explain`` never starts or reconfigures
     a session, so with none active it raises `TopologyError` saying how to get one.
@@ -44,6 +48,7 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler import compile_topology
+    from streamsdsl.compiler.jvm_operator import operator_scope
     from streamsdsl.records import RAW_RECORD_DDL
 
     if not isinstance(topology, Topology):
@@ -60,7 +65,8 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
             stream = session.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
             return stream.filter(F.col("topic").isin(list(node.topics)))
 
-        compiled = compile_topology(topology, raw_source)
+        with operator_scope(operator) as operators:
+            compiled = compile_topology(topology, raw_source)
         if compiled.output is None:
             text = "(the topology has no sinks: nothing to run)\n"
         else:
@@ -68,5 +74,8 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
             with contextlib.redirect_stdout(buf):
                 compiled.output.explain(mode=mode)
             text = buf.getvalue()
+        if operators:
+            lines = "".join(f"{node}: {how}\n" for node, how in operators.items())
+            text = f"{text.rstrip()}\n\n== streamsdsl operators ==\n{lines}"
     print(text, end="")
     return text

@@ -75,16 +75,23 @@ def start_streaming(
     metrics: QueryMetrics | None = None,
     query_name: str | None = None,
     deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
+    operator: str | None = None,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
     ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g. ``{"processingTime": "1 second"}``
-    or ``{"availableNow": True}``). The returned `QueryMetrics` is fed by the query's progress.
+    or ``{"availableNow": True}``). ``operator`` is ``streamsdsl.operator`` (``auto``, ``jvm``,
+    ``python``; None: its default): which operator runs the built-in aggregations. The returned `QueryMetrics` is fed
+    by the query's progress.
     """
     from pyspark import StorageLevel
 
-    compiled = compile_topology(topology, raw_source, mode=PlanMode.STREAMING,
-                                deserialization_handler=deserialization_handler)
+    from streamsdsl.compiler.jvm_operator import check_checkpoint, operator_scope
+
+    with operator_scope(operator) as operators:
+        compiled = compile_topology(topology, raw_source, mode=PlanMode.STREAMING,
+                                    deserialization_handler=deserialization_handler)
+    check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:
         raise TopologyError("The topology has no sink: add .to(topic) somewhere to run it.")
     if topology.store_names:
