@@ -1,0 +1,203 @@
+"""The JVM operator of the built-in aggregations: record for record the Python operator's output
+(driver replay and streaming), restart from its own checkpoint, a clear error on a checkpoint of
+the other operator, the configuration key, explain(), and loading."""
+
+from __future__ import annotations
+
+import operator
+import random
+from typing import Any, Callable
+
+import pytest
+
+from streamsdsl import (
+    Aggregations,
+    Consumed,
+    EmitStrategy,
+    Serdes,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    TimeWindows,
+    TopologyTestDriver,
+    explain,
+)
+from streamsdsl.jvm import CheckpointOperatorError, Operator
+from streamsdsl.runtime.config import DriverConfig, StreamsConfig, StreamsConfigError
+from streamsdsl.runtime.streaming import start_streaming
+from streamsdsl.testing.files import FileTopic
+from tests._support import Collect
+
+pytestmark = pytest.mark.spark
+
+LONGS = (Serdes.String(), Serdes.Long())
+JSON = (Serdes.Json(), Serdes.Json())
+SESSION = SessionWindows.of_inactivity_gap_and_grace(5, 3)
+HOPPING = TimeWindows.of_size_and_grace(10, 5).advance_by(5)
+TUMBLING = TimeWindows.of_size_with_no_grace(10)
+SLIDING = SlidingWindows.of_time_difference_and_grace(10, 5)
+CLOSE = EmitStrategy.on_window_close()
+
+
+def _numbers(seed: int, n: int = 30) -> list[tuple[Any, Any, int]]:
+    rng = random.Random(seed)
+    return [(rng.choice(["a", "b", "c", None]), rng.randint(-3, 9), rng.randint(0, 60)) for _ in range(n)]
+
+
+def _documents(seed: int, n: int = 30) -> list[tuple[Any, Any, int]]:
+    rng = random.Random(seed)
+    values = [{"amount": 3}, {"amount": -2}, {"amount": 1.5}, {"other": 1}, None, [1], {"amount": "2"},
+              {"amount": True}]
+    return [(rng.choice(["x", "y", 7]), rng.choice(values), rng.randint(0, 60)) for _ in range(n)]
+
+
+def _drive(topology: Any, records: list[tuple[Any, Any, int]], choice: str, spark: Any) -> tuple[Any, ...]:
+    """Pipe the records in two runs (state carried between them); the output, metrics and the
+    operator explain() names."""
+    with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, spark=spark) as driver:
+        topic, out = driver.create_input_topic("in"), driver.create_output_topic("out")
+        half = len(records) // 2
+        got = []
+        for part in (records[:half], records[half:]):
+            for k, v, ts in part:
+                topic.pipe_input(k, v, ts)
+            got += out.read_records_to_list()
+        return got, driver.metrics()
+
+
+CASES: dict[str, tuple[Callable[[Any], Any], tuple[Any, Any], Callable[[int], Any]]] = {
+    "session-count": (lambda g: g.windowed_by(SESSION).count(), LONGS, _numbers),
+    "session-count-on-close": (lambda g: g.windowed_by(SESSION).emit_strategy(CLOSE).count(), LONGS, _numbers),
+    "session-sum": (lambda g: g.windowed_by(SESSION).reduce(operator.add), LONGS, _numbers),
+    "tumbling-count-on-close": (lambda g: g.windowed_by(TUMBLING).emit_strategy(CLOSE).count(), LONGS, _numbers),
+    "hopping-max": (lambda g: g.windowed_by(HOPPING).reduce(max), LONGS, _numbers),
+    "sliding-min": (lambda g: g.windowed_by(SLIDING).reduce(min), LONGS, _numbers),
+    "sliding-count-on-close": (lambda g: g.windowed_by(SLIDING).emit_strategy(CLOSE).count(), LONGS, _numbers),
+    "unwindowed-sum": (lambda g: g.reduce(operator.add), LONGS, _numbers),
+    "field-sum-hopping": (lambda g: g.windowed_by(HOPPING).aggregate(*Aggregations.sum("amount")), JSON, _documents),
+    "field-max-int-session-on-close": (
+        lambda g: g.windowed_by(SESSION).emit_strategy(CLOSE).aggregate(
+            *Aggregations.max("amount", value_type=int).with_merger()), JSON, _documents),
+    "field-min-sliding": (lambda g: g.windowed_by(SLIDING).aggregate(*Aggregations.min("amount")), JSON, _documents),
+    "count-helper-unwindowed": (lambda g: g.aggregate(*Aggregations.count()), JSON, _documents),
+}
+
+
+class TestSameOutputAsPython:
+    @pytest.mark.parametrize("case", sorted(CASES))
+    def test_driver_records_and_metrics(self, spark: Any, case: str) -> None:
+        """Random records (late ones, null keys and values, non-numbers): the JVM operator's
+        output records (windowed keys, values, timestamps, tombstones, on-close order) and its
+        dropped / emit-final metrics equal the Python operator's."""
+        build, serdes, data = CASES[case]
+        b = StreamsBuilder()
+        build(b.stream("in", Consumed.with_serdes(*serdes)).group_by_key()).to_stream().to("out")
+        topology, records = b.build(), data(len(case))
+        python = _drive(topology, records, "python", spark)
+        jvm = _drive(topology, records, "jvm", spark)
+        assert jvm[0] == python[0]
+        assert str(jvm[1]) == str(python[1])  # NaN latencies compare as text
+
+    @pytest.mark.parametrize("windows", [None, SESSION, HOPPING])
+    def test_cogroup_of_builtins(self, spark: Any, windows: Any) -> None:
+        """A cogroup of built-in aggregators (count of one stream, sums of a field of two others)
+        runs on the JVM operator with the Python operator's output."""
+        b = StreamsBuilder()
+        streams = [b.stream(t, Consumed.with_serdes(*JSON)).group_by_key() for t in ("in", "in2", "in3")]
+        count, total = Aggregations.count(), Aggregations.sum("amount", value_type=int)
+        cg = streams[0].cogroup(count.aggregator).cogroup(streams[1], total.aggregator).cogroup(
+            streams[2], total.aggregator)
+        if windows is not None:
+            cg = cg.windowed_by(windows)
+        if isinstance(windows, SessionWindows):
+            table = cg.aggregate(total.initializer, total.merger)
+        else:
+            table = cg.aggregate(total.initializer)
+        table.to_stream().to("out")
+        topology = b.build()
+        rng = random.Random(3)
+        records = [(rng.choice(["in", "in2", "in3"]), rng.choice(["x", "y"]),
+                    rng.choice([{"amount": 2}, {"amount": 5}, None]), rng.randint(0, 40)) for _ in range(24)]
+        outs = []
+        for choice in ("python", "jvm"):
+            with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, spark=spark) as driver:
+                topics = {t: driver.create_input_topic(t) for t in ("in", "in2", "in3")}
+                for t, k, v, ts in records:
+                    topics[t].pipe_input(k, v, ts)
+                outs.append((driver.create_output_topic("out").read_records_to_list(), str(driver.metrics())))
+        assert outs[1] == outs[0]
+        assert "JVM operator (cogroup of count, sum, sum" in explain(topology, spark, mode="simple", operator="jvm")
+
+
+def _session_count() -> Any:
+    b = StreamsBuilder()
+    b.stream("clicks", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key().windowed_by(
+        SessionWindows.with_gap(10)).count().to_stream().to("sessions")
+    return b.build()
+
+
+def _stream(spark: Any, topic: FileTopic, cp: str, choice: str) -> list[tuple[int, Any, Any, int]]:
+    out = Collect()
+    q, _, _ = start_streaming(_session_count(), lambda n: topic.read_stream(spark, n.topics), out,
+                              checkpoint_location=cp, operator=choice)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    return out.records
+
+
+class TestStreamingState:
+    def test_restart_from_own_checkpoint(self, spark: Any, tmp_path: Any) -> None:
+        """Stopped and restarted from its checkpoint, the JVM operator continues its sessions
+        (versioned state, timers) and produces what the Python operator produces."""
+        s = Serdes.String()
+        outputs = {}
+        for choice in ("python", "jvm"):
+            topic, cp = FileTopic(str(tmp_path / choice / "in")), str(tmp_path / choice / "cp")
+            topic.append("clicks", [("a", "x", 0), ("a", "x", 5), ("b", "x", 3)], s, s)
+            first = _stream(spark, topic, cp, choice)
+            topic.append("clicks", [("a", "x", 12), ("b", "x", 40), ("a", "x", 30)], s, s)
+            outputs[choice] = (first, _stream(spark, topic, cp, choice))
+        assert outputs["jvm"] == outputs["python"]
+        assert sorted(r[2] or 0 for r in outputs["jvm"][1]) == [0, 1, 1, 3]  # a: tombstone, [0, 12] = 3
+
+    @pytest.mark.parametrize("first, then", [("python", "jvm"), ("jvm", "python")])
+    def test_switching_operator_on_a_checkpoint_is_a_clear_error(self, spark: Any, tmp_path: Any, first: str,
+                                                                 then: str) -> None:
+        """A checkpoint written by one operator is not continued on the other: the restart
+        fails before the query starts, naming the checkpoint and the setting to use."""
+        s = Serdes.String()
+        topic, cp = FileTopic(str(tmp_path / "in")), str(tmp_path / "cp")
+        topic.append("clicks", [("a", "x", 0)], s, s)
+        _stream(spark, topic, cp, first)
+        with pytest.raises(CheckpointOperatorError, match=f"set streamsdsl.operator to '{first}'"):
+            _stream(spark, topic, cp, then)
+
+
+class TestConfiguration:
+    def test_key_accepted_by_both_configs(self) -> None:
+        """streamsdsl.operator is a known key of KafkaStreams' and the driver's configuration."""
+        assert DriverConfig.from_mapping({"streamsdsl.operator": "JVM"}).operator is Operator.JVM
+        app = StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092",
+                                          "streamsdsl.operator": "python"})
+        assert app.operator is Operator.PYTHON
+
+    def test_invalid_value(self) -> None:
+        """A value other than auto, jvm or python names the three."""
+        with pytest.raises(StreamsConfigError, match="'streamsdsl.operator' must be 'auto' or 'jvm' or 'python'"):
+            DriverConfig.from_mapping({"streamsdsl.operator": "java"})
+
+    def test_explain_names_the_operator(self, spark: Any) -> None:
+        """explain() says which operator runs each aggregation, and why Python for user functions."""
+        b = StreamsBuilder()
+        grouped = b.stream("in", Consumed.with_serdes(*LONGS)).group_by_key()
+        grouped.windowed_by(SESSION).count().to_stream().to("out")
+        grouped.windowed_by(TUMBLING).reduce(lambda a, v: a + v).to_stream().to("out2")
+        grouped.count().to_stream().to("out3")
+        text = explain(b.build(), spark, mode="simple")
+        assert "KSTREAM-AGGREGATE-0000000002: JVM operator (count, session windows)" in text
+        assert "KSTREAM-REDUCE-0000000006: Python operator (tumbling windows: a Python reducer)" in text
+        assert "KSTREAM-AGGREGATE-0000000010: Spark native aggregation" in text
+        python = explain(b.build(), spark, mode="simple", operator="python")
+        assert "Python operator (count, session windows; streamsdsl.operator=python)" in python
