@@ -323,3 +323,80 @@ class TestOptions:
             "KafkaSinkOptionError: the streamsdsl-kafka sink takes the columns key, value, timestamp, headers "
             "(streamsdsl.records.RAW_SINK_DDL); drop or rename 'topic'."
         ) in str(info.value)
+
+
+class TestPooledReader:
+    """`read_partition` with the worker's consumer pool, in this process and on a real cluster."""
+
+    @staticmethod
+    def _read(topic: str, start: int, end: int, kafka: LocalKafka, pool: Any) -> list[tuple[Any, ...]]:
+        from streamsdsl.io.options import KafkaSourceOptions
+        from streamsdsl.io.partition_reader import KafkaInputPartition, read_partition
+
+        opts = KafkaSourceOptions.from_options(
+            {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "kafka.broker.compat": kafka.compat},
+            streaming=True,
+        )
+        rows = []
+        for batch in read_partition(KafkaInputPartition(topic, 0, start, end, opts), pool):
+            d = batch.to_pydict()
+            rows += list(zip(d["key"], d["value"], d["offset"], d["timestamp"]))
+        return rows
+
+    def test_one_consumer_reads_successive_and_earlier_ranges(
+        self, kafka: LocalKafka, new_topic: Callable[..., str]
+    ) -> None:
+        """Three reads of one partition (the next range, then back to an earlier one) share one
+        consumer, each reading exactly its range; the consumer is kept after each read."""
+        from streamsdsl.io.consumer_pool import ConsumerPool
+
+        topic = new_topic(1)
+        kafka.produce(topic, [(f"k{i}".encode(), f"v{i}".encode(), 1_000 + i, 0) for i in range(10)])
+        pool = ConsumerPool()
+
+        ranges = [(0, 4), (4, 10), (2, 5)]
+        reads = []
+        consumers = []
+        for start, end in ranges:
+            reads.append(self._read(topic, start, end, kafka, pool))
+            assert len(pool) == 1
+            (entry,) = pool._entries.values()
+            consumers.append(entry.consumer)
+
+        assert reads == [
+            [(f"k{i}".encode(), f"v{i}".encode(), i, 1_000 + i) for i in range(start, end)] for start, end in ranges
+        ]
+        assert consumers[0] is consumers[1] is consumers[2]
+        pool.close_all()
+
+    @pytest.mark.slow
+    def test_streaming_read_on_a_multi_process_cluster(
+        self, kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
+    ) -> None:
+        """On ``local-cluster[2,1,1024]`` (two executor JVMs, their own Python workers, pooled
+        consumers reused across micro-batches there) a rate-limited availableNow query reads every
+        record exactly once, in batches of maxOffsetsPerTrigger."""
+        import os
+        import subprocess
+        import sys
+
+        topic = new_topic(2)
+        records = [(f"k{i}".encode(), f"v{i}".encode(), 1_000 + i, i % 2) for i in range(40)]
+        kafka.produce(topic, records)
+        root = Path(__file__).parents[1]
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env.pop("STREAMSDSL_SPARK_MASTER", None)
+        proc = subprocess.run(
+            [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers, kafka.compat,
+             topic, "10", str(tmp_path / "ckpt")],
+            cwd=root, env=env, capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+
+        assert (out["finished"], out["error"], out["executors"]) == (True, None, 2)
+        assert [len(b) for b in out["batches"]] == [10, 10, 10, 10]
+        got = sorted((tuple(r) for b in out["batches"] for r in b), key=lambda r: (r[2], r[3]))
+        # partition i % 2, offset i // 2
+        expected = [(k.decode(), v.decode(), p, i // 2, ts) for i, (k, v, ts, p) in enumerate(records)]
+        assert got == sorted(expected, key=lambda r: (r[2], r[3]))

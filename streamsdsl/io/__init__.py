@@ -18,6 +18,8 @@ Modules
     The driver's broker client: partitions, watermarks, end offsets (Tansu probe).
 `streamsdsl.io.partition_reader`
     Reading one planned offset range into Arrow batches (executors).
+`streamsdsl.io.consumer_pool`
+    The executors' consumers, kept across micro-batches in each Python worker.
 `streamsdsl.io.source`
     The stream and batch readers, the data source and `register`.
 `streamsdsl.io.sink`
