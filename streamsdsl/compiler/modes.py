@@ -44,7 +44,7 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.dsl.options import DeserializationHandler
 
-__all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for"]
+__all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
 
 class StreamingLowering(Lowering):
@@ -91,6 +91,21 @@ class ReplayCarry:
     states: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
     stream_times: Mapping[str, Sequence[int]] = attrs.field(factory=dict)
     native_inputs: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
+    #: per native aggregation, the schema of its ``native_inputs`` rows
+    native_schemas: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+def native_store(spark: Any, carry: ReplayCarry, node: Any, value_type: str) -> list[Any]:
+    """The current value per key of a native aggregation (what its store holds), recomputed by
+    Spark from the input rows ``carry`` holds for it: rows ``(key, value, timestamp)``."""
+    from streamsdsl.compiler.aggregations import _native_column
+
+    rows = carry.native_inputs.get(node.name)
+    if not rows:
+        return []
+    df = spark.createDataFrame(list(rows), carry.native_schemas[node.name])
+    return df.groupBy("key").agg(_native_column(node.agg).cast(value_type).alias("value"),
+                                 F.max("timestamp").alias("timestamp")).collect()
 
 
 #: Prefix of the observations that carry a processor's stream time to the next run.

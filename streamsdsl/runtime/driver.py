@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import attrs
 
@@ -26,6 +27,7 @@ from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.errors import StreamsError
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, log_dropped, observed_metrics
 from streamsdsl.runtime.session import require_state_store
+from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
 from streamsdsl.records import RAW_RECORD_DDL
 
 #: The records the driver replays: the raw record schema plus the pipe position.
@@ -223,6 +225,8 @@ class TopologyTestDriver:
     spark
         A SparkSession to use (default: the active one, or a new local one with the settings
         streamsdsl needs; one per process).
+    initial_wall_clock_time_ms
+        The driver's mock wall-clock time at start (default: now); see `advance_wall_clock_time`.
 
     Examples
     --------
@@ -236,7 +240,7 @@ class TopologyTestDriver:
     """
 
     def __init__(self, topology: Topology, config: dict[str, Any] | None = None, *,
-                 spark: SparkSession | None = None) -> None:
+                 spark: SparkSession | None = None, initial_wall_clock_time_ms: int | None = None) -> None:
         from streamsdsl.ir.topology import Topology as _Topology
 
         if not isinstance(topology, _Topology):
@@ -267,6 +271,8 @@ class TopologyTestDriver:
         self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
         self._closed = False
+        self._wall_clock_ms = _duration_ms(initial_wall_clock_time_ms, "initial_wall_clock_time_ms") \
+            if initial_wall_clock_time_ms is not None else int(time.time() * 1000)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> TopologyTestDriver:
@@ -320,6 +326,62 @@ class TopologyTestDriver:
         self._process()
         snapshot = self._metrics.snapshot()
         return {name: snapshot[name] for name in TASK_METRICS}
+
+    def advance_wall_clock_time(self, advance: int | timedelta) -> None:
+        """Advance the driver's (mock) wall-clock time by ``advance`` (ms or a ``timedelta``) and
+        run the records piped so far, as Kafka's driver commits when its wall clock moves.
+
+        No streamsdsl operator reads wall-clock time: stream time drives every window, and the
+        driver, as Kafka's, emits on-close results without the wall-clock emit interval. The
+        method is here so that tests ported from Kafka Streams run unchanged."""
+        ms = _duration_ms(advance, "advance")
+        self._wall_clock_ms += ms
+        self._process()
+
+    # -- state stores ---------------------------------------------------------------------------
+    def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
+        """The store of an unwindowed aggregation (``count``, ``reduce``, ``aggregate``), read-only."""
+        return ReadOnlyKeyValueStore(name, self._store_reader(name, "key-value"))
+
+    def get_window_store(self, name: str) -> ReadOnlyWindowStore:
+        """The store of a time- or sliding-window aggregation, read-only."""
+        return ReadOnlyWindowStore(name, self._store_reader(name, "window"))
+
+    def get_session_store(self, name: str) -> ReadOnlySessionStore:
+        """The store of a session-window aggregation, read-only."""
+        return ReadOnlySessionStore(name, self._store_reader(name, "session"))
+
+    def _store_reader(self, name: str, kind: str) -> Callable[[], list[StoreEntry]]:
+        from streamsdsl import ir
+
+        nodes = [n for n in self.topology.nodes if name in n.stores]
+        if not nodes:
+            raise TopologyError(f"Unknown state store {name!r}: the topology's stores are "
+                                f"{list(self.topology.store_names)}.")
+        node = nodes[0]
+        windows = getattr(node, "windows", None)
+        actual = ("key-value" if windows is None else "session" if isinstance(node, ir.SessionAggregateNode)
+                  or type(windows).__name__ == "SessionWindows" else "window")
+        if actual != kind:
+            method = {"key-value": "get_key_value_store", "window": "get_window_store",
+                      "session": "get_session_store"}[actual]
+            raise TopologyError(f"State store {name!r} is a {actual} store (of {node.name}): read it with {method}().")
+        return lambda: self._store_entries(node)
+
+    def _store_entries(self, node: ir.Node) -> list[StoreEntry]:
+        """What the aggregation ``node`` holds after the records piped so far."""
+        from streamsdsl.compiler.modes import native_store
+
+        self._process()
+        frame = self._compile().frames.get(node.name)
+        if frame is None:  # not upstream of any sink: never run
+            return []
+        key, value = frame.key.serde, frame.value
+        if node.name in self._carry.native_inputs:
+            return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
+                    for r in native_store(self._spark, self._carry, node, value.spark_type)]
+        return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
+                for k, windows in self._carry.states.get(node.name, ()) for w in windows]
 
     # -- running --------------------------------------------------------------------------------
     def _append(self, raw: _Raw) -> None:
@@ -413,6 +475,19 @@ class TopologyTestDriver:
         self._processed = end
 
 
+def _duration_ms(value: Any, name: str) -> int:
+    """A non-negative duration in ms from an int or a ``timedelta``."""
+    if isinstance(value, timedelta):
+        ms = value // timedelta(milliseconds=1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise InvalidTypeError(f"'{name}' must be milliseconds (an int) or a datetime.timedelta (got {value!r}).")
+    if ms < 0:
+        raise InvalidArgumentError(f"'{name}' must be >= 0 ms (got {ms} ms): time never moves backwards.")
+    return ms
+
+
 def _spark_cause(exc: BaseException) -> str:
     """The line of a Spark error that states the cause: the last line of a Python worker's
     traceback (``ValueError: ...``), else the first line."""
@@ -442,4 +517,5 @@ def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]],
         {node: [tuple(r) for r in df.collect()] for node, df in replay.carried_states.items()},
         stream_times,
         {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
+        {node: df.schema for node, df in replay.native_inputs.items()},
     )

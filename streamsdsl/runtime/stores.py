@@ -1,0 +1,141 @@
+"""Read-only views of an aggregation's state store in the `TopologyTestDriver`, as Kafka Streams'
+``getKeyValueStore`` / ``getWindowStore`` / ``getSessionStore`` return them.
+
+A view is live: each call first runs the records piped since the driver's previous run, then
+reads the state the stateful operator left (the same state the next run starts from). Methods
+that return several entries return a list (Kafka returns an iterator to close), in Kafka's order:
+by key, then by window start.
+
+What a store holds is the operator's state: a windowed store holds the windows that records can
+still update or read (Kafka's store may keep closed windows longer, up to its retention period).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.errors import InvalidArgumentError
+
+__all__ = ["ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry"]
+
+
+@attrs.frozen
+class StoreEntry:
+    """One stored aggregate: the key, its window (``start``/``end``; 0/0 when unwindowed), the
+    value and the timestamp Kafka stores with it."""
+
+    key: Any
+    start: int
+    end: int
+    value: Any
+    timestamp: int
+
+
+def _ordered(entries: list[StoreEntry]) -> list[StoreEntry]:
+    """Kafka's iteration order: by key (where keys compare), then window start."""
+    try:
+        return sorted(entries, key=lambda e: (e.key, e.start))
+    except TypeError:  # keys of different types: keep the order they were stored in
+        return sorted(entries, key=lambda e: e.start)
+
+
+def _millis(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"'{name}' must be a time in epoch milliseconds (an int) (got {value!r}).")
+    return value
+
+
+@attrs.frozen
+class _Store:
+    name: str
+    _read: Callable[[], list[StoreEntry]] = attrs.field(repr=False)
+
+    def _entries(self) -> list[StoreEntry]:
+        return _ordered(self._read())
+
+    def approximate_num_entries(self) -> int:
+        """How many entries the store holds."""
+        return len(self._read())
+
+
+@attrs.frozen
+class ReadOnlyKeyValueStore(_Store):
+    """An unwindowed aggregation's store: the latest aggregate per key (Kafka Streams'
+    ``ReadOnlyKeyValueStore``; timestamps are dropped, as the driver's facade does)."""
+
+    def get(self, key: Any) -> Any:
+        """The key's value, or None."""
+        for e in self._read():
+            if e.key == key:
+                return e.value
+        return None
+
+    def all(self) -> list[Any]:
+        """Every ``KeyValue(key, value)``, by key."""
+        from streamsdsl.runtime.driver import KeyValue
+
+        return [KeyValue(e.key, e.value) for e in self._entries()]
+
+    def range(self, from_key: Any, to_key: Any) -> list[Any]:
+        """``KeyValue``s with ``from_key <= key <= to_key``, by key."""
+        return [kv for kv in self.all() if from_key <= kv.key <= to_key]
+
+
+@attrs.frozen
+class ReadOnlyWindowStore(_Store):
+    """A time- or sliding-window aggregation's store (Kafka Streams' ``ReadOnlyWindowStore``)."""
+
+    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
+        """``fetch(key, start)``: the value of the key's window starting at ``start`` (or None);
+        ``fetch(key, time_from, time_to)``: ``KeyValue(start, value)`` for the key's windows
+        starting in ``[time_from, time_to]``, by start."""
+        from streamsdsl.runtime.driver import KeyValue
+
+        time_from = _millis(time_from, "time_from")
+        if time_to is None:
+            for e in self._read():
+                if e.key == key and e.start == time_from:
+                    return e.value
+            return None
+        time_to = _millis(time_to, "time_to")
+        return [KeyValue(e.start, e.value) for e in self._entries() if e.key == key and time_from <= e.start <= time_to]
+
+    def fetch_all(self, time_from: int, time_to: int) -> list[Any]:
+        """``KeyValue(Windowed(key, window), value)`` for windows starting in ``[time_from, time_to]``."""
+        time_from, time_to = _millis(time_from, "time_from"), _millis(time_to, "time_to")
+        return [kv for kv in self.all() if time_from <= kv.key.window.start <= time_to]
+
+    def all(self) -> list[Any]:
+        """Every ``KeyValue(Windowed(key, TimeWindow(start, end)), value)``, by key and start."""
+        from streamsdsl.runtime.driver import KeyValue
+
+        return [KeyValue(Windowed(e.key, TimeWindow(e.start, e.end)), e.value) for e in self._entries()]
+
+
+@attrs.frozen
+class ReadOnlySessionStore(_Store):
+    """A session-window aggregation's store (Kafka Streams' ``ReadOnlySessionStore``)."""
+
+    def fetch(self, key: Any) -> list[Any]:
+        """The key's sessions as ``KeyValue(Windowed(key, SessionWindow(start, end)), value)``."""
+        from streamsdsl.runtime.driver import KeyValue
+
+        return [KeyValue(Windowed(e.key, SessionWindow(e.start, e.end)), e.value) for e in self._entries()
+                if e.key == key]
+
+    def find_sessions(self, key: Any, earliest_session_end_time: int, latest_session_start_time: int) -> list[Any]:
+        """The key's sessions that end at or after ``earliest_session_end_time`` and start at or
+        before ``latest_session_start_time``."""
+        earliest = _millis(earliest_session_end_time, "earliest_session_end_time")
+        latest = _millis(latest_session_start_time, "latest_session_start_time")
+        return [kv for kv in self.fetch(key) if kv.key.window.end >= earliest and kv.key.window.start <= latest]
+
+    def fetch_session(self, key: Any, session_start_time: int, session_end_time: int) -> Any:
+        """The value of the key's session ``[start, end]``, or None."""
+        for kv in self.fetch(key):
+            if (kv.key.window.start, kv.key.window.end) == (session_start_time, session_end_time):
+                return kv.value
+        return None
