@@ -27,8 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHMARKS = {
     "p1": ("p1_stateless_count.py", ["--records", "200000", "--python-records", "20000", "--repeats", "3"]),
     "p2": ("p2_session_count.py", ["--records", "100000", "--keys", "5000", "--repeats", "1"]),
+    "p2b": ("p2b_time_window_count.py", ["--records", "100000", "--keys", "5000", "--repeats", "1"]),
     "p3": ("p3_cogroup.py", ["--records", "60000", "--keys", "5000", "--repeats", "1"]),
     "p4": ("p4_kafka_source.py", ["--records", "50000", "--partitions", "3"]),
+    "p5": ("p5_quix_session.py", ["--records", "20000", "--keys", "500"]),
     "p6": ("p6_driver.py", ["--tests", "2"]),
 }
 
