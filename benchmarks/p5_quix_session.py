@@ -10,7 +10,11 @@ records; gap 30 s, grace 0) is read by
   .emit_strategy(on_window_close())`` to an output topic, a `KafkaStreams` application on
   ``local[2]``, once with ``streamsdsl.operator=python`` and once with ``jvm`` (when the JVM
   operator's jar is built);
-* **Bytewax**: not measured (see ``docs/performance.md``).
+* **Bytewax** (``bytewax``, the ``bench`` extra; skipped when not installed): a dataflow
+  ``KafkaSource(tail=False)`` → ``fold_window`` with a ``SessionWindower`` (count, first and
+  last timestamp per session, merged when sessions merge) → ``KafkaSink``, run by
+  ``bytewax.testing.run_main`` (one worker, in this process). It stops at the end of the input
+  and then closes every open session, the last one of each key included.
 
 Each engine first runs once on a small warm-up topic; then it is timed end to end: from starting
 the application (the SparkSession and the Quix ``Application`` object built, the application
@@ -111,6 +115,39 @@ def run_quix(bootstrap: str, source: str, sink: str, records: int, state_dir: st
     return elapsed
 
 
+def run_bytewax(bootstrap: str, source: str, sink: str) -> float:
+    """Run the Bytewax dataflow over the whole input (it stops at the end); seconds."""
+    from datetime import datetime, timedelta, timezone
+
+    import bytewax.operators as op
+    from bytewax.connectors.kafka import KafkaSink, KafkaSinkMessage, KafkaSource
+    from bytewax.dataflow import Dataflow
+    from bytewax.operators.windowing import EventClock, SessionWindower, fold_window
+    from bytewax.testing import run_main
+
+    def fold(acc: tuple[int, int, int], ts: int) -> tuple[int, int, int]:
+        return (acc[0] + 1, min(acc[1], ts), max(acc[2], ts))
+
+    def merge(a: tuple[int, int, int], b: tuple[int, int, int]) -> tuple[int, int, int]:
+        return (a[0] + b[0], min(a[1], b[1]), max(a[2], b[2]))
+
+    def to_message(item: Any) -> Any:
+        key, (_window_id, (n, start, end)) = item
+        return KafkaSinkMessage(key.encode(), json.dumps({"start": start, "end": end + 1, "value": n}).encode())
+
+    flow = Dataflow("p5")
+    msgs = op.input("in", flow, KafkaSource([bootstrap], [source], tail=False, batch_size=10_000))
+    keyed = op.map("key", msgs, lambda m: (m.key.decode(), m.timestamp[1]))
+    clock = EventClock(lambda ts: datetime.fromtimestamp(ts / 1000, tz=timezone.utc),
+                       wait_for_system_duration=timedelta(0))
+    windows = fold_window("sessions", keyed, clock, SessionWindower(gap=timedelta(milliseconds=GAP_MS)),
+                          lambda: (0, 2**63 - 1, -(2**63)), fold, merge)
+    op.output("out", op.map("encode", windows.down, to_message), KafkaSink([bootstrap], sink))
+    start = time.perf_counter()
+    run_main(flow)
+    return time.perf_counter() - start
+
+
 def run_streamsdsl(bootstrap: str, compat: str, source: str, sink: str, operator: str, state_dir: str) -> float:
     """Run the streamsdsl application until every available record is processed; seconds."""
     from streamsdsl import Consumed, EmitStrategy, KafkaStreams, Produced, Serdes, SessionWindows, StreamsBuilder
@@ -142,6 +179,15 @@ def run_streamsdsl(bootstrap: str, compat: str, source: str, sink: str, operator
     finally:
         app.close()
     return elapsed
+
+
+def _version(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
 
 
 def quix_sessions(records: list[Any]) -> list[Session]:
@@ -190,6 +236,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from streamsdsl.testing.local_kafka import local_kafka
 
     operators = [o for o in args.operators.split(",") if o]
+    try:
+        import bytewax  # noqa: F401
+
+        peers = ["quix", "bytewax"]
+    except ImportError:
+        peers = ["quix"]
     if "jvm" in operators and not os.path.isfile(jar_path(must_exist=False)):
         print("P5: the JVM operator's jar is not built; no jvm row", file=sys.stderr)
         operators.remove("jvm")
@@ -208,11 +260,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         warm_in = f"p5-warm-{uuid.uuid4().hex[:6]}"
         create_topic(kafka.bootstrap_servers, warm_in, args.partitions)
         produce(kafka.bootstrap_servers, warm_in, 10 * args.keys, args.keys)
-        for engine in ["quix", *operators]:
+        for engine in [*peers, *operators]:
             warm_out = f"{warm_in}-{engine}"
             create_topic(kafka.bootstrap_servers, warm_out, args.partitions)
             if engine == "quix":
                 run_quix(kafka.bootstrap_servers, warm_in, warm_out, 10 * args.keys, os.path.join(tmp, "warm-quix"))
+            elif engine == "bytewax":
+                run_bytewax(kafka.bootstrap_servers, warm_in, warm_out)
             else:
                 run_streamsdsl(kafka.bootstrap_servers, kafka.compat, warm_in, warm_out, engine,
                                os.path.join(tmp, f"warm-{engine}"))
@@ -223,6 +277,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         create_topic(kafka.bootstrap_servers, sink, args.partitions)
         times["Quix Streams"] = run_quix(kafka.bootstrap_servers, source, sink, n, os.path.join(tmp, "quix"))
         outputs["Quix Streams"] = quix_sessions(kafka.consume_all(sink))
+        if "bytewax" in peers:
+            sink = f"p5-out-bytewax-{uuid.uuid4().hex[:6]}"
+            create_topic(kafka.bootstrap_servers, sink, args.partitions)
+            times["Bytewax"] = run_bytewax(kafka.bootstrap_servers, source, sink)
+            outputs["Bytewax"] = quix_sessions(kafka.consume_all(sink))  # the same JSON shape
         for op in operators:
             name = f"streamsdsl ({op} operator)"
             sink = f"p5-out-{op}-{uuid.uuid4().hex[:6]}"
@@ -265,10 +324,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "partitions": args.partitions,
         "gap_ms": GAP_MS,
         "expected_closed_sessions": expected_closed(n, args.keys),
-        "outputs_equal": all(set(o) == quix_set for o in outputs.values()),
+        # Bytewax also closes each key's last session at the end of the input: compare the rest
+        "outputs_equal": all(set(o) == quix_set for name, o in outputs.items() if name != "Bytewax"),
+        "bytewax_equal_on_quix_sessions": ("Bytewax" not in outputs) or quix_set <= set(outputs["Bytewax"]),
         "produce_seconds": round(produce_s, 3),
         "quixstreams": quixstreams.__version__,
-        "bytewax": "not measured: see docs/performance.md",
+        "bytewax": _version("bytewax"),
         "rows": rows,
         "environment": {"master": master, "cores": os.cpu_count(), "load_average_at_end": os.getloadavg()},
     }
