@@ -75,6 +75,7 @@ class TestIncrementalDriver:
             i.pipe_input("k", "b", 3)
             assert [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] == [("k", 2, 5)]
 
+    @pytest.mark.usefixtures("operator")
     def test_on_close_session_closed_by_a_later_read_is_emitted_once(self, spark: Any) -> None:
         """A session still open at one read is emitted at the read whose record closes it, once;
         stream time carries over between reads."""

@@ -47,6 +47,7 @@ def recs(*items: tuple[Any, int]) -> list[tuple[Any, str, int]]:
     return [(k, "v", ts) for k, ts in items]
 
 
+@pytest.mark.usefixtures("operator")
 class TestSessionMerging:
     def test_single_session_within_gap(self, run_driver: Any) -> None:
         """Records within the gap extend one session; each extension retracts the previous window."""
@@ -101,6 +102,7 @@ class TestSessionMerging:
         ]
 
 
+@pytest.mark.usefixtures("operator")
 class TestDrops:
     def test_null_key_dropped_and_counted(self, run_driver: Any) -> None:
         """A null-key record is dropped, counted, and does not advance stream time."""
@@ -176,6 +178,7 @@ class TestAggregations:
         ]
 
 
+@pytest.mark.usefixtures("operator")
 class TestEmitOnClose:
     def test_emits_each_session_once_in_order_after_close(self, spark: Any) -> None:
         """on_window_close forwards nothing on update, then each session exactly once, when

@@ -93,6 +93,7 @@ class TestTimeWindowsSpec:
 
 
 @pytest.mark.spark
+@pytest.mark.usefixtures("operator")
 class TestTumbling:
     def test_boundaries(self, run_driver: Any) -> None:
         """A record at exactly `start` and at `end - 1` is in [start, end); a record at `end` is in the next window."""
@@ -152,6 +153,7 @@ class TestTumbling:
 
 
 @pytest.mark.spark
+@pytest.mark.usefixtures("operator")
 class TestHopping:
     def test_record_updates_every_window_it_falls_in(self, run_driver: Any) -> None:
         """Size 10, advance 5: a record at 7 is in [0, 10) and [5, 15), forwarded in start order."""
@@ -220,6 +222,7 @@ class TestSliding:
 
 @pytest.mark.spark
 class TestStreamingTimeWindows:
+    @pytest.mark.usefixtures("operator")
     def test_on_close_exactly_once_across_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
         """Tumbling on close on a real streaming query: windows close on event-time timers after
         the watermark passes end + grace; a restart from the checkpoint re-emits nothing."""
@@ -249,6 +252,7 @@ class TestStreamingTimeWindows:
         ]
         assert metrics.snapshot()["dropped-records-total"] == 1.0
 
+    @pytest.mark.usefixtures("operator")
     def test_update_mode_net_change_per_batch(self, spark: Any, tmp_path: Any) -> None:
         """on_window_update forwards per micro-batch the last value of each updated window."""
         topic = FileTopic(str(tmp_path / "in"))

@@ -65,3 +65,34 @@ def test_spark_session_operator_equals_core(spark: Any, records: list[tuple[Any,
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
     expected = reference_run(inputs, SessionWindowing(gap, grace), FNS, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _topology(gap, grace, on_close), inputs, expected)
+
+
+COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a1, a2: a1 + a2)
+
+
+def _count_topology(gap: int, grace: int, on_close: bool) -> Any:
+    b = StreamsBuilder()
+    windowed = b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key().windowed_by(
+        SessionWindows.of_inactivity_gap_and_grace(gap, grace)
+    )
+    if on_close:
+        windowed = windowed.emit_strategy(EmitStrategy.on_window_close())
+    windowed.count().to_stream().to("out")
+    return b.build()
+
+
+@pytest.mark.usefixtures("operator")
+@settings(max_examples=min(10, int(__import__("os").environ.get("STREAMSDSL_PROPERTY_EXAMPLES", "200"))),
+          deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(
+    records=records_strategy,
+    gap=st.integers(min_value=1, max_value=12),
+    grace=st.integers(min_value=0, max_value=12),
+    on_close=st.booleans(),
+)
+def test_session_count_equals_core_on_both_operators(spark: Any, records: list[tuple[Any, int]], gap: int,
+                                                     grace: int, on_close: bool) -> None:
+    """count() (a built-in: the JVM operator with the ``jvm`` parameter) equals the core's count."""
+    inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
+    expected = reference_run(inputs, SessionWindowing(gap, grace), COUNT, emit_on_close=on_close)
+    assert_driver_equals_reference(spark, _count_topology(gap, grace, on_close), inputs, expected)

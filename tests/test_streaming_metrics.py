@@ -36,6 +36,7 @@ def _run(spark: Any, tmp_path: Any, topology: Any, batches: list[tuple[str, list
 
 
 class TestDropsAtTheSamePositionOfTwoTopics:
+    @pytest.mark.usefixtures("operator")
     def test_session_operator_counts_both_late_records(self, spark: Any, tmp_path: Any) -> None:
         """a-0 offset 1 and b-0 offset 1 are both too late for their session: two drops."""
         b = StreamsBuilder()

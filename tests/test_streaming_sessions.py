@@ -30,6 +30,7 @@ def W(key: str, start: int, end: int) -> Windowed:  # noqa: N802
 
 
 class TestStreamingSessions:
+    @pytest.mark.usefixtures("operator")
     def test_on_close_exactly_once_across_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
         """Each session is emitted once, when the watermark passes end + gap + grace (timers fire
         in the no-data batch after the watermark moves); stopping and restarting from the
@@ -60,6 +61,7 @@ class TestStreamingSessions:
         assert [(k, n, ts) for _, k, n, ts in out2.records] == [(W("c", 30, 30), 1, 30)]
         assert metrics.snapshot()["emit-final-latency-max"] == 60 - (30 + 10 + 1)
 
+    @pytest.mark.usefixtures("operator")
     def test_update_mode_net_change_per_batch(self, spark: Any, tmp_path: Any) -> None:
         """on_window_update forwards, per micro-batch, the last value per window and tombstones
         only for windows forwarded in an earlier batch (Kafka's cache flushed at commit)."""

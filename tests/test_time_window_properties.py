@@ -70,3 +70,27 @@ def test_spark_time_window_operator_equals_core(spark: Any, records: list[tuple[
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
     expected = reference_run(inputs, windowing_of(windows), FNS, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _topology(windows, on_close), inputs, expected)
+
+
+COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1)
+
+
+def _count_topology(windows: Any, on_close: bool) -> Any:
+    b = StreamsBuilder()
+    w = b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key().windowed_by(windows)
+    if on_close:
+        w = w.emit_strategy(EmitStrategy.on_window_close())
+    w.count().to_stream().to("out")
+    return b.build()
+
+
+@pytest.mark.usefixtures("operator")
+@settings(max_examples=min(10, int(os.environ.get("STREAMSDSL_PROPERTY_EXAMPLES", "200"))), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(records=records_strategy, windows=st.one_of(time_windows(), sliding_windows), on_close=st.booleans())
+def test_time_window_count_equals_core_on_both_operators(spark: Any, records: list[tuple[Any, int]], windows: Any,
+                                                         on_close: bool) -> None:
+    """count() (a built-in: the JVM operator with the ``jvm`` parameter) equals the core's count."""
+    inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
+    expected = reference_run(inputs, windowing_of(windows), COUNT, emit_on_close=on_close)
+    assert_driver_equals_reference(spark, _count_topology(windows, on_close), inputs, expected)
