@@ -4,7 +4,8 @@
 ``javac --release 17`` against the jars of the installed ``pyspark``, then ``jar``. Rebuilds only
 when the Java sources changed (a SHA-256 of them is kept next to the jar). Without a JDK (no
 ``javac``) it prints why and exits 0: streamsdsl then runs built-in aggregations on the Python
-operator (``--require`` makes that an error).
+operator (``--require`` makes that an error). In a source checkout (``pip install -e .``),
+``streamsdsl.jvm.ensure_built`` runs it too, before a session streamsdsl creates loads the jar.
 
     python jvm/build.py [--force] [--require]
 """
@@ -53,11 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--force", action="store_true", help="rebuild even if the sources did not change")
     parser.add_argument("--require", action="store_true", help="fail (exit 1) when no JDK is found")
+    parser.add_argument("--quiet", action="store_true", help="print nothing when the jar is up to date")
     args = parser.parse_args(argv)
     files = sorted(SOURCES.rglob("*.java"))
     digest = _digest(files)
     if not args.force and JAR.exists() and STAMP.exists() and STAMP.read_text().strip() == digest:
-        print(f"jvm/build.py: {JAR.name} is up to date")
+        if not args.quiet:
+            print(f"jvm/build.py: {JAR.name} is up to date")
         return 0
     javac, jar = _tool("javac"), _tool("jar")
     if javac is None or jar is None:

@@ -28,8 +28,8 @@ from typing import Any
 
 from streamsdsl.errors import StreamsDslError
 
-__all__ = ["CheckpointOperatorError", "JAR_NAME", "OPERATOR_ENV", "OPERATOR_KEY", "JvmOperatorError", "Operator", "configure_spark",
-           "default_operator", "jar_path"]
+__all__ = ["CheckpointOperatorError", "JAR_NAME", "OPERATOR_ENV", "OPERATOR_KEY", "JvmOperatorError", "Operator",
+           "configure_spark", "default_operator", "ensure_built", "jar_path"]
 
 #: The configuration key choosing the operator of built-in aggregations.
 OPERATOR_KEY = "streamsdsl.operator"
@@ -96,6 +96,22 @@ def jar_path(*, must_exist: bool = True) -> str:
     return path
 
 
+def ensure_built() -> None:
+    """In a source checkout (an editable install: ``jvm/build.py`` next to the package), build
+    the jar if a Java source changed since it was built (``make install`` does the same); a
+    wheel ships the jar and has nothing to build. Never raises: without a JDK the build says so
+    and the Python operator runs."""
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jvm", "build.py")
+    if os.path.isfile(script):
+        try:
+            subprocess.run([sys.executable, script, "--quiet"], check=False, timeout=300)
+        except (OSError, subprocess.SubprocessError):
+            pass
+
+
 def configure_spark(builder: Any) -> Any:
     """Add the JVM operator's jar (``spark.jars``) and the settings streamsdsl needs (RocksDB
     state store, Arrow, UTC) to a ``SparkSession.Builder``; returns the builder.
@@ -113,6 +129,7 @@ def configure_spark(builder: Any) -> Any:
     """
     from streamsdsl.runtime.session import REQUIRED_CONF
 
+    ensure_built()
     jar = jar_path()
     existing = [j for j in str(getattr(builder, "_options", {}).get("spark.jars", "")).split(",") if j.strip()]
     if jar not in existing:

@@ -82,8 +82,9 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
 def _with_operator_jar(jars: str) -> str:
     """``spark.jars`` plus the JVM operator's jar when it is built (else unchanged: the Python
     operator then runs the built-in aggregations, and says so)."""
-    from streamsdsl.jvm import jar_path
+    from streamsdsl.jvm import ensure_built, jar_path
 
+    ensure_built()
     jar = jar_path(must_exist=False)
     listed = [j for j in jars.split(",") if j.strip()]
     if os.path.isfile(jar) and jar not in listed:
