@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -114,18 +114,65 @@ def test_shutdown_client_handler_gets_user_function_error(
     assert recorder.states == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
 
 
-def test_replace_thread_is_treated_as_shutdown_client(
+def _fail_once(value: str, marker: str) -> str:
+    """Fails on "bad" while ``marker`` exists, removing it: a transient failure."""
+    import os
+
+    if value == "bad" and os.path.exists(marker):
+        os.remove(marker)
+        raise ConnectionError("transient")
+    return value.upper()
+
+
+def test_replace_thread_restarts_the_query_from_its_checkpoint(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    spark: SparkSession,
+    tmp_path: Any,
+) -> None:
+    """REPLACE_THREAD after a transient failure: the query is replaced on its checkpoint, the
+    failed micro-batch is retried, every record comes out, the app stays RUNNING."""
+    marker = tmp_path / "fail-once"
+    marker.write_text("x")
+    source, sink = new_topic(1), new_topic(1)
+    builder = StreamsBuilder()
+    path = str(marker)
+    builder.stream(source, STRINGS).map_values(lambda v: _fail_once(v, path)).to(sink, STRINGS_OUT)
+    kafka.produce(source, [(b"k1", b"good", T, 0), (b"k2", b"bad", T + 1, 0)])
+    app = KafkaStreams(builder.build(), streams_config("replace"), spark=spark)
+    recorder = _Recorder(StreamThreadExceptionResponse.REPLACE_THREAD)
+    app.set_state_listener(recorder.on_state)
+    app.set_uncaught_exception_handler(recorder.on_error)
+    app.start()
+    try:
+        app.process_all_available()
+        assert app.state() is State.RUNNING
+        out = sorted((r.key, r.value) for r in kafka.consume_all(sink))
+    finally:
+        app.close(60)
+    assert {v for _, v in out} == {b"GOOD", b"BAD"}  # at least once: the failed batch may repeat "GOOD"
+    assert (b"k2", b"BAD") in out
+    assert [type(e) for e in recorder.errors] == [UserFunctionError]
+    assert str(recorder.errors[0]).startswith("KSTREAM-MAPVALUES-0000000001: the mapper raised ConnectionError: "
+                                              "transient (record at topic")
+    assert recorder.states == [(State.RUNNING, State.CREATED), (State.REBALANCING, State.RUNNING),
+                               (State.RUNNING, State.REBALANCING), (State.PENDING_SHUTDOWN, State.RUNNING),
+                               (State.NOT_RUNNING, State.PENDING_SHUTDOWN)]
+
+
+def test_replace_thread_gives_up_on_a_record_that_always_fails(
     kafka: LocalKafka,
     new_topic: Callable[..., str],
     streams_config: Callable[..., dict[str, object]],
     spark: SparkSession,
 ) -> None:
-    """REPLACE_THREAD is not supported yet: the handler is called once and the app shuts down
-    (ERROR), with the same error raised from process_all_available."""
+    """A record that fails every time: MAX_REPLACEMENTS replacements, then ERROR with the error."""
+    from streamsdsl.runtime.app import MAX_REPLACEMENTS
+
     topology, source = _failing_topology(kafka, new_topic)
-    app = KafkaStreams(topology, streams_config("replace"), spark=spark)
+    app = KafkaStreams(topology, streams_config("replace-fail"), spark=spark)
     recorder = _Recorder(StreamThreadExceptionResponse.REPLACE_THREAD)
-    app.set_state_listener(recorder.on_state)
     app.set_uncaught_exception_handler(recorder.on_error)
     app.start()
     expected = (f"KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: division by zero "
@@ -136,9 +183,8 @@ def test_replace_thread_is_treated_as_shutdown_client(
         assert str(raised.value) == expected
     finally:
         app.close(60)
-    assert [str(e) for e in recorder.errors] == [expected]
+    assert [str(e) for e in recorder.errors] == [expected] * (MAX_REPLACEMENTS + 1)
     assert app.state() is State.ERROR
-    assert recorder.states == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
 
 
 def test_no_handler_keeps_todays_behaviour(

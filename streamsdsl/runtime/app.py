@@ -91,15 +91,20 @@ class State(enum.StrEnum):
     ERROR = "ERROR"
 
 
+#: ``REPLACE_THREAD`` restarts in a row, without a completed micro-batch, before shutting down.
+MAX_REPLACEMENTS = 3
+
+
 class StreamThreadExceptionResponse(enum.StrEnum):
     """What an uncaught exception handler asks for (Kafka Streams'
     ``StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse``).
 
     ``REPLACE_THREAD``
-        Kafka Streams restarts the failed thread. Not supported yet: restarting the Spark query
-        from its checkpoint inside a running application hung the Python-JVM bridge in tests,
-        so this answer is logged and treated as ``SHUTDOWN_CLIENT``; restart the application
-        (a new `KafkaStreams` with the same ``application.id`` resumes from the checkpoint).
+        Kafka Streams replaces the failed thread. Here the failed Spark query is replaced by a
+        new one on the same checkpoint, which retries the failed micro-batch (state moves
+        ``RUNNING`` → ``REBALANCING`` → ``RUNNING``). After `MAX_REPLACEMENTS` replacements in a
+        row without a completed micro-batch (a record that always fails), the application
+        shuts down instead (``ERROR``).
     ``SHUTDOWN_CLIENT``
         Stop this application instance: its state becomes ``ERROR``.
     ``SHUTDOWN_APPLICATION``
@@ -205,7 +210,10 @@ class KafkaStreams:
         self._state_listener: Callable[[State, State], Any] | None = None
         self._exception_handler: Callable[[StreamsDslError], StreamThreadExceptionResponse] | None = None
         self._failure_lock = threading.RLock()
-        self._handled: dict[str, bool] = {}  # query id -> whether its failure replaced the query
+        #: run id -> whether its failure replaced the query (a replacement keeps the query id, as
+        #: it restarts on the same checkpoint; each run has its own run id)
+        self._handled: dict[str, bool] = {}
+        self._replacements = 0  # REPLACE_THREAD restarts since the last micro-batch that made progress
 
     def __repr__(self) -> str:
         return f"KafkaStreams(application.id={self.config.application_id!r}, state={self.state().value})"
@@ -267,8 +275,8 @@ class KafkaStreams:
         `streamsdsl.errors.RecordError` naming the processor and the record when a record
         failed, else a `StreamsError`; Spark's error is its ``__cause__``), and returns a
         `StreamThreadExceptionResponse`: ``SHUTDOWN_CLIENT`` and ``SHUTDOWN_APPLICATION`` move
-        the application to ``ERROR``; ``REPLACE_THREAD`` is not supported yet and is treated as
-        ``SHUTDOWN_CLIENT`` (logged). A handler that raises or returns something else counts as
+        the application to ``ERROR``; ``REPLACE_THREAD`` restarts the query from its checkpoint
+        (at most `MAX_REPLACEMENTS` times in a row without progress). A handler that raises or returns something else counts as
         ``SHUTDOWN_CLIENT``.
 
         Without a handler a failure moves the application to ``ERROR``, and
@@ -638,11 +646,11 @@ class KafkaStreams:
         """Handle the failure of ``query`` once, whoever sees it first (the query listener's
         thread, `process_all_available`, `await_termination`). Returns True if the query was
         replaced by a new running one (never yet: ``REPLACE_THREAD`` is not supported)."""
-        query_id = str(query.id)
+        run_id = str(query.runId)
         with self._failure_lock:
-            done = self._handled.get(query_id)
+            done = self._handled.get(run_id)
             if done is None:
-                done = self._handled[query_id] = self._respond(query, exc)
+                done = self._handled[run_id] = self._respond(query, exc)
             return done
 
     def _respond(self, query: StreamingQuery, exc: BaseException) -> bool:
@@ -666,19 +674,39 @@ class KafkaStreams:
             log.error("KafkaStreams %r: the uncaught exception handler returned %r, not a "
                       "StreamThreadExceptionResponse; shutting down", self.config.application_id, response)
             response = StreamThreadExceptionResponse.SHUTDOWN_CLIENT
-        if response is StreamThreadExceptionResponse.REPLACE_THREAD:
-            log.error("KafkaStreams %r: REPLACE_THREAD is not supported yet; shutting down (SHUTDOWN_CLIENT). "
-                      "A new KafkaStreams with the same application.id resumes from the checkpoint.",
-                      self.config.application_id)
+        if response is StreamThreadExceptionResponse.REPLACE_THREAD and self._replace(query, error):
+            return True
         log.error("KafkaStreams %r failed (%s): %s", self.config.application_id, response.value, error)
         self._stopped(State.ERROR)
         return False
 
-    def _on_query_terminated(self, query_id: str, message: str | None) -> None:
+    def _replace(self, query: StreamingQuery, error: BaseException) -> bool:
+        """``REPLACE_THREAD``: start a new query on the checkpoint (it retries the failed
+        micro-batch), unless `MAX_REPLACEMENTS` replacements in a row made no progress (a record
+        that always fails would otherwise loop for ever: then the client shuts down)."""
+        with self._lock:
+            if self._replacements >= MAX_REPLACEMENTS:
+                log.error("KafkaStreams %r: %d replacements in a row made no progress; shutting down instead of "
+                          "REPLACE_THREAD", self.config.application_id, self._replacements)
+                return False
+            self._replacements += 1
+            log.warning("KafkaStreams %r: replacing the failed query (REPLACE_THREAD, %d of %d in a row) after: %s",
+                        self.config.application_id, self._replacements, MAX_REPLACEMENTS, error)
+            self._transition(State.REBALANCING)
+            assert self._spark is not None
+            try:
+                self._query, self._compiled = self._start_query(self._spark)
+            except Exception:  # noqa: BLE001 - the replacement failed: shut down
+                log.exception("KafkaStreams %r: the replacement query failed to start", self.config.application_id)
+                return False
+            self._transition(State.RUNNING)
+            return True
+
+    def _on_query_terminated(self, run_id: str, message: str | None) -> None:
         """The query listener saw a query of this session terminate (on its own thread)."""
         with self._lock:
             query = self._query
-        if message is None or query is None or str(query.id) != query_id:
+        if message is None or query is None or str(query.runId) != run_id:
             return
         try:
             exc: BaseException = query.exception() or StreamsError(message)
@@ -718,6 +746,7 @@ class KafkaStreams:
 
     def _log_progress(self, progress: Any) -> None:
         """Log one micro-batch's progress (called once per batch by `QueryMetrics`)."""
+        self._replacements = 0  # a batch completed: the query makes progress again
         sink = self._sink
         emitted = sink.emitted.pop(progress.batchId, 0) if sink else 0
         ops = progress.stateOperators or []
@@ -753,7 +782,7 @@ def _progress_listener(app: KafkaStreams) -> Any:
             # Handled on a thread of its own: the handler may restart the query, which must not
             # happen on Spark's listener thread.
             if event.exception is not None:
-                threading.Thread(target=app._on_query_terminated, args=(str(event.id), event.exception),
+                threading.Thread(target=app._on_query_terminated, args=(str(event.runId), event.exception),
                                  name="streamsdsl-failure", daemon=True).start()
 
     return ProgressListener()
