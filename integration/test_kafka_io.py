@@ -347,7 +347,11 @@ class TestPooledReader:
         self, kafka: LocalKafka, new_topic: Callable[..., str]
     ) -> None:
         """Three reads of one partition (the next range, then back to an earlier one) share one
-        consumer, each reading exactly its range; the consumer is kept after each read."""
+        consumer, each reading exactly its range; the consumer is kept after each read. The pause
+        after each read lets the consumer's end-of-partition event arrive: a stale one must not
+        end the next read early."""
+        import time
+
         from streamsdsl.io.consumer_pool import ConsumerPool
 
         topic = new_topic(1)
@@ -359,6 +363,7 @@ class TestPooledReader:
         consumers = []
         for start, end in ranges:
             reads.append(self._read(topic, start, end, kafka, pool))
+            time.sleep(0.5)
             assert len(pool) == 1
             (entry,) = pool._entries.values()
             consumers.append(entry.consumer)
