@@ -143,39 +143,76 @@ class Lowering:
 # --- sources and sinks ----------------------------------------------------------------------------
 
 
+def _source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde: PlanSerde, replay: bool,
+                    handler: DeserializationHandler) -> tuple[list[Column], Column]:
+    """The select list of a source (and its position column), built once per source shape
+    (`reused_columns`)."""
+    return reused_columns(("source", node, key_serde, value_serde, replay, handler),
+                          lambda: _build_source_columns(node, key_serde, value_serde, replay, handler))
+
+
+def _build_source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde: PlanSerde, replay: bool,
+                          handler: DeserializationHandler) -> tuple[list[Column], Column]:
+    # Source order: pipe order in the driver; (partition, offset) when streaming.
+    position = (F.col(SOURCE_POSITION) if replay
+                else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")).cast("bigint")
+    common = [
+        F.col("timestamp").cast("bigint").alias("timestamp"),
+        F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)).alias("headers"),
+        position.alias(SOURCE_POSITION),
+        F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION),
+        F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
+    ]
+    if handler is DeserializationHandler.LOG_AND_CONTINUE:
+        columns = [decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
+                   *common]
+    else:
+        key_bad, _ = invalid_bytes(F.col("key"), key_serde)
+        key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde)))
+        columns = [
+            deserialize(F.col("key"), key_serde, "key", RecordContext(node.name, position)).alias("key"),
+            deserialize(F.col("value"), value_serde, "value", RecordContext(node.name, position, key_json)).alias("value"),
+            *common,
+        ]
+    return columns, position
+
+
+_REUSED: dict[tuple[Any, ...], Any] = {}
+
+
+def reused_columns(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
+    """Column expressions built once per ``key`` and Spark context, then reused: unresolved
+    expressions fit every plan, and building them costs a call into the JVM per operator, which
+    is most of the planning time of a test-driver run. ``key`` must determine what ``build``
+    returns (hashable IR nodes, serdes, codecs, flags)."""
+    from pyspark import SparkContext
+
+    full = (*key, id(SparkContext._active_spark_context))
+    found = _REUSED.get(full)
+    if found is None:
+        if len(_REUSED) >= 512:
+            _REUSED.clear()
+        found = _REUSED[full] = build()
+    return found
+
+
 @Lowering.lower.register(ir.SourceNode)
 def _source(self: Lowering, node: ir.SourceNode) -> Frame:
     raw = self.raw_source(node)
     key_serde = node.key_serde or DEFAULT_SERDE
     value_serde = node.value_serde or DEFAULT_SERDE
-    # Source order: pipe order in the driver; (partition, offset) when streaming.
-    position = (F.col(SOURCE_POSITION) if SOURCE_POSITION in raw.columns
-                else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset"))
-    common = [
-        F.col("timestamp").cast("bigint").alias("timestamp"),
-        F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)).alias("headers"),
-        position.cast("bigint").alias(SOURCE_POSITION),
-        F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION),
-        F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
-    ]
+    columns, position = _source_columns(node, key_serde, value_serde, SOURCE_POSITION in raw.columns, self.handler)
     if self.handler is DeserializationHandler.LOG_AND_CONTINUE:
-        df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, common, position.cast("bigint"))
+        df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, columns, position)
     else:
-        key_bad, _ = invalid_bytes(F.col("key"), key_serde)
-        key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde)))
-        context = RecordContext(node.name, position, key_json)
-        df = raw.select(
-            deserialize(F.col("key"), key_serde, "key", RecordContext(node.name, position)).alias("key"),
-            deserialize(F.col("value"), value_serde, "value", context).alias("value"),
-            *common,
-        )
+        df = raw.select(*columns)
     return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
 
 
 def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: PlanSerde,
-                         value_serde: PlanSerde, common: list[Column], position: Column) -> DataFrame:
+                         value_serde: PlanSerde, columns: list[Column], position: Column) -> DataFrame:
     """``log_and_continue``: a record that cannot be deserialized is counted as dropped and left
-    out; the same records, raw and with Kafka Streams' error headers (KIP-1034), become the
+    out (``columns``: the source's select list without validation); the same records, raw and with Kafka Streams' error headers (KIP-1034), become the
     plan's dead-letter output (`DEAD_LETTER_SINK`)."""
     key_bad, key_reason = invalid_bytes(F.col("key"), key_serde)
     value_bad, value_reason = invalid_bytes(F.col("value"), value_serde)
@@ -192,11 +229,10 @@ def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode
     lowering.dead_letters.append(raw.filter(bad).select(
         F.lit(DEAD_LETTER_SINK).alias(SINK_INDEX), "key", "value", F.col("timestamp").cast("bigint").alias("timestamp"),
         F.concat(F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE)), error_headers).alias("headers"),
-        *common[2:],  # source position, output position, final key order
+        *columns[4:],  # source position, output position, final key order
     ).select(*OUTPUT_COLUMNS))
     good = lowering.drop_counted(raw, node.name, ~bad, "deserialize", detail=error, position=position)
-    return good.select(decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
-                       *common)
+    return good.select(*columns)
 
 
 @Lowering.lower.register(ir.SinkNode)

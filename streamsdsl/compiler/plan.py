@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import attrs
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, reused_columns
 from streamsdsl.compiler.modes import ReplayCarry, ReplayLowering, lowering_for
 from streamsdsl.compiler.serde_exprs import RecordContext, key_as_json, serialize_key, serialize_value
 from streamsdsl.dsl.options import DeserializationHandler
@@ -135,6 +135,18 @@ def _needed(topology: Topology) -> set[str]:
     return needed
 
 
+def _sink_columns(node: ir.SinkNode, index: int, key: KeyCodec, value: PlanSerde, key_serde: PlanSerde,
+                  value_serde: PlanSerde) -> list[Column]:
+    """A sink's output columns: its index, the serialized key and value, the order columns."""
+    context = RecordContext(node.name, F.col(SOURCE_POSITION), key_as_json(F.col("key")))
+    return [
+        F.lit(index).alias(SINK_INDEX),
+        serialize_key(F.col("key"), key, key_serde, context).alias("key"),
+        serialize_value(F.col("value"), value, value_serde, context).alias("value"),
+        F.col("timestamp"), F.col("headers"), F.col(SOURCE_POSITION), F.col(OUTPUT_POSITION), F.col(FINAL_KEY_ORDER),
+    ]
+
+
 def compile_topology(
     topology: Topology,
     raw_source: RawSource,
@@ -170,13 +182,9 @@ def compile_topology(
         key_serde = node.key_serde or frame.key.serde
         value_serde = node.value_serde or frame.value
         sinks.append(CompiledSink(i, node, frame.key, key_serde, value_serde))
-        context = RecordContext(node.name, F.col(SOURCE_POSITION), key_as_json(F.col("key")))
-        outputs.append(frame.df.select(
-            F.lit(i).alias(SINK_INDEX),
-            serialize_key(F.col("key"), frame.key, key_serde, context).alias("key"),
-            serialize_value(F.col("value"), frame.value, value_serde, context).alias("value"),
-            "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-        ))
+        outputs.append(frame.df.select(*reused_columns(
+            ("sink", node, i, frame.key, frame.value, key_serde, value_serde),
+            lambda: _sink_columns(node, i, frame.key, frame.value, key_serde, value_serde))))
     outputs.extend(lowering.dead_letters)
     output = None
     for df in outputs:
