@@ -18,7 +18,6 @@ from streamsdsl._validation import (
     is_spark_column,
     require_arguments,
     require_callable,
-    validate_name,
     validate_topic,
 )
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError, TopologyError
@@ -183,7 +182,7 @@ class StreamsBuilder:
 
 class _Hinted:
     """Base of every stage: a method that only other stages have is answered with a
-    `StageMethodError` (an ``AttributeError``) saying where it exists (the `_ELSEWHERE` table);
+    `StageMethodError` (an ``AttributeError``) saying where it exists (`streamsdsl.dsl.hints`);
     any other missing attribute keeps Python's usual ``AttributeError``."""
 
     __slots__ = ()
@@ -192,7 +191,9 @@ class _Hinted:
 
         def __getattr__(self, name: str) -> Any:
             stage = type(self)
-            hint = None if name.startswith("__") else _elsewhere(stage, name)
+            from streamsdsl.dsl.hints import elsewhere
+
+            hint = None if name.startswith("__") else elsewhere(stage, name)
             if hint is None:
                 raise AttributeError(f"'{stage.__name__}' object has no attribute '{name}'", name=name, obj=self)
             raise StageMethodError(f"{stage.__name__} has no '{name}': {hint}", name=name, obj=self)
@@ -611,238 +612,9 @@ class KTable(_Stage):
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
 
 
-# --- cogroup (KIP-150) -------------------------------------------------------------------------
-
-
-def _suffixed(name: NameArg, suffix: str) -> str | None:
-    base = resolve_name(name)
-    if base is None:
-        return None
-    return validate_name(base + suffix, "name")
-
-
-def _build_cogroup(
-    builder: StreamsBuilder,
-    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...],
-    *,
-    windows: SessionWindows | TimeWindows | SlidingWindows | None = None,
-    emit: EmitStrategy | None = None,
-    name: NameArg = None,
-    materialized: Materialized | None = None,
-    **fns: Any,
-) -> KTable:
-    """Add the cogroup's nodes in Kafka Streams' naming order: store, repartitions, one
-    ``-cogroup-agg-<i>`` per input, ``-cogroup-merge``. ``fns`` are the ``initializer`` and
-    (sessions) ``merger`` given to ``aggregate``, in its signature order."""
-    _check_aggregate(**fns)
-    merger = _user_fn(fns["merger"], "merger", _MERGER) if "merger" in fns else None
-    initializer = _user_fn(fns["initializer"], "initializer", _INITIALIZER)
-    materialized = _materialized(materialized)
-    store = builder._store_name(materialized, "COGROUPKSTREAM-AGGREGATE-")
-    parents = tuple(g._source_for_aggregation(store) for g, _ in groups)
-    agg_names = tuple(
-        builder._processor_name(_suffixed(name, f"-cogroup-agg-{i}"), "COGROUPKSTREAM-AGGREGATE-")
-        for i in range(len(groups))
-    )
-    merge_name = builder._processor_name(_suffixed(name, "-cogroup-merge"), "COGROUPKSTREAM-MERGE-")
-    key_serde = (materialized and materialized.key_serde) or next(
-        (g.grouped.key_serde for g, _ in groups if g.grouped.key_serde is not None), None
-    )
-    builder._add(
-        ir.CogroupAggregateNode(
-            merge_name,
-            parents,
-            agg_names=agg_names,
-            aggregators=tuple(fn for _, fn in groups),
-            initializer=initializer,
-            store=store,
-            merger=merger,
-            windows=windows,
-            emit=emit or EmitStrategy.on_window_update(),
-            key_serde=key_serde,
-            value_serde=materialized and materialized.value_serde,
-        )
-    )
-    return KTable(builder, merge_name, windows=windows)
-
-
-@attrs.frozen
-class CogroupedKStream(_Hinted):
-    """Several grouped streams, each with its own aggregator, to be aggregated together (KIP-150).
-
-    Immutable: `cogroup` returns a new stage and leaves this one unchanged.
-
-    Examples
-    --------
-    >>> b = StreamsBuilder()
-    >>> clicks = b.stream("clicks").group_by_key()
-    >>> views = b.stream("views").group_by_key()
-    >>> table = clicks.cogroup(lambda k, v, a: a + 1).cogroup(views, lambda k, v, a: a + 10).aggregate(lambda: 0)
-    >>> print(b.build().describe().splitlines()[6])
-        Processor: COGROUPKSTREAM-AGGREGATE-0000000003 (stores: [COGROUPKSTREAM-AGGREGATE-STATE-STORE-0000000002])
-    """
-
-    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
-    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
-
-    def cogroup(
-        self, grouped_stream: KGroupedStream = REQUIRED, aggregator: Callable[[Any, Any, Any], Any] = REQUIRED
-    ) -> CogroupedKStream:
-        """A new stage that also aggregates ``grouped_stream`` with ``aggregator(key, value, aggregate)``."""
-        require_arguments(
-            "cogroup",
-            f"cogroup(builder.stream('views').group_by_key(), {_E_AGGREGATOR})",
-            ("grouped_stream", grouped_stream, "KGroupedStream"),
-            ("aggregator", aggregator, _AGGREGATOR),
-        )
-        if not isinstance(grouped_stream, KGroupedStream):
-            raise InvalidTypeError(
-                f"'grouped_stream' must be a KGroupedStream, e.g. builder.stream('t').group_by_key() "
-                f"(got {type(grouped_stream).__name__})."
-            )
-        if grouped_stream._builder is not self._builder:
-            raise TopologyError("'grouped_stream' belongs to a different StreamsBuilder; cogroup streams of one builder.")
-        for existing, _ in self.groups:
-            if existing == grouped_stream:
-                raise TopologyError(
-                    f"The grouped stream of {grouped_stream.node_name} is already part of this cogroup; "
-                    "each grouped stream can be cogrouped once (combine its logic into one aggregator)."
-                )
-        aggregator_fn = _user_fn(aggregator, "aggregator", _AGGREGATOR)
-        return attrs.evolve(self, groups=(*self.groups, (grouped_stream, aggregator_fn)))
-
-    def aggregate(
-        self, initializer: Callable[[], Any] = REQUIRED, *, name: NameArg = None, materialized: Materialized | None = None
-    ) -> KTable:
-        """Aggregate all cogrouped streams into one table; ``initializer()`` runs only for a key
-        that has no aggregate yet. Null keys and null values are skipped and counted."""
-        return _build_cogroup(self._builder, self.groups, name=name, materialized=materialized, initializer=initializer)
-
-    @overload
-    def windowed_by(self, windows: SessionWindows) -> SessionWindowedCogroupedKStream: ...
-
-    @overload
-    def windowed_by(self, windows: TimeWindows | SlidingWindows) -> TimeWindowedCogroupedKStream: ...
-
-    def windowed_by(
-        self, windows: SessionWindows | TimeWindows | SlidingWindows
-    ) -> SessionWindowedCogroupedKStream | TimeWindowedCogroupedKStream:
-        """Window the cogroup: ``SessionWindows`` gives a `SessionWindowedCogroupedKStream`
-        (``aggregate(initializer, merger)``), ``TimeWindows`` / ``SlidingWindows`` a
-        `TimeWindowedCogroupedKStream` (``aggregate(initializer)``)."""
-        stage = _stage_for(windows, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream)
-        return stage(self._builder, self.groups, windows, EmitStrategy.on_window_update())
-
-
-@attrs.frozen
-class SessionWindowedCogroupedKStream(_Hinted):
-    """A cogroup windowed by `SessionWindows`; ``aggregate(initializer, merger)``."""
-
-    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
-    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
-    windows: SessionWindows
-    emit: EmitStrategy
-
-    def emit_strategy(self, strategy: EmitStrategy) -> SessionWindowedCogroupedKStream:
-        """A copy forwarding results with ``strategy`` (beyond Kafka Streams, which only
-        offers on-update for cogroup)."""
-        return attrs.evolve(self, emit=_emit(strategy))
-
-    def aggregate(
-        self,
-        initializer: Callable[[], Any] = REQUIRED,
-        merger: Callable[[Any, Any, Any], Any] = REQUIRED,
-        *,
-        name: NameArg = None,
-        materialized: Materialized | None = None,
-    ) -> KTable:
-        """Aggregate per session; ``merger(key, agg1, agg2)`` combines sessions that merge."""
-        return _build_cogroup(self._builder, self.groups, windows=self.windows, emit=self.emit, name=name,
-                              materialized=materialized, initializer=initializer, merger=merger)
-
-
-@attrs.frozen
-class TimeWindowedCogroupedKStream(_Hinted):
-    """A cogroup windowed by `TimeWindows` or `SlidingWindows`; ``aggregate(initializer)``."""
-
-    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
-    groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
-    windows: TimeWindows | SlidingWindows
-    emit: EmitStrategy
-
-    def emit_strategy(self, strategy: EmitStrategy) -> TimeWindowedCogroupedKStream:
-        """A copy forwarding results with ``strategy`` (beyond Kafka Streams, which only
-        offers on-update for cogroup)."""
-        return attrs.evolve(self, emit=_emit(strategy))
-
-    def aggregate(
-        self, initializer: Callable[[], Any] = REQUIRED, *, name: NameArg = None, materialized: Materialized | None = None
-    ) -> KTable:
-        """Aggregate per window; ``initializer()`` runs only for a window without an aggregate."""
-        return _build_cogroup(self._builder, self.groups, windows=self.windows, emit=self.emit, name=name,
-                              materialized=materialized, initializer=initializer)
-
-
-# --- methods of other stages ---------------------------------------------------------------------
-
-
-def _hints(where: str, fix: str, *methods: str) -> dict[str, str]:
-    return {method: f"{method}() exists on {where}; {fix}." for method in methods}
-
-
-_GROUP_FIRST = "group first: group_by_key() or group_by(selector)"
-_WINDOW_FIRST = "window first: windowed_by(SessionWindows | TimeWindows | SlidingWindows)"
-_AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a KTable"
-_TABLE_GROUP_BY = "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet"
-_STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
-                 "merge")
-_COGROUP_HINTS = {
-    **_hints("grouped streams", "a cogroup aggregates with aggregate(initializer), each stream with the aggregator "
-             "given to cogroup()", "count", "reduce"),
-    **_hints("KTable", "aggregate first: aggregate(initializer) returns a KTable", "to_stream"),
-    **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
-}
-_WINDOWED_HINTS = {
-    **_hints("KGroupedStream and CogroupedKStream", "this stream is already windowed, and a stream is windowed once",
-             "windowed_by"),
-    **_hints("KGroupedStream", "cogroup before windowing: grouped.cogroup(aggregator).windowed_by(windows)",
-             "cogroup"),
-}
-
-#: {stage: {method of another stage: where it exists and what to write}}, read by
-#: `_Hinted.__getattr__` along the stage's MRO.
-_ELSEWHERE: dict[type, dict[str, str]] = {
-    KStream: {
-        **_hints("grouped streams", _GROUP_FIRST, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
-        **_hints("windowed streams", f"{_GROUP_FIRST}, then windowed_by(windows)", "emit_strategy"),
-        **_hints("KTable", "this is already a stream", "to_stream"),
-    },
-    _Grouped: {
-        **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
-        **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
-        **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
-        **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
-    },
-    KGroupedStream: _hints("windowed streams", _WINDOW_FIRST, "emit_strategy"),
-    _WindowedGrouped: _WINDOWED_HINTS,
-    KTable: {
-        **_hints("grouped streams", _TABLE_GROUP_BY, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
-        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key", "group_by"),
-        **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
-                 "emit_strategy"),
-        **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
-                 "merge"),
-    },
-    CogroupedKStream: {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")},
-    SessionWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
-    TimeWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
-}
-
-
-def _elsewhere(stage: type, name: str) -> str | None:
-    """The hint for ``name`` on ``stage`` (None: not a method of another stage)."""
-    for klass in stage.__mro__:
-        hint = _ELSEWHERE.get(klass, {}).get(name)
-        if hint is not None:
-            return hint
-    return None
+# The cogroup stages live in their own module (they build on the stages above); re-exported here.
+from streamsdsl.dsl.cogroup import (  # noqa: E402
+    CogroupedKStream,
+    SessionWindowedCogroupedKStream,
+    TimeWindowedCogroupedKStream,
+)

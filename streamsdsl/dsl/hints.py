@@ -1,0 +1,71 @@
+"""Where a stage's missing method exists: a method that only other stages have is answered
+with a `StageMethodError` naming the stage that has it and what to write (read by
+``_Hinted.__getattr__``)."""
+
+from __future__ import annotations
+
+from streamsdsl.dsl.api import KGroupedStream, KStream, KTable, _Grouped, _WindowedGrouped
+from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
+
+__all__ = ["elsewhere"]
+
+def _hints(where: str, fix: str, *methods: str) -> dict[str, str]:
+    return {method: f"{method}() exists on {where}; {fix}." for method in methods}
+
+
+_GROUP_FIRST = "group first: group_by_key() or group_by(selector)"
+_WINDOW_FIRST = "window first: windowed_by(SessionWindows | TimeWindows | SlidingWindows)"
+_AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a KTable"
+_TABLE_GROUP_BY = "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet"
+_STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
+                 "merge")
+_COGROUP_HINTS = {
+    **_hints("grouped streams", "a cogroup aggregates with aggregate(initializer), each stream with the aggregator "
+             "given to cogroup()", "count", "reduce"),
+    **_hints("KTable", "aggregate first: aggregate(initializer) returns a KTable", "to_stream"),
+    **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+}
+_WINDOWED_HINTS = {
+    **_hints("KGroupedStream and CogroupedKStream", "this stream is already windowed, and a stream is windowed once",
+             "windowed_by"),
+    **_hints("KGroupedStream", "cogroup before windowing: grouped.cogroup(aggregator).windowed_by(windows)",
+             "cogroup"),
+}
+
+#: {stage: {method of another stage: where it exists and what to write}}, read by
+#: `_Hinted.__getattr__` along the stage's MRO.
+_ELSEWHERE: dict[type, dict[str, str]] = {
+    KStream: {
+        **_hints("grouped streams", _GROUP_FIRST, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
+        **_hints("windowed streams", f"{_GROUP_FIRST}, then windowed_by(windows)", "emit_strategy"),
+        **_hints("KTable", "this is already a stream", "to_stream"),
+    },
+    _Grouped: {
+        **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
+        **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+        **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
+        **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
+    },
+    KGroupedStream: _hints("windowed streams", _WINDOW_FIRST, "emit_strategy"),
+    _WindowedGrouped: _WINDOWED_HINTS,
+    KTable: {
+        **_hints("grouped streams", _TABLE_GROUP_BY, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
+        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key", "group_by"),
+        **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
+                 "emit_strategy"),
+        **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
+                 "merge"),
+    },
+    CogroupedKStream: {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")},
+    SessionWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
+    TimeWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
+}
+
+
+def elsewhere(stage: type, name: str) -> str | None:
+    """The hint for ``name`` on ``stage`` (None: not a method of another stage)."""
+    for klass in stage.__mro__:
+        hint = _ELSEWHERE.get(klass, {}).get(name)
+        if hint is not None:
+            return hint
+    return None
