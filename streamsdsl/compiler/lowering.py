@@ -38,7 +38,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.python_ops import apply_python
-from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialize, invalid_bytes
+from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
 from streamsdsl.compiler.serde_exprs import key_as_json
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
@@ -144,15 +144,15 @@ class Lowering:
 
 
 def _source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde: PlanSerde, replay: bool,
-                    handler: DeserializationHandler) -> tuple[list[Column], Column]:
-    """The select list of a source (and its position column), built once per source shape
-    (`reused_columns`)."""
+                    handler: DeserializationHandler) -> tuple[list[Column], Column, Column | None]:
+    """The select list of a source, its position column and (``log_and_fail``) the check that
+    raises for a record its serdes cannot read; built once per source shape (`reused_columns`)."""
     return reused_columns(("source", node, key_serde, value_serde, replay, handler),
                           lambda: _build_source_columns(node, key_serde, value_serde, replay, handler))
 
 
 def _build_source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde: PlanSerde, replay: bool,
-                          handler: DeserializationHandler) -> tuple[list[Column], Column]:
+                          handler: DeserializationHandler) -> tuple[list[Column], Column, Column | None]:
     # Source order: pipe order in the driver; (partition, offset) when streaming.
     position = (F.col(SOURCE_POSITION) if replay
                 else F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")).cast("bigint")
@@ -163,18 +163,19 @@ def _build_source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde
         F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION),
         F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
     ]
-    if handler is DeserializationHandler.LOG_AND_CONTINUE:
-        columns = [decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
-                   *common]
-    else:
+    columns = [decode(F.col("key"), key_serde).alias("key"), decode(F.col("value"), value_serde).alias("value"),
+               *common]
+    check = None
+    if handler is not DeserializationHandler.LOG_AND_CONTINUE:
         key_bad, _ = invalid_bytes(F.col("key"), key_serde)
         key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde)))
-        columns = [
-            deserialize(F.col("key"), key_serde, "key", RecordContext(node.name, position)).alias("key"),
-            deserialize(F.col("value"), value_serde, "value", RecordContext(node.name, position, key_json)).alias("value"),
-            *common,
-        ]
-    return columns, position
+        checks = [c for c in (
+            deserialization_check(F.col("key"), key_serde, "key", RecordContext(node.name, position)),
+            deserialization_check(F.col("value"), value_serde, "value", RecordContext(node.name, position, key_json)),
+        ) if c is not None]
+        for c in checks:
+            check = c if check is None else check & c
+    return columns, position, check
 
 
 _REUSED: dict[tuple[Any, ...], Any] = {}
@@ -201,11 +202,13 @@ def _source(self: Lowering, node: ir.SourceNode) -> Frame:
     raw = self.raw_source(node)
     key_serde = node.key_serde or DEFAULT_SERDE
     value_serde = node.value_serde or DEFAULT_SERDE
-    columns, position = _source_columns(node, key_serde, value_serde, SOURCE_POSITION in raw.columns, self.handler)
+    columns, position, check = _source_columns(node, key_serde, value_serde, SOURCE_POSITION in raw.columns,
+                                               self.handler)
     if self.handler is DeserializationHandler.LOG_AND_CONTINUE:
         df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, columns, position)
     else:
-        df = raw.select(*columns)
+        # log_and_fail: each record is checked once, in a filter (the check raises or is true)
+        df = (raw if check is None else raw.filter(check)).select(*columns)
     return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
 
 

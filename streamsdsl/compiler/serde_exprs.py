@@ -234,6 +234,19 @@ def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: 
     return record_error("RecordDeserializationError", context, cause, at_source=True)
 
 
+def deserialization_check(col: Column, serde: PlanSerde, what: str, context: RecordContext) -> Column | None:
+    """A condition that is true for bytes ``serde`` can read and raises the
+    `streamsdsl.errors.RecordDeserializationError` for the others (None: every byte string is
+    valid). Evaluated once per record in a filter, so that the value column stays a plain
+    decode and each expression reading it does not re-run the check (Spark inlines a
+    projected ``CASE WHEN`` into every consumer)."""
+    invalid = _invalid(serde, col)
+    if invalid is None:
+        return None
+    bad, reason = invalid
+    return F.when(bad, deserialization_error(what, serde, reason, context)).otherwise(F.lit(True))
+
+
 def invalid_bytes(col: Column, serde: PlanSerde) -> tuple[Column, Column]:
     """(condition, reason) that is true for bytes ``serde`` cannot read; never true for null."""
     return _invalid(serde, col) or (F.lit(False), F.lit(""))
