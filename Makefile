@@ -50,7 +50,9 @@ docs: install
 docs-serve: install
 	$(PY) -m mkdocs serve
 
+# P5 compares with Quix Streams and Bytewax: the `bench` extra installs them.
 bench: install
+	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/run.py
 
 clean:
