@@ -35,6 +35,7 @@ class TestExamples:
             "alice 1 1000", "bob 1 2000", "alice 2 4000", "bob 2 5000",
         ]
 
+    @pytest.mark.usefixtures("operator")
     def test_clickstream_sessions(self, spark: Any, capsys: Any) -> None:
         """Sessions emitted on close, in (end, start) order; one late click dropped."""
         lines = [" ".join(line.split()) for line in run_example("clickstream_sessions.py", capsys)]
@@ -49,6 +50,7 @@ class TestExamples:
         assert "customer 1: {'cart': [1, 3, 4], 'purchases': [7, 8], 'wish_list': [11]}" in lines
         assert "customer 2: {'cart': [2, 5], 'purchases': [6, 9, 10], 'wish_list': [12, 13, 14, 15]}" in lines
 
+    @pytest.mark.usefixtures("operator")
     def test_tumbling_counts(self, spark: Any, capsys: Any) -> None:
         """Per-minute view counts with both emit strategies; alice's 09:00:50 view is dropped."""
         lines = [" ".join(line.split()) for line in run_example("tumbling_counts.py", capsys)]
