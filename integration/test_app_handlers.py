@@ -93,9 +93,23 @@ def test_shutdown_client_handler_gets_user_function_error(
     spark: SparkSession,
 ) -> None:
     """SHUTDOWN_CLIENT: the handler gets the UserFunctionError once; the app ends in ERROR."""
+    recorder, expected, app = _fails_with_handler(kafka, new_topic, streams_config("shutdown"), spark,
+                                                  StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
+    assert len(recorder.errors) == 1
+    assert isinstance(recorder.errors[0], UserFunctionError)
+    assert str(recorder.errors[0]) == expected
+    assert app.state() is State.ERROR
+    assert recorder.states == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
+
+
+def _fails_with_handler(kafka: LocalKafka, new_topic: Callable[..., str], config: dict[str, object],
+                        spark: SparkSession, response: StreamThreadExceptionResponse,
+                        ) -> tuple[_Recorder, str, KafkaStreams]:
+    """Run the failing topology with a handler answering ``response``; process_all_available
+    must raise the mapper's error. Returns the recorder, that error's text and the closed app."""
     topology, source = _failing_topology(kafka, new_topic)
-    app = KafkaStreams(topology, streams_config("shutdown"), spark=spark)
-    recorder = _Recorder(StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
+    app = KafkaStreams(topology, config, spark=spark)
+    recorder = _Recorder(response)
     app.set_state_listener(recorder.on_state)
     app.set_uncaught_exception_handler(recorder.on_error)
     app.start()
@@ -107,11 +121,7 @@ def test_shutdown_client_handler_gets_user_function_error(
         assert str(raised.value) == expected
     finally:
         app.close(60)
-    assert len(recorder.errors) == 1
-    assert isinstance(recorder.errors[0], UserFunctionError)
-    assert str(recorder.errors[0]) == expected
-    assert app.state() is State.ERROR
-    assert recorder.states == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
+    return recorder, expected, app
 
 
 def _fail_once(value: str, marker: str) -> str:
@@ -170,19 +180,8 @@ def test_replace_thread_gives_up_on_a_record_that_always_fails(
     """A record that fails every time: MAX_REPLACEMENTS replacements, then ERROR with the error."""
     from streamsdsl.runtime.app import MAX_REPLACEMENTS
 
-    topology, source = _failing_topology(kafka, new_topic)
-    app = KafkaStreams(topology, streams_config("replace-fail"), spark=spark)
-    recorder = _Recorder(StreamThreadExceptionResponse.REPLACE_THREAD)
-    app.set_uncaught_exception_handler(recorder.on_error)
-    app.start()
-    expected = (f"KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: division by zero "
-                f"(record at topic {source} partition 0 offset 1, key 'k2')")
-    try:
-        with pytest.raises(UserFunctionError) as raised:
-            app.process_all_available()
-        assert str(raised.value) == expected
-    finally:
-        app.close(60)
+    recorder, expected, app = _fails_with_handler(kafka, new_topic, streams_config("replace-fail"), spark,
+                                                  StreamThreadExceptionResponse.REPLACE_THREAD)
     assert [str(e) for e in recorder.errors] == [expected] * (MAX_REPLACEMENTS + 1)
     assert app.state() is State.ERROR
 
