@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.io.errors import KafkaSourceError
+from streamsdsl.io.errors import KafkaSourceError, broker_timeout
 from streamsdsl.io.offsets import EARLIEST, LATEST, TopicPartitionKey, fill_sentinels
 from streamsdsl.io.options import BrokerCompat, KafkaSourceOptions
 
@@ -66,8 +66,11 @@ class OffsetClient:
             try:
                 meta = self._meta().list_topics(topic=topic, timeout=timeout)
             except Exception as exc:
-                raise KafkaSourceError(
-                    f"could not fetch metadata of topic {topic!r} from {self._options.bootstrap_servers}: {exc}"
+                raise broker_timeout(
+                    f"fetch metadata of topic {topic!r}",
+                    self._options.bootstrap_servers,
+                    self._options.poll_timeout_ms,
+                    exc,
                 ) from exc
             info = meta.topics.get(topic)
             if info is None or info.error is not None:
@@ -87,7 +90,10 @@ class OffsetClient:
                     TopicPartition(topic, part), timeout=timeout, cached=False
                 )
             except Exception as exc:
-                raise KafkaSourceError(f"could not fetch the offsets of {topic}-{part}: {exc}") from exc
+                raise broker_timeout(
+                    f"fetch the offsets of {topic}-{part}", self._options.bootstrap_servers,
+                    self._options.poll_timeout_ms, exc,
+                ) from exc
             out[(topic, part)] = (int(low), int(high))
         return out
 

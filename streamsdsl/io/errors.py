@@ -5,20 +5,33 @@ Each error subclasses `streamsdsl.errors.StreamsDslError` and the matching built
 * `KafkaOptionError` (``ValueError``): a source option is missing or invalid.
 * `KafkaSinkOptionError` (``ValueError``): a sink option or the sink's input schema is invalid.
 * `KafkaSourceError` (``RuntimeError``): reading from the broker failed;
-  `KafkaDataLossError` when planned offsets are gone from the broker.
+  `KafkaBrokerTimeoutError` when the broker did not answer within the poll timeout;
+  `KafkaDataLossError` when planned offsets are gone from the broker, and its subclass
+  `KafkaTopicRecreatedError` when the partition's offsets are now below the query's position
+  (the topic was deleted and re-created, or the broker lost its data).
 * `KafkaDeliveryError` (``RuntimeError``): the broker did not acknowledge produced records.
+
+A source error raised in a Spark worker or in the driver's data source process reaches the
+application inside a Spark error; `find_source_error` recovers it from that error's text.
 """
 
 from __future__ import annotations
 
+import re
+
 from streamsdsl.errors import StreamsDslError
 
 __all__ = [
+    "KafkaBrokerTimeoutError",
     "KafkaDataLossError",
     "KafkaDeliveryError",
     "KafkaOptionError",
     "KafkaSinkOptionError",
     "KafkaSourceError",
+    "KafkaTopicRecreatedError",
+    "broker_timeout",
+    "find_source_error",
+    "topic_recreated",
 ]
 
 
@@ -34,8 +47,78 @@ class KafkaSourceError(StreamsDslError, RuntimeError):
     """Reading from Kafka failed (broker error, timeout)."""
 
 
+class KafkaBrokerTimeoutError(KafkaSourceError):
+    """The broker did not answer (or a read made no progress) within ``kafkaConsumer.pollTimeoutMs``."""
+
+
 class KafkaDataLossError(KafkaSourceError):
     """Planned offsets are gone from the broker and ``failOnDataLoss`` is true."""
+
+
+class KafkaTopicRecreatedError(KafkaDataLossError):
+    """A partition's offsets are below the query's position: the topic was deleted and re-created."""
+
+
+#: The option that bounds every wait of the source, as the source and `KafkaStreams` name it.
+TIMEOUT_OPTION = "'kafkaConsumer.pollTimeoutMs' (KafkaStreams: 'task.timeout.ms')"
+
+
+def broker_timeout(what: str, bootstrap_servers: str, timeout_ms: int, cause: object = None) -> KafkaBrokerTimeoutError:
+    """The error of a wait for the broker that exceeded the poll timeout.
+
+    Examples
+    --------
+    >>> str(broker_timeout("fetch metadata of topic 'orders'", "h:9092", 5000, "Local: Timed out"))
+    "could not fetch metadata of topic 'orders' from the broker at 'bootstrap.servers' = h:9092 within ...
+    """
+    return KafkaBrokerTimeoutError(
+        f"could not {what} from the broker at 'bootstrap.servers' = {bootstrap_servers} within "
+        f"kafkaConsumer.pollTimeoutMs = {timeout_ms} ms"
+        + (f" ({cause})" if cause is not None and str(cause) else "")
+        + f". Check that the broker is running and reachable, or raise {TIMEOUT_OPTION} to wait longer."
+    )
+
+
+def topic_recreated(topic: str, partition: int, reached: int, low: int, high: int) -> KafkaTopicRecreatedError:
+    """The error of a partition that now ends (``high``) below an offset it had ``reached`` before.
+
+    Examples
+    --------
+    >>> str(topic_recreated("orders", 2, 3413, 0, 12))
+    "partition orders-2 now ends at offset 12 (it holds [0, 12)), below offset 3413 it had reached before: ...
+    """
+    return KafkaTopicRecreatedError(
+        f"partition {topic}-{partition} now ends at offset {high} (it holds [{low}, {high})), below offset "
+        f"{reached} it had reached before: the topic was deleted and re-created (or the broker lost its data). "
+        "Set the source option 'failOnDataLoss' to 'false' to go on from the new topic's earliest offset, or "
+        "reset the application to start afresh (close it, call KafkaStreams.clean_up() and start it again; a "
+        "plain query: a new checkpoint)."
+    )
+
+
+#: ``streamsdsl.io.errors.KafkaXxxError: message`` as a Python traceback in a Spark error ends.
+_IN_TRACEBACK = re.compile(r"streamsdsl\.io\.errors\.(Kafka\w+Error): ([^\n]+)")
+
+
+def find_source_error(error: BaseException) -> KafkaSourceError | None:
+    """The source error carried by ``error`` (a Spark error wrapping a worker's or the data
+    source process's traceback), rebuilt as its class with its message; ``None`` if there is none.
+
+    Examples
+    --------
+    >>> find_source_error(RuntimeError("... streamsdsl.io.errors.KafkaSourceError: broker gone\\n  at ..."))
+    KafkaSourceError('broker gone')
+    >>> find_source_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
+    True
+    """
+    if isinstance(error, KafkaSourceError):
+        return error
+    match = _IN_TRACEBACK.search(str(error))
+    if match is None:
+        return None
+    kinds = (KafkaSourceError, KafkaBrokerTimeoutError, KafkaDataLossError, KafkaTopicRecreatedError)
+    cls = {c.__name__: c for c in kinds}.get(match.group(1))
+    return None if cls is None else cls(match.group(2).strip())
 
 
 class KafkaDeliveryError(StreamsDslError, RuntimeError):

@@ -9,7 +9,9 @@ next offset to read. This module holds:
   the offsets a spec asks for (`requested_offsets`) and their replacement by the broker's
   values (`fill_sentinels`);
 * micro-batch planning: the end of the next batch (`batch_end`), its admission-control
-  split (`allocate_rate_limit`) and its per-partition ranges (`plan_ranges`).
+  split (`allocate_rate_limit`) and its per-partition ranges (`plan_ranges`);
+* the partitions whose end on the broker fell below the query's position (`moved_back`: the
+  topic was deleted and re-created).
 
 The broker is asked elsewhere (`streamsdsl.io.client`); these functions only compute.
 """
@@ -31,6 +33,7 @@ __all__ = [
     "allocate_rate_limit",
     "batch_end",
     "fill_sentinels",
+    "moved_back",
     "offsets_from_json",
     "offsets_to_json",
     "plan_ranges",
@@ -246,3 +249,21 @@ def plan_ranges(start: Mapping[TopicPartitionKey, int], end: Mapping[TopicPartit
         for (topic, part), stop in end.items()
         if stop > start[(topic, part)]
     ]
+
+
+def moved_back(
+    start: Mapping[TopicPartitionKey, int], latest: Mapping[TopicPartitionKey, int]
+) -> dict[TopicPartitionKey, int]:
+    """Partitions whose end on the broker (``latest``) is below the query's position (``start``).
+
+    A partition's end never moves back: the query only plans offsets up to an end the broker
+    reported, so an end below the position means the partition lost records the query had
+    already seen -- the topic was deleted and re-created (or the broker lost its data).
+    (Against Tansu this needs ``kafka.broker.compat=tansu``, whose end offsets are exact.)
+
+    Examples
+    --------
+    >>> moved_back({("t", 0): 3305, ("t", 1): 7, ("u", 0): 4}, {("t", 0): 12, ("t", 1): 7, ("t", 2): 0})
+    {('t', 0): 12}
+    """
+    return {tp: end for tp, end in latest.items() if tp in start and end < start[tp]}

@@ -43,7 +43,7 @@ from pyspark.sql.types import (
 )
 
 from streamsdsl.io.consumer_pool import ConsumerPool, PooledConsumer, PoolKey, pool_key, worker_pool
-from streamsdsl.io.errors import KafkaDataLossError, KafkaSourceError
+from streamsdsl.io.errors import KafkaDataLossError, KafkaSourceError, broker_timeout, topic_recreated
 from streamsdsl.io.options import KafkaSourceOptions
 from streamsdsl.records import RAW_RECORD_COLUMNS
 
@@ -77,6 +77,10 @@ _BATCH_ROWS = 10_000
 #: Seconds one ``consume()`` call may block; the overall no-progress limit is
 #: ``kafkaConsumer.pollTimeoutMs``.
 _STEP_TIMEOUT_S = 0.5
+#: Seconds without progress after which a read asks the broker whether its planned range is still
+#: there (and again every as many seconds): a partition whose end is now below the planned end
+#: was re-created. A broker that does not answer is waited for, up to the poll timeout.
+_RANGE_CHECK_S = 2.0
 
 
 #: Reader consumer settings a ``kafka.*`` option may override. A fetch that waits at the end of
@@ -180,22 +184,30 @@ def _earliest_after_loss(consumer: Consumer, part: KafkaInputPartition, pos: int
 
     Raises
     ------
+    KafkaTopicRecreatedError
+        If the broker's range does not start after ``pos`` (topic re-created) and
+        ``failOnDataLoss`` is true (else the rest of the range is skipped: the driver then
+        restarts the partition at its earliest offset).
     KafkaDataLossError
-        If the broker's range does not start after ``pos`` (topic re-created), or if
-        offsets are gone and ``failOnDataLoss`` is true.
+        If offsets are gone and ``failOnDataLoss`` is true.
+    KafkaBrokerTimeoutError
+        If the broker does not tell its offsets within the poll timeout.
     """
     from confluent_kafka import TopicPartition
 
     opts = part.options
-    low, high = consumer.get_watermark_offsets(
-        TopicPartition(part.topic, part.partition), timeout=opts.poll_timeout_ms / 1000, cached=False
-    )
-    if low <= pos:
-        raise KafkaDataLossError(
-            f"offset {pos} of {part.topic}-{part.partition} is out of range (the broker "
-            f"has [{low}, {high})); was the topic deleted and re-created? Start the "
-            "query on a new checkpoint."
+    try:
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(part.topic, part.partition), timeout=opts.poll_timeout_ms / 1000, cached=False
         )
+    except Exception as exc:
+        raise broker_timeout(
+            f"fetch the offsets of {part.topic}-{part.partition}", opts.bootstrap_servers, opts.poll_timeout_ms, exc
+        ) from exc
+    if low <= pos:
+        if opts.fail_on_data_loss:
+            raise topic_recreated(part.topic, part.partition, part.end, low, high)
+        return part.end
     if opts.fail_on_data_loss:
         raise KafkaDataLossError(
             f"offsets [{pos}, {min(low, part.end)}) of {part.topic}-{part.partition} are no "
@@ -214,6 +226,7 @@ class _RangeRead:
         self.pos = part.start
         self.done = part.end <= part.start
         self.last_progress = time.monotonic()
+        self.next_range_check = self.last_progress + _RANGE_CHECK_S
         self.last_error: Any = None
 
     def next_batch(self) -> pa.RecordBatch | None:
@@ -228,15 +241,10 @@ class _RangeRead:
         from confluent_kafka import KafkaError, Message, TopicPartition
 
         part, consumer = self.part, self.consumer
+        started = self.last_progress
         msgs = consumer.consume(min(part.end - self.pos, _BATCH_ROWS - len(pending)), _STEP_TIMEOUT_S)
         if not msgs:
-            if time.monotonic() - self.last_progress > part.options.poll_timeout_ms / 1000:
-                raise KafkaSourceError(
-                    f"no records from {part.topic}-{part.partition} at offset {self.pos} (planned up to "
-                    f"{part.end}) within kafkaConsumer.pollTimeoutMs={part.options.poll_timeout_ms}"
-                    + (f"; last error: {self.last_error}" if self.last_error is not None else "")
-                    + ". Check the broker, or raise the option 'kafkaConsumer.pollTimeoutMs'."
-                )
+            self._no_progress()
             return
         # Fast path, the norm: no error events and every offset inside [pos, end).
         first, last = msgs[0], msgs[-1]
@@ -250,6 +258,7 @@ class _RangeRead:
             pending.extend(msgs)
             self.pos = last.offset() + 1
             self.last_progress = time.monotonic()
+            self.next_range_check = self.last_progress + _RANGE_CHECK_S
             return
         for m in msgs:
             err = m.error()
@@ -268,11 +277,13 @@ class _RangeRead:
                         self.pos = low
                         consumer.assign([TopicPartition(part.topic, part.partition, low)])
                     return
-                if err.fatal() or code in (
-                    KafkaError.UNKNOWN_TOPIC_OR_PART,
-                    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                    KafkaError._UNKNOWN_PARTITION,
-                ):
+                if code in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_PARTITION):
+                    raise KafkaSourceError(
+                        f"reading {part.topic}-{part.partition} failed: {err}: the partition does not exist on "
+                        f"{part.options.bootstrap_servers} (was the topic deleted?). Re-create the topic with at "
+                        "least as many partitions, or reset the application to start afresh."
+                    )
+                if err.fatal() or code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                     raise KafkaSourceError(f"reading {part.topic}-{part.partition} failed: {err}")
                 self.last_error = err
                 continue
@@ -285,6 +296,62 @@ class _RangeRead:
             pending.append(m)
             self.pos = offset + 1
             self.last_progress = time.monotonic()
+            self.next_range_check = self.last_progress + _RANGE_CHECK_S
+        if self.last_progress == started:  # error events, or records outside the range only
+            self._no_progress()
+
+    def _no_progress(self) -> None:
+        """A ``consume()`` read nothing new: fail after the poll timeout, check the range meanwhile.
+
+        Raises
+        ------
+        KafkaBrokerTimeoutError
+            After ``kafkaConsumer.pollTimeoutMs`` without progress.
+        KafkaTopicRecreatedError
+            See `_check_range`.
+        """
+        part = self.part
+        now = time.monotonic()
+        if now - self.last_progress > part.options.poll_timeout_ms / 1000:
+            raise broker_timeout(
+                f"read {part.topic}-{part.partition} at offset {self.pos} (planned up to {part.end})",
+                part.options.bootstrap_servers,
+                part.options.poll_timeout_ms,
+                self.last_error,
+            )
+        if now >= self.next_range_check:
+            self.next_range_check = now + _RANGE_CHECK_S
+            self._check_range()
+
+    def _check_range(self) -> None:
+        """Fail (or skip the range) if the partition now ends below the planned end.
+
+        The planned end was the partition's end when the batch was planned, and an end never
+        moves back: if the broker now reports a lower one, while fetches at the position return
+        nothing, the topic was re-created. With Tansu, whose high watermark can understate the
+        end, a high watermark at or below the position means the same: a record at the
+        position would be in a batch starting at or after it, or in the last one, which a fetch
+        at the position returns. A broker that does not answer is left to the poll timeout.
+
+        Raises
+        ------
+        KafkaTopicRecreatedError
+            If so and ``failOnDataLoss`` is true (else the rest of the range is skipped).
+        """
+        from confluent_kafka import TopicPartition
+
+        part = self.part
+        try:
+            low, high = self.consumer.get_watermark_offsets(
+                TopicPartition(part.topic, part.partition), timeout=_RANGE_CHECK_S, cached=False
+            )
+        except Exception as exc:  # noqa: BLE001 - the broker does not answer: wait (poll timeout)
+            self.last_error = exc
+            return
+        if high < part.end and high <= self.pos:
+            if part.options.fail_on_data_loss:
+                raise topic_recreated(part.topic, part.partition, part.end, int(low), int(high))
+            self.done = True
 
 
 def reader_conf(options: KafkaSourceOptions) -> dict[str, Any]:

@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -66,13 +67,14 @@ except ImportError:  # pragma: no cover - older pyspark: no admission control / 
 
 
 from streamsdsl.io.client import ClientHolder
-from streamsdsl.io.errors import KafkaOptionError, KafkaSinkOptionError
+from streamsdsl.io.errors import KafkaOptionError, KafkaSinkOptionError, topic_recreated
 from streamsdsl.io.offsets import (
     EARLIEST,
     LATEST,
     OffsetsJson,
     TopicPartitionKey,
     batch_end,
+    moved_back,
     offsets_from_json,
     offsets_to_json,
     plan_ranges,
@@ -96,6 +98,8 @@ __all__ = [
 
 #: The short name under which `register` makes the data source available.
 SOURCE_NAME = "streamsdsl-kafka"
+
+log = logging.getLogger(__name__)
 
 
 class _RangeReader:
@@ -138,14 +142,36 @@ class KafkaStreamReader(ClientHolder, _RangeReader, DataSourceStreamReader, Supp
         self._target = self._client.latest(self._client.partitions())
 
     def latestOffset(self, start: OffsetsJson, limit: ReadLimit) -> OffsetsJson:
-        """End offsets of the next micro-batch, capped by ``limit`` and the AvailableNow target."""
+        """End offsets of the next micro-batch, capped by ``limit`` and the AvailableNow target.
+
+        A partition whose end on the broker is below the query's position was re-created
+        (`moved_back`): that fails the query (`KafkaTopicRecreatedError`) unless
+        ``failOnDataLoss`` is false; then this batch ends that partition at its earliest
+        offset (reading nothing of it) and the next batch reads the new topic from there.
+        """
         begin = offsets_from_json(start)
         latest = self._target if self._target is not None else self._client.latest(self._client.partitions())
+        moved = moved_back(begin, latest)
+        if moved:  # asked again: a reset is decided on two answers of the broker, not one
+            moved = moved_back(begin, {**latest, **self._client.latest(list(moved))})
         self._last_latest = dict(latest)
         new = [tp for tp in latest if tp not in begin]
         begin_all = {**self._client.earliest(new), **begin}
         max_rows = int(limit.max_rows) if isinstance(limit, ReadMaxRows) else None
-        return offsets_to_json(batch_end(begin_all, latest, max_rows))
+        end = batch_end(begin_all, latest, max_rows)
+        if moved:
+            lows = self._client.earliest(list(moved))
+            if self._options.fail_on_data_loss:
+                (topic, part), high = min(moved.items())
+                raise topic_recreated(topic, part, begin[(topic, part)], lows[(topic, part)], high)
+            for (topic, part), low in sorted(lows.items()):
+                log.warning(
+                    "streamsdsl-kafka: %s-%d now ends at %d, below the query's offset %d: the topic was re-created; "
+                    "reading it again from its earliest offset %d (failOnDataLoss=false)",
+                    topic, part, moved[(topic, part)], begin[(topic, part)], low,
+                )
+            end.update(lows)
+        return offsets_to_json(end)
 
     def reportLatestOffset(self) -> OffsetsJson | None:
         """The broker's end offsets seen by the last `latestOffset` (for progress)."""
