@@ -47,6 +47,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.errors import InvalidTypeError, RecordError, StreamsDslError
+from streamsdsl.io.errors import find_source_error
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
@@ -513,8 +514,9 @@ class KafkaStreams:
 
     def _failure(self, exc: BaseException, *, stop: bool = True) -> StreamsDslError:
         """The error a failed query raises: the `RecordError` a worker carried (with the record's
-        partition and offset, and its topic when the topology reads one topic), else a
-        `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless
+        partition and offset, and its topic when the topology reads one topic), else the Kafka
+        source's error (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic),
+        else a `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless
         ``stop`` is False."""
         if stop:
             self._stopped(State.ERROR)
@@ -525,6 +527,9 @@ class KafkaStreams:
                                  error.position & ((1 << 40) - 1))
         if error is not None:
             return error
+        source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
+        if source_error is not None:
+            return source_error
         text = str(exc).strip()
         detail = text.splitlines()[0] if text else type(exc).__name__
         return StreamsError(f"KafkaStreams {self.config.application_id!r} failed: {detail}")

@@ -93,6 +93,7 @@ KNOWN_KEYS = (
     "processing.guarantee",
     "max.offsets.per.trigger",
     "auto.offset.reset",
+    "task.timeout.ms",
     "kafka.broker.compat",
     _HANDLER_KEY,
     "errors.dead.letter.topic",
@@ -284,6 +285,11 @@ class StreamsConfig:
     auto_offset_reset : OffsetReset
         ``auto.offset.reset``: ``earliest`` (default, as in Kafka Streams) or ``latest``;
         where a query without a checkpoint starts.
+    task_timeout_ms : int or None
+        ``task.timeout.ms``: how long the source waits for an unresponsive broker (or a read
+        that makes no progress) before the application fails with
+        `streamsdsl.io.errors.KafkaBrokerTimeoutError` (the source option
+        ``kafkaConsumer.pollTimeoutMs``; default 120000).
     broker_compat : BrokerCompat
         ``kafka.broker.compat``: ``kafka`` (default) or ``tansu`` (only with the Tansu broker).
     deserialization_handler : DeserializationHandler
@@ -311,6 +317,7 @@ class StreamsConfig:
     processing_guarantee: ProcessingGuarantee = _enum_field(ProcessingGuarantee.AT_LEAST_ONCE)
     max_offsets_per_trigger: int | None = None
     auto_offset_reset: OffsetReset = _enum_field(OffsetReset.EARLIEST)
+    task_timeout_ms: int | None = None
     broker_compat: BrokerCompat = _enum_field(BrokerCompat.KAFKA)
     deserialization_handler: DeserializationHandler = _enum_field(DeserializationHandler.LOG_AND_FAIL)
     dead_letter_topic: str | None = None
@@ -373,6 +380,7 @@ class StreamsConfig:
             processing_guarantee=processing_guarantee,
             max_offsets_per_trigger=_int_value(config, "max.offsets.per.trigger", None, minimum=1),
             auto_offset_reset=auto_offset_reset,
+            task_timeout_ms=_int_value(config, "task.timeout.ms", None, minimum=1),
             broker_compat=broker_compat,
             deserialization_handler=handler,
             dead_letter_topic=dead_letter_topic,
@@ -414,6 +422,8 @@ class StreamsConfig:
         }
         if self.max_offsets_per_trigger is not None:
             opts["maxOffsetsPerTrigger"] = str(self.max_offsets_per_trigger)
+        if self.task_timeout_ms is not None:
+            opts["kafkaConsumer.pollTimeoutMs"] = str(self.task_timeout_ms)
         opts.update({f"kafka.{k}": v for k, v in self.consumer_conf.items()})
         return opts
 
