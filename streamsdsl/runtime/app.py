@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -50,6 +49,7 @@ from streamsdsl.errors import InvalidTypeError, RecordError, StreamsDslError
 from streamsdsl.io.errors import find_source_error
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
+from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
@@ -245,6 +245,17 @@ class KafkaStreams:
             If called more than once (create a new `KafkaStreams` to restart).
         MissingTopicError
             If a source, sink or dead-letter topic does not exist.
+        streamsdsl.runtime.errors.TopologyChangedError
+            If the checkpoint was written by a topology whose stateful part differs from this one
+            (an added, removed or changed aggregation or window, or a re-keying before one); the
+            message names the change and the fix (``streamsdsl reset --application-id ...``, or
+            `clean_up` before `start`). Stateless changes are accepted.
+        streamsdsl.jvm.CheckpointOperatorError
+            If the checkpoint's aggregations ran on the other operator (``streamsdsl.operator``).
+
+        After `MissingTopicError`, ``TopologyChangedError`` and ``CheckpointOperatorError`` nothing
+        was started and the application stays ``CREATED``: it may be started again (for example
+        after `clean_up`).
         """
         from streamsdsl.io import register
 
@@ -268,6 +279,12 @@ class KafkaStreams:
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
             try:
                 self._query, self._compiled = self._start_query(spark)
+            except (StreamsConfigError, CheckpointOperatorError):
+                # A check of the checkpoint failed before the query started: nothing runs, and the
+                # application stays CREATED (clean_up() then start() begins afresh, as in Kafka Streams).
+                self._remove_listener()
+                self._metrics = self._sink = None
+                raise
             except BaseException:
                 self._stopped(State.ERROR)
                 raise
@@ -299,8 +316,18 @@ class KafkaStreams:
             query_name=self.config.application_id,
             deserialization_handler=self.config.deserialization_handler,
             operator=self.config.operator,
+            before_start=self._check_topology,
         )
         return query, compiled
+
+    def _check_topology(self, operators: dict[str, str]) -> None:
+        """Compare the topology's stateful part with the checkpoint's and store its fingerprint
+        (`streamsdsl.runtime.checkpoint.check_topology`); ``operators`` is the compiler's report."""
+        from streamsdsl.runtime.checkpoint import check_topology
+        from streamsdsl.runtime.fingerprint import topology_fingerprint
+
+        check_topology(self.config.checkpoint_location, topology_fingerprint(self.topology, operators),
+                       application_id=self.config.application_id, state_dir=self.config.state_dir)
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
         """Stop the application: let a running micro-batch finish, then stop the query.
@@ -433,17 +460,27 @@ class KafkaStreams:
             return self._state
 
     def clean_up(self) -> None:
-        """Delete ``state.dir/application.id`` (checkpoint and state): the next start begins afresh.
+        """Delete the application's checkpoint and state: the next start begins afresh (Kafka
+        Streams' ``cleanUp()``; ``streamsdsl reset`` from the shell).
+
+        Removes ``state.dir/application.id/checkpoint`` (source offsets, commits, operator state,
+        the topology fingerprint) and ``state.dir/application.id`` when nothing else is in it
+        (`streamsdsl.runtime.checkpoint.reset_application`). Allowed before `start` (also after a
+        ``TopologyChangedError``, then `start` again) and after `close`.
 
         Raises
         ------
         IllegalStateError
             If the application is running.
         """
+        from streamsdsl.runtime.checkpoint import reset_application
+
         with self._lock:
-            if self._state in (State.RUNNING, State.PENDING_SHUTDOWN):
+            if self._state in (State.RUNNING, State.REBALANCING, State.PENDING_SHUTDOWN):
                 raise IllegalStateError("clean_up() needs a stopped application: call close() first.")
-        shutil.rmtree(self.config.app_dir, ignore_errors=True)
+        removal = reset_application(self.config.application_id, self.config.state_dir)
+        for path, note in removal.removed:
+            log.info("KafkaStreams %r clean_up(): removed %s (%s)", self.config.application_id, path, note)
 
     @property
     def query(self) -> StreamingQuery | None:

@@ -1,14 +1,21 @@
 """Errors of a running `KafkaStreams` application.
 
-A configuration error is a `streamsdsl.runtime.config.StreamsConfigError`. Each error
-subclasses `streamsdsl.errors.StreamsDslError` and `RuntimeError`.
+A configuration error is a `streamsdsl.runtime.config.StreamsConfigError`; so is a
+`TopologyChangedError` (a topology that cannot continue its checkpoint), which also subclasses
+`ValueError`. Each other error subclasses `streamsdsl.errors.StreamsDslError` and `RuntimeError`.
 """
 
 from __future__ import annotations
 
-from streamsdsl.errors import StreamsDslError
+from typing import TYPE_CHECKING
 
-__all__ = ["IllegalStateError", "MissingTopicError", "StreamsError"]
+from streamsdsl.errors import StreamsDslError
+from streamsdsl.runtime.config import StreamsConfigError
+
+if TYPE_CHECKING:
+    from streamsdsl.runtime.fingerprint import Change
+
+__all__ = ["IllegalStateError", "MissingTopicError", "StreamsError", "TopologyChangedError"]
 
 
 class IllegalStateError(StreamsDslError, RuntimeError):
@@ -21,3 +28,15 @@ class MissingTopicError(StreamsDslError, RuntimeError):
 
 class StreamsError(StreamsDslError, RuntimeError):
     """The streaming query failed; the cause is chained (``__cause__``)."""
+
+
+class TopologyChangedError(StreamsConfigError):
+    """`KafkaStreams.start` found that the topology's stateful part changed since its checkpoint
+    was written (an added, removed or changed aggregation, or a re-keying before one): Spark
+    cannot continue the old state. The message names each change and the fix
+    (``streamsdsl reset --application-id ...`` or a new ``application.id``); ``changes`` lists
+    them (`streamsdsl.runtime.fingerprint.Change`)."""
+
+    def __init__(self, message: str, changes: list[Change]) -> None:
+        super().__init__(message)
+        self.changes = list(changes)

@@ -8,7 +8,7 @@ through ``foreachBatch``: the rows of each sink topic, and the dead-letter recor
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compile_topology
 from streamsdsl.compiler.columns import (
@@ -76,13 +76,17 @@ def start_streaming(
     query_name: str | None = None,
     deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
     operator: str | None = None,
+    before_start: Callable[[dict[str, str]], None] | None = None,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
     ``trigger`` is passed to ``DataStreamWriter.trigger`` (e.g. ``{"processingTime": "1 second"}``
     or ``{"availableNow": True}``). ``operator`` is ``streamsdsl.operator`` (``auto``, ``jvm``,
     ``python``; None: its default): which operator runs the built-in aggregations. The returned `QueryMetrics` is fed
-    by the query's progress.
+    by the query's progress. ``before_start`` is called with the compiler's operator report
+    (``{stateful node: which operator runs it}``) after the plan compiled and the checkpoint's
+    operators were checked, before the query starts (`KafkaStreams` checks the topology's
+    fingerprint there).
     """
     from pyspark import StorageLevel
 
@@ -94,6 +98,8 @@ def start_streaming(
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:
         raise TopologyError("The topology has no sink: add .to(topic) somewhere to run it.")
+    if before_start is not None:
+        before_start(dict(operators))
     if topology.store_names:
         require_state_store(compiled.output.sparkSession)
     metrics = metrics or QueryMetrics()
