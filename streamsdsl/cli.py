@@ -10,6 +10,17 @@ Sub-commands
 ``streamsdsl jar-path``
     Print the path of the JVM operator's jar (for ``spark-submit --jars "$(streamsdsl jar-path)"``);
     exit code 1, with how to build it, when it is not built.
+
+``streamsdsl reset --application-id ID [--state-dir DIR] [--dry-run]``
+    Remove a `KafkaStreams` application's checkpoint and state (Kafka's
+    ``kafka-streams-application-reset``): ``DIR/ID/checkpoint`` (source offsets, commits,
+    operator state, the topology fingerprint) and ``DIR/ID`` when nothing else is in it. The
+    next start reads the input from ``auto.offset.reset`` with empty state; output topics are not
+    touched. ``--state-dir`` is the application's ``state.dir`` (default ``/tmp/streamsdsl``).
+    Prints each path removed; ``--dry-run`` prints what would be removed and removes nothing.
+    Exit code 0 when something was (or would be) removed, 1 when there is nothing to reset (no
+    checkpoint there), 2 on a usage error. It does not ask for confirmation (scriptable): run it
+    with ``--dry-run`` first, and stop every instance of the application before.
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ _USAGE = """usage: streamsdsl <command> [options]
 commands:
   dev-broker   start a local Kafka-compatible broker until Ctrl-C (streamsdsl dev-broker --help)
   jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
+  reset        remove an application's checkpoint and state (streamsdsl reset --help)
 """
 
 
@@ -47,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"streamsdsl: {exc}", file=sys.stderr)
             return 1
         return 0
+    if command == "reset":
+        from streamsdsl.runtime.checkpoint import reset_main
+
+        return reset_main(rest)
     print(f"streamsdsl: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -196,7 +196,7 @@ def reset_application(application_id: str, state_dir: str | None = None, *, dry_
         shutil.rmtree(checkpoint)
     kept = tuple(sorted(e for e in os.listdir(app_dir) if e != CHECKPOINT_DIR))
     if not kept:
-        removed.append((app_dir, "the application's directory, now empty"))
+        removed.append((app_dir, "the application's directory, empty without its checkpoint"))
         if not dry_run:
             os.rmdir(app_dir)
     return Removal(app_dir, tuple(removed), tuple(os.path.join(app_dir, e) for e in kept))
@@ -237,8 +237,9 @@ def reset_main(argv: Any = None) -> int:
         print(f"streamsdsl reset: cannot remove {exc.filename}: {exc.strerror}", file=sys.stderr)
         return 1
     if not removal.removed:
-        print(f"streamsdsl reset: nothing to reset: no checkpoint at {os.path.join(removal.app_dir, CHECKPOINT_DIR)} "
-              f"(is --state-dir the application's 'state.dir'? it is {args.state_dir}).", file=sys.stderr)
+        print(f"streamsdsl reset: nothing to reset: no checkpoint at {os.path.join(removal.app_dir, CHECKPOINT_DIR)}. "
+              f"Pass the application's 'application.id' and its 'state.dir' as --state-dir (given: {args.state_dir}).",
+              file=sys.stderr)
         return 1
     print(_report(removal, args.dry_run))
     if not args.dry_run:
