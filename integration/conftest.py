@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
@@ -15,11 +16,44 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
+_BROKER_LINE = pytest.StashKey[str]()
+
+
 @pytest.fixture(scope="session")
-def kafka() -> Iterator[LocalKafka]:
-    """A running broker: ``BOOTSTRAP_SERVERS``, a Docker Kafka container, or Tansu."""
-    with local_kafka() as broker:
-        yield broker
+def kafka(pytestconfig: pytest.Config) -> Iterator[LocalKafka]:
+    """A running broker: ``BOOTSTRAP_SERVERS``, a container when Docker answers (a Kafka image, else
+    the local Tansu image), or the Tansu process; ``STREAMSDSL_BROKER`` forces one kind.
+
+    Which broker and why is logged, and repeated at the end of the run's summary.
+    """
+    reasons: list[str] = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = lambda record: reasons.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("streamsdsl.testing.local_kafka")
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # the choice is an INFO line; the root logger may drop it
+    try:
+        with local_kafka() as broker:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            image = f"{broker.image}, " if broker.image else ""
+            line = f"integration broker: {broker.kind} at {broker.bootstrap_servers} ({image}compat {broker.compat})"
+            if reasons:
+                line += f": {reasons[0]}"
+            logging.getLogger(__name__).info("%s", line)
+            pytestconfig.stash[_BROKER_LINE] = line
+            yield broker
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    """Name the integration tests' broker (kind, image, why) at the end of the run."""
+    line = config.stash.get(_BROKER_LINE, None)
+    if line is not None:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
