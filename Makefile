@@ -11,7 +11,7 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install run test unit integration docs docs-serve bench clean lint
+.PHONY: install run test unit integration integration-process docs docs-serve bench clean lint
 
 install: $(STAMP) $(JAR)
 
@@ -43,6 +43,15 @@ unit: install
 
 integration: install
 	$(PY) -m pytest -p no:cacheprovider integration
+
+# A few integration tests with the broker forced to the Tansu process (STREAMSDSL_BROKER=process),
+# the broker of a machine without Docker: CI runs it after `make test`, which uses a container there.
+PROCESS_BROKER_TESTS := integration/test_local_broker.py \
+	integration/test_kafka_io.py::TestStreamingSource::test_reads_exactly_the_produced_records \
+	integration/test_kafka_io.py::TestSink::test_streaming_copy_topic_to_topic \
+	integration/test_kafka_streams_app.py::test_restart_mid_stream_loses_nothing
+integration-process: install
+	STREAMSDSL_BROKER=process $(PY) -m pytest -p no:cacheprovider -k 'not container' $(PROCESS_BROKER_TESTS)
 
 docs: install
 	$(PY) -m mkdocs build --strict --site-dir build/site
