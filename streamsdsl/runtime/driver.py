@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
+    from streamsdsl.compiler.plan import CompiledSink
     from streamsdsl.ir.topology import Topology
 
 __all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
@@ -155,18 +156,24 @@ class TestOutputTopic:
 
     __test__ = False
 
-    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: AnySerde, value_serde: Serde) -> None:
+    def __init__(self, driver: TopologyTestDriver, topic: str, key_serde: Callable[[], AnySerde],
+                 value_serde: Callable[[], Serde]) -> None:
         self._driver = driver
         self.topic = topic
-        self._key_serde = key_serde
-        self._value_serde = value_serde
+        # The sink's serdes come from the plan: resolved at the first read, which plans the
+        # topology anyway (creating the topic does not plan it a second time).
+        self._serdes_of = (key_serde, value_serde)
+        self._serdes: tuple[AnySerde, Serde] | None = None
 
     def _queue(self) -> deque[_Raw]:
         self._driver._process()
         return self._driver._outputs.setdefault(self.topic, deque())
 
     def _decode(self, raw: _Raw) -> TestRecord:
-        return TestRecord(self._key_serde.deserialize(raw.key), self._value_serde.deserialize(raw.value),
+        if self._serdes is None:
+            self._serdes = (self._serdes_of[0](), self._serdes_of[1]())
+        key_serde, value_serde = self._serdes
+        return TestRecord(key_serde.deserialize(raw.key), value_serde.deserialize(raw.value),
                           raw.timestamp, raw.headers)
 
     def read_record(self) -> TestRecord:
@@ -308,17 +315,26 @@ class TopologyTestDriver:
         if self._dlq_topic is not None and topic == self._dlq_topic:
             from streamsdsl.dsl.serdes import Serdes
 
-            return TestOutputTopic(self, topic, key_serde or Serdes.Bytes(), value_serde or Serdes.Bytes())
-        sink = self._compile().sink_for_topic(topic)
-        if sink is None:
+            dlq_key, dlq_value = key_serde or Serdes.Bytes(), value_serde or Serdes.Bytes()
+            return TestOutputTopic(self, topic, lambda: dlq_key, lambda: dlq_value)
+        if topic not in self.topology.sink_topics:
             raise TopologyError(f"Unknown topic {topic!r}: the topology writes {list(self.topology.sink_topics)}.")
-        if key_serde is None:
-            key = sink.key_deserializer()
-        elif isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
-            key = key_serde
-        else:
-            key = sink.key_codec.with_serde(check_serde(key_serde, "key_serde")).reader()
-        return TestOutputTopic(self, topic, key, value_serde or sink.value_serde)
+        if key_serde is not None and not isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
+            key_serde = check_serde(key_serde, "key_serde")
+
+        def sink() -> CompiledSink:
+            found = self._compile().sink_for_topic(topic)
+            assert found is not None, topic
+            return found
+
+        def key() -> AnySerde:
+            if key_serde is None:
+                return sink().key_deserializer()
+            if isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
+                return key_serde
+            return sink().key_codec.with_serde(key_serde).reader()  # type: ignore[no-any-return]
+
+        return TestOutputTopic(self, topic, key, lambda: value_serde or sink().value_serde)
 
     def metrics(self) -> dict[str, float]:
         """Task-level metrics: ``dropped-records-total``, ``emit-final-records-total``,
@@ -437,6 +453,8 @@ class TopologyTestDriver:
         rows = [(r.key, r.value, r.topic, 0, self._offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
                 for i, r in enumerate(self._records[start:end], start=start)]
         compiled = self._compile(self._spark.createDataFrame(rows, _RECORDS_DDL))
+        if self._compiled is None:
+            self._compiled = compiled  # its sinks, serdes and frames serve `_compile()`
         if compiled.output is None:
             self._processed = end
             return

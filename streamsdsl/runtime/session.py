@@ -40,6 +40,10 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.numRecentProgressUpdates": "20",
     "spark.driver.memory": "2g",
     "spark.sql.adaptive.enabled": "false",
+    # PySpark records the Python call site of every DataFrame/Column call (four JVM round trips
+    # each: a quarter of the JVM calls of planning a topology); streamsdsl's plans are built by
+    # the compiler, not by user code, so the call sites would only name streamsdsl's internals.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 
 _lock = threading.Lock()
