@@ -85,11 +85,20 @@ class RecordError(StreamsDslError, RuntimeError):
 
     @staticmethod
     def find(error: BaseException) -> RecordError | None:
-        """The record error carried by ``error`` (a Spark error wrapping a worker's), if any."""
-        match = _PAYLOAD.search(str(error))
-        if match is None:
+        """The record error carried by ``error`` (a Spark error wrapping a worker's), if any.
+
+        Only a payload that is a JSON object counts: a failed query's message also shows its
+        plan, where the markers appear around the expression that builds the payload.
+        """
+        for match in _PAYLOAD.finditer(str(error)):
+            try:
+                data = json.loads(match.group(1))
+            except ValueError:
+                continue
+            if isinstance(data, dict) and "kind" in data:
+                break
+        else:
             return None
-        data = json.loads(match.group(1))
         kinds = (RecordError, UserFunctionError, RecordDeserializationError, RecordSerializationError)
         cls = {c.__name__: c for c in kinds}.get(data.pop("kind"), RecordError)
         key_json = data.pop("key_json", None)
