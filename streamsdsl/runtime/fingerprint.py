@@ -387,7 +387,10 @@ def _compare(old: Mapping[str, Any], new: Mapping[str, Any], with_code: bool) ->
     old_key, new_key = _comparable(old.get("key"), with_code), _comparable(new.get("key"), with_code)
     if old_key != new_key and old.get("inputs") == new.get("inputs"):
         changes.append(Change(label, "key", describe_key(old, with_code), describe_key(new, with_code)))
-    if old.get("backend") is not None and new.get("backend") is not None and old["backend"] != new["backend"]:
+    # A changed operator is reported only when nothing else changed: a new window, say, often
+    # moves an aggregation from Spark's native aggregation to a stateful processor.
+    if not changes and old.get("backend") is not None and new.get("backend") is not None \
+            and old["backend"] != new["backend"]:
         changes.append(Change(label, "operator", old["backend"], new["backend"]))
     return changes
 

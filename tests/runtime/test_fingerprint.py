@@ -262,6 +262,15 @@ class TestRejected:
         new = topology_fingerprint(count_app(), {AGG: "JVM operator (count, unwindowed)"})
         assert [str(c) for c in diff(old, new)] == [f"{COUNT}: operator python -> jvm"]
 
+    def test_operator_change_caused_by_another_change_is_not_listed(self) -> None:
+        """A window added moves a count from Spark's native aggregation to a processor: only
+        the window is reported."""
+        old = topology_fingerprint(count_app(), {AGG: "Spark native aggregation"})
+        new = topology_fingerprint(count_app(windows=TimeWindows.of_size_with_no_grace(10)),
+                                   {AGG: "JVM operator (count, tumbling windows)"})
+        assert [str(c) for c in diff(old, new)] == [
+            f"{COUNT}: windows none -> TimeWindows(size=10ms, advance=10ms, grace=0ms)"]
+
     def test_changed_store_serde(self) -> None:
         """The key serde of the store is part of how the state is keyed."""
         new = count_app(group=lambda s: s.group_by_key(Grouped.with_serdes(Serdes.Long(), None)))
