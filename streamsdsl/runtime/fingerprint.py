@@ -224,6 +224,10 @@ def _backend(report: str | None) -> str | None:
     return report.split(" (")[0]
 
 
+def _serde(serde: Any) -> str:
+    return "default" if serde is None else repr(serde)
+
+
 def topology_fingerprint(topology: Topology, operators: Mapping[str, str] | None = None) -> Fingerprint:
     """The fingerprint of ``topology``'s stateful part.
 
@@ -261,7 +265,8 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, str] | None
             "store": ", ".join(node.stores),
             "windows": None if windows is None else repr(windows),
             "emit": repr(emit or EmitStrategy.on_window_update()),
-            "serdes": {"key": repr(getattr(node, "key_serde", None)), "value": repr(getattr(node, "value_serde", None))},
+            "serdes": {"key": _serde(getattr(node, "key_serde", None)),
+                       "value": _serde(getattr(node, "value_serde", None))},
             "inputs": len(inputs),
             "backend": _backend(operators.get(node.name)),
             "key": [_key_chain(topology, p, positions) for p in inputs],
@@ -283,7 +288,10 @@ class Fingerprint:
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document stored with the checkpoint."""
-        return {"format": self.format, "python": self.python, "stateful_operators": list(self.operators)}
+        from streamsdsl import __version__
+
+        return {"format": self.format, "python": self.python, "streamsdsl": __version__,
+                "stateful_operators": list(self.operators)}
 
     @classmethod
     def from_json(cls, data: Any) -> Fingerprint:

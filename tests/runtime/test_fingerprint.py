@@ -274,7 +274,8 @@ class TestRejected:
     def test_changed_store_serde(self) -> None:
         """The key serde of the store is part of how the state is keyed."""
         new = count_app(group=lambda s: s.group_by_key(Grouped.with_serdes(Serdes.Long(), None)))
-        assert [c.split(": ")[1].split(" ")[0] for c in changes(count_app(), new)] == ["serdes"]
+        assert changes(count_app(), new) == [
+            f"{COUNT}: serdes key default, value default -> key Serdes.Long(), value default"]
 
     def test_builtin_aggregation_helper(self) -> None:
         """The Aggregations helpers (callable attrs objects) fingerprint by value, not address."""
