@@ -48,8 +48,7 @@ integration: install
 # the broker of a machine without Docker: CI runs it after `make test`, which uses a container there.
 PROCESS_BROKER_TESTS := integration/test_local_broker.py \
 	integration/test_kafka_io.py::TestStreamingSource::test_reads_exactly_the_produced_records \
-	integration/test_kafka_io.py::TestSink::test_streaming_copy_topic_to_topic \
-	integration/test_kafka_streams_app.py::test_restart_mid_stream_loses_nothing
+	integration/test_kafka_io.py::TestSink::test_streaming_copy_topic_to_topic
 integration-process: install
 	STREAMSDSL_BROKER=process $(PY) -m pytest -p no:cacheprovider -k 'not container' $(PROCESS_BROKER_TESTS)
 

@@ -882,7 +882,7 @@ def _container_broker(plan: _Plan, timeout: float) -> Iterator[LocalKafka]:
     port = _free_port()
     container = DockerContainer(plan.image).with_kwargs(network_mode="host")
     if plan.compat == "tansu":
-        container = container.with_command(" ".join(_tansu_args(port)))
+        container = container.with_command(_tansu_args(port))
         stop_timeout = 0  # Tansu is PID 1 without a SIGTERM handler; its storage is memory anyway
     else:
         for key, value in _kafka_env(port, _free_port()).items():
