@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from streamsdsl import Consumed, Produced, RecordDeserializationError, RecordSerializationError, SerializationError
-from streamsdsl import Serdes, SessionWindows, StreamsBuilder, StreamsDslError
+from streamsdsl import KeyValue, Serdes, SessionWindows, StreamsBuilder, StreamsDslError
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.runtime.driver import TopologyTestDriver
 
@@ -48,6 +48,24 @@ class TestRecordErrors:
                               "(record at topic in partition 0 offset 1, key 'k2')")
         assert isinstance(error.__cause__, Exception)
         assert after == [("k1", "good")]
+
+    def test_metrics_and_queue_size_do_not_reraise(self, spark: Any) -> None:
+        """After the read that raised, get_queue_size(), metrics() and a further read answer
+        (the error is raised once), and the driver goes on with records piped after it."""
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).map_values(_fail).to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i, o = d.create_input_topic("in"), d.create_output_topic("out")
+            i.pipe_input("k1", "good", 1)
+            i.pipe_input("k2", "bad", 2)
+            with pytest.raises(UserFunctionError):
+                o.read_records_to_list()
+            assert d.metrics()["dropped-records-total"] == 0.0
+            assert o.get_queue_size() == 1
+            assert o.read_key_values_to_list() == [KeyValue("k1", "good")]
+            i.pipe_input("k3", "fine", 3)
+            assert o.get_queue_size() == 1
+            assert d.metrics()["dropped-records-total"] == 0.0
 
     def test_aggregator(self, spark: Any) -> None:
         """An aggregator that raises is named as the aggregator of its processor."""
@@ -155,13 +173,17 @@ class TestStrictDriver:
             TopologyTestDriver(b.build(), {"errors.dead.letter.topik": "dlq"}, spark=spark)
 
     def test_topology_without_sink_is_rejected(self, spark: Any) -> None:
-        """A topology without a sink would run nothing: the driver says so when it is created."""
+        """A topology without a sink would run nothing: the driver says so when it is created, with
+        KafkaStreams' error (NoSinkError: a TopologyError and a StreamsConfigError)."""
         from streamsdsl import TopologyError
+        from streamsdsl.runtime.config import StreamsConfigError
+        from streamsdsl.runtime.errors import NoSinkError
 
         b = StreamsBuilder()
         b.stream("in").filter(lambda k, v: True)
-        with pytest.raises(TopologyError, match=r"^the topology has no sink"):
+        with pytest.raises(NoSinkError, match=r"^the topology has no sink") as caught:
             TopologyTestDriver(b.build(), spark=spark)
+        assert isinstance(caught.value, TopologyError) and isinstance(caught.value, StreamsConfigError)
 
 
 class TestDropLog:

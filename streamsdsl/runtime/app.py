@@ -50,7 +50,7 @@ from streamsdsl.io.errors import find_source_error
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.jvm import CheckpointOperatorError
-from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, StreamsError
+from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, NoSinkError, StreamsError
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
@@ -88,6 +88,9 @@ class KafkaStreams:
     ------
     StreamsConfigError
         If a configuration key is missing, unknown or invalid.
+    streamsdsl.runtime.errors.NoSinkError
+        If the topology has no sink (a ``TopologyError`` and a ``StreamsConfigError``, as in the
+        test driver).
 
     Examples
     --------
@@ -113,7 +116,7 @@ class KafkaStreams:
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
         if not topology.sinks:
-            raise StreamsConfigError("the topology has no sink: add .to(topic) somewhere to run it.") from None
+            raise NoSinkError("the topology has no sink: add .to(topic) somewhere to run it.") from None
         self.topology = topology
         self.config = StreamsConfig.from_mapping(config)
         self._spark = spark
@@ -551,17 +554,15 @@ class KafkaStreams:
 
     def _failure(self, exc: BaseException, *, stop: bool = True) -> StreamsDslError:
         """The error a failed query raises: the `RecordError` a worker carried (with the record's
-        partition and offset, and its topic when the topology reads one topic), else the Kafka
-        source's error (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic),
-        else a `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless
-        ``stop`` is False."""
+        topic, partition and offset from `_locate`), else the Kafka source's error
+        (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
+        `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless ``stop``
+        is False."""
         if stop:
             self._stopped(State.ERROR)
         error = RecordError.find(exc)
         if error is not None and error.topic is None and error.position is not None:
-            topics = self.topology.source_topics
-            return error.located(topics[0] if len(topics) == 1 else "?", error.position >> 40,
-                                 error.position & ((1 << 40) - 1))
+            return error.located(*self._locate(error.processor, error.position))
         if error is not None:
             return error
         source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
@@ -572,9 +573,16 @@ class KafkaStreams:
         return StreamsError(f"KafkaStreams {self.config.application_id!r} failed: {detail}")
 
     def _locate(self, node: str, position: int) -> tuple[str, int, int]:
-        """A record's topic, partition and offset from its source position (``partition << 40 |
-        offset``) and the source topics upstream of ``node`` (all of them when several)."""
-        topics = self.topology.upstream_topics(node) if node in {n.name for n in self.topology.nodes} else ()
+        """A record's topic, partition and offset from its source position and ``node``, the
+        processor that failed or dropped it.
+
+        A streaming position (`streamsdsl.compiler.columns.SOURCE_POSITION`) is ``partition << 40
+        | offset``: it does not say which topic the record was read from. The topic is the one
+        source topic upstream of ``node`` (exact for a processor before a merge or join of several
+        topics), else the candidates joined by ``|`` (a processor after such a merge; every source
+        topic for a node the topology does not have)."""
+        known = node in {n.name for n in self.topology.nodes}
+        topics = self.topology.upstream_topics(node) if known else self.topology.source_topics
         topic = topics[0] if len(topics) == 1 else "|".join(topics) or "?"
         return topic, position >> 40, position & ((1 << 40) - 1)
 
@@ -603,8 +611,10 @@ class KafkaStreams:
     # -- query failures -----------------------------------------------------------------------
     def _handle_failure(self, query: StreamingQuery, exc: BaseException) -> bool:
         """Handle the failure of ``query`` once, whoever sees it first (the query listener's
-        thread, `process_all_available`, `await_termination`). Returns True if the query was
-        replaced by a new running one (never yet: ``REPLACE_THREAD`` is not supported)."""
+        thread, `process_all_available`, `await_termination`). Returns True if the handler answered
+        ``REPLACE_THREAD`` and a new query now runs on the checkpoint (`_replace`); False if the
+        application stopped (``SHUTDOWN_CLIENT``, ``SHUTDOWN_APPLICATION``, no handler, a handler that
+        failed, too many replacements in a row, or a close under way)."""
         run_id = str(query.runId)
         with self._failure_lock:
             done = self._handled.get(run_id)

@@ -24,7 +24,7 @@ from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordErro
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
 from streamsdsl.runtime.config import DriverConfig
-from streamsdsl.runtime.errors import StreamsError
+from streamsdsl.runtime.errors import NoSinkError, StreamsError
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, log_dropped, observed_metrics
 from streamsdsl.runtime.session import require_state_store
 from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
@@ -255,7 +255,7 @@ class TopologyTestDriver:
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
         if not topology.sinks:
-            raise TopologyError(
+            raise NoSinkError(
                 "the topology has no sink, so the driver would run nothing and no output topic could be read: "
                 "add .to(topic) where its records should go."
             )

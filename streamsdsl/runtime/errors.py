@@ -2,20 +2,22 @@
 
 A configuration error is a `streamsdsl.runtime.config.StreamsConfigError`; so is a
 `TopologyChangedError` (a topology that cannot continue its checkpoint), which also subclasses
-`ValueError`. Each other error subclasses `streamsdsl.errors.StreamsDslError` and `RuntimeError`.
+`ValueError`. A `NoSinkError` (a topology without a sink, rejected by `KafkaStreams` and the test
+driver alike) is both a `streamsdsl.errors.TopologyError` and a ``StreamsConfigError``. Each
+other error subclasses `streamsdsl.errors.StreamsDslError` and `RuntimeError`.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streamsdsl.errors import StreamsDslError
+from streamsdsl.errors import StreamsDslError, TopologyError
 from streamsdsl.runtime.config import StreamsConfigError
 
 if TYPE_CHECKING:
     from streamsdsl.runtime.fingerprint import Change
 
-__all__ = ["IllegalStateError", "MissingTopicError", "StreamsError", "TopologyChangedError"]
+__all__ = ["IllegalStateError", "MissingTopicError", "NoSinkError", "StreamsError", "TopologyChangedError"]
 
 
 class IllegalStateError(StreamsDslError, RuntimeError):
@@ -24,6 +26,15 @@ class IllegalStateError(StreamsDslError, RuntimeError):
 
 class MissingTopicError(StreamsDslError, RuntimeError):
     """A topic the topology reads or writes does not exist on the broker."""
+
+
+class NoSinkError(TopologyError, StreamsConfigError):
+    """The topology has no sink (no ``.to(topic)``), so it would run nothing: raised when a
+    `KafkaStreams` or a `streamsdsl.runtime.driver.TopologyTestDriver` is created with it.
+
+    A `streamsdsl.errors.TopologyError` (what the topology is), and a ``StreamsConfigError``
+    so that code catching what `KafkaStreams` used to raise for it keeps working (both
+    subclass ``ValueError``)."""
 
 
 class StreamsError(StreamsDslError, RuntimeError):

@@ -121,3 +121,83 @@ def test_setters_rejected_after_close_before_start() -> None:
     app.close()
     with pytest.raises(IllegalStateError):
         app.set_uncaught_exception_handler(lambda exc: StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
+
+
+class _FailedQuery:
+    """Stands for a failed Spark query (``_handle_failure`` reads its run id only)."""
+
+    runId = "run-1"
+
+
+def _worker_error(processor: str, position: int) -> Exception:
+    """What Spark raises when a worker's record failed: its text carries the RecordError."""
+    from streamsdsl.errors import UserFunctionError
+
+    carried = UserFunctionError(processor, "ZeroDivisionError: division by zero", function="mapper", key="'k2'",
+                                position=position)
+    return Exception(f"Job aborted: {carried.in_worker()}")
+
+
+def test_shutdown_application_moves_to_error_with_the_handler_given_the_error(caplog: pytest.LogCaptureFixture) -> None:
+    """SHUTDOWN_APPLICATION: the handler gets the located UserFunctionError (Spark's error as its
+    __cause__) once; the application moves RUNNING -> ERROR and logs the response."""
+    from streamsdsl.errors import UserFunctionError
+
+    builder = StreamsBuilder()
+    builder.stream("in").map_values(str.upper).to("out")
+    app = KafkaStreams(builder.build(), {"application.id": "handlers", "bootstrap.servers": "localhost:9092"})
+    seen: list[tuple[State, State]] = []
+    errors: list[BaseException] = []
+    app.set_state_listener(lambda new, old: seen.append((new, old)))
+    app.set_uncaught_exception_handler(
+        lambda error: errors.append(error) or StreamThreadExceptionResponse.SHUTDOWN_APPLICATION)
+    query = _FailedQuery()
+    app._state, app._query = State.RUNNING, query  # type: ignore[assignment]  # as if started (no broker here)
+    spark_error = _worker_error("KSTREAM-MAPVALUES-0000000001", 3 << 40 | 7)
+    assert app._handle_failure(query, spark_error) is False  # type: ignore[arg-type]
+    assert app._handle_failure(query, spark_error) is False  # type: ignore[arg-type]  # handled once
+    assert app.state() is State.ERROR
+    assert seen == [(State.ERROR, State.RUNNING)]
+    assert [type(e) for e in errors] == [UserFunctionError]
+    expected = ("KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: division by zero "
+                "(record at topic in partition 3 offset 7, key 'k2')")
+    assert str(errors[0]) == expected
+    assert errors[0].__cause__ is spark_error
+    assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
+        f"KafkaStreams 'handlers' failed (SHUTDOWN_APPLICATION): {expected}"]
+
+
+@pytest.mark.parametrize(("processor", "topic"), [
+    ("KSTREAM-MAPVALUES-0000000002", "b"),  # before the merge: only "b" reaches it
+    ("KSTREAM-MAPVALUES-0000000004", "a|b"),  # after the merge: either topic (the position has no topic)
+    ("KSTREAM-SOURCE-0000000000", "a"),
+])
+def test_failure_names_the_topic_of_a_multi_topic_topology(processor: str, topic: str) -> None:
+    """A two-topic topology: the failed record's topic is the one source topic upstream of the
+    processor that failed (no longer "?"), the candidates when the processor follows the merge."""
+    builder = StreamsBuilder()
+    a = builder.stream("a")
+    a.merge(builder.stream("b").map_values(str.upper)).map_values(str.lower).to("out")
+    app = KafkaStreams(builder.build(), {"application.id": "two", "bootstrap.servers": "localhost:9092"})
+    assert [n.name for n in app.topology.nodes][:5] == [
+        "KSTREAM-SOURCE-0000000000", "KSTREAM-SOURCE-0000000001", "KSTREAM-MAPVALUES-0000000002",
+        "KSTREAM-MERGE-0000000003", "KSTREAM-MAPVALUES-0000000004"]
+    error = app._failure(_worker_error(processor, 1 << 40 | 5), stop=False)
+    assert str(error) == (f"{processor}: the mapper raised ZeroDivisionError: division by zero "
+                          f"(record at topic {topic} partition 1 offset 5, key 'k2')")
+    assert (error.topic, error.partition, error.offset) == (topic, 1, 5)
+
+
+def test_topology_without_sink_is_the_drivers_error() -> None:
+    """KafkaStreams rejects a sink-less topology with the driver's NoSinkError: a TopologyError
+    and (as before) a StreamsConfigError."""
+    from streamsdsl import TopologyError
+    from streamsdsl.runtime.config import StreamsConfigError
+    from streamsdsl.runtime.errors import NoSinkError
+
+    builder = StreamsBuilder()
+    builder.stream("in").filter(lambda k, v: True)
+    with pytest.raises(NoSinkError) as info:
+        KafkaStreams(builder.build(), {"application.id": "nosink", "bootstrap.servers": "localhost:9092"})
+    assert str(info.value) == "the topology has no sink: add .to(topic) somewhere to run it."
+    assert isinstance(info.value, TopologyError) and isinstance(info.value, StreamsConfigError)
