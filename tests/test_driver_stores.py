@@ -52,8 +52,9 @@ def test_key_value_store_of_a_python_aggregate(spark: Any) -> None:
         assert d.get_key_value_store("KSTREAM-AGGREGATE-STATE-STORE-0000000001").all() == [KeyValue("k", "xy")]
 
 
+@pytest.mark.usefixtures("operator")
 def test_window_store(spark: Any) -> None:
-    """A tumbling count's store: fetch one window, a range of starts, all windows."""
+    """A tumbling count's store (on both operators): fetch one window, a range of starts, all windows."""
     b = StreamsBuilder()
     (b.stream("in", STRINGS).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10))
      .count(materialized=Materialized.as_("w")).to_stream().to("out"))
@@ -69,8 +70,9 @@ def test_window_store(spark: Any) -> None:
         assert store.fetch_all(10, 10) == store.all()
 
 
+@pytest.mark.usefixtures("operator")
 def test_session_store(spark: Any) -> None:
-    """A session count's store: merged sessions with inclusive ends."""
+    """A session count's store (on both operators): merged sessions with inclusive ends."""
     b = StreamsBuilder()
     (b.stream("in", STRINGS).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 100))
      .count(materialized=Materialized.as_("s")).to_stream().to("out"))
