@@ -148,9 +148,13 @@ def test_shutdown_application_moves_to_error_with_the_handler_given_the_error(ca
     app = KafkaStreams(builder.build(), {"application.id": "handlers", "bootstrap.servers": "localhost:9092"})
     seen: list[tuple[State, State]] = []
     errors: list[BaseException] = []
+
+    def handler(error: BaseException) -> StreamThreadExceptionResponse:
+        errors.append(error)
+        return StreamThreadExceptionResponse.SHUTDOWN_APPLICATION
+
     app.set_state_listener(lambda new, old: seen.append((new, old)))
-    app.set_uncaught_exception_handler(
-        lambda error: errors.append(error) or StreamThreadExceptionResponse.SHUTDOWN_APPLICATION)
+    app.set_uncaught_exception_handler(handler)
     query = _FailedQuery()
     app._state, app._query = State.RUNNING, query  # type: ignore[assignment]  # as if started (no broker here)
     spark_error = _worker_error("KSTREAM-MAPVALUES-0000000001", 3 << 40 | 7)
