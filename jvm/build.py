@@ -2,17 +2,24 @@
 """Build the JVM operator's jar (``streamsdsl/jars/streamsdsl-operator.jar``) without Maven.
 
 ``javac --release 17`` against the jars of the installed ``pyspark``, then ``jar``. Rebuilds only
-when the Java sources changed (a SHA-256 of them is kept next to the jar). Without a JDK (no
-``javac``) it prints why and exits 0: streamsdsl then runs built-in aggregations on the Python
-operator (``--require`` makes that an error). In a source checkout (``pip install -e .``),
-``streamsdsl.jvm.ensure_built`` runs it too, before a session streamsdsl creates loads the jar.
+when the Java sources changed (a SHA-256 of them is kept next to the jar); concurrent builds (make,
+pip, a session's ``ensure_built``) take turns on a lock file and the jar is replaced atomically.
+Without a JDK (no ``javac``) it prints why and exits 0: streamsdsl then runs built-in aggregations
+on the Python operator (``--require`` makes that an error). Three callers, one function (`build`):
 
-    python jvm/build.py [--force] [--require]
+- ``make install`` runs this script after installing the package;
+- ``pip install [-e] .`` and ``pip wheel .`` run it from ``setup.py`` (a ``build_py`` step), so a
+  wheel built from a fresh clone carries the jar;
+- in a source checkout (``pip install -e .``) ``streamsdsl.jvm.ensure_built`` runs it before a
+  session streamsdsl creates loads the jar.
+
+    python jvm/build.py [--force] [--require] [--quiet]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -21,11 +28,17 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable, Iterator
 
 ROOT = Path(__file__).resolve().parent
 SOURCES = ROOT / "src" / "main" / "java"
 JAR = ROOT.parent / "streamsdsl" / "jars" / "streamsdsl-operator.jar"
 STAMP = JAR.with_suffix(".sha256")
+LOCK = JAR.with_suffix(".lock")
+
+
+class BuildError(Exception):
+    """The jar cannot be built here (the message says why and what to do)."""
 
 
 def _digest(files: list[Path]) -> str:
@@ -43,11 +56,91 @@ def _tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def _pyspark_jars() -> Path:
+def find_jdk() -> tuple[str, str] | None:
+    """``(javac, jar)`` of the JDK on ``JAVA_HOME`` or the ``PATH``; None without one (a JRE has
+    neither)."""
+    javac, jar = _tool("javac"), _tool("jar")
+    return (javac, jar) if javac and jar else None
+
+
+def pyspark_jars() -> Path | None:
+    """The ``jars`` directory of a ``pyspark`` to compile against: this interpreter's; else, in
+    pip's isolated build environment (which hides the site-packages), the one this interpreter
+    sees without pip's overlay; else ``$SPARK_HOME/jars``. None when there is none."""
     spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("jvm/build.py: pyspark is not installed in this interpreter: run it with the venv's python.")
-    return Path(list(spec.submodule_search_locations)[0]) / "jars"
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]) / "jars"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE", "PYTHONHOME")}
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+            capture_output=True, text=True, env=env, timeout=120, check=False)
+        if probe.returncode == 0 and (Path(probe.stdout.strip()) / "jars").is_dir():
+            return Path(probe.stdout.strip()) / "jars"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    home = os.environ.get("SPARK_HOME")
+    if home and (Path(home) / "jars").is_dir():
+        return Path(home) / "jars"
+    return None
+
+
+@contextlib.contextmanager
+def _locked() -> Iterator[None]:
+    JAR.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # not POSIX: no lock
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def build(*, force: bool = False, quiet: bool = False, say: Callable[[str], None] = print) -> Path:
+    """Build the jar if a Java source changed since it was built (or ``force``); return its path.
+
+    Raises `BuildError` (why, and the fix) without a JDK or a ``pyspark`` to compile against.
+    ``say`` receives what it does (nothing when up to date and ``quiet``)."""
+    files = sorted(SOURCES.rglob("*.java"))
+    if not files:
+        raise BuildError(f"no Java sources under {SOURCES}")
+    with _locked():
+        digest = _digest(files)
+        if not force and JAR.exists() and STAMP.exists() and STAMP.read_text().strip() == digest:
+            if not quiet:
+                say(f"jvm/build.py: {JAR.name} is up to date")
+            return JAR
+        jdk = find_jdk()
+        if jdk is None:
+            raise BuildError("no JDK found (javac/jar; a JRE is not enough): the JVM operator is not built and "
+                             "streamsdsl runs built-in aggregations on the Python operator. Install a JDK 17 "
+                             "(apt-get install openjdk-17-jdk-headless) and run `make install` again.")
+        jars = pyspark_jars()
+        if jars is None:
+            raise BuildError("pyspark is not installed (nothing to compile against): install it (or set SPARK_HOME) "
+                             "and run `python jvm/build.py` with that interpreter.")
+        javac, jar = jdk
+        say(f"jvm/build.py: compiling {len(files)} Java sources with {javac} --release 17 against {jars}")
+        with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-") as out:
+            subprocess.run([javac, "--release", "17", "-nowarn", "-d", out, "-cp", str(jars / "*"), *map(str, files)],
+                           check=True)
+            fd, tmp = tempfile.mkstemp(prefix=JAR.name + ".", suffix=".tmp", dir=JAR.parent)
+            os.close(fd)
+            try:
+                os.unlink(tmp)
+                subprocess.run([jar, "--create", "--file", tmp, "-C", out, "."], check=True)
+                os.replace(tmp, JAR)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        STAMP.write_text(digest + "\n")
+        say(f"jvm/build.py: built {JAR}")
+        return JAR
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,27 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--require", action="store_true", help="fail (exit 1) when no JDK is found")
     parser.add_argument("--quiet", action="store_true", help="print nothing when the jar is up to date")
     args = parser.parse_args(argv)
-    files = sorted(SOURCES.rglob("*.java"))
-    digest = _digest(files)
-    if not args.force and JAR.exists() and STAMP.exists() and STAMP.read_text().strip() == digest:
-        if not args.quiet:
-            print(f"jvm/build.py: {JAR.name} is up to date")
-        return 0
-    javac, jar = _tool("javac"), _tool("jar")
-    if javac is None or jar is None:
-        print("jvm/build.py: no JDK found (javac/jar; a JRE is not enough): the JVM operator is not built and "
-              "streamsdsl runs built-in aggregations on the Python operator. Install a JDK 17 "
-              "(apt-get install openjdk-17-jdk-headless) and run `make install` again.", file=sys.stderr)
+    try:
+        build(force=args.force, quiet=args.quiet)
+    except BuildError as exc:
+        print(f"jvm/build.py: {exc}", file=sys.stderr)
         return 1 if args.require else 0
-    classpath = str(_pyspark_jars() / "*")
-    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-") as out:
-        subprocess.run([javac, "--release", "17", "-nowarn", "-d", out, "-cp", classpath, *map(str, files)], check=True)
-        JAR.parent.mkdir(parents=True, exist_ok=True)
-        tmp = JAR.with_suffix(".jar.tmp")
-        subprocess.run([jar, "--create", "--file", str(tmp), "-C", out, "."], check=True)
-        os.replace(tmp, JAR)
-    STAMP.write_text(digest + "\n")
-    print(f"jvm/build.py: built {JAR}")
     return 0
 
 
