@@ -65,8 +65,9 @@ def _message(changes: list[Change], checkpoint: str, application_id: str, state_
         f"written: {changes[0]}{more}.",
         f"Changes since the checkpoint {checkpoint} was written:",
         *(f"  - {c}" for c in changes),
-        "Spark continues an operator's state only with the same stateful operators, in the same order, keyed the "
-        "same way. Stateless changes (filters, value mappers, steps after the last aggregation) are accepted.",
+        "Spark continues a checkpoint only with as many sources and the same stateful operators, in the same order, "
+        "keyed the same way. Stateless changes (filters, value mappers, steps after the last aggregation) are "
+        "accepted.",
         "To keep the state, revert the change. To start afresh (input read again from 'auto.offset.reset', empty "
         f"state), stop every instance and run: {reset_command(application_id, state_dir)} (or call clean_up() "
         "before start()); or give the changed topology a new 'application.id'.",

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import sys
 import types
 from collections.abc import Mapping
@@ -200,7 +201,14 @@ def _key_chain(topology: Topology, name: str, positions: Mapping[str, int]) -> l
         if step is not None:
             chain.append({"step": step[0], "fn": function_identity(getattr(node, step[1]))})
         if len(node.parents) != 1:
-            chain.append({"step": "merge", "inputs": [_key_chain(topology, p, positions) for p in node.parents]})
+            # A merge keys like its inputs: inputs keyed alike count once (merging in another
+            # stream keyed the same way is no re-keying), in a stable order.
+            inputs = {json.dumps(c, sort_keys=True): c for c in (_key_chain(topology, p, positions)
+                                                                 for p in node.parents)}
+            if len(inputs) == 1:
+                chain.extend(reversed(next(iter(inputs.values()))))
+            else:
+                chain.append({"step": "merge", "inputs": [inputs[k] for k in sorted(inputs)]})
             break
         node = topology.node(node.parents[0])
     return chain[::-1]
@@ -271,7 +279,8 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, str] | None
             "backend": _backend(operators.get(node.name)),
             "key": [_key_chain(topology, p, positions) for p in inputs],
         })
-    return Fingerprint(operators=tuple(ops), python=_python())
+    return Fingerprint(operators=tuple(ops), python=_python(),
+                       sources=tuple(tuple(s.topics) for s in topology.sources))
 
 
 @attrs.frozen
@@ -279,18 +288,21 @@ class Fingerprint:
     """The stateful part of a topology (`topology_fingerprint`), as stored beside a checkpoint.
 
     ``operators`` holds one dict per stateful operator (see the module docstring); ``python``
-    is the ``major.minor`` version of the Python that computed the function digests.
+    is the ``major.minor`` version of the Python that computed the function digests;
+    ``sources`` the topics of each source node (one Spark source each; None when unknown).
     """
 
     operators: tuple[dict[str, Any], ...]
     python: str = attrs.field(factory=_python)
     format: int = FORMAT
+    sources: tuple[tuple[str, ...], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document stored with the checkpoint."""
         from streamsdsl import __version__
 
         return {"format": self.format, "python": self.python, "streamsdsl": __version__,
+                "sources": None if self.sources is None else [list(t) for t in self.sources],
                 "stateful_operators": list(self.operators)}
 
     @classmethod
@@ -303,7 +315,11 @@ class Fingerprint:
         ops = data.get("stateful_operators")
         if not isinstance(ops, list) or not all(isinstance(o, dict) for o in ops):
             raise ValueError("'stateful_operators' is not a list of objects")
-        return cls(operators=tuple(ops), python=str(data.get("python", "")), format=int(data["format"]))
+        sources = data.get("sources")
+        if sources is not None and not (isinstance(sources, list) and all(isinstance(t, list) for t in sources)):
+            raise ValueError("'sources' is not a list of topic lists")
+        return cls(operators=tuple(ops), python=str(data.get("python", "")), format=int(data["format"]),
+                   sources=None if sources is None else tuple(tuple(str(x) for x in t) for t in sources))
 
 
 # -- rendering and comparing -----------------------------------------------------------------------
@@ -405,8 +421,6 @@ def _compare(old: Mapping[str, Any], new: Mapping[str, Any], with_code: bool) ->
 
 def _signature(op: Mapping[str, Any], with_code: bool) -> str:
     """What must be equal for two operators to be the same one (names excluded)."""
-    import json
-
     fields = {k: op.get(k) for k in ("kind", "windows", "emit", "serdes", "inputs")}
     fields["key"] = _comparable(op.get("key"), with_code)
     return json.dumps(fields, sort_keys=True)
@@ -416,8 +430,9 @@ def diff(old: Fingerprint, new: Fingerprint) -> list[Change]:
     """The incompatible changes from ``old`` (stored with the checkpoint) to ``new``.
 
     Operators are matched by position (Spark's order); an added or removed operator is found
-    by aligning the two lists. Names and store names are not compared. An empty list means
-    the new topology can continue the checkpoint.
+    by aligning the two lists. Names and store names are not compared. A changed number of
+    source nodes is a change too (Spark keeps one offset per source and cannot continue with
+    another number). An empty list means the new topology can continue the checkpoint.
 
     Examples
     --------
@@ -444,4 +459,10 @@ def diff(old: Fingerprint, new: Fingerprint) -> list[Change]:
             changes += _compare(o, n, with_code)
         changes += [Change(_label(o), "removed") for o in old.operators[i1 + pairs:i2]]
         changes += [Change(_label(n), "added") for n in new.operators[j1 + pairs:j2]]
+    if old.sources is not None and new.sources is not None and len(old.sources) != len(new.sources):
+        changes.append(Change("the topology", "sources", _render_sources(old.sources), _render_sources(new.sources)))
     return changes
+
+
+def _render_sources(sources: tuple[tuple[str, ...], ...]) -> str:
+    return f"{len(sources)} ({', '.join('[' + ', '.join(t) + ']' for t in sources)})"

@@ -186,9 +186,39 @@ class TestRejected:
         assert first_line(count_app(), new, tmp_path) == _headline(f"{REDUCE}: aggregation count -> reduce")
 
     def test_added_aggregation(self, tmp_path: Path) -> None:
-        """A second count over another topic: the new operator is named."""
+        """A second count, over another topic: the new operator is named first, then the new source."""
         new = count_app(extra=lambda b: b.stream("more").group_by_key().count().to_stream().to("out2"))
-        assert first_line(count_app(), new, tmp_path) == _headline("KSTREAM-AGGREGATE-0000000007 (count): added")
+        assert first_line(count_app(), new, tmp_path) == _headline(
+            "KSTREAM-AGGREGATE-0000000007 (count): added (and 1 more change(s), listed below)")
+        assert changes(count_app(), new)[1] == "the topology: sources 1 ([in]) -> 2 ([in], [more])"
+
+    def test_added_aggregation_of_the_same_source(self) -> None:
+        """A second aggregation branching off the same stream."""
+        new = count_app(before=lambda s: s.peek(lambda k, v: None),
+                        extra=lambda b: b.stream("in2").to("x"))
+        assert changes(count_app(), new) == ["the topology: sources 1 ([in]) -> 2 ([in], [in2])"]
+        b = StreamsBuilder()
+        s = b.stream("in")
+        s.group_by_key().count().to_stream().to("out")
+        s.group_by_key().reduce(operator.add).to_stream().to("out2")
+        assert changes(count_app(), b.build()) == ["KSTREAM-REDUCE-0000000006 (reduce): added"]
+
+    def test_merged_stream_keyed_alike_is_accepted(self) -> None:
+        """Merging another stream into a count, keyed as read like the first, is no re-keying
+        (but a second source is a change of its own)."""
+        b = StreamsBuilder()
+        b.stream("in").merge(b.stream("in2").filter(lambda k, v: True)).group_by_key().count().to_stream().to("out")
+        assert changes(count_app(), b.build()) == ["the topology: sources 1 ([in]) -> 2 ([in], [in2])"]
+
+    def test_merged_stream_rekeyed(self) -> None:
+        """A merged stream whose keys come from a selector re-keys the aggregation."""
+        b = StreamsBuilder()
+        b.stream("in").merge(b.stream("in2").select_key(key_of_user)).group_by_key().count().to_stream().to("out")
+        found = changes(count_app(), b.build())
+        assert found[0].startswith("KSTREAM-AGGREGATE-0000000005 (count): key [the source key] -> [merge([the "
+                                   f"source key, select_key({__name__}.key_of_user #")
+        assert found[0].endswith(")] | [the source key])]")
+        assert found[1:] == ["the topology: sources 1 ([in]) -> 2 ([in], [in2])"]
 
     def test_removed_aggregation(self, tmp_path: Path) -> None:
         """The old operator is named; the stateless remainder does not matter."""
@@ -202,7 +232,8 @@ class TestRejected:
             TimeWindows.of_size_with_no_grace(5)).count().to_stream().to("out2")
         b = StreamsBuilder()
         windowed(b)
-        assert changes(count_app(extra=windowed), b.build()) == [f"{COUNT}: removed"]
+        assert changes(count_app(extra=windowed), b.build()) == [
+            f"{COUNT}: removed", "the topology: sources 2 ([in], [more]) -> 1 ([more])"]
 
     def test_rekeying_before_the_aggregation(self, tmp_path: Path) -> None:
         """A changed key selector of group_by is a re-keying: the old state is under other keys."""
@@ -254,7 +285,8 @@ class TestRejected:
             return b.build()
 
         assert first_line(cogroup(2), cogroup(3), tmp_path) == _headline(
-            "COGROUPKSTREAM-MERGE-0000000007 (cogroup): inputs 2 -> 3")
+            "COGROUPKSTREAM-MERGE-0000000007 (cogroup): inputs 2 -> 3 (and 1 more change(s), listed below)")
+        assert changes(cogroup(2), cogroup(3))[1] == "the topology: sources 2 ([t0], [t1]) -> 3 ([t0], [t1], [t2])"
 
     def test_changed_operator_backend(self) -> None:
         """The compiler's report of which operator runs an aggregation is compared too."""
@@ -298,9 +330,9 @@ class TestMessage:
             f"Changes since the checkpoint {cp} was written:\n"
             f"  - {REDUCE}: aggregation count -> reduce\n"
             f"  - {REDUCE}: windows none -> TimeWindows(size=10ms, advance=10ms, grace=0ms)\n"
-            "Spark continues an operator's state only with the same stateful operators, in the same order, keyed "
-            "the same way. Stateless changes (filters, value mappers, steps after the last aggregation) are "
-            "accepted.\n"
+            "Spark continues a checkpoint only with as many sources and the same stateful operators, in the same "
+            "order, keyed the same way. Stateless changes (filters, value mappers, steps after the last "
+            "aggregation) are accepted.\n"
             "To keep the state, revert the change. To start afresh (input read again from 'auto.offset.reset', "
             "empty state), stop every instance and run: streamsdsl reset --application-id wc --state-dir "
             "/data/state (or call clean_up() before start()); or give the changed topology a new 'application.id'."
