@@ -17,7 +17,11 @@ aggregations, cogroups), in topological order, the fingerprint holds:
   streams) and ``backend`` (the operator that runs it, from the compiler's report);
 - ``key``: what determines its key, the chain of key-changing steps upstream of it
   (``select_key``, the selector of ``group_by``, ``map``, ``flat_map``, merges, the key of an
-  upstream stateful operator), one chain per input.
+  upstream stateful operator), one chain per input; a merge of inputs keyed alike keys like
+  each of them.
+
+It also holds the topics of each source node: Spark keeps one offset per source in the
+checkpoint and cannot continue it with another number of sources.
 
 User functions cannot be compared by value. A function in a key chain is identified by a
 digest of its code (`function_identity`): its bytecode, constants, names, argument names, the
