@@ -10,7 +10,8 @@ non-zero if a benchmark fails (a result that disagrees with its baseline fails t
     .venv/bin/python benchmarks/run.py p2 --quick         # P2 only, small input (a smoke run)
     .venv/bin/python benchmarks/run.py p4 --records 500000  # P4 on 500,000 input records
 
-``--records N`` sets the input size of any benchmark (for P6: the records piped per test).
+``--records N`` sets the input size of any benchmark (for P6: the records piped per test; for
+P7: the orders in the input topic).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ BENCHMARKS = {
     "p4": ("p4_kafka_source.py", ["--records", "50000", "--partitions", "3"]),
     "p5": ("p5_quix_session.py", ["--records", "20000", "--keys", "500"]),
     "p6": ("p6_driver.py", ["--tests", "2"]),
+    "p7": ("p7_startup.py", ["--repeats", "1"]),
 }
 
 
