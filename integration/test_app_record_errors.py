@@ -5,12 +5,12 @@ with Spark's error chained — carried structurally from the worker, not parsed 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from streamsdsl import Consumed, Produced, RecordDeserializationError, RecordSerializationError, Serdes
-from streamsdsl import StreamsBuilder, UserFunctionError
+from streamsdsl import SessionWindows, StreamsBuilder, UserFunctionError
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.testing.local_kafka import LocalKafka
 
@@ -27,6 +27,12 @@ STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
 
 def _divide(value: str) -> str:
     return str(1 // (len(value) - 3))  # "bad" has 3 characters
+
+
+def _fail(value: str) -> str:
+    if value == "bad":
+        raise ZeroDivisionError("division by zero")
+    return value
 
 
 def _fails_with(topology: Topology, config: dict[str, object], spark: SparkSession, error: type[Exception]) -> str:
@@ -55,6 +61,60 @@ def test_user_function_error_is_not_misreported(
     line = _fails_with(b.build(), streams_config("udf"), spark, UserFunctionError)
     assert line == (f"KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: integer division or modulo "
                     f"by zero (record at topic {source} partition 0 offset 1, key 'k2')")
+
+
+AGGREGATE = "KSTREAM-AGGREGATE-0000000002"
+#: kind -> (the grouped stream's aggregation, the records of key "k" (value, timestamp offset),
+#: the error class, the first line up to "(record at ...", the failed record's offset)
+STATEFUL_KINDS: dict[str, tuple[Callable[[Any], Any], list[tuple[str, int]], type[Exception], str, int]] = {
+    "aggregator": (lambda g: g.aggregate(lambda: "", lambda k, v, a: a + _fail(v)), [("good", 0), ("bad", 1)],
+                   UserFunctionError, f"{AGGREGATE}: the aggregator raised ZeroDivisionError: division by zero", 1),
+    "reducer": (lambda g: g.reduce(lambda a, v: a + _fail(v)), [("good", 0), ("bad", 1)],
+                UserFunctionError, "KSTREAM-REDUCE-0000000002: the reducer raised ZeroDivisionError: division by zero",
+                1),
+    "merger": (lambda g: g.windowed_by(SessionWindows.with_gap(5)).aggregate(
+                   lambda: "", lambda k, v, a: a + v, lambda k, a1, a2: _fail("bad")), [("x", 0), ("y", 3)],
+               UserFunctionError, f"{AGGREGATE}: the merger raised ZeroDivisionError: division by zero", 1),
+    "initializer": (lambda g: g.aggregate(lambda: _fail("bad"), lambda k, v, a: a), [("v", 0)],
+                    UserFunctionError, f"{AGGREGATE}: the initializer raised ZeroDivisionError: division by zero", 0),
+    "bad-output-type": (lambda g: g.aggregate(lambda: 0, lambda k, v, a: {v}), [("x", 0)], RecordSerializationError,
+                        f"{AGGREGATE}: the aggregator returned a result its serde cannot hold: Serdes.Json() cannot "
+                        "encode set {'x'}: Object of type set is not JSON serializable. Return JSON-compatible values "
+                        "(dict, list, str, int, float, bool, None) from your functions.", 0),
+}
+
+
+@pytest.mark.parametrize("kind", list(STATEFUL_KINDS))
+def test_stateful_error_names_processor_and_record(
+    kind: str, kafka: LocalKafka, new_topic: Callable[..., str], streams_config: Callable[..., dict[str, object]],
+    spark: SparkSession,
+) -> None:
+    """An aggregator, reducer, session merger or initializer (Python lambdas: the Python operator)
+    that raises, or an aggregator whose result its serde cannot hold, fails the app with the
+    driver's error: the processor's Kafka name, the record's topic/partition/offset/key, the cause."""
+    aggregation, records, error, cause, offset = STATEFUL_KINDS[kind]
+    source, sink = new_topic(1), new_topic(1)
+    b = StreamsBuilder()
+    aggregation(b.stream(source, STRINGS).group_by_key()).to_stream().to(sink)
+    kafka.produce(source, [(b"k", v.encode(), T + dt, 0) for v, dt in records])
+    line = _fails_with(b.build(), streams_config(kind), spark, error)
+    assert line == f"{cause} (record at topic {source} partition 0 offset {offset}, key 'k')"
+
+
+def test_record_of_the_second_topic_is_located_in_it(
+    kafka: LocalKafka, new_topic: Callable[..., str], streams_config: Callable[..., dict[str, object]],
+    spark: SparkSession,
+) -> None:
+    """A merge of two topics: the record of the second topic that fails (in a mapper of that topic,
+    before the merge) is named with its own topic, not "?"."""
+    first, second, sink = new_topic(1), new_topic(1), new_topic(1)
+    b = StreamsBuilder()
+    b.stream(first, STRINGS).merge(b.stream(second, STRINGS).map_values(_fail)).to(sink)
+    kafka.produce(first, [(b"k1", b"good", T, 0)])
+    kafka.produce(second, [(b"k2", b"fine", T, 0), (b"k3", b"bad", T + 1, 0)])
+    line = _fails_with(b.build(), streams_config("two-topics"), spark, UserFunctionError)
+    assert line == ("KSTREAM-MAPVALUES-0000000002: the mapper raised ZeroDivisionError: division by zero "
+                    f"(record at topic {second} partition 0 offset 1, key 'k3')")
 
 
 def test_deserializer_error_names_source_and_record(
