@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from streamsdsl.io.errors import KafkaSourceError, broker_timeout
 from streamsdsl.io.offsets import EARLIEST, LATEST, TopicPartitionKey, fill_sentinels
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from confluent_kafka import Consumer
 
 __all__ = ["ClientHolder", "OffsetClient"]
+
+_T = TypeVar("_T")
+#: Seconds between a failed driver request and its retry (on new clients).
+_RETRY_BACKOFF_S = 0.5
 
 
 class OffsetClient:
@@ -63,15 +67,10 @@ class OffsetClient:
         timeout = self._options.poll_timeout_ms / 1000
         out: list[TopicPartitionKey] = []
         for topic in self._options.topics:
-            try:
-                meta = self._meta().list_topics(topic=topic, timeout=timeout)
-            except Exception as exc:
-                raise broker_timeout(
-                    f"fetch metadata of topic {topic!r}",
-                    self._options.bootstrap_servers,
-                    self._options.poll_timeout_ms,
-                    exc,
-                ) from exc
+            meta = self._retrying(
+                f"fetch metadata of topic {topic!r}",
+                lambda remaining, topic=topic: self._meta().list_topics(topic=topic, timeout=remaining),
+            )
             info = meta.topics.get(topic)
             if info is None or info.error is not None:
                 continue  # like Spark's subscribe: a topic that does not exist yet has no partitions
@@ -82,20 +81,37 @@ class OffsetClient:
         """``(low, high)`` watermark of each partition, as reported by the broker."""
         from confluent_kafka import TopicPartition
 
-        timeout = self._options.poll_timeout_ms / 1000
         out: dict[TopicPartitionKey, tuple[int, int]] = {}
         for topic, part in tps:
-            try:
-                low, high = self._meta().get_watermark_offsets(
-                    TopicPartition(topic, part), timeout=timeout, cached=False
-                )
-            except Exception as exc:
-                raise broker_timeout(
-                    f"fetch the offsets of {topic}-{part}", self._options.bootstrap_servers,
-                    self._options.poll_timeout_ms, exc,
-                ) from exc
+            low, high = self._retrying(
+                f"fetch the offsets of {topic}-{part}",
+                lambda remaining, topic=topic, part=part: self._meta().get_watermark_offsets(
+                    TopicPartition(topic, part), timeout=remaining, cached=False
+                ),
+            )
             out[(topic, part)] = (int(low), int(high))
         return out
+
+    def _retrying(self, what: str, request: Callable[[float], _T]) -> _T:
+        """``request(seconds_left)``, retried on a new client after an error until the poll timeout.
+
+        A broker restart makes requests fail at once (``_TRANSPORT``, or ``_DESTROY_BROKER`` on
+        a client whose broker handle was dropped), not only time out: a client error is retried
+        with fresh clients, so only a broker away for the whole ``kafkaConsumer.pollTimeoutMs``
+        fails the query (`KafkaBrokerTimeoutError`, naming the broker and the option).
+        """
+        timeout_s = self._options.poll_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return request(max(0.001, deadline - time.monotonic()))
+            except Exception as exc:
+                if time.monotonic() + _RETRY_BACKOFF_S >= deadline:
+                    raise broker_timeout(
+                        what, self._options.bootstrap_servers, self._options.poll_timeout_ms, exc
+                    ) from exc
+                self.close()
+                time.sleep(_RETRY_BACKOFF_S)
 
     def earliest(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """Earliest available offset of each partition."""

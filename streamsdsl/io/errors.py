@@ -18,6 +18,7 @@ application inside a Spark error; `find_source_error` recovers it from that erro
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from streamsdsl.errors import StreamsDslError
 
@@ -100,25 +101,41 @@ def topic_recreated(topic: str, partition: int, reached: int, low: int, high: in
 _IN_TRACEBACK = re.compile(r"streamsdsl\.io\.errors\.(Kafka\w+Error): ([^\n]+)")
 
 
+def _texts(error: BaseException, depth: int = 0) -> Iterator[str]:
+    """The texts of ``error`` and of its causes: its message, the JVM stack trace a PySpark error
+    keeps (with every ``Caused by:``), then the same of its cause (PySpark's, then Python's)."""
+    yield str(error)
+    stack = getattr(error, "_stackTrace", None)  # pyspark CapturedException: the JVM's exceptionString
+    if isinstance(stack, str):
+        yield stack
+    if depth < 8:
+        for cause in (getattr(error, "_cause", None), error.__cause__):
+            if isinstance(cause, BaseException) and cause is not error:
+                yield from _texts(cause, depth + 1)
+
+
 def find_source_error(error: BaseException) -> KafkaSourceError | None:
     """The source error carried by ``error`` (a Spark error wrapping a worker's or the data
-    source process's traceback), rebuilt as its class with its message; ``None`` if there is none.
+    source process's traceback, in its message or in its causes' JVM stack traces), rebuilt
+    as its class with its message; ``None`` if there is none.
 
     Examples
     --------
-    >>> find_source_error(RuntimeError("... streamsdsl.io.errors.KafkaSourceError: broker gone\\n  at ..."))
+    >>> find_source_error(RuntimeError("... streamsdsl.io.errors.KafkaSourceError: broker gone"))
     KafkaSourceError('broker gone')
     >>> find_source_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
     True
     """
     if isinstance(error, KafkaSourceError):
         return error
-    match = _IN_TRACEBACK.search(str(error))
-    if match is None:
-        return None
     kinds = (KafkaSourceError, KafkaBrokerTimeoutError, KafkaDataLossError, KafkaTopicRecreatedError)
-    cls = {c.__name__: c for c in kinds}.get(match.group(1))
-    return None if cls is None else cls(match.group(2).strip())
+    by_name = {c.__name__: c for c in kinds}
+    for text in _texts(error):
+        for match in _IN_TRACEBACK.finditer(text):
+            cls = by_name.get(match.group(1))
+            if cls is not None:
+                return cls(match.group(2).strip())
+    return None
 
 
 class KafkaDeliveryError(StreamsDslError, RuntimeError):

@@ -97,3 +97,46 @@ def test_source_error_is_found_in_a_spark_error() -> None:
 
     assert isinstance(found, KafkaTopicRecreatedError)
     assert found.args == ("partition t-2 now ends at offset 12 (...)",)
+
+
+class FlakyMeta:
+    """A metadata client whose first ``failures`` requests raise (a broker restarting)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+
+    def get_watermark_offsets(self, tp: object, timeout: float, cached: bool) -> tuple[int, int]:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("KafkaError{code=_DESTROY_BROKER,val=-137}")
+        return (0, 7)
+
+    def close(self) -> None:
+        pass
+
+
+def test_driver_requests_are_retried_on_new_clients_until_the_poll_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors during a broker restart are retried (fresh clients); only a broker away for the
+    whole poll timeout fails, naming the broker and the option."""
+    from streamsdsl.io import client as client_module
+    from streamsdsl.io.client import OffsetClient
+    from streamsdsl.io.errors import KafkaBrokerTimeoutError
+
+    monkeypatch.setattr(client_module, "_RETRY_BACKOFF_S", 0.01)
+    opts = KafkaSourceOptions.from_options(
+        {"kafka.bootstrap.servers": "h:9092", "subscribe": "t", "kafkaConsumer.pollTimeoutMs": "300"}, streaming=True
+    )
+    flaky = FlakyMeta(failures=3)
+    client = OffsetClient(opts)
+    monkeypatch.setattr(client, "_meta", lambda: flaky)
+    assert client.watermarks([("t", 0)]) == {("t", 0): (0, 7)}
+
+    flaky.failures = 10_000
+    with pytest.raises(KafkaBrokerTimeoutError) as info:
+        client.watermarks([("t", 0)])
+    assert info.value.args == (
+        "could not fetch the offsets of t-0 from the broker at 'bootstrap.servers' = h:9092 within "
+        "kafkaConsumer.pollTimeoutMs = 300 ms (KafkaError{code=_DESTROY_BROKER,val=-137}). Check that the broker "
+        "is running and reachable, or raise 'kafkaConsumer.pollTimeoutMs' (KafkaStreams: 'task.timeout.ms') to "
+        "wait longer.",
+    )
