@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.dsl.aggregations import Aggregations
-from streamsdsl.dsl.api import KGroupedStream, KStream, KTable, SessionWindowedKStream, StreamsBuilder
+from streamsdsl.dsl.api import Branched, BranchedKStream, KGroupedStream, KStream, KTable, SessionWindowedKStream
+from streamsdsl.dsl.api import StreamsBuilder
 from streamsdsl.dsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
 from streamsdsl.errors import (
     InvalidArgumentError,
@@ -57,7 +58,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Aggregations", "configure_spark",
+    "Aggregations", "Branched", "BranchedKStream", "configure_spark",
     "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
     "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Produced",
     "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",

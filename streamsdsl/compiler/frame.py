@@ -89,12 +89,16 @@ class TimeKeyCodec(_WindowedKeyCodec):
 
 @attrs.frozen
 class Frame:
-    """A lowered node: ``df`` has `FRAME_COLUMNS`; ``is_table`` for KTable changelogs."""
+    """A lowered node: ``df`` has `FRAME_COLUMNS`; ``is_table`` for KTable changelogs.
+
+    ``table_records``: a table source's records before its store (what a join reads; the
+    changelog ``df`` of a materialized source leaves out tombstones of absent keys)."""
 
     df: DataFrame
     key: KeyCodec
     value: PlanSerde
     is_table: bool = False
+    table_records: DataFrame | None = None
 
     def with_df(self, df: DataFrame, **changes: Any) -> Frame:
-        return attrs.evolve(self, df=df, **changes)
+        return attrs.evolve(self, df=df, **{"table_records": None, **changes})

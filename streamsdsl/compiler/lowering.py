@@ -403,9 +403,23 @@ def _table_to_stream(self: Lowering, node: ir.TableToStreamNode) -> Frame:
     return self.parent(node).with_df(self.parent(node).df, is_table=False)
 
 
+def _table_step(frame: Frame, step: Callable[[Frame], Frame]) -> Frame:
+    """A stateless table step on the changelog and, for a table source's, on the records a join
+    reads (`Frame.table_records`)."""
+    out = step(frame)
+    if frame.table_records is not None:
+        import attrs
+
+        out = attrs.evolve(out, table_records=step(frame.with_df(frame.table_records)).df)
+    return out
+
+
 @Lowering.lower.register(ir.TableFilterNode)
 def _table_filter(self: Lowering, node: ir.TableFilterNode) -> Frame:
-    frame = self.parent(node)
+    return _table_step(self.parent(node), lambda frame: _table_filter_frame(frame, node))
+
+
+def _table_filter_frame(frame: Frame, node: ir.TableFilterNode) -> Frame:
     if isinstance(node.predicate, ir.ColumnFn):
         cond = _column_condition(node.predicate, node.negate)
         return frame.with_df(frame.df.withColumn("value", F.when(cond, F.col("value"))))
@@ -421,7 +435,10 @@ def _table_filter(self: Lowering, node: ir.TableFilterNode) -> Frame:
 
 @Lowering.lower.register(ir.TableMapValuesNode)
 def _table_map_values(self: Lowering, node: ir.TableMapValuesNode) -> Frame:
-    frame = self.parent(node)
+    return _table_step(self.parent(node), lambda frame: _table_map_values_frame(frame, node))
+
+
+def _table_map_values_frame(frame: Frame, node: ir.TableMapValuesNode) -> Frame:
     if isinstance(node.mapper, ir.ColumnFn):
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", F.when(F.col("value").isNotNull(), column)), value=serde)

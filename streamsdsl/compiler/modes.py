@@ -34,6 +34,7 @@ from streamsdsl.compiler.columns import (
     STREAM_TIME,
 )
 from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
+from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the table, join and split rules
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,

@@ -15,12 +15,14 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import (
     REQUIRED,
+    validate_name,
     is_spark_column,
     require_arguments,
     require_callable,
     validate_topic,
 )
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError, TopologyError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, OperationNotDefinedError, StageMethodError
+from streamsdsl.errors import TopologyError
 from streamsdsl.dsl.options import (
     Consumed,
     Grouped,
@@ -34,6 +36,8 @@ from streamsdsl.ir.topology import Topology
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = [
+    "Branched",
+    "BranchedKStream",
     "CogroupedKStream",
     "KGroupedStream",
     "SessionWindowedCogroupedKStream",
@@ -175,6 +179,69 @@ class StreamsBuilder:
             self._topics[t] = node.name
         return KStream(self, node.name)
 
+    def table(
+        self, topic: str, consumed: Consumed | None = None, materialized: Materialized | None = None, *,
+        name: NameArg = None,
+    ) -> KTable:
+        """A `KTable` reading ``topic`` as a changelog: the latest value per key.
+
+        A record with a ``None`` value is a tombstone that deletes its key; a record with a
+        ``None`` key is dropped (and counted in ``dropped-records-total``). Out-of-order
+        updates replace the stored value, as in Kafka Streams' (non-versioned) table.
+
+        Examples
+        --------
+        >>> b = StreamsBuilder()
+        >>> customers = b.table("customers", materialized=Materialized.as_("customer-store"))
+        >>> print(b.build().describe(), end="")
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [customers])
+              --> KTABLE-SOURCE-0000000001
+            Processor: KTABLE-SOURCE-0000000001 (stores: [customer-store])
+              --> none
+              <-- KSTREAM-SOURCE-0000000000
+        <BLANKLINE>
+        """
+        consumed = check_option(consumed, Consumed, "consumed")
+        materialized = _materialized(materialized)
+        validate_topic(topic, "topic")
+        if topic in self._topics:
+            raise TopologyError(
+                f"Topic {topic!r} is already consumed by {self._topics[topic]}; a topic can be a source only once."
+            )
+        # Kafka Streams' order (StreamsBuilder.table, InternalStreamsBuilder.table): the store
+        # name first ("<topic>-STATE-STORE-<n>"), then the source, then the table source.
+        store = self._store_name(materialized, f"{topic}-")
+        user_name = resolve_name(name, consumed and consumed.name)
+        source_name = self._processor_name(user_name, "KSTREAM-SOURCE-")
+        generated = self._new_name("KTABLE-SOURCE-")
+        table_name = validate_name(f"{user_name}-table-source", "name") if user_name is not None else generated
+        key_serde = (materialized and materialized.key_serde) or (consumed and consumed.key_serde)
+        value_serde = (materialized and materialized.value_serde) or (consumed and consumed.value_serde)
+        node = self._add(ir.TableSourceNode(
+            table_name, (), (topic,), key_serde or None, value_serde or None, source_name=source_name, store=store,
+            materialized=materialized is not None and materialized.store_name is not None,
+        ))
+        self._topics[topic] = node.name
+        return KTable(self, node.name)
+
+    def _materialize(self, table_node: str) -> str:
+        """Materialize the store a join reads (Kafka Streams' ``KTableSource.materialize()``):
+        the store of the table ``table_node`` is derived from, walking up through stateless
+        table steps. Returns the store name."""
+        node = self._nodes[table_node]
+        while isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode)):
+            node = self._nodes[node.parents[0]]
+        if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
+            if not node.materialized:
+                self._nodes[node.name] = attrs.evolve(node, materialized=True)
+            return node.store
+        stores = node.stores
+        if not stores:
+            raise TopologyError(f"The table of {table_node} has no state store to join with.")
+        return stores[0]
+
     def build(self) -> Topology:
         """Freeze what was built so far into an immutable `Topology`."""
         return Topology(tuple(self._nodes.values()))
@@ -282,6 +349,91 @@ class KStream(_Stage):
         node = ir.MergeNode(self._name(name, "KSTREAM-MERGE-"), (self.node_name, other.node_name))
         self._add(node)
         return KStream(self._builder, node.name, self.repartition_required or other.repartition_required)
+
+    def to_table(self, *, materialized: Materialized | None = None, name: NameArg = None) -> KTable:
+        """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
+        and a ``None`` key is dropped (and counted)."""
+        materialized = _materialized(materialized)
+        if self.repartition_required:
+            raise OperationNotDefinedError(
+                "to_table() after a key-changing step (map, select_key, flat_map) needs a repartition, which is "
+                "not implemented yet for tables: write the stream to a topic with to(topic) and read it with "
+                "builder.table(topic)."
+            )
+        node_name = self._name(name, "KSTREAM-TOTABLE-")
+        store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
+        self._add(ir.StreamToTableNode(node_name, (self.node_name,), store=store,
+                                       materialized=materialized is not None and materialized.store_name is not None))
+        return KTable(self._builder, node_name)
+
+    def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+             stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``.
+
+        With a `KTable` ``other`` (a stream-table join) only stream records produce output, with
+        the stream record's key and timestamp, and only when the table has a value for the key;
+        a table update emits nothing. Stream records with a ``None`` key or value are dropped
+        (and counted). A `KStream` ``other`` (a windowed stream-stream join) is not implemented yet.
+        """
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner")
+
+    def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+                  stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """Like `join`, but every stream record produces output: ``joiner(value, None)`` when the
+        table has no value for its key. A record with a ``None`` key and a value is joined with
+        ``None`` too (KIP-962); a ``None`` value is dropped (and counted)."""
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left")
+
+    def _stream_table_join(self, other: Any, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
+                           kind: str) -> KStream:
+        method = "join" if kind == "inner" else "left_join"
+        if isinstance(other, KStream):
+            raise OperationNotDefinedError(
+                f"{method}() of two KStreams (a windowed stream-stream join with JoinWindows) is not implemented "
+                "yet; stream-table joins are: pass a KTable, e.g. builder.table(topic)."
+            )
+        if not isinstance(other, KTable):
+            raise InvalidTypeError(f"'other' must be a KTable (got {type(other).__name__}: {other!r}).")
+        require_arguments(method, f"{method}(table, lambda value, table_value: ...)",
+                          ("joiner", joiner, "(value, table_value) -> value"))
+        if windows is not None or stream_joined is not None:
+            raise InvalidArgumentError(
+                f"'windows' and 'stream_joined' belong to a stream-stream join; a stream-table {method}() takes "
+                "neither (got windows={windows!r}, stream_joined={stream_joined!r})."
+            )
+        if other._builder is not self._builder:
+            raise TopologyError("'other' belongs to a different StreamsBuilder; join streams and tables of one builder.")
+        if other.windows is not None:
+            raise InvalidTypeError(f"{method}() with a windowed KTable is not supported: join with a KTable of plain keys.")
+        if self.repartition_required:
+            raise OperationNotDefinedError(
+                f"{method}() after a key-changing step (map, select_key, flat_map) needs a repartition, which is "
+                "not implemented yet for joins: write the stream to a topic with to(topic) and join "
+                "builder.stream(topic)."
+            )
+        fn = _user_fn(joiner, "joiner", "(value, table_value) -> value")
+        node_name = self._name(name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
+        store = self._builder._materialize(other.node_name)
+        node = ir.StreamTableJoinNode(node_name, (self.node_name, other.node_name), joiner=fn, kind=kind,
+                                      table_store=store)
+        return self._child(node)
+
+    def split(self, named: NameArg = None) -> BranchedKStream:
+        """Split the stream into branches: each record goes to the first branch whose predicate
+        holds (`BranchedKStream.branch`), else to the default branch, if any.
+
+        Examples
+        --------
+        >>> b = StreamsBuilder()
+        >>> branches = (b.stream("in").split(named="route-")
+        ...             .branch(lambda k, v: v > 0, Branched.with_name("positive"))
+        ...             .default_branch())
+        >>> sorted(branches)
+        ['route-0', 'route-positive']
+        """
+        splitter = self._builder._processor_name(resolve_name(named), "KSTREAM-BRANCH-")
+        self._add(ir.BranchNode(splitter, (self.node_name,)))
+        return BranchedKStream(self._builder, splitter, self.repartition_required, ())
 
     def to(self, topic: str, produced: Produced | None = None, *, name: NameArg = None) -> None:
         """Write the stream to ``topic``, serialized with ``produced`` (JSON by default)."""
@@ -610,6 +762,75 @@ class KTable(_Stage):
         fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
+
+
+@attrs.frozen
+class Branched:
+    """How a branch of `KStream.split` is named: `Branched.with_name` (else by its index)."""
+
+    name: str | None = attrs.field(default=None)
+
+    @classmethod
+    def with_name(cls, name: str) -> Branched:
+        """The branch is named ``<split prefix><name>``."""
+        return cls(validate_name(name, "name"))
+
+    @classmethod
+    def as_(cls, name: str) -> Branched:
+        """Alias of `with_name` (Kafka Streams' ``Branched.as``)."""
+        return cls.with_name(name)
+
+
+@attrs.frozen
+class BranchedKStream(_Hinted):
+    """The branches of `KStream.split` so far (Kafka Streams' ``BranchedKStream``); immutable:
+    `branch` returns a new stage. End with `default_branch` or `no_default_branch`, which
+    return the branches by name: ``<prefix><branch name>``, or ``<prefix><index>`` for an
+    unnamed branch (1, 2, … in order; 0 for the default branch), where the prefix is the
+    ``named`` given to ``split`` or else the generated ``KSTREAM-BRANCH-<n>``."""
+
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    splitter: str
+    repartition_required: bool
+    branches: tuple[tuple[str, ir.UserFn], ...]
+
+    def branch(self, predicate: Callable[[Any, Any], bool] = REQUIRED, branched: Branched | None = None) -> BranchedKStream:
+        """Add a branch taking the records, not taken by an earlier branch, for which
+        ``predicate(key, value)`` is true."""
+        require_arguments("branch", "branch(lambda key, value: value > 0)", ("predicate", predicate, "(key, value) -> bool"))
+        branched = check_option(branched, Branched, "branched") or Branched()
+        fn = _user_fn(predicate, "predicate", "(key, value) -> bool")
+        name = self._child_name(branched, len(self.branches) + 1)
+        self._builder._new_name(name)  # Kafka Streams burns an index per branch
+        return attrs.evolve(self, branches=(*self.branches, (name, fn)))
+
+    def _child_name(self, branched: Branched, index: int) -> str:
+        name = validate_name(f"{self.splitter}{branched.name if branched.name is not None else index}", "name")
+        if any(n == name for n, _ in self.branches):
+            raise TopologyError(f"Two branches of {self.splitter} are named {name!r}; give each its own name.")
+        return name
+
+    def default_branch(self, branched: Branched | None = None) -> dict[str, KStream]:
+        """End the split with a branch for the records no predicate matched; the branches by name."""
+        branched = check_option(branched, Branched, "branched") or Branched()
+        name = self._child_name(branched, 0)
+        self._builder._new_name(name)
+        return self._build(name)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """End the split; records no predicate matched are dropped. The branches by name."""
+        return self._build(None)
+
+    def _build(self, default: str | None) -> dict[str, KStream]:
+        out: dict[str, KStream] = {}
+        predicates = tuple(fn for _, fn in self.branches)
+        children = [(name, predicates[: i + 1], False) for i, (name, _) in enumerate(self.branches)]
+        if default is not None:
+            children.append((default, predicates, True))
+        for name, preds, is_default in children:
+            self._builder._add(ir.BranchChildNode(name, (self.splitter,), predicates=preds, default=is_default))
+            out[name] = KStream(self._builder, name, self.repartition_required)
+        return out
 
 
 # The cogroup stages live in their own module (they build on the stages above); re-exported here.

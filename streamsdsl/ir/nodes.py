@@ -60,6 +60,11 @@ __all__ = [
     "TableToStreamNode",
     "TableFilterNode",
     "TableMapValuesNode",
+    "TableSourceNode",
+    "StreamToTableNode",
+    "StreamTableJoinNode",
+    "BranchNode",
+    "BranchChildNode",
     "Fn",
     "AggSpec",
     "NODE_TYPES",
@@ -438,6 +443,100 @@ class TableMapValuesNode(Node):
     """``KTable.map_values``: tombstones stay tombstones; other values are mapped."""
 
     mapper: Fn = attrs.field(kw_only=True, validator=_fn)
+    arity = 1
+
+
+def _one_topic(inst: TableSourceNode, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
+    if len(value) != 1:
+        raise InvalidArgumentError(f"A table source reads exactly one topic (got {list(value)!r}).")
+
+
+@attrs.frozen
+class TableSourceNode(SourceNode):
+    """``StreamsBuilder.table(topic)``: a source (``source_name``) feeding the ``KTABLE-SOURCE``
+    processor (``name``), which keeps the latest value per key in ``store``.
+
+    ``materialized``: the store exists (a store name was given, or a join reads the table; Kafka
+    Streams' ``KTableSource.materialize()``); only then describe() lists it, and a tombstone for
+    an absent key is not forwarded (the store's record cache).
+    """
+
+    source_name: str = attrs.field(kw_only=True, validator=is_name)
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    materialized: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+
+    def __attrs_post_init__(self) -> None:
+        _one_topic(self, attrs.fields(type(self)).topics, self.topics)
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,) if self.materialized else ()
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_source(self.source_name, self.topics)
+        builder.add_processor(self.name, self.stores, (self.source_name,))
+
+
+@attrs.frozen
+class StreamToTableNode(Node):
+    """``KStream.to_table``: the latest value per key in ``store`` (``materialized`` as for
+    `TableSourceNode`)."""
+
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    materialized: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+    arity = 1
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,) if self.materialized else ()
+
+
+def _join_kind(inst: StreamTableJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("inner", "left"):
+        raise InvalidArgumentError(f"'kind' of a stream-table join must be 'inner' or 'left' (got {value!r}).")
+
+
+@attrs.frozen
+class StreamTableJoinNode(Node):
+    """``KStream.join`` / ``left_join`` with a KTable: ``parents`` are (stream, table).
+
+    describe() shows one processor fed by the stream only, connected to the table's store
+    ``table_store`` (Kafka Streams' ``KSTREAM-JOIN`` / ``KSTREAM-LEFTJOIN``)."""
+
+    joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    kind: str = attrs.field(kw_only=True, validator=_join_kind)
+    table_store: str = attrs.field(kw_only=True, validator=is_name)
+    arity = 2
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.table_store,)
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_processor(self.name, self.stores, self.parents[:1])
+
+
+@attrs.frozen
+class BranchNode(Node):
+    """``KStream.split()``: the splitter (``KSTREAM-BRANCH``); its children are the branches."""
+
+    arity = 1
+
+
+def _default_branch(inst: BranchChildNode, attribute: attrs.Attribute[Any], value: bool) -> None:
+    if not value and not inst.predicates:
+        raise InvalidArgumentError("A branch that is not the default branch needs its predicate.")
+
+
+@attrs.frozen
+class BranchChildNode(Node):
+    """One branch of a split: a record goes to the first branch whose predicate holds.
+
+    ``predicates`` are the split's predicates up to this branch's own (the last one); the
+    default branch (``default``) holds all of them and takes the records none matches."""
+
+    predicates: tuple[UserFn, ...] = attrs.field(kw_only=True, validator=tuple_of(UserFn))
+    default: bool = attrs.field(kw_only=True, default=False, validator=[instance_of(bool), _default_branch])
     arity = 1
 
 

@@ -148,7 +148,7 @@ class Topology:
 
     @property
     def store_names(self) -> tuple[str, ...]:
-        return tuple(s for n in self.nodes for s in n.stores)
+        return tuple(dict.fromkeys(s for n in self.nodes for s in n.stores))
 
     def topological_order(self) -> tuple[ir.Node, ...]:
         """Nodes ordered parents-first (the construction order, checked when the topology is built)."""

@@ -1,0 +1,276 @@
+"""Lowering of tables and stream-table joins, and of split (branches).
+
+A stream-table join is **one** stateful operator over the union of the stream's and the table's
+records, keyed by the join key (DESIGN.md: joins like cogroup). The operator holds the table's
+current value per key (one state row) and applies `streamsdsl.semantics.stream_table` to each
+record in order: a table record updates the state and emits nothing, a stream record is joined
+with the state. A materialized table source (`TableSourceNode` / `StreamToTableNode` whose store
+exists) runs the same operator in *source* mode, which forwards the changelog
+(`streamsdsl.semantics.tables.table_source_step`: a tombstone for an absent key is not forwarded).
+
+Order within a key: the test driver's replay processes records in pipe order (Kafka Streams'
+task-level timestamp synchronisation, as its TopologyTestDriver does); streaming processes a
+micro-batch's records of a key by (timestamp, source position).
+
+The Python operator runs every join (the JVM operator handles built-in aggregations only).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import _parse_datatype_string
+
+from streamsdsl import ir
+from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
+    CARRY,
+    DROPPED,
+    EVENT_METRIC,
+    EVENT_VALUE,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    INPUT_INDEX,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SOURCE_POSITION,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
+from streamsdsl.compiler.python_ops import apply_python, result_error
+from streamsdsl.compiler.serde_exprs import convert_column
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
+from streamsdsl.semantics.tables import TableValue, table_source_step
+
+__all__ = ["TableOperatorConfig"]
+
+#: `INPUT_INDEX` of a stream record and of a table record in the operator's input.
+STREAM_SIDE = 0
+TABLE_SIDE = 1
+#: Processor modes: forward a table's changelog, or join a stream with a table.
+SOURCE = "source"
+
+OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+                 EVENT_METRIC, EVENT_VALUE)
+
+
+@attrs.frozen
+class TableOperatorConfig:
+    """What the table operator needs on the executors (pickled with it).
+
+    ``kind``: ``"source"`` (forward the table's changelog), ``"inner"`` or ``"left"`` (a join)."""
+
+    node: str
+    kind: str
+    key: PlanSerde
+    stream_value: PlanSerde
+    table_value: PlanSerde
+    value_out: PlanSerde
+    joiner: Any = None
+    replay: bool = False
+
+    @property
+    def state_type(self) -> str:
+        return f"struct<value:{self.table_value.spark_type},ts:bigint>"
+
+
+class TableOperator(StatefulProcessor):
+    """One state row per key: the table's current value and its timestamp."""
+
+    def __init__(self, config: TableOperatorConfig) -> None:
+        self.config = config
+        self.fields = (*OUTPUT_FIELDS, CARRIED_STATE) if config.replay else OUTPUT_FIELDS
+        self.out = Row(*self.fields)
+        self.spec = None if config.kind == SOURCE else StreamTableJoin(config.kind)  # type: ignore[arg-type]
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("table", f"value {self.config.table_value.spark_type}, ts bigint")
+
+    def _row(self, *values: Any) -> Row:
+        return self.out(*values, None) if self.config.replay else self.out(*values)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data = [r.asDict() for r in rows]
+        if cfg.replay:
+            data.sort(key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
+        else:
+            data.sort(key=lambda r: (r["timestamp"], r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
+        kcell = key[0]
+        k = cfg.key.from_internal(kcell)
+        tv = cfg.table_value
+        state: TableValue | None = None
+        if cfg.replay:
+            while data and data[0].get(CARRIED_STATE) is not None:
+                carried = data.pop(0)[CARRIED_STATE]
+                state = TableValue(tv.from_internal(carried["value"]), int(carried["ts"]))
+        elif self.state.exists():
+            value, ts = self.state.get()
+            state = TableValue(tv.from_internal(value), int(ts))
+        for r in data:
+            ts, position = r["timestamp"], r[SOURCE_POSITION]
+            if r[INPUT_INDEX] == TABLE_SIDE:
+                value = tv.from_internal(r["value"]["t"])
+                step = table_source_step(state, k, value, ts, materialized=True) if self.spec is None \
+                    else table_update(state, k, value, ts)
+                state = step.state
+                if self.spec is None and step.forwarded is not None:
+                    yield self._row(kcell, r["value"]["t"] if step.forwarded.new is not None else None, ts,
+                                    r["headers"], position, r[OUTPUT_POSITION], None, None, None)
+                continue
+            value = cfg.stream_value.from_internal(r["value"]["s"])
+            try:
+                result = stream_join_step(self.spec, state, k, value, ts, cfg.joiner)  # type: ignore[arg-type]
+            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="joiner", key=repr(k),
+                                        position=position).in_worker() from exc
+            if result.dropped:
+                yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
+            if result.output is not None:
+                try:
+                    out_value = cfg.value_out.to_internal(result.output.value)
+                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                    raise result_error(cfg.node, "joiner", exc, repr(k), position) from exc
+                yield self._row(kcell, out_value, ts, r["headers"], position, r[OUTPUT_POSITION], None, None, None)
+        if cfg.replay:
+            if state is not None:
+                carried = {"value": tv.to_internal(state.value), "ts": state.ts}
+                yield self.out(kcell, None, -1, [], -1, [], None, CARRY, None, carried)
+        elif state is None:
+            self.state.clear()
+        else:
+            self.state.update((tv.to_internal(state.value), state.ts))
+
+    def close(self) -> None:
+        pass
+
+
+def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, table_type: str) -> DataFrame:
+    """A frame's rows in the operator's input layout: the key in ``key``'s encoding, the value in
+    field ``s`` (stream) or ``t`` (table) of a struct, the side in `INPUT_INDEX`."""
+    k = convert_column(F.col("key"), frame.key.serde, key) if frame.key.serde != key else F.col("key")
+    value = F.struct(
+        (F.col("value") if side == STREAM_SIDE else F.lit(None)).cast(stream_type).alias("s"),
+        (F.col("value") if side == TABLE_SIDE else F.lit(None)).cast(table_type).alias("t"),
+    )
+    return frame.df.select(k.alias("key"), value.alias("value"), "timestamp", "headers", SOURCE_POSITION,
+                           OUTPUT_POSITION, F.lit(side).alias(INPUT_INDEX))
+
+
+def _run(lowering: Lowering, inp: DataFrame, config: TableOperatorConfig) -> DataFrame:
+    """Run the table operator over ``inp``; in replay with the state carried from the previous
+    run (and handed to the next). Drops are counted (and logged) right after it."""
+    replay = lowering.mode is PlanMode.REPLAY
+    config = attrs.evolve(config, replay=replay)
+    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
+             CARRIED_STATE: config.state_type}
+    processor = TableOperator(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    if replay:
+        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
+        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
+        if rows:
+            states = inp.sparkSession.createDataFrame(list(rows), f"key {config.key.spark_type}, state {config.state_type}")
+            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
+            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
+                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(TABLE_SIDE)})
+            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+    out = inp.groupBy("key").transformWithState(
+        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
+    if replay:
+        out = lowering.cached(out)  # type: ignore[attr-defined]
+        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
+            "key", F.col(CARRIED_STATE).alias("state"))
+        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+    metric = F.col(EVENT_METRIC)
+    if config.kind != SOURCE:  # a table source's drops (null keys) are counted before it
+        out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
+    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _table_records(lowering: Lowering, frame: Frame, node: str) -> Frame:
+    """A table source's records: a null key is dropped (and counted), a null value is a tombstone."""
+    return frame.with_df(lowering.drop_counted(frame.df, node, F.col("key").isNotNull()), is_table=True)
+
+
+def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool) -> Frame:
+    """The changelog of a table source: its records as they are (no store), or (a store with a
+    record cache) through the operator in source mode. A join reads ``records`` either way."""
+    if not materialized:
+        return attrs.evolve(records, table_records=records.df)
+    config = TableOperatorConfig(node.name, SOURCE, records.key.serde, records.value, records.value, records.value)
+    jvm_operator.record(node.name, "Python operator (tables run on the Python operator)")
+    inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
+    return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)
+
+
+@Lowering.lower.register(ir.TableSourceNode)
+def _table_source(self: Lowering, node: ir.TableSourceNode) -> Frame:
+    from streamsdsl.compiler.lowering import _source
+
+    return _table(self, node, _table_records(self, _source(self, node), node.name), node.materialized)
+
+
+@Lowering.lower.register(ir.StreamToTableNode)
+def _stream_to_table(self: Lowering, node: ir.StreamToTableNode) -> Frame:
+    parent = self.parent(node)
+    if parent.key.windowed:
+        raise InvalidTypeError(f"{node.name}: to_table() of a windowed stream is not supported.")
+    return _table(self, node, _table_records(self, parent, node.name), node.materialized)
+
+
+@Lowering.lower.register(ir.StreamTableJoinNode)
+def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
+    stream, table = self.parent(node, 0), self.parent(node, 1)
+    if stream.key.windowed or table.key.windowed:
+        raise InvalidTypeError(f"{node.name}: a stream-table join needs plain (not windowed) keys on both sides.")
+    table_df = table.table_records if table.table_records is not None else table.df
+    key = stream.key.serde
+    config = TableOperatorConfig(node.name, node.kind, key, stream.value, table.value, DEFAULT_SERDE,
+                                 joiner=node.joiner.fn)
+    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
+                                   "built-in aggregations only)")
+    inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
+        _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
+    return Frame(_run(self, inp, config), KeyCodec(key), DEFAULT_SERDE)
+
+
+# --- split ------------------------------------------------------------------------------------------
+
+
+@Lowering.lower.register(ir.BranchNode)
+def _branch(self: Lowering, node: ir.BranchNode) -> Frame:
+    return self.parent(node)
+
+
+def _first_match(predicates: tuple[Any, ...], default: bool) -> Any:
+    """A record goes to the first branch whose predicate holds (``KStreamBranch``): branch ``i``
+    keeps it if predicate ``i`` is the first that holds; the default branch if none holds."""
+    *earlier, own = predicates if predicates else (None,)
+
+    def keep(k: Any, v: Any) -> bool:
+        for p in earlier:
+            if p(k, v):
+                return False
+        if default:
+            return own is None or not own(k, v)
+        return bool(own(k, v))
+
+    return keep
+
+
+@Lowering.lower.register(ir.BranchChildNode)
+def _branch_child(self: Lowering, node: ir.BranchChildNode) -> Frame:
+    keep = _first_match(tuple(p.fn for p in node.predicates), node.default)
+    return apply_python(self.parent(node), node.name, _python_filter(keep, False), function="predicate")

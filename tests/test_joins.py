@@ -1,0 +1,248 @@
+"""Tables (builder.table, to_table), stream-table joins and split: API, describe(), the
+TopologyTestDriver (Kafka's KStreamKTableJoinTest / KStreamKTableLeftJoinTest scenarios) and a
+streaming query restarted from its checkpoint."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamsdsl import (
+    Consumed,
+    InvalidTypeError,
+    Materialized,
+    OperationNotDefinedError,
+    Produced,
+    Serdes,
+    StreamsBuilder,
+    TestRecord,
+    TimeWindows,
+    explain,
+)
+from streamsdsl.dsl.api import Branched
+
+R = TestRecord
+INT_STR = Consumed.with_serdes(Serdes.Integer(), Serdes.String())
+OUT = Produced.with_serdes(Serdes.Integer(), Serdes.String())
+
+
+def joiner(value: Any, table_value: Any) -> str:
+    """Kafka's test joiner ``v1 + "+" + v2`` (Java renders null as "null")."""
+    return f"{value}+{'null' if table_value is None else table_value}"
+
+
+def join_topology(*, left: bool = False) -> Any:
+    b = StreamsBuilder()
+    stream = b.stream("stream", INT_STR)
+    table = b.table("table", INT_STR)
+    stream.join(table, joiner).to("out", OUT)
+    stream.left_join(table, joiner).to("left-out", OUT)
+    return b.build()
+
+
+class TestTableApi:
+    def test_describe_join(self) -> None:
+        """KSTREAM-JOIN is fed by the stream only and connected to the table source's store,
+        which the join materializes (named <topic>-STATE-STORE-<n>, its index taken first)."""
+        b = StreamsBuilder()
+        b.stream("stream", INT_STR).join(b.table("table", INT_STR), joiner).to("out")
+        assert b.build().describe() == (
+            "Topologies:\n"
+            "   Sub-topology: 0\n"
+            "    Source: KSTREAM-SOURCE-0000000000 (topics: [stream])\n"
+            "      --> KSTREAM-JOIN-0000000004\n"
+            "    Processor: KSTREAM-JOIN-0000000004 (stores: [table-STATE-STORE-0000000001])\n"
+            "      --> KSTREAM-SINK-0000000005\n"
+            "      <-- KSTREAM-SOURCE-0000000000\n"
+            "    Source: KSTREAM-SOURCE-0000000002 (topics: [table])\n"
+            "      --> KTABLE-SOURCE-0000000003\n"
+            "    Sink: KSTREAM-SINK-0000000005 (topic: out)\n"
+            "      <-- KSTREAM-JOIN-0000000004\n"
+            "    Processor: KTABLE-SOURCE-0000000003 (stores: [table-STATE-STORE-0000000001])\n"
+            "      --> none\n"
+            "      <-- KSTREAM-SOURCE-0000000002\n\n"
+        )
+
+    def test_describe_named_left_join_and_table(self) -> None:
+        """A named table is '<name>-table-source' read by source '<name>'; a name= join keeps
+        its name; an unjoined, unnamed table has no store; to_table is KSTREAM-TOTABLE."""
+        b = StreamsBuilder()
+        b.table("lonely", name="lonely").to_stream().to("lonely-out")
+        b.stream("s").left_join(b.table("t", materialized=Materialized.as_("t-store")), joiner, name="enrich").to("o")
+        b.stream("u").to_table().to_stream().to("u-out")
+        text = b.build().describe()
+        assert (
+            "    Source: lonely (topics: [lonely])\n"
+            "      --> lonely-table-source\n"
+            "    Processor: lonely-table-source (stores: [])\n"
+        ) in text
+        assert (
+            "  Sub-topology: 1\n"
+            "    Source: KSTREAM-SOURCE-0000000005 (topics: [s])\n"
+            "      --> enrich\n"
+            "    Source: KSTREAM-SOURCE-0000000006 (topics: [t])\n"
+            "      --> KTABLE-SOURCE-0000000007\n"
+            "    Processor: enrich (stores: [t-store])\n"
+            "      --> KSTREAM-SINK-0000000009\n"
+            "      <-- KSTREAM-SOURCE-0000000005\n"
+            "    Sink: KSTREAM-SINK-0000000009 (topic: o)\n"
+            "      <-- enrich\n"
+            "    Processor: KTABLE-SOURCE-0000000007 (stores: [t-store])\n"
+            "      --> none\n"
+            "      <-- KSTREAM-SOURCE-0000000006\n\n"
+            "  Sub-topology: 2\n"
+            "    Source: KSTREAM-SOURCE-0000000010 (topics: [u])\n"
+            "      --> KSTREAM-TOTABLE-0000000011\n"
+            "    Processor: KSTREAM-TOTABLE-0000000011 (stores: [])\n"
+        ) in text
+
+    def test_stream_stream_join_not_implemented(self) -> None:
+        """A KStream other is a stream-stream join, which says it is not implemented yet."""
+        b = StreamsBuilder()
+        with pytest.raises(OperationNotDefinedError, match="stream-stream join with JoinWindows.*not implemented yet"):
+            b.stream("a").join(b.stream("b"), joiner)
+
+    def test_early_errors(self) -> None:
+        """Wrong stage, bad arity, windows on a stream-table join, a windowed table: errors when written."""
+        b = StreamsBuilder()
+        s, t = b.stream("a"), b.table("t")
+        with pytest.raises(InvalidTypeError, match=r"'joiner' must accept 2 positional arguments \(value, table_value\)"):
+            s.join(t, lambda v: v)
+        with pytest.raises(InvalidTypeError, match="'other' must be a KTable"):
+            s.join("t", joiner)  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="'windows' and 'stream_joined' belong to a stream-stream join"):
+            s.join(t, joiner, TimeWindows.of_size_with_no_grace(5))
+        windowed = s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(5)).count()
+        with pytest.raises(InvalidTypeError, match="windowed KTable"):
+            s.join(windowed, joiner)
+        with pytest.raises(AttributeError, match="KTable has no 'left_join'.*table-table join, is not implemented yet"):
+            t.left_join(t, joiner)  # type: ignore[attr-defined]
+        with pytest.raises(OperationNotDefinedError, match="needs a repartition"):
+            s.select_key(lambda k, v: v).join(t, joiner)
+        with pytest.raises(InvalidTypeError, match=r"'predicate' must accept 2 positional arguments \(key, value\)"):
+            s.split().branch(lambda v: True)
+
+    def test_split_names(self) -> None:
+        """BranchedKStream names: <prefix><name> or <prefix><index> (1-based; default 0); the
+        generated prefix is the splitter's own name."""
+        b = StreamsBuilder()
+        branches = b.stream("in").split().branch(lambda k, v: True).branch(
+            lambda k, v: True, Branched.with_name("b")).default_branch()
+        assert list(branches) == ["KSTREAM-BRANCH-00000000011", "KSTREAM-BRANCH-0000000001b",
+                                  "KSTREAM-BRANCH-00000000010"]
+        named = StreamsBuilder().stream("in").split(named="s-").branch(lambda k, v: True).no_default_branch()
+        assert list(named) == ["s-1"]
+
+    def test_explain_says_python_operator(self, spark: Any) -> None:
+        """explain() names the Python operator for the join."""
+        text = explain(join_topology(), spark, mode="simple")
+        assert "KSTREAM-JOIN-0000000004: Python operator (joins run on the Python operator" in text
+
+
+@pytest.mark.spark
+class TestStreamTableJoinDriver:
+    def test_kafka_join_scenarios(self, spark: Any) -> None:
+        """KStreamKTableJoinTest / KStreamKTableLeftJoinTest, in one pipe sequence:
+        shouldNotJoinWithEmptyTableOnStreamUpdates, shouldNotJoinOnTableUpdates,
+        shouldJoinOnlyIfMatchFoundOnStreamUpdates, shouldClearTableEntryOnNullValueUpdates,
+        shouldLogAndMeterWhenSkippingNullLeftKey / NullLeftValue; a second run continues from
+        the table state the first left."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(join_topology()) as d:
+            stream = d.create_input_topic("stream", Serdes.Integer(), Serdes.String())
+            table = d.create_input_topic("table", Serdes.Integer(), Serdes.String())
+            out = d.create_output_topic("out", Serdes.Integer(), Serdes.String())
+            left = d.create_output_topic("left-out", Serdes.Integer(), Serdes.String())
+            for k in (0, 1):  # empty table: nothing (inner), X+null (left)
+                stream.pipe_input(k, f"X{k}", k)
+            for k in (0, 1):  # table updates emit nothing
+                table.pipe_input(k, f"Y{k}", 10 + k)
+            for k in (0, 1, 2, 3):  # only keys in the table join
+                stream.pipe_input(k, f"X{k}", 20 + k)
+            stream.pipe_input(None, "XN", 30)  # null key: dropped (inner), joined with null (left, KIP-962)
+            stream.pipe_input(2, None, 31)  # null value: dropped by both
+            assert out.read_records_to_list() == [R(0, "X0+Y0", 20), R(1, "X1+Y1", 21)]
+            assert left.read_records_to_list() == [
+                R(0, "X0+null", 0), R(1, "X1+null", 1), R(0, "X0+Y0", 20), R(1, "X1+Y1", 21), R(2, "X2+null", 22),
+                R(3, "X3+null", 23), R(None, "XN+null", 30)]
+            assert d.metrics()["dropped-records-total"] == 3.0
+
+            table.pipe_input(0, None, 40)  # a tombstone clears the entry; out-of-order updates replace
+            table.pipe_input(1, "Y1'", 5)
+            for k in (0, 1):
+                stream.pipe_input(k, f"X{k}", 50 + k)
+            assert out.read_records_to_list() == [R(1, "X1+Y1'", 51)]
+            assert left.read_records_to_list() == [R(0, "X0+null", 50), R(1, "X1+Y1'", 51)]
+
+
+@pytest.mark.spark
+class TestTablesAndSplitDriver:
+    def test_table_sources_filter_and_split(self, spark: Any) -> None:
+        """An unmaterialized table forwards every record (a null key dropped and counted); a
+        materialized one does not forward a tombstone for an absent key (record cache);
+        KTable.filter turns a failing value into a tombstone; to_table keeps the latest value;
+        split sends each record to the first matching branch, else the default branch."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        b = StreamsBuilder()
+        b.table("plain", INT_STR).to_stream().to("plain-out", OUT)
+        b.table("stored", INT_STR, Materialized.as_("stored")).filter(lambda k, v: v != "drop").to_stream().to(
+            "stored-out", OUT)
+        branches = b.stream("nums", INT_STR).split(named="n-").branch(
+            lambda k, v: int(v) > 10, Branched.with_name("big")).branch(lambda k, v: int(v) > 0).default_branch()
+        for name, branch in branches.items():
+            branch.to(name, OUT)
+        with TopologyTestDriver(b.build()) as d:
+            plain = d.create_input_topic("plain", Serdes.Integer(), Serdes.String())
+            stored = d.create_input_topic("stored", Serdes.Integer(), Serdes.String())
+            nums = d.create_input_topic("nums", Serdes.Integer(), Serdes.String())
+            for topic in (plain, stored):
+                topic.pipe_input(1, None, 1)
+                topic.pipe_input(1, "a", 2)
+                topic.pipe_input(None, "x", 3)
+                topic.pipe_input(1, "drop", 4)
+                topic.pipe_input(1, None, 5)
+            for i, v in enumerate(("20", "5", "-1", "11")):
+                nums.pipe_input(i, v, i)
+            read = {t: d.create_output_topic(t, Serdes.Integer(), Serdes.String()).read_records_to_list()
+                    for t in ("plain-out", "stored-out", "n-big", "n-2", "n-0")}
+            assert read["plain-out"] == [R(1, None, 1), R(1, "a", 2), R(1, "drop", 4), R(1, None, 5)]
+            assert read["stored-out"] == [R(1, "a", 2), R(1, None, 4), R(1, None, 5)]
+            assert read["n-big"] == [R(0, "20", 0), R(3, "11", 3)]
+            assert read["n-2"] == [R(1, "5", 1)]
+            assert read["n-0"] == [R(2, "-1", 2)]
+            assert d.metrics()["dropped-records-total"] == 2.0
+
+
+@pytest.mark.spark
+class TestStreamingJoin:
+    def test_micro_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
+        """On a streaming query: the table state survives micro-batches and a restart from the
+        checkpoint; within a batch a key's records go in timestamp order."""
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        topic = FileTopic(str(tmp_path / "in"))
+        cp = str(tmp_path / "checkpoint")
+        i, s = Serdes.Integer(), Serdes.String()
+        b = StreamsBuilder()
+        b.stream("stream", INT_STR).left_join(b.table("table", INT_STR), joiner).to("out", OUT)
+        topology = b.build()
+        topic.append("table", [(1, "Y1", 10), (2, "Y2", 10)], i, s)
+        topic.append("stream", [(1, "X1", 20), (3, "X3", 21)], i, s)
+        out = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert [(k, v, ts) for _, k, v, ts in out.records] == [(1, "X1+Y1", 20), (3, "X3+null", 21)]
+
+        topic.append("table", [(1, None, 30)], i, s)
+        topic.append("stream", [(1, "X1", 40), (2, "X2", 41)], i, s)
+        out2 = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out2, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert [(k, v, ts) for _, k, v, ts in out2.records] == [(1, "X1+null", 40), (2, "X2+Y2", 41)]
