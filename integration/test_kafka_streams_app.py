@@ -46,15 +46,18 @@ def run(spark: SparkSession) -> Iterator[Callable[[Topology, dict[str, Any]], Ka
     yield lambda topology, config: _run(topology, config, spark)
 
 
+@pytest.mark.parametrize("operator", ["python", "jvm"])
 def test_session_windows_emit_on_close_three_partitions_windowed_key_bytes(
     kafka: LocalKafka,
     new_topic: Callable[..., str],
     streams_config: Callable[..., dict[str, object]],
     run: Callable[[Topology, dict[str, Any]], KafkaStreams],
+    operator: str,
 ) -> None:
     """Scenarios 1 and 5: session windows (gap 1 s, no grace) emitted on close, from a
     3-partition topic; each output key is decoded by hand with Kafka Streams' session-windowed
-    layout (key bytes + end + start, 8-byte big-endian), values are Serdes.Long()."""
+    layout (key bytes + end + start, 8-byte big-endian), values are Serdes.Long(). On both
+    operators of the built-in count (``streamsdsl.operator``: ``jvm`` fails if it cannot load)."""
     source, sink = new_topic(3), new_topic(1)
     builder = StreamsBuilder()
     (
@@ -74,7 +77,7 @@ def test_session_windows_emit_on_close_three_partitions_windowed_key_bytes(
               ("z", 10_000)]  # stream time T + 10 s closes every session but z's
     kafka.produce(source, [(k.encode(), b"click", T + ts, partition[k]) for k, ts in clicks])
 
-    app = run(builder.build(), streams_config("sessions"))
+    app = run(builder.build(), streams_config("sessions", {"streamsdsl.operator": operator}))
 
     out = []
     for r in kafka.consume_all(sink):
