@@ -119,7 +119,8 @@ def build(*, force: bool = False, quiet: bool = False, say: Callable[[str], None
         if jdk is None:
             raise BuildError("no JDK found (javac/jar; a JRE is not enough): the JVM operator is not built and "
                              "streamsdsl runs built-in aggregations on the Python operator. Install a JDK 17 "
-                             "(apt-get install openjdk-17-jdk-headless) and run `make install` again.")
+                             "(apt-get install openjdk-17-jdk-headless) and build again (`make install`, `pip install .` or "
+                             "`python jvm/build.py`).")
         jars = pyspark_jars()
         if jars is None:
             raise BuildError("pyspark is not installed (nothing to compile against): install it (or set SPARK_HOME) "
