@@ -182,14 +182,13 @@ class TestTablesAndSplitDriver:
     def test_table_sources_filter_and_split(self, spark: Any) -> None:
         """An unmaterialized table forwards every record (a null key dropped and counted); a
         materialized one does not forward a tombstone for an absent key (record cache);
-        KTable.filter turns a failing value into a tombstone; to_table keeps the latest value;
+        KTable.filter on an unmaterialized source turns a failing value into a tombstone; to_table keeps the latest value;
         split sends each record to the first matching branch, else the default branch."""
         from streamsdsl.runtime.driver import TopologyTestDriver
 
         b = StreamsBuilder()
-        b.table("plain", INT_STR).to_stream().to("plain-out", OUT)
-        b.table("stored", INT_STR, Materialized.as_("stored")).filter(lambda k, v: v != "drop").to_stream().to(
-            "stored-out", OUT)
+        b.table("plain", INT_STR).filter(lambda k, v: v != "drop").to_stream().to("plain-out", OUT)
+        b.table("stored", INT_STR, Materialized.as_("stored")).to_stream().to("stored-out", OUT)
         branches = b.stream("nums", INT_STR).split(named="n-").branch(
             lambda k, v: int(v) > 10, Branched.with_name("big")).branch(lambda k, v: int(v) > 0).default_branch()
         for name, branch in branches.items():
@@ -208,8 +207,8 @@ class TestTablesAndSplitDriver:
                 nums.pipe_input(i, v, i)
             read = {t: d.create_output_topic(t, Serdes.Integer(), Serdes.String()).read_records_to_list()
                     for t in ("plain-out", "stored-out", "n-big", "n-2", "n-0")}
-            assert read["plain-out"] == [R(1, None, 1), R(1, "a", 2), R(1, "drop", 4), R(1, None, 5)]
-            assert read["stored-out"] == [R(1, "a", 2), R(1, None, 4), R(1, None, 5)]
+            assert read["plain-out"] == [R(1, None, 1), R(1, "a", 2), R(1, None, 4), R(1, None, 5)]
+            assert read["stored-out"] == [R(1, "a", 2), R(1, "drop", 4), R(1, None, 5)]
             assert read["n-big"] == [R(0, "20", 0), R(3, "11", 3)]
             assert read["n-2"] == [R(1, "5", 1)]
             assert read["n-0"] == [R(2, "-1", 2)]
