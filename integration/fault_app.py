@@ -1,0 +1,73 @@
+"""The application the crash test (``integration/test_faults.py``) kills and restarts.
+
+A word count as a production run would have it: ``KafkaStreams`` with a fixed ``application.id``
+and ``state.dir`` (so each start resumes from the checkpoint the last one left), counting the
+records per key of ``--source`` into ``--sink`` (String keys, Long counts), at most
+``--max-offsets`` offsets per micro-batch.
+
+It prints ``RUNNING`` once the query runs. Without ``--drain`` it then runs until it is killed;
+with ``--drain`` it processes everything available, closes and exits 0 (``DRAINED``).
+
+Usage::
+
+    python integration/fault_app.py --bootstrap HOST:PORT --compat tansu --source IN --sink OUT \\
+        --app-id APP --state-dir DIR --max-offsets 400 [--drain]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--compat", default="kafka")
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--sink", required=True)
+    parser.add_argument("--app-id", required=True)
+    parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--max-offsets", type=int, required=True)
+    parser.add_argument("--drain", action="store_true", help="process all available, close, exit 0")
+    args = parser.parse_args(argv)
+
+    from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+    from streamsdsl.runtime.app import KafkaStreams, State
+
+    builder = StreamsBuilder()
+    (
+        builder.stream(args.source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to(args.sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    app = KafkaStreams(
+        builder.build(),
+        {
+            "application.id": args.app_id,
+            "bootstrap.servers": args.bootstrap,
+            "kafka.broker.compat": args.compat,
+            "state.dir": args.state_dir,
+            "commit.interval.ms": 50,
+            "max.offsets.per.trigger": args.max_offsets,
+            "spark.ui.enabled": "false",
+        },
+    )
+    app.start()
+    print("RUNNING", flush=True)
+    if args.drain:
+        app.process_all_available()
+        ok = app.close(120)
+        print("DRAINED" if ok and app.state() is State.NOT_RUNNING else f"NOT DRAINED {app.state()}", flush=True)
+        return 0 if ok else 1
+    while app.state() is State.RUNNING:  # until killed
+        time.sleep(0.5)
+    print(f"STOPPED {app.state()}", flush=True)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
