@@ -9,21 +9,16 @@ import attrs
 
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, validate_name
-from streamsdsl.dsl.api import (
+from streamsdsl.dsl.api import KTable, NameArg, StreamsBuilder, _Hinted, _materialized, _user_fn
+from streamsdsl.dsl.grouped import (
     _AGGREGATOR,
     _E_AGGREGATOR,
     _INITIALIZER,
     _MERGER,
     KGroupedStream,
-    KTable,
-    NameArg,
-    StreamsBuilder,
     _check_aggregate,
     _emit,
-    _Hinted,
-    _materialized,
     _stage_for,
-    _user_fn,
 )
 from streamsdsl.dsl.options import Materialized, resolve_name
 from streamsdsl.errors import InvalidTypeError, TopologyError

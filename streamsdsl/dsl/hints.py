@@ -4,7 +4,8 @@ with a `StageMethodError` naming the stage that has it and what to write (read b
 
 from __future__ import annotations
 
-from streamsdsl.dsl.api import KGroupedStream, KStream, KTable, _Grouped, _WindowedGrouped
+from streamsdsl.dsl.api import KStream, KTable
+from streamsdsl.dsl.grouped import KGroupedStream, _Grouped, _WindowedGrouped
 from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
 
 __all__ = ["elsewhere"]
