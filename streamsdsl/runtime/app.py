@@ -11,7 +11,8 @@ per micro-batch. Offsets and operator state live in a Spark checkpoint under
 
 The configuration is validated by `streamsdsl.runtime.config.StreamsConfig`; the JVM
 connector lives in `streamsdsl.runtime.jvm_connector`, the sink in
-`streamsdsl.runtime.kafka_sink`, the errors in `streamsdsl.runtime.errors`.
+`streamsdsl.runtime.kafka_sink`, the errors in `streamsdsl.runtime.errors`, what a failed query raises in
+`streamsdsl.runtime.failures`.
 
 Delivery is **at-least-once**: a micro-batch that was written but not yet committed to the
 checkpoint when the application stopped (a crash, ``kill -9``, a ``close()`` that had to
@@ -37,6 +38,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -45,12 +47,12 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.errors import InvalidTypeError, RecordError, StreamsDslError
-from streamsdsl.io.errors import find_source_error
+from streamsdsl.errors import InvalidTypeError, StreamsDslError
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, NoSinkError, StreamsError
+from streamsdsl.runtime.failures import locate, query_error
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
@@ -275,7 +277,7 @@ class KafkaStreams:
                 check_jvm_connector(spark)
             self._check_topics()
             os.makedirs(self.config.app_dir, exist_ok=True)
-            self._metrics = QueryMetrics(on_progress=self._log_progress, locate=self._locate)
+            self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
             self._sink = KafkaTopicSink(self.config)
             self._listener = progress_listener(self)
             spark.streams.addListener(self._listener)
@@ -553,38 +555,11 @@ class KafkaStreams:
         return self._query
 
     def _failure(self, exc: BaseException, *, stop: bool = True) -> StreamsDslError:
-        """The error a failed query raises: the `RecordError` a worker carried (with the record's
-        topic, partition and offset from `_locate`), else the Kafka source's error
-        (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
-        `StreamsError` with the first line of Spark's error. Moves to ``ERROR`` unless ``stop``
-        is False."""
+        """The error a failed query raises (`streamsdsl.runtime.failures.query_error`). Moves to
+        ``ERROR`` unless ``stop`` is False."""
         if stop:
             self._stopped(State.ERROR)
-        error = RecordError.find(exc)
-        if error is not None and error.topic is None and error.position is not None:
-            return error.located(*self._locate(error.processor, error.position))
-        if error is not None:
-            return error
-        source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
-        if source_error is not None:
-            return source_error
-        text = str(exc).strip()
-        detail = text.splitlines()[0] if text else type(exc).__name__
-        return StreamsError(f"KafkaStreams {self.config.application_id!r} failed: {detail}")
-
-    def _locate(self, node: str, position: int) -> tuple[str, int, int]:
-        """A record's topic, partition and offset from its source position and ``node``, the
-        processor that failed or dropped it.
-
-        A streaming position (`streamsdsl.compiler.columns.SOURCE_POSITION`) is ``partition << 40
-        | offset``: it does not say which topic the record was read from. The topic is the one
-        source topic upstream of ``node`` (exact for a processor before a merge or join of several
-        topics), else the candidates joined by ``|`` (a processor after such a merge; every source
-        topic for a node the topology does not have)."""
-        known = node in {n.name for n in self.topology.nodes}
-        topics = self.topology.upstream_topics(node) if known else self.topology.source_topics
-        topic = topics[0] if len(topics) == 1 else "|".join(topics) or "?"
-        return topic, position >> 40, position & ((1 << 40) - 1)
+        return query_error(exc, self.topology, self.config.application_id)
 
     def _stopped(self, state: State) -> None:
         """Enter ``state`` (``ERROR`` or ``NOT_RUNNING``): the query no longer reports progress."""

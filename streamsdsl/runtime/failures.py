@@ -1,0 +1,49 @@
+"""What a failed query raises, and where a failing record came from.
+
+`query_error` turns the exception of a failed Spark query into the error `KafkaStreams` raises
+(and hands its uncaught exception handler); `locate` turns a record's source position into its
+topic, partition and offset. Both are pure: they read the topology, never the application's
+state, which `KafkaStreams` changes itself.
+"""
+
+from __future__ import annotations
+
+from streamsdsl.errors import RecordError, StreamsDslError
+from streamsdsl.io.errors import find_source_error
+from streamsdsl.ir.topology import Topology
+from streamsdsl.runtime.errors import StreamsError
+
+__all__ = ["locate", "query_error"]
+
+
+def query_error(exc: BaseException, topology: Topology, application_id: str) -> StreamsDslError:
+    """The error a failed query raises: the `RecordError` a worker carried (with the record's
+    topic, partition and offset from `locate`), else the Kafka source's error
+    (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
+    `StreamsError` with the first line of Spark's error."""
+    error = RecordError.find(exc)
+    if error is not None and error.topic is None and error.position is not None:
+        return error.located(*locate(topology, error.processor, error.position))
+    if error is not None:
+        return error
+    source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
+    if source_error is not None:
+        return source_error
+    text = str(exc).strip()
+    detail = text.splitlines()[0] if text else type(exc).__name__
+    return StreamsError(f"KafkaStreams {application_id!r} failed: {detail}")
+
+
+def locate(topology: Topology, node: str, position: int) -> tuple[str, int, int]:
+    """A record's topic, partition and offset from its source position and ``node``, the
+    processor that failed or dropped it.
+
+    A streaming position (`streamsdsl.compiler.columns.SOURCE_POSITION`) is ``partition << 40
+    | offset``: it does not say which topic the record was read from. The topic is the one
+    source topic upstream of ``node`` (exact for a processor before a merge or join of several
+    topics), else the candidates joined by ``|`` (a processor after such a merge; every source
+    topic for a node the topology does not have)."""
+    known = node in {n.name for n in topology.nodes}
+    topics = topology.upstream_topics(node) if known else topology.source_topics
+    topic = topics[0] if len(topics) == 1 else "|".join(topics) or "?"
+    return topic, position >> 40, position & ((1 << 40) - 1)
