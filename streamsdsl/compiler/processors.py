@@ -82,6 +82,15 @@ class AggregateConfig:
     #: How errors name the initializer, aggregator and merger (e.g. "reducer" for reduce()).
     function_names: tuple[str, str, str] = ("initializer", "aggregator", "merger")
 
+    def value_of(self, cell: Any, index: int | None) -> tuple[Any, AggFunctions]:
+        """An input row's value cell as a Python value, and the functions of its input
+        (``index``: the row's `INPUT_INDEX`, read only for a cogroup)."""
+        if self.cogroup:
+            spec = self.inputs[index]
+            return spec.value.from_internal(cell[f"v{index}"]), spec.fns
+        spec = self.inputs[0]
+        return spec.value.from_internal(cell), spec.fns
+
     def input_of(self, row: dict[str, Any]) -> tuple[Any, AggFunctions]:
         """The row's value as a Python value, and the functions of the input it came from."""
         if self.cogroup:
@@ -92,17 +101,40 @@ class AggregateConfig:
         return spec.value.from_internal(row["value"]), spec.fns
 
 
-def _rows_in_source_order(rows: Iterable[Row]) -> list[dict[str, Any]]:
-    """The key's rows as plain dicts (reading a ``Row`` field by name is a Python-level list
-    search; this is the hottest loop there is), in source order."""
-    out: list[dict[str, Any]] = []
-    fields: list[str] | None = None
+class _Columns:
+    """Where each input column sits in a row (read by index: ``Row.__getitem__`` is Python code,
+    a plain tuple's is not); ``None`` for a column the plan mode does not give the processor."""
+
+    def __init__(self, fields: list[str]) -> None:
+        self.fields = list(fields)
+        at = {f: i for i, f in enumerate(fields)}
+        self.value, self.timestamp, self.headers = at["value"], at["timestamp"], at["headers"]
+        self.position, self.output_position = at[SOURCE_POSITION], at[OUTPUT_POSITION]
+        self.input_index = at.get(INPUT_INDEX)
+        self.stream_time = at.get(STREAM_TIME)
+        self.carried_state = at.get(CARRIED_STATE)
+        self.run_stream_time = at.get(RUN_STREAM_TIME)
+
+
+def _rows_in_source_order(rows: Iterable[Row], cols: _Columns | None) -> tuple[list[tuple[Any, ...]], _Columns | None]:
+    """The key's rows as plain tuples, in source order, and where their columns are (``cols``
+    again unless the rows' fields differ from it)."""
+    out: list[tuple[Any, ...]] = []
     for r in rows:
-        if fields is None:
-            fields = r.__fields__
-        out.append(dict(zip(fields, r)))
-    out.sort(key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
-    return out
+        if not out and (cols is None or r.__fields__ != cols.fields):
+            cols = _Columns(r.__fields__)
+        out.append(tuple(r))
+    if out:
+        pos, opos = cols.position, cols.output_position
+        out.sort(key=lambda r: (r[pos], r[opos] or []))
+    return out, cols
+
+
+def _row(fields: list[str], values: tuple[Any, ...]) -> Row:
+    """``Row(*fields)(*values)`` without its per-call checks."""
+    row = tuple.__new__(Row, values)
+    row.__fields__ = fields
+    return row
 
 
 def _function_of(exc: BaseException, fns: AggFunctions, names: tuple[str, str, str]) -> str:
@@ -126,32 +158,42 @@ class AggregateProcessor(StatefulProcessor):
     def __init__(self, config: AggregateConfig, state_type: str) -> None:
         self.config = config
         self.state_type = state_type
-        self.out = Row(*self.fields)
+        self.out_fields = list(self.fields)
+        self._cols: _Columns | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("windows", self.state_type)
         #: The key cell and source position of the record being processed (for errors).
         self._at: tuple[Any, int] = (None, -1)
+        #: The event-time timer the key's stored state has registered (see `_set_timer`).
+        self._timer_before: int | None = None
+
+    def out(self, *values: Any) -> Row:
+        return _row(self.out_fields, values)
 
     # -- state ----------------------------------------------------------------------------------
     def _decode_state(self, cells: Iterable[Any]) -> KeyState:
-        vs = self.config.value_out
-        cells = list(cells)
-        windows = tuple(WindowAgg(c["start"], c["end"], vs.from_internal(c["agg"]), c["ts"]) for c in cells)
-        return KeyState(windows, frozenset(c["start"] for c in cells if c["fin"]))
+        """The stored windows: Rows in the schema's field order from the state store, dicts when
+        carried as an input column (replay)."""
+        decode = self.config.value_out.from_internal
+        cells = [(c["start"], c["end"], c["agg"], c["ts"], c["fin"]) if isinstance(c, dict) else c for c in cells]
+        windows = tuple([WindowAgg(start, end, decode(agg), ts) for start, end, agg, ts, _ in cells])
+        finals = frozenset([c[0] for c in cells if c[4]]) if any(c[4] for c in cells) else frozenset()
+        return KeyState(windows, finals)
 
     def _encode_state(self, state: KeyState) -> list[tuple[Any, ...]]:
         kcell, position = self._at
         return [(w.start, w.end, self._internal(w.agg, kcell, position), w.ts, w.start in state.finals)
                 for w in state.windows]
 
-    def _load(self, data: list[dict[str, Any]]) -> KeyState:
-        """The key's state before its rows (removing rows that only carry state)."""
-        if not self.state.exists():
+    def _load(self, data: list[tuple[Any, ...]]) -> KeyState:
+        """The key's state before its rows (removing rows that only carry state). One call into
+        the JVM: ``get()`` answers ``None`` where ``exists()`` would say no."""
+        stored = self.state.get()
+        if stored is None:
             return KeyState()
-        (cells,) = self.state.get()
-        return self._decode_state(cells)
+        return self._decode_state(stored[0])
 
     def _save(self, state: KeyState) -> None:
         if not state.windows:
@@ -172,14 +214,15 @@ class AggregateProcessor(StatefulProcessor):
     def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
         return self.out(None, None, ts, [], position, [], final_key, metric, float(value))
 
-    def _flush(self, kcell: Any, buffer: ChangeBuffer, r: dict[str, Any]) -> Iterator[Row]:
+    def _flush(self, kcell: Any, buffer: ChangeBuffer, r: tuple[Any, ...]) -> Iterator[Row]:
         """Forward what the record cache holds: the latest value per window, tombstones."""
-        ord_ = r[OUTPUT_POSITION] or []
+        cols = self._cols
+        ord_ = r[cols.output_position] or []
+        position, headers = r[cols.position], r[cols.headers]
         for i, (bounds, w) in enumerate(buffer.flush()):
             window = w if w is not None else WindowAgg(bounds[0], bounds[1], None, bounds[1])
-            value = None if w is None else self._internal(w.agg, kcell, r[SOURCE_POSITION])
-            yield self._record(self._key_cell(kcell, window), value, window.ts, r["headers"], r[SOURCE_POSITION],
-                               [*ord_, 0, i])
+            value = None if w is None else self._internal(w.agg, kcell, position)
+            yield self._record(self._key_cell(kcell, window), value, window.ts, headers, position, [*ord_, 0, i])
 
     def _final(self, kcell: Any, key: Any, w: WindowAgg, position: int, ord_: list[int],
                threshold: int | None = None) -> Row:
@@ -199,53 +242,63 @@ class AggregateProcessor(StatefulProcessor):
     # -- the record loop ---------------------------------------------------------------------
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
-        data = _rows_in_source_order(rows)
+        data, cols = _rows_in_source_order(rows, self._cols)
         if not data:
             return
+        self._cols = cols
         kcell = key[0]
         k = cfg.key.serde.from_internal(kcell)
         state = self._load(data)
+        self._timer_before = self._timer(state)
         stream_time = timerValues.getCurrentWatermarkInMs()
         batch = ChangeBuffer(w.bounds for w in state.windows)
+        windowing, emit_on_close = cfg.windowing, cfg.emit_on_close
+        i_pos, i_val, i_ts, i_index = cols.position, cols.value, cols.timestamp, cols.input_index
         for r in data:
-            self._at = (kcell, r[SOURCE_POSITION])
-            value, fns = cfg.input_of(r)
-            ts = r["timestamp"]
+            position = r[i_pos]
+            self._at = (kcell, position)
+            value, fns = cfg.value_of(r[i_val], None if i_index is None else r[i_index])
+            ts = r[i_ts]
             stream_time = self._stream_time(r, stream_time, ts, value)
             try:
-                step = record_step(cfg.windowing, state, k, value, ts, stream_time, fns)
+                step = record_step(windowing, state, k, value, ts, stream_time, fns)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError(
                     cfg.node, f"{type(exc).__name__}: {exc}", function=_function_of(exc, fns, cfg.function_names),
-                    key=repr(k), position=r[SOURCE_POSITION],
+                    key=repr(k), position=position,
                 ).in_worker() from exc
             if step.dropped:
-                yield self._event(DROPPED, step.dropped, ts, r[SOURCE_POSITION])
-            if not cfg.emit_on_close:
+                yield self._event(DROPPED, step.dropped, ts, position)
+            if not emit_on_close:
                 yield from self._on_update(kcell, state, step, batch, r)
             state = step.state
-            if cfg.emit_on_close and step.closed:
+            if emit_on_close and step.closed:
                 yield from self._on_close(kcell, k, step.closed, stream_time, r)
-        yield from self._end_of_key(kcell, k, state, batch, data[-1] if data else {})
+        yield from self._end_of_key(kcell, k, state, batch, data[-1] if data else ())
         self._save(state)
         self._set_timer(state)
 
-    def _stream_time(self, r: dict[str, Any], stream_time: int, ts: int, value: Any) -> int:
+    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
         raise NotImplementedError
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: dict[str, Any]) -> Iterator[Row]:
+                   r: tuple[Any, ...]) -> Iterator[Row]:
         raise NotImplementedError
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
-                  r: dict[str, Any]) -> Iterator[Row]:
+                  r: tuple[Any, ...]) -> Iterator[Row]:
         raise NotImplementedError
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: dict[str, Any]) -> Iterator[Row]:
+                    last: tuple[Any, ...]) -> Iterator[Row]:
         raise NotImplementedError
 
-    def _set_timer(self, state: KeyState) -> None:
+    def _timer(self, state: KeyState) -> int | None:
+        """The one event-time timer a key with this stored state has registered: the first
+        stream time past its earliest threshold (``None``: no timer)."""
+        return None
+
+    def _set_timer(self, state: KeyState, expired: int | None = None) -> None:
         pass
 
     def close(self) -> None:
@@ -255,13 +308,13 @@ class AggregateProcessor(StatefulProcessor):
 class StreamingAggregateProcessor(AggregateProcessor):
     """Streaming: stream time from the watermark, net change per micro-batch, timers."""
 
-    def _stream_time(self, r: dict[str, Any], stream_time: int, ts: int, value: Any) -> int:
+    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
         return advance_stream_time(self.config.windowing, stream_time, ts, value)
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: dict[str, Any]) -> Iterator[Row]:
+                   r: tuple[Any, ...]) -> Iterator[Row]:
         step.write_to(batch)
-        return iter(())
+        return ()
 
     def _finals(self, kcell: Any, key: Any, closed: Iterable[WindowAgg], stream_time: int, position: int,
                 ord_: list[int]) -> Iterator[Row]:
@@ -273,31 +326,44 @@ class StreamingAggregateProcessor(AggregateProcessor):
             yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, str(key))
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
-                  r: dict[str, Any]) -> Iterator[Row]:
-        return self._finals(kcell, key, closed, stream_time, r[SOURCE_POSITION], r[OUTPUT_POSITION] or [])
+                  r: tuple[Any, ...]) -> Iterator[Row]:
+        cols = self._cols
+        return self._finals(kcell, key, closed, stream_time, r[cols.position], r[cols.output_position] or [])
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: dict[str, Any]) -> Iterator[Row]:
+                    last: tuple[Any, ...]) -> Iterator[Row]:
         if not self.config.emit_on_close:
             yield from self._flush(kcell, batch, last)
 
-    def _set_timer(self, state: KeyState) -> None:
-        """One timer per key: at the first stream time past the earliest threshold."""
-        for t in self.handle.listTimers():
-            self.handle.deleteTimer(t)
+    def _timer(self, state: KeyState) -> int | None:
         thresholds = state.timer_thresholds(self.config.windowing)
-        if thresholds:
-            self.handle.registerTimer(min(thresholds) + 1)
+        return min(thresholds) + 1 if thresholds else None
+
+    def _set_timer(self, state: KeyState, expired: int | None = None) -> None:
+        """One timer per key: at the first stream time past the earliest threshold.
+
+        Which timer a key has registered follows from its stored state (`_timer`: every callback
+        leaves exactly that one registered; Spark deletes a timer after it fired, ``expired``),
+        so the timer is deleted and registered only when it changes — no ``listTimers()``."""
+        before, after = self._timer_before, self._timer(state)
+        if after == before and before != expired:
+            return
+        if before is not None and before != expired and before != after:
+            self.handle.deleteTimer(before)
+        if after is not None:
+            self.handle.registerTimer(after)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
         self._at = (key[0], -1)
         watermark = timerValues.getCurrentWatermarkInMs()
-        close = close_step(cfg.windowing, StreamingAggregateProcessor._load(self, []), watermark)
+        state = StreamingAggregateProcessor._load(self, [])
+        self._timer_before = self._timer(state)
+        close = close_step(cfg.windowing, state, watermark)
         if cfg.emit_on_close and close.closed:
             yield from self._finals(key[0], cfg.key.serde.from_internal(key[0]), close.closed, watermark, -1, [])
         self._save(close.state)
-        self._set_timer(close.state)
+        self._set_timer(close.state, expiredTimerInfo.getExpiryTimeInMs())
 
 
 class ReplayAggregateProcessor(AggregateProcessor):
@@ -315,21 +381,23 @@ class ReplayAggregateProcessor(AggregateProcessor):
     def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
         return self.out(None, None, ts, [], position, [], final_key, metric, float(value), None, None)
 
-    def _load(self, data: list[dict[str, Any]]) -> KeyState:
-        self.run_stream_time = data[0].get(RUN_STREAM_TIME)
+    def _load(self, data: list[tuple[Any, ...]]) -> KeyState:
+        cols = self._cols
+        self.run_stream_time = None if cols.run_stream_time is None else data[0][cols.run_stream_time]
         state = KeyState()
-        while data and data[0][CARRIED_STATE] is not None:
-            state = self._decode_state(data.pop(0)[CARRIED_STATE])
+        carried = cols.carried_state
+        while data and data[0][carried] is not None:
+            state = self._decode_state(data.pop(0)[carried])
         return state
 
     def _save(self, state: KeyState) -> None:
         pass  # the state leaves as a CARRY event (`_end_of_key`)
 
-    def _stream_time(self, r: dict[str, Any], stream_time: int, ts: int, value: Any) -> int:
-        return int(r[STREAM_TIME])
+    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
+        return int(r[self._cols.stream_time])
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: dict[str, Any]) -> Iterator[Row]:
+                   r: tuple[Any, ...]) -> Iterator[Row]:
         buffer = ChangeBuffer(w.bounds for w in before.windows)
         step.write_to(buffer)
         return self._flush(kcell, buffer, r)
@@ -340,11 +408,11 @@ class ReplayAggregateProcessor(AggregateProcessor):
             yield self._final(kcell, key, w, -1, [], threshold(w))
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
-                  r: dict[str, Any]) -> Iterator[Row]:
+                  r: tuple[Any, ...]) -> Iterator[Row]:
         return self._pending(kcell, key, closed)
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: dict[str, Any]) -> Iterator[Row]:
+                    last: tuple[Any, ...]) -> Iterator[Row]:
         if self.config.emit_on_close:
             yield from self._pending(kcell, key, state.open_windows())
             # what the run's later records closed is emitted (assigned) in this run: not again

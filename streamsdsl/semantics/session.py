@@ -7,6 +7,7 @@ timestamp is its end.
 from __future__ import annotations
 
 import operator
+from bisect import insort_right
 from typing import Any, ClassVar, Iterable
 
 import attrs
@@ -47,21 +48,37 @@ class SessionWindowing(WindowingRules):
         ``initializer()`` with the merger; drop the record if the merged session is closed;
         otherwise delete the merged sessions (unless the result is the same ``[ts, ts]``
         window), apply the aggregator and put the merged session (ts = its end)."""
-        current = sorted(windows, key=_END_START)
-        closing = stream_time - self.grace - self.gap
-        found = [s for s in current if s.end >= ts - self.gap and s.start <= ts + self.gap and s.end >= closing]
+        current = list(windows)
+        if len(current) > 1:
+            current.sort(key=_END_START)
+        gap = self.gap
+        closing = stream_time - self.grace - gap
+        # end >= ts - gap and end >= closing, start <= ts + gap (one comparison less per session)
+        lowest_end, highest_start = max(ts - gap, closing), ts + gap
+        found = [s for s in current if s.end >= lowest_end and s.start <= highest_start]
         agg = fns.initializer()
-        start, end = ts, ts
+        start = end = ts
+        merger = fns.merger
         for s in found:
-            agg = fns.merger(key, agg, s.agg) if fns.merger is not None else agg
-            start, end = min(start, s.start), max(end, s.end)
+            if merger is not None:
+                agg = merger(key, agg, s.agg)
+            if s.start < start:
+                start = s.start
+            if s.end > end:
+                end = s.end
         if end < closing:
             return WindowStep(tuple(current), dropped=1)
-        merged = {id(s) for s in found}
         put = WindowAgg(start, end, fns.aggregator(key, value, agg), end)
-        kept = [s for s in current if id(s) not in merged]
-        deletes = tuple(found) if (start, end) != (ts, ts) else ()
-        return WindowStep(tuple(sorted([*kept, put], key=_END_START)), (put,), deletes)
+        if found:
+            merged = {id(s) for s in found}
+            kept = [s for s in current if id(s) not in merged]
+        else:
+            kept = current
+        deletes = tuple(found) if (start != ts or end != ts) else ()
+        # kept stays in (end, start) order: put goes after every session with a key <= its own,
+        # where a stable sort of [*kept, put] places it
+        insort_right(kept, put, key=_END_START)
+        return WindowStep(tuple(kept), (put,), deletes)
 
     def close_threshold(self, window: WindowAgg) -> int:
         """A session ``[s, e]`` is final once ``e < stream_time - grace - gap``."""

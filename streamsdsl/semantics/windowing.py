@@ -172,10 +172,11 @@ def close_step(windowing: Windowing, state: KeyState, stream_time: int) -> Close
     finals = state.finals
     closed: list[WindowAgg] = []
     kept: list[WindowAgg] = []
+    close, expiry = windowing.close_threshold, windowing.expiry_threshold
     for w in state.windows:
-        if stream_time > windowing.close_threshold(w) and w.start not in finals:
+        if stream_time > close(w) and w.start not in finals:
             closed.append(w)
-        if stream_time <= windowing.expiry_threshold(w):
+        if stream_time <= expiry(w):
             kept.append(w)
     if not closed and len(kept) == len(state.windows):
         return CloseStep((), state)  # the common case: nothing closed, nothing expired
@@ -212,5 +213,12 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
     """Apply one record to one key's state (``stream_time`` already includes the record, see
     `advance_stream_time`), then close what that stream time closes."""
     step = windowing.step(state.windows, key, value, ts, stream_time, fns)
-    close = close_step(windowing, KeyState(step.windows, state.finals), stream_time)
-    return RecordStep(close.state, step.puts, step.deletes, step.dropped, close.closed)
+    finals = state.finals
+    close, expiry = windowing.close_threshold, windowing.expiry_threshold
+    for w in step.windows:
+        if (stream_time > close(w) and w.start not in finals) or stream_time > expiry(w):
+            break
+    else:  # the common case (`close_step`'s): nothing closes, nothing expires
+        return RecordStep(KeyState(step.windows, finals), step.puts, step.deletes, step.dropped, ())
+    closed = close_step(windowing, KeyState(step.windows, finals), stream_time)
+    return RecordStep(closed.state, step.puts, step.deletes, step.dropped, closed.closed)
