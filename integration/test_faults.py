@@ -38,7 +38,7 @@ from streamsdsl.errors import StreamsDslError
 from streamsdsl.io.errors import KafkaBrokerTimeoutError, KafkaTopicRecreatedError
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.lifecycle import StreamThreadExceptionResponse
-from streamsdsl.testing.local_kafka import LocalKafka
+from streamsdsl.testing.local_kafka import LocalKafka, local_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -316,11 +316,35 @@ def test_topic_deleted_and_recreated_is_detected_with_its_fix(
     Against Tansu the topics go with a broker restart (memory storage), as in the production
     incident of issue 14: deleting a topic there makes librdkafka 2.x crash (SIGSEGV in
     ``rd_kafka_metadata_cache_find``) in every client that had fetched from it. Against Kafka
-    the topic is deleted with the admin API. Keep this test last in the module: a Tansu restart
-    loses every topic."""
-    source, sink = new_topic(3), new_topic(1)
+    the topic is deleted with the admin API. On Tansu the test runs on a broker of its own, so
+    that the restart leaves the session's broker (and every other test's topics) alone."""
+    if kafka.compat == "tansu":
+        # A broker of its own: the restart that deletes the topics must not touch the session's
+        # broker, whose producers the Spark workers keep for the other tests (a Tansu restart
+        # also forgets every idempotent producer id, and a kept producer then waits out
+        # kafka.flush.timeout.ms before the sink replaces it).
+        with local_kafka(prefer=kafka.kind) as own:
+            source, sink = new_topic(3), new_topic(1)  # unique names (made on the session broker too)
+            own.create_topic(source, 3)
+            own.create_topic(sink, 1)
+            _recreated_scenario(own, source, sink, streams_config, app_factory)
+    else:
+        _recreated_scenario(kafka, new_topic(3), new_topic(1), streams_config, app_factory)
+
+
+def _recreated_scenario(
+    kafka: LocalKafka,
+    source: str,
+    sink: str,
+    streams_config: Callable[..., dict[str, object]],
+    app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams],
+) -> None:
+    """The body of `test_topic_deleted_and_recreated_is_detected_with_its_fix` on ``kafka``, whose
+    topics ``source`` (3 partitions) and ``sink`` (1) exist."""
     _produce_keyed(kafka, source, 300, 30, 3)
-    config = streams_config("recreated", {"task.timeout.ms": 60_000})
+    config = streams_config("recreated", {"task.timeout.ms": 60_000, "bootstrap.servers": kafka.bootstrap_servers,
+                                          "kafka.broker.compat": kafka.compat})
+
     app = app_factory(_count_topology(source, sink), config)
     app.start()
     app.process_all_available()

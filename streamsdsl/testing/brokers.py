@@ -180,9 +180,25 @@ class _ContainerControl:
         tail = wrapped.logs(tail=40).decode(errors="replace")
         return f"the broker container {wrapped.short_id} exited with code {code} before answering\nlogs:\n{tail}"
 
-    def close(self) -> None:
-        # Removes the container (docker rm -f works on a paused or stopped container too).
-        self._container.stop()
+    def close(self, timeout: float = 30.0) -> None:
+        """Remove the container and wait until the engine no longer lists it.
+
+        A paused container is unpaused first (the engine may otherwise keep a paused one in
+        "removal in progress" for a while after ``docker rm -f`` returned)."""
+        import docker.errors
+
+        with contextlib.suppress(docker.errors.APIError):
+            self.unpause()
+        wrapped = self._wrapped()
+        self._container.stop()  # docker rm -f (and its volumes)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                wrapped.reload()
+            except docker.errors.NotFound:
+                return
+            time.sleep(0.1)
+        logger.warning("the broker container %s was still listed %.0f s after its removal", wrapped.short_id, timeout)
 
 
 # -- broker selection -------------------------------------------------------------------
