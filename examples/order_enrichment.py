@@ -198,9 +198,8 @@ def running(topology: Topology, config: dict[str, Any], spark: Any = None) -> It
 
 def run_steps(kafka: Any, topics: dict[str, str], config: dict[str, Any], spark: Any = None,
               process: Callable[[Any], None] = lambda app: app.process_all_available()) -> None:
-    """Run the topology on ``kafka``: produce each step, then process everything available."""
-    for name in topics.values():
-        kafka.create_topic(name, partitions=1)
+    """Run the topology on ``kafka`` (its topics created): produce each step, then process
+    everything available (``process``), so that each step is processed before the next."""
     with running(build_topology(topics), config, spark) as app:
         for step in STEPS:
             produce_step(kafka, topics, step)
@@ -221,6 +220,8 @@ def run_on_kafka() -> tuple[list[Record], list[Record]]:
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-enrichment-") as state_dir:
         print(f"broker: {kafka.bootstrap_servers} ({kafka.compat})", file=sys.stderr)
         topics = topic_names(kafka)
+        for name in topics.values():
+            kafka.create_topic(name, partitions=1)
         print(build_topology(topics).describe())
         config = {
             "application.id": f"order-enrichment-{uuid.uuid4().hex[:6]}",

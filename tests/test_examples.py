@@ -44,6 +44,26 @@ class TestExamples:
         assert "dropped-records-total: 1" in lines
         assert "emit-final-records-total: 3" in lines
 
+    def test_order_enrichment_driver(self, spark: Any, capsys: Any) -> None:
+        """The README's tables: c3's order dropped, Ann's scones joined with her updated region,
+        the closed windows' revenue per region (the 09:02 window is still open)."""
+        lines = [" ".join(line.split()) for line in run_example("order_enrichment.py", capsys, ["--driver"])]
+        i = lines.index("customer item amount name region time")
+        assert lines[i + 1:i + 8] == [
+            "c1 tea 3 Ann EU 09:00:10",
+            "c2 cake 5 Bo US 09:00:20",
+            "c1 scones 7 Ann US 09:00:50",
+            "c2 tea 2 Bo US 09:01:10",
+            "c1 cake 6 Ann US 09:02:05",
+            "",
+            "region start end orders revenue time",
+        ]
+        assert lines[i + 8:] == [
+            "EU 09:00:00 09:01:00 1 3 09:00:10",
+            "US 09:00:00 09:01:00 2 12 09:00:50",
+            "US 09:01:00 09:02:00 1 2 09:01:10",
+        ]
+
     def test_customer_cogroup(self, spark: Any, capsys: Any) -> None:
         """The KIP-150 customers, exactly as the KIP lists them."""
         lines = run_example("customer_cogroup.py", capsys)
