@@ -25,6 +25,7 @@ from streamsdsl.errors import (
     UserFunctionError,
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
+from streamsdsl.dsl.joins import JoinWindows, StreamJoined
 from streamsdsl.dsl.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
 from streamsdsl.jvm import configure_spark
@@ -66,5 +67,5 @@ __all__ = [
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
-    "RecordSerializationError",
+    "RecordSerializationError", "JoinWindows", "StreamJoined",
 ]

@@ -97,11 +97,14 @@ class TestTableApi:
             "    Processor: KSTREAM-TOTABLE-0000000011 (stores: [])\n"
         ) in text
 
-    def test_stream_stream_join_not_implemented(self) -> None:
-        """A KStream other is a stream-stream join, which says it is not implemented yet."""
+    def test_stream_stream_join_needs_windows(self) -> None:
+        """A KStream other is a windowed stream-stream join (tests/test_stream_joins.py): without
+        windows it fails when written; outer_join() with a KTable names the fix."""
         b = StreamsBuilder()
-        with pytest.raises(OperationNotDefinedError, match="stream-stream join with JoinWindows.*not implemented yet"):
+        with pytest.raises(ValueError, match=r"'windows' is required.*JoinWindows.of_time_difference_with_no_grace"):
             b.stream("a").join(b.stream("b"), joiner)
+        with pytest.raises(InvalidTypeError, match=r"outer_join\(\) joins two KStreams.*Use left_join\(table, joiner\)"):
+            b.stream("c").outer_join(b.table("t"), joiner)  # type: ignore[arg-type]
 
     def test_early_errors(self) -> None:
         """Wrong stage, bad arity, windows on a stream-table join, a windowed table: errors when written."""

@@ -33,6 +33,7 @@ from streamsdsl.dsl.options import (
 )
 from streamsdsl.ir.topology import Topology
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.dsl.joins import stream_stream_join_node
 
 __all__ = [
     "Branched",
@@ -351,7 +352,12 @@ class KStream(_Stage):
         With a `KTable` ``other`` (a stream-table join) only stream records produce output, with
         the stream record's key and timestamp, and only when the table has a value for the key;
         a table update emits nothing. Stream records with a ``None`` key or value are dropped
-        (and counted). A `KStream` ``other`` (a windowed stream-stream join) is not implemented yet.
+        (and counted).
+
+        With a `KStream` ``other`` (a windowed stream-stream join, ``windows`` a `JoinWindows`
+        is required) each record joins every record of the other stream with its key whose
+        timestamp is within the window: ``joiner(value, other_value)`` with the larger of the
+        two timestamps. ``stream_joined`` (`StreamJoined`) sets serdes and names.
         """
         return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner")
 
@@ -359,19 +365,36 @@ class KStream(_Stage):
                   stream_joined: Any = None, name: NameArg = None) -> KStream:
         """Like `join`, but every stream record produces output: ``joiner(value, None)`` when the
         table has no value for its key. A record with a ``None`` key and a value is joined with
-        ``None`` too (KIP-962); a ``None`` value is dropped (and counted)."""
+        ``None`` too (KIP-962); a ``None`` value is dropped (and counted).
+
+        With a `KStream` ``other`` a record without a match in its window is joined with
+        ``None`` once its window and grace have closed (KIP-633)."""
         return self._stream_table_join(other, joiner, windows, stream_joined, name, "left")
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+                   stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """A windowed stream-stream join where records of either side without a match in their
+        window are joined with ``None`` (``joiner(value, None)`` / ``joiner(None, other_value)``)
+        once their window and grace have closed."""
+        if isinstance(other, KTable):
+            raise InvalidTypeError(
+                "outer_join() joins two KStreams; a KStream cannot be outer-joined with a KTable. Use "
+                "left_join(table, joiner) for a stream-table join, or pass a KStream and JoinWindows.")
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "outer")
 
     def _stream_table_join(self, other: Any, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
                            kind: str) -> KStream:
-        method = "join" if kind == "inner" else "left_join"
+        method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind]
         if isinstance(other, KStream):
-            raise OperationNotDefinedError(
-                f"{method}() of two KStreams (a windowed stream-stream join with JoinWindows) is not implemented "
-                "yet; stream-table joins are: pass a KTable, e.g. builder.table(topic)."
-            )
+            if other._builder is not self._builder:
+                raise TopologyError("'other' belongs to a different StreamsBuilder; join streams of one builder.")
+            node = stream_stream_join_node(self._builder, self.node_name, other.node_name, joiner, windows,
+                                           stream_joined, resolve_name(name), kind,
+                                           self.repartition_required or other.repartition_required)
+            return KStream(self._builder, node.name)
         if not isinstance(other, KTable):
-            raise InvalidTypeError(f"'other' must be a KTable (got {type(other).__name__}: {other!r}).")
+            kinds = "a KStream" if kind == "outer" else "a KTable or a KStream"
+            raise InvalidTypeError(f"'other' must be {kinds} (got {type(other).__name__}: {other!r}).")
         require_arguments(method, f"{method}(table, lambda value, table_value: ...)",
                           ("joiner", joiner, "(value, table_value) -> value"))
         if windows is not None or stream_joined is not None:

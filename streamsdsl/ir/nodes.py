@@ -28,6 +28,7 @@ from streamsdsl._validation import (
     require_callable,
     tuple_of,
 )
+from streamsdsl.dsl.joins import JoinWindows
 from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
@@ -63,6 +64,7 @@ __all__ = [
     "TableSourceNode",
     "StreamToTableNode",
     "StreamTableJoinNode",
+    "StreamStreamJoinNode",
     "BranchNode",
     "BranchChildNode",
     "Fn",
@@ -514,6 +516,72 @@ class StreamTableJoinNode(Node):
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_processor(self.name, self.stores, self.parents[:1])
+
+
+def _stream_join_kind(inst: StreamStreamJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("inner", "left", "outer"):
+        raise InvalidArgumentError(f"'kind' of a stream-stream join must be 'inner', 'left' or 'outer' (got {value!r}).")
+
+
+def _outer_store(inst: StreamStreamJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if (value is None) != (inst.kind == "inner"):
+        raise InvalidArgumentError(
+            f"'outer_store' is the shared store of a left/outer stream-stream join: required for kind 'left' and "
+            f"'outer', None for 'inner' (got kind {inst.kind!r}, outer_store {value!r}).")
+    if value is not None:
+        is_name(inst, attribute, value)
+
+
+def _java_hash_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` in the iteration order of a Java ``HashSet`` built from them in this order (Kafka
+    Streams' describe() lists a processor's stores from one): by bucket of the spread
+    ``String.hashCode`` in a 16-bucket table, then insertion order."""
+
+    def bucket(s: str) -> int:
+        h = 0
+        for unit in s.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+
+    return tuple(sorted(names, key=bucket))
+
+
+@attrs.frozen
+class StreamStreamJoinNode(Node):
+    """``KStream.join`` / ``left_join`` / ``outer_join`` with a KStream and `JoinWindows`:
+    ``parents`` are (this, other); the node's ``name`` is the join's merge processor.
+
+    describe() shows Kafka Streams' five processors (``KStreamImplJoin``): each side's
+    ``KSTREAM-WINDOWED`` node holding that side's store, the ``JOINTHIS`` / ``JOINOTHER`` (or
+    ``OUTERTHIS`` / ``OUTEROTHER``) processors reading the other side's store (and the shared
+    outer store of a left/outer join), and ``KSTREAM-MERGE``."""
+
+    joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    kind: str = attrs.field(kw_only=True, validator=_stream_join_kind)
+    windows: JoinWindows = attrs.field(kw_only=True, validator=instance_of(JoinWindows))
+    this_windowed: str = attrs.field(kw_only=True, validator=is_name)
+    other_windowed: str = attrs.field(kw_only=True, validator=is_name)
+    join_this: str = attrs.field(kw_only=True, validator=is_name)
+    join_other: str = attrs.field(kw_only=True, validator=is_name)
+    this_store: str = attrs.field(kw_only=True, validator=is_name)
+    other_store: str = attrs.field(kw_only=True, validator=is_name)
+    outer_store: str | None = attrs.field(kw_only=True, default=None, validator=_outer_store)
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
+    other_value_serde: PlanSerde | None = _serde_field()
+    arity = 2
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.this_store, self.other_store) + ((self.outer_store,) if self.outer_store else ())
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        shared = (self.outer_store,) if self.outer_store else ()
+        builder.add_processor(self.this_windowed, (self.this_store,), self.parents[:1])
+        builder.add_processor(self.other_windowed, (self.other_store,), self.parents[1:])
+        builder.add_processor(self.join_this, _java_hash_set_order((self.other_store, *shared)), (self.this_windowed,))
+        builder.add_processor(self.join_other, _java_hash_set_order((self.this_store, *shared)), (self.other_windowed,))
+        builder.add_processor(self.name, (), (self.join_this, self.join_other), predecessors_in_order=True)
 
 
 @attrs.frozen

@@ -28,6 +28,9 @@ class _DNode:
     detail: str  # topics / stores / topic
     successors: tuple[str, ...]
     predecessors: tuple[str, ...]
+    #: List the predecessors in the order given (Kafka sorts them by sub-tree size *when linked*,
+    #: which puts a join's JOINTHIS before JOINOTHER at its merge node).
+    predecessors_in_order: bool = False
 
 
 class DescriptionBuilder:
@@ -41,6 +44,7 @@ class DescriptionBuilder:
         self._entries: dict[str, tuple[str, str]] = {}  # name -> (kind, detail), in order added
         self._succ: dict[str, list[str]] = {}
         self._pred: dict[str, list[str]] = {}
+        self._in_order: set[str] = set()
 
     def _add(self, name: str, kind: str, detail: str, predecessors: Iterable[str]) -> None:
         if name in self._entries:
@@ -56,9 +60,13 @@ class DescriptionBuilder:
         """A source reading ``topics``."""
         self._add(name, "Source", f"topics: [{', '.join(topics)}]", ())
 
-    def add_processor(self, name: str, stores: Iterable[str], predecessors: Iterable[str]) -> None:
-        """A processor connected to ``stores``, fed by ``predecessors``."""
+    def add_processor(self, name: str, stores: Iterable[str], predecessors: Iterable[str], *,
+                      predecessors_in_order: bool = False) -> None:
+        """A processor connected to ``stores``, fed by ``predecessors`` (listed in that order
+        with ``predecessors_in_order``, else Kafka's sub-tree size order)."""
         self._add(name, "Processor", f"stores: [{', '.join(stores)}]", predecessors)
+        if predecessors_in_order:
+            self._in_order.add(name)
 
     def add_sink(self, name: str, topic: str, predecessors: Iterable[str]) -> None:
         """A sink writing ``topic``, fed by ``predecessors``."""
@@ -67,7 +75,7 @@ class DescriptionBuilder:
     def build(self) -> list[_DNode]:
         """The description nodes, in the order they were added."""
         return [
-            _DNode(name, kind, detail, tuple(self._succ[name]), tuple(self._pred[name]))
+            _DNode(name, kind, detail, tuple(self._succ[name]), tuple(self._pred[name]), name in self._in_order)
             for name, (kind, detail) in self._entries.items()
         ]
 
@@ -231,7 +239,7 @@ class Topology:
                 else:
                     text = (
                         f"Processor: {d.name} ({d.detail})\n      --> {names(d.successors)}"
-                        f"\n      <-- {names(d.predecessors)}"
+                        f"\n      <-- {', '.join(d.predecessors) if d.predecessors_in_order else names(d.predecessors)}"
                     )
                 out.append(f"    {text}\n")
             out.append("\n")

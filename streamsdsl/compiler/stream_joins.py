@@ -1,0 +1,450 @@
+"""Lowering of windowed stream–stream joins (``KStream.join/left_join/outer_join`` with a KStream).
+
+Like the stream–table join (`streamsdsl.compiler.joins`), the join is **one** stateful
+``transformWithState`` operator over the union of both inputs, keyed by the join key, each row
+tagged with its side in `INPUT_INDEX` (0: this/left, 1: other/right) and its value in field ``l``
+or ``r`` of a struct. Per key it holds one `StreamJoinState` (both sides' buffered records and the
+held, not yet joined records of a left/outer join) and calls the semantics core
+`streamsdsl.semantics.stream_stream` for every record.
+
+Stream time and held records
+----------------------------
+Kafka Streams' stream time is shared by both inputs and all keys.
+
+* **Test driver** (`PlanMode.REPLAY`): the plan computes, per record in pipe order, Kafka's
+  stream time, the stream time of the last *in-order* record (when Kafka scans its held
+  records), and each side's maximum buffered timestamp (the buffers' cut-off). Before each record
+  of a key the processor emits the key's held records whose window closed by then
+  (`stream_join_close`), then joins the record (`stream_join_step`). A held record leaves the
+  processor with its threshold; the plan gives it to the first in-order record of the run
+  (any key) whose stream time passes the threshold, where Kafka emits it, ordered as Kafka does
+  (timestamp, right before left, serialized key). State, and the four times, are carried to the
+  next run, so each run processes only the newly piped records.
+* **Streaming**: stream time is the event-time watermark (Spark's global watermark over both
+  inputs) advanced by the key's own records of the micro-batch (`stream_join_operator_step`);
+  an event-time timer at `stream_join_timer_threshold` ``+ 1`` emits held records and prunes the
+  buffers when no record of the key comes.
+
+Records with a null key never reach the operator: a left/outer side's record with a value is
+joined with ``None`` at once, every other one is dropped and counted (as are null values, by
+the operator).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import DataFrame, Row, Window
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import _parse_datatype_string
+
+from streamsdsl import ir
+from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
+    CARRY,
+    CLOSE_THRESHOLD,
+    DROPPED,
+    EVENT_METRIC,
+    EVENT_VALUE,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    INPUT_INDEX,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SOURCE_POSITION,
+    STREAM_TIME,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.python_ops import result_error
+from streamsdsl.compiler.serde_exprs import convert_column
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.semantics.stream_stream import (
+    LEFT,
+    RIGHT,
+    StreamJoinSpec,
+    StreamJoinState,
+    stream_join_close,
+    stream_join_operator_step,
+    stream_join_step,
+    stream_join_timer_threshold,
+)
+from streamsdsl.semantics.tables import key_bytes
+
+__all__ = ["StreamJoinConfig"]
+
+#: Test driver: the stream time of the last in-order record (Kafka's held-record scans).
+SCAN_TIME = "_scan_time"
+#: Test driver: the max timestamp buffered so far by the left / right side (over all keys).
+LEFT_TIME = "_left_store_time"
+RIGHT_TIME = "_right_store_time"
+#: Test driver: the scan and store times at the end of the run.
+RUN_TIMES = "_run_times"
+#: Prefix of the observation carrying the four times to the next run (`modes.STREAM_TIME_OBSERVATION`).
+_TIMES = (STREAM_TIME, SCAN_TIME, LEFT_TIME, RIGHT_TIME)
+
+OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+                 EVENT_METRIC, EVENT_VALUE)
+REPLAY_FIELDS = (*OUTPUT_FIELDS, CLOSE_THRESHOLD, CARRIED_STATE)
+_SIDES = (LEFT, RIGHT)
+
+
+@attrs.frozen
+class StreamJoinConfig:
+    """What the join operator needs on the executors (pickled with it)."""
+
+    node: str
+    spec: StreamJoinSpec
+    key: PlanSerde
+    left_value: PlanSerde
+    right_value: PlanSerde
+    joiner: Any
+    value_out: PlanSerde = DEFAULT_SERDE
+
+    @property
+    def state_fields(self) -> str:
+        lt, rt = self.left_value.spark_type, self.right_value.spark_type
+        return (f"left array<struct<ts:bigint,v:{lt}>>, right array<struct<ts:bigint,v:{rt}>>, "
+                f"held array<struct<ts:bigint,side:string,l:{lt},r:{rt}>>")
+
+    @property
+    def state_type(self) -> str:
+        return "struct<" + ",".join(f.replace(" ", ":", 1) for f in self.state_fields.split(", ")) + ">"
+
+    def decode(self, cells: Any) -> StreamJoinState:
+        """A stored or carried state (Rows or dicts) as a `StreamJoinState`."""
+        def at(cell: Any, i: int, name: str) -> Any:
+            return cell[name] if isinstance(cell, dict) else cell[i]
+
+        left_of, right_of = self.left_value.from_internal, self.right_value.from_internal
+        left = tuple((int(at(c, 0, "ts")), left_of(at(c, 1, "v"))) for c in at(cells, 0, "left") or ())
+        right = tuple((int(at(c, 0, "ts")), right_of(at(c, 1, "v"))) for c in at(cells, 1, "right") or ())
+        held = []
+        for c in at(cells, 2, "held") or ():
+            side = at(c, 1, "side")
+            value = left_of(at(c, 2, "l")) if side == LEFT else right_of(at(c, 3, "r"))
+            held.append((int(at(c, 0, "ts")), side, value))
+        return StreamJoinState(left, right, tuple(held))
+
+    def encode(self, state: StreamJoinState) -> tuple[Any, Any, Any]:
+        left_in, right_in = self.left_value.to_internal, self.right_value.to_internal
+        return (
+            [(ts, left_in(v)) for ts, v in state.left],
+            [(ts, right_in(v)) for ts, v in state.right],
+            [(ts, side, left_in(v) if side == LEFT else None, right_in(v) if side == RIGHT else None)
+             for ts, side, v in state.held],
+        )
+
+
+def _held_order(spec: StreamJoinSpec, state: StreamJoinState, stream_time: int) -> list[tuple[int, str]]:
+    """(ts, side) of the held records `stream_join_close` emits at ``stream_time``, in its order."""
+    expired = [(ts, 0 if side == RIGHT else 1, i, side) for i, (ts, side, _) in enumerate(state.held)
+               if spec.hold_threshold(ts, side) < stream_time]
+    return [(ts, side) for ts, _, _, side in sorted(expired)]
+
+
+class _JoinProcessor(StatefulProcessor):
+    """What both plan modes share: decoding rows, calling the core, output rows."""
+
+    fields: tuple[str, ...] = OUTPUT_FIELDS
+
+    def __init__(self, config: StreamJoinConfig) -> None:
+        self.config = config
+        self.out = Row(*self.fields)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState("join", self.config.state_fields)
+
+    def _row(self, key: Any, value: Any, ts: int, headers: Any, position: int, opos: list[int],
+             final_key: str | None = None, metric: str | None = None, metric_value: float | None = None,
+             threshold: int | None = None, carried: Any = None) -> Row:
+        values = (key, value, ts, headers, position, opos, final_key, metric, metric_value)
+        return self.out(*values, threshold, carried) if len(self.fields) > len(OUTPUT_FIELDS) else self.out(*values)
+
+    def _value_in(self, r: Row) -> tuple[str, Any]:
+        side = _SIDES[r[INPUT_INDEX]]
+        cell = r["value"]
+        if side == LEFT:
+            return side, self.config.left_value.from_internal(cell["l"] if cell is not None else None)
+        return side, self.config.right_value.from_internal(cell["r"] if cell is not None else None)
+
+    def _out_value(self, value: Any, k: Any, position: int) -> Any:
+        try:
+            return self.config.value_out.to_internal(value)
+        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+            raise result_error(self.config.node, "joiner", exc, repr(k), position) from exc
+
+    def _call(self, fn: Any, k: Any, position: int, *args: Any, **kwargs: Any) -> Any:
+        """A core step; an exception from the joiner names the processor, function and record."""
+        try:
+            return fn(*args, **kwargs)
+        except UserFunctionError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise UserFunctionError(self.config.node, f"{type(exc).__name__}: {exc}", function="joiner",
+                                    key=repr(k), position=position).in_worker() from exc
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayStreamJoinProcessor(_JoinProcessor):
+    """The test driver's run: per-record times from the plan, held records handed to the plan
+    with their threshold, the state carried in and out as rows (`CARRIED_STATE` / `CARRY`)."""
+
+    fields = REPLAY_FIELDS
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg, spec = self.config, self.config.spec
+        data = sorted(rows, key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX]))
+        kcell = key[0]
+        k = cfg.key.from_internal(kcell)
+        korder = key_bytes(k).hex()
+        state = StreamJoinState()
+        run = data[0][RUN_TIMES] if data else None  # on carried-state rows too
+        while data and data[0][CARRIED_STATE] is not None:
+            state = cfg.decode(data.pop(0)[CARRIED_STATE])
+        held_seq = 0
+        for r in data:
+            position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
+            side, value = self._value_in(r)
+            if value is not None and spec.holds:
+                order = _held_order(spec, state, r[SCAN_TIME])
+                close = self._call(stream_join_close, k, position, spec, state, k, r[SCAN_TIME], cfg.joiner,
+                                   left_store_time=r[LEFT_TIME], right_store_time=r[RIGHT_TIME])
+                state = close.state
+                for (hts, hside), o in zip(order, close.outputs):
+                    yield self._pending(kcell, k, korder, hts, hside, o.value, held_seq, position)
+                    held_seq += 1
+            other_time = r[RIGHT_TIME] if side == LEFT else r[LEFT_TIME]
+            step = self._call(stream_join_step, k, position, spec, state, side, k, value, ts, r[STREAM_TIME],
+                              cfg.joiner, other_store_time=other_time)
+            if step.dropped:
+                yield self._row(None, None, ts, [], position, [], metric=DROPPED, metric_value=1.0)
+                continue
+            state = step.state
+            for i, o in enumerate(step.outputs):
+                yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
+                                [*opos, 1, i])
+        if run is not None:
+            order = _held_order(spec, state, run[SCAN_TIME]) if spec.holds else []
+            close = self._call(stream_join_close, k, -1, spec, state, k, run[SCAN_TIME], cfg.joiner,
+                               left_store_time=run[LEFT_TIME], right_store_time=run[RIGHT_TIME])
+            state = close.state
+            for (hts, hside), o in zip(order, close.outputs):
+                yield self._pending(kcell, k, korder, hts, hside, o.value, held_seq, -1)
+                held_seq += 1
+        if not state.is_empty():
+            yield self._row(kcell, None, -1, [], -1, [], metric=CARRY, carried=cfg.encode(state))
+
+    def _pending(self, kcell: Any, k: Any, korder: str, ts: int, side: str, value: Any, seq: int,
+                 position: int) -> Row:
+        """A held record emitted as a null-join: the plan places it after the first in-order
+        record whose stream time passes its threshold, ordered (ts, right before left, key)."""
+        threshold = self.config.spec.hold_threshold(ts, side)
+        return self._row(kcell, self._out_value(value, k, position), ts, [], -1, [0, ts, 0 if side == RIGHT else 1],
+                         final_key=f"{korder} {seq:010d}", threshold=threshold)
+
+
+class StreamingStreamJoinProcessor(_JoinProcessor):
+    """Streaming: stream time from the watermark and the key's records; one event-time timer
+    per key at its next threshold."""
+
+    def _load(self) -> StreamJoinState:
+        stored = self.state.get()
+        return StreamJoinState() if stored is None else self.config.decode(stored)
+
+    def _save(self, state: StreamJoinState) -> None:
+        for t in list(self.handle.listTimers()):
+            self.handle.deleteTimer(t)
+        if state.is_empty():
+            self.state.clear()
+            return
+        self.state.update(self.config.encode(state))
+        threshold = stream_join_timer_threshold(self.config.spec, state)
+        if threshold is not None:
+            self.handle.registerTimer(threshold + 1)
+
+    def _closed(self, kcell: Any, k: Any, state: StreamJoinState, watermark: int) -> Iterator[Row]:
+        close = self._call(stream_join_close, k, -1, self.config.spec, state, k, watermark, self.config.joiner)
+        self._state_after = close.state
+        for i, o in enumerate(close.outputs):
+            yield self._row(kcell, self._out_value(o.value, k, -1), o.timestamp, [], -1, [0, i])
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg, spec = self.config, self.config.spec
+        data = sorted(rows, key=lambda r: (r["timestamp"], r[INPUT_INDEX], r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
+        kcell = key[0]
+        k = cfg.key.from_internal(kcell)
+        stream_time = timerValues.getCurrentWatermarkInMs()
+        state = self._load()
+        yield from self._closed(kcell, k, state, stream_time)
+        state = self._state_after
+        for r in data:
+            position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
+            side, value = self._value_in(r)
+            stream_time = max(stream_time, ts)
+            step = self._call(stream_join_operator_step, k, position, spec, state, side, k, value, ts, stream_time,
+                              cfg.joiner)
+            if step.dropped:
+                yield self._row(None, None, ts, [], position, [], metric=DROPPED, metric_value=1.0)
+                continue
+            state = step.state
+            for i, o in enumerate(step.outputs):
+                yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
+                                [*opos, 1, i])
+        self._save(state)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
+        kcell = key[0]
+        k = self.config.key.from_internal(kcell)
+        yield from self._closed(kcell, k, self._load(), timerValues.getCurrentWatermarkInMs())
+        self._save(self._state_after)
+
+
+# --- the plan ---------------------------------------------------------------------------------------
+
+
+def _side_input(frame: Frame, side: int, key: PlanSerde, value: PlanSerde, lt: str, rt: str) -> DataFrame:
+    """A side's rows in the operator's layout: the key in ``key``'s encoding, the value (in
+    ``value``'s) in field ``l`` or ``r`` of a struct, the side in `INPUT_INDEX`."""
+    k = convert_column(F.col("key"), frame.key.serde, key) if frame.key.serde != key else F.col("key")
+    v = convert_column(F.col("value"), frame.value, value) if frame.value != value else F.col("value")
+    struct = F.struct((v if side == 0 else F.lit(None)).cast(lt).alias("l"),
+                      (v if side == 1 else F.lit(None)).cast(rt).alias("r"))
+    return frame.df.select(k.cast(key.spark_type).alias("key"), struct.alias("value"), "timestamp", "headers",
+                           SOURCE_POSITION, OUTPUT_POSITION, F.lit(side).alias(INPUT_INDEX))
+
+
+def _null_key_rows(inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+    """Records with a null key, in the operator's output layout: an outer side's record with a
+    value is joined with ``None`` at once (KIP-962), every other one is a drop event."""
+    spec, joiner, node = config.spec, config.joiner, config.node
+    left_of, right_of, out = config.left_value.from_internal, config.right_value.from_internal, config.value_out
+    outer_side = F.lit(spec.kind == "outer") | ((F.col(INPUT_INDEX) == 0) & F.lit(spec.kind == "left"))
+    has_value = F.when(F.col(INPUT_INDEX) == 0, F.col("value.l")).otherwise(F.col("value.r")).isNotNull()
+    joinable = outer_side & has_value
+
+    def null_join(ok: bool, cell: Any, index: int, position: int) -> Any:
+        if not ok:  # Spark evaluates a Python UDF for every row, whatever the when() around it
+            return None
+        try:
+            result = joiner(left_of(cell["l"]), None) if index == 0 else joiner(None, right_of(cell["r"]))
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise UserFunctionError(node, f"{type(exc).__name__}: {exc}", function="joiner", key="None",
+                                    position=position).in_worker() from exc
+        return out.to_internal(result)
+
+    null_join_udf = F.udf(null_join, _parse_datatype_string(out.spark_type), useArrow=False)
+    nulls = inp.filter(F.col("key").isNull()).withColumn("_joinable", joinable)
+    ok = F.col("_joinable")
+    return nulls.select(
+        F.lit(None).cast(config.key.spark_type).alias("key"),
+        null_join_udf(ok, "value", INPUT_INDEX, SOURCE_POSITION).alias("value"), "timestamp",
+        F.when(ok, F.col("headers")).otherwise(F.array().cast(HEADERS_TYPE)).alias("headers"), SOURCE_POSITION,
+        F.concat(F.col(OUTPUT_POSITION), F.array(F.lit(1).cast("bigint"), F.lit(0).cast("bigint"))).alias(OUTPUT_POSITION),
+        F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
+        F.when(~ok, F.lit(DROPPED)).alias(EVENT_METRIC), F.when(~ok, F.lit(1.0)).alias(EVENT_VALUE))
+
+
+def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+    """Kafka's times after each record (pipe order, continuing from the previous run), observed
+    for the next run, and the run's end times in `RUN_TIMES` (on carried-state rows too)."""
+    from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION
+
+    before = list(lowering.carry.stream_times.get(config.node, ())) or [-1] * len(_TIMES)  # type: ignore[attr-defined]
+    w = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION, INPUT_INDEX).rowsBetween(Window.unboundedPreceding,
+                                                                                  Window.currentRow)
+    carried = F.col(CARRIED_STATE).isNotNull()
+    valid = F.col("key").isNotNull() & (
+        F.when(F.col(INPUT_INDEX) == 0, F.col("value.l")).otherwise(F.col("value.r")).isNotNull())
+    ts = F.col("timestamp")
+    df = inp.withColumn(STREAM_TIME, F.greatest(F.coalesce(F.max(ts).over(w), F.lit(-1)), F.lit(before[0])).cast("bigint"))
+    in_order = F.coalesce(~carried & valid & (ts == F.col(STREAM_TIME)), F.lit(False))
+    df = df.withColumn("_in_order", in_order)
+    df = df.withColumn(SCAN_TIME, F.greatest(F.coalesce(F.max(F.when(in_order, ts)).over(w), F.lit(-1)),
+                                             F.lit(before[1])).cast("bigint"))
+    for i, (name, side) in enumerate(((LEFT_TIME, 0), (RIGHT_TIME, 1)), start=2):
+        mine = F.max(F.when(~carried & valid & (F.col(INPUT_INDEX) == side), ts)).over(w)
+        df = df.withColumn(name, F.greatest(F.coalesce(mine, F.lit(-1)), F.lit(before[i])).cast("bigint"))
+    df = df.observe(f"{STREAM_TIME_OBSERVATION}{config.node}", *[F.max(c).alias(f"t{i}") for i, c in enumerate(_TIMES)])
+    everything = Window.partitionBy()
+    run = F.struct(*[F.greatest(F.coalesce(F.max(c).over(everything), F.lit(-1)), F.lit(before[i])).cast("bigint")
+                     .alias(c) for i, c in enumerate(_TIMES)])
+    return df.withColumn(RUN_TIMES, run)
+
+
+def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+    """The join over the union ``inp``: null keys split off, the operator, its events counted."""
+    replay = lowering.mode is PlanMode.REPLAY
+    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint",
+             CARRIED_STATE: config.state_type}
+    processor: _JoinProcessor
+    if replay:
+        processor = ReplayStreamJoinProcessor(config)
+        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
+        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
+        if rows:
+            states = inp.sparkSession.createDataFrame(list(rows), f"key {config.key.spark_type}, state {config.state_type}")
+            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
+            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
+                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(0)})
+            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+        inp = lowering.cached(_replay_times(lowering, inp, config))  # type: ignore[attr-defined]
+    else:
+        processor = StreamingStreamJoinProcessor(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    out = inp.filter(F.col("key").isNotNull()).groupBy("key").transformWithState(
+        statefulProcessor=processor, outputStructType=schema, outputMode="Update",
+        timeMode="None" if replay else "EventTime")
+    if replay:
+        out = _place_held(lowering, out, inp, config)
+    out = out.unionByName(_null_key_rows(inp, config))
+    metric = F.col(EVENT_METRIC)
+    out = lowering.observe(out, node.name, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
+    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+    """Keep the carried states for the next run; give each held record emitted in this run the
+    first in-order input record whose stream time passes its threshold (Kafka emits it while
+    processing that record, before joining it)."""
+    out = lowering.cached(out)  # type: ignore[attr-defined]
+    lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
+        "key", F.col(CARRIED_STATE).alias("state"))
+    out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+    times = inp.filter(F.col("_in_order")).select(
+        F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
+        F.col(STREAM_TIME).alias("_at_stream_time"))
+    pending = out.filter(F.col(CLOSE_THRESHOLD).isNotNull()).withColumn("_pending", F.monotonically_increasing_id())
+    rest = out.filter(F.col(CLOSE_THRESHOLD).isNull()).drop(CLOSE_THRESHOLD)
+    first = pending.join(times, F.col("_at_stream_time") > F.col(CLOSE_THRESHOLD), "inner").groupBy("_pending").agg(
+        F.min(F.struct("_at_position", "_at_output")).alias("_at"))
+    placed = pending.join(first, "_pending").withColumn(SOURCE_POSITION, F.col("_at._at_position")).withColumn(
+        OUTPUT_POSITION, F.concat(F.col("_at._at_output"), F.col(OUTPUT_POSITION)))
+    return rest.unionByName(placed.select(*rest.columns))
+
+
+@Lowering.lower.register(ir.StreamStreamJoinNode)
+def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
+    this, other = self.parent(node, 0), self.parent(node, 1)
+    if this.key.windowed or other.key.windowed:
+        raise InvalidTypeError(f"{node.name}: a stream-stream join needs plain (not windowed) keys on both sides.")
+    key = node.key_serde or this.key.serde
+    left_value = node.value_serde or this.value
+    right_value = node.other_value_serde or other.value
+    spec = StreamJoinSpec(node.kind, node.windows.spec)  # type: ignore[arg-type]
+    config = StreamJoinConfig(node.name, spec, key, left_value, right_value, node.joiner.fn)
+    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
+                                   "built-in aggregations only)")
+    lt, rt = left_value.spark_type, right_value.spark_type
+    inp = _side_input(this, 0, key, left_value, lt, rt).unionByName(_side_input(other, 1, key, right_value, lt, rt))
+    return Frame(_run(self, node, inp, config), KeyCodec(key), DEFAULT_SERDE)
