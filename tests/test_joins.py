@@ -119,8 +119,8 @@ class TestTableApi:
         windowed = s.group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(5)).count()
         with pytest.raises(InvalidTypeError, match="windowed KTable"):
             s.join(windowed, joiner)
-        with pytest.raises(AttributeError, match="KTable has no 'left_join'.*table-table join, is not implemented yet"):
-            t.left_join(t, joiner)  # type: ignore[attr-defined]
+        with pytest.raises(InvalidTypeError, match=r"KTable\.left_join\(\) joins two KTables \(got a KStream\)"):
+            t.left_join(s, joiner)  # type: ignore[arg-type]
         with pytest.raises(OperationNotDefinedError, match="needs a repartition"):
             s.select_key(lambda k, v: v).join(t, joiner)
         with pytest.raises(InvalidTypeError, match=r"'predicate' must accept 2 positional arguments \(key, value\)"):

@@ -505,6 +505,30 @@ class KTable(_Stage):
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
 
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+             materialized: Materialized | None = None) -> KTable:
+        """A table–table join (Kafka Streams' ``KTable#join``): on every update of either table,
+        ``joiner(value, other_value)`` for the key while both tables have a value, and a delete
+        (``None``) when a joined key loses a side; timestamp = the later of both sides'."""
+        from streamsdsl.dsl.table_joins import table_join
+
+        return table_join(self, other, joiner, name, materialized, "inner")
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+                  materialized: Materialized | None = None) -> KTable:
+        """Like `join`, but every key of this table has a result: ``joiner(value, None)`` while
+        the other table has no value for it."""
+        from streamsdsl.dsl.table_joins import table_join
+
+        return table_join(self, other, joiner, name, materialized, "left")
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+                   materialized: Materialized | None = None) -> KTable:
+        """Like `join`, but every key of either table has a result, the missing side ``None``."""
+        from streamsdsl.dsl.table_joins import table_join
+
+        return table_join(self, other, joiner, name, materialized, "outer")
+
 
 @attrs.frozen
 class Branched:

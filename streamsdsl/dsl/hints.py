@@ -20,8 +20,6 @@ _AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a K
 _TABLE_GROUP_BY = "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet"
 _STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
                  "merge", "join", "left_join", "split", "to_table")
-_TABLE_TABLE_JOIN = ("Kafka Streams' KTable.join(KTable), a table-table join, is not implemented yet; "
-                     "stream-table joins are: stream.join(table, joiner)")
 _COGROUP_HINTS = {
     **_hints("grouped streams", "a cogroup aggregates with aggregate(initializer), each stream with the aggregator "
              "given to cogroup()", "count", "reduce"),
@@ -58,7 +56,6 @@ _ELSEWHERE: dict[type, dict[str, str]] = {
                  "emit_strategy"),
         **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
                  "merge", "split", "to_table"),
-        **_hints("KStream", _TABLE_TABLE_JOIN, "join", "left_join", "outer_join"),
     },
     CogroupedKStream: {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")},
     SessionWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},

@@ -63,6 +63,7 @@ __all__ = [
     "TableMapValuesNode",
     "TableSourceNode",
     "StreamToTableNode",
+    "TableTableJoinNode",
     "StreamTableJoinNode",
     "StreamStreamJoinNode",
     "BranchNode",
@@ -491,6 +492,60 @@ class StreamToTableNode(Node):
     @property
     def stores(self) -> tuple[str, ...]:
         return (self.store,) if self.materialized else ()
+
+
+def _table_join_kind(inst: TableTableJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("inner", "left", "outer"):
+        raise InvalidArgumentError(f"'kind' of a table-table join must be 'inner', 'left' or 'outer' (got {value!r}).")
+
+
+def _join_other_name(inst: TableTableJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    is_name(inst, attribute, value)
+    names = (inst.name, inst.join_this, value)
+    if len(set(names)) != len(names):
+        raise InvalidArgumentError(
+            f"A table-table join's merge, join-this and join-other processors need three names (got {names!r})."
+        )
+
+
+def _optional_store(inst: TableTableJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        is_name(inst, attribute, value)
+
+
+@attrs.frozen
+class TableTableJoinNode(Node):
+    """``KTable.join`` / ``left_join`` / ``outer_join`` with a KTable: ``parents`` are (this,
+    other); ``name`` is the ``KTABLE-MERGE`` processor, whose output is the joined table.
+
+    describe() shows Kafka Streams' three processors (``KTableKTableJoinNode``): ``join_this``,
+    fed by this table and connected to ``other_stores`` (where the other table's values are
+    read), ``join_other``, fed by the other table and connected to ``this_stores``, and the
+    merge, connected to ``store`` when the result is materialized (``None``: it is not).
+    ``value_serde``: the result's value serde (``Materialized.with_value_serde``)."""
+
+    joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    kind: str = attrs.field(kw_only=True, validator=_table_join_kind)
+    join_this: str = attrs.field(kw_only=True, validator=is_name)
+    join_other: str = attrs.field(kw_only=True, validator=_join_other_name)
+    this_stores: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
+    other_stores: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
+    store: str | None = attrs.field(kw_only=True, default=None, validator=_optional_store)
+    value_serde: PlanSerde | None = _serde_field()
+    arity = 2
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The result's store if materialized, else the stores its values are computed from
+        (Kafka Streams' ``KTableKTableJoinMerger`` view: both sides' stores)."""
+        if self.store is not None:
+            return (self.store,)
+        return tuple(dict.fromkeys((*self.this_stores, *self.other_stores)))
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_processor(self.join_this, _java_hash_set_order(self.other_stores), self.parents[:1])
+        builder.add_processor(self.join_other, _java_hash_set_order(self.this_stores), self.parents[1:])
+        builder.add_processor(self.name, () if self.store is None else (self.store,), (self.join_this, self.join_other))
 
 
 def _join_kind(inst: StreamTableJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:

@@ -1,0 +1,239 @@
+"""Lowering of table–table joins (``KTable.join`` / ``left_join`` / ``outer_join``).
+
+Like a stream–table join (`streamsdsl.compiler.joins`), a table–table join is **one** stateful
+operator over the union of both tables' records (`Frame.table_records`: a table source's
+records before its store), keyed by the join key, with the side in `INPUT_INDEX`. One state row
+per key holds both sides' current values and timestamps (and, for a materialized result,
+whether the result store has a row); each record goes through
+`streamsdsl.semantics.table_table.table_join_step`, which updates its side and forwards the
+joined change under the record's key (Kafka Streams' ``KTableKTable*Join`` processors and the
+``KTableKTableJoinMerger``).
+
+Order within a key: the test driver's replay processes records in pipe order and carries the
+state rows from one run to the next (`CARRIED_STATE` / `CARRY`); streaming processes a
+micro-batch's records of a key by (timestamp, source position) and keeps the state in the
+``transformWithState`` handle.
+
+The result is a table: its changelog (the new values, ``None`` for a delete) is both the
+frame's ``df`` and its ``table_records``, so a later join, filter or ``to_stream()`` reads it.
+Old values are not carried: a joined table's ``Change.old`` is re-derived by a later stateful
+step from the previous value per key, as a materialized join result holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import _parse_datatype_string
+
+from streamsdsl import ir
+from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
+    CARRY,
+    DROPPED,
+    EVENT_METRIC,
+    EVENT_VALUE,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    INPUT_INDEX,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SOURCE_POSITION,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.python_ops import result_error
+from streamsdsl.compiler.serde_exprs import convert_column
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
+from streamsdsl.semantics.tables import TableValue
+
+__all__ = ["TableJoinConfig", "TableJoinOperator"]
+
+#: `INPUT_INDEX` of a record of this (left) table and of the other (right) table.
+LEFT_SIDE = 0
+RIGHT_SIDE = 1
+
+OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+                 EVENT_METRIC, EVENT_VALUE)
+
+
+@attrs.frozen
+class TableJoinConfig:
+    """What the table–table join operator needs on the executors (pickled with it)."""
+
+    node: str
+    kind: str
+    key: PlanSerde
+    left_value: PlanSerde
+    right_value: PlanSerde
+    value_out: PlanSerde
+    joiner: Any
+    materialized: bool = False
+    replay: bool = False
+
+    @property
+    def _state(self) -> tuple[tuple[str, str], ...]:
+        """The state row: each side's value and timestamp (a null timestamp: no value) and
+        whether a materialized result store holds the key."""
+        return (("left_value", self.left_value.spark_type), ("left_ts", "bigint"),
+                ("right_value", self.right_value.spark_type), ("right_ts", "bigint"), ("has_result", "boolean"))
+
+    @property
+    def state_fields(self) -> str:
+        return ", ".join(f"{name} {t}" for name, t in self._state)
+
+    @property
+    def state_type(self) -> str:
+        return f"struct<{','.join(f'{name}:{t}' for name, t in self._state)}>"
+
+
+class TableJoinOperator(StatefulProcessor):
+    """One state row per key: both tables' current values (`TableJoinState`)."""
+
+    def __init__(self, config: TableJoinConfig) -> None:
+        self.config = config
+        self.fields = (*OUTPUT_FIELDS, CARRIED_STATE) if config.replay else OUTPUT_FIELDS
+        self.out = Row(*self.fields)
+        # A joined table's old values are not forwarded (see the module docstring); only the
+        # new values, which old values do not change, leave the operator.
+        self.spec = TableJoinSpec(config.kind, send_old_values=False, materialized=config.materialized)  # type: ignore[arg-type]
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("join", self.config.state_fields)
+
+    def _row(self, *values: Any) -> Row:
+        return self.out(*values, None) if self.config.replay else self.out(*values)
+
+    def _decode(self, lv: Any, lts: Any, rv: Any, rts: Any, has_result: Any) -> TableJoinState:
+        cfg = self.config
+        left = None if lts is None else TableValue(cfg.left_value.from_internal(lv), int(lts))
+        right = None if rts is None else TableValue(cfg.right_value.from_internal(rv), int(rts))
+        return TableJoinState(left, right, bool(has_result))
+
+    def _encode(self, state: TableJoinState) -> tuple[Any, ...]:
+        cfg = self.config
+        left, right = state.left, state.right
+        return (None if left is None else cfg.left_value.to_internal(left.value), None if left is None else left.ts,
+                None if right is None else cfg.right_value.to_internal(right.value),
+                None if right is None else right.ts, state.has_result)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data = [r.asDict() for r in rows]
+        if cfg.replay:
+            data.sort(key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX]))
+        else:
+            data.sort(key=lambda r: (r["timestamp"], r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX]))
+        kcell = key[0]
+        k = cfg.key.from_internal(kcell)
+        state = TableJoinState()
+        if cfg.replay:
+            while data and data[0].get(CARRIED_STATE) is not None:
+                c = data.pop(0)[CARRIED_STATE]
+                state = self._decode(c["left_value"], c["left_ts"], c["right_value"], c["right_ts"], c["has_result"])
+        elif self.state.exists():
+            state = self._decode(*self.state.get())
+        for r in data:
+            ts, position = r["timestamp"], r[SOURCE_POSITION]
+            left = r[INPUT_INDEX] == LEFT_SIDE
+            value = (cfg.left_value if left else cfg.right_value).from_internal(r["value"]["l" if left else "r"])
+            try:
+                step = table_join_step(self.spec, state, LEFT if left else RIGHT, k, value, ts, cfg.joiner)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="joiner", key=repr(k),
+                                        position=position).in_worker() from exc
+            if step.dropped:
+                yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
+                continue
+            state = step.state
+            if step.output is None:
+                continue
+            try:
+                out_value = cfg.value_out.to_internal(step.output.change.new)
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(cfg.node, "joiner", exc, repr(k), position) from exc
+            yield self._row(kcell, out_value, step.output.timestamp, r["headers"], position, r[OUTPUT_POSITION],
+                            None, None, None)
+        empty = state.left is None and state.right is None and not state.has_result
+        if cfg.replay:
+            if not empty:
+                carried = dict(zip(("left_value", "left_ts", "right_value", "right_ts", "has_result"),
+                                   self._encode(state)))
+                yield self.out(kcell, None, -1, [], -1, [], None, CARRY, None, carried)
+        elif empty:
+            self.state.clear()
+        else:
+            self.state.update(self._encode(state))
+
+    def close(self) -> None:
+        pass
+
+
+def _side_input(frame: Frame, side: int, key: PlanSerde, left_type: str, right_type: str) -> DataFrame:
+    """A table's records in the operator's input layout: the key in ``key``'s encoding, the value
+    in field ``l`` (this table) or ``r`` (the other table) of a struct, the side in `INPUT_INDEX`."""
+    df = frame.table_records if frame.table_records is not None else frame.df
+    k = convert_column(F.col("key"), frame.key.serde, key) if frame.key.serde != key else F.col("key")
+    value = F.struct(
+        (F.col("value") if side == LEFT_SIDE else F.lit(None)).cast(left_type).alias("l"),
+        (F.col("value") if side == RIGHT_SIDE else F.lit(None)).cast(right_type).alias("r"),
+    )
+    return df.select(k.alias("key"), value.alias("value"), "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION,
+                     F.lit(side).alias(INPUT_INDEX))
+
+
+def _run(lowering: Lowering, inp: DataFrame, config: TableJoinConfig) -> DataFrame:
+    """Run the join operator over ``inp``; in replay with the state carried from the previous
+    run (and handed to the next). Drops are counted (and logged) right after it."""
+    replay = lowering.mode is PlanMode.REPLAY
+    config = attrs.evolve(config, replay=replay)
+    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
+             CARRIED_STATE: config.state_type}
+    processor = TableJoinOperator(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    if replay:
+        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
+        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
+        if rows:
+            states = inp.sparkSession.createDataFrame(list(rows), f"key {config.key.spark_type}, state {config.state_type}")
+            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
+            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
+                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(LEFT_SIDE)})
+            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+    out = inp.groupBy("key").transformWithState(
+        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
+    if replay:
+        out = lowering.cached(out)  # type: ignore[attr-defined]
+        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
+            "key", F.col(CARRIED_STATE).alias("state"))
+        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+    metric = F.col(EVENT_METRIC)
+    out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
+    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+@Lowering.lower.register(ir.TableTableJoinNode)
+def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
+    left, right = self.parent(node, 0), self.parent(node, 1)
+    if left.key.windowed or right.key.windowed:
+        raise InvalidTypeError(f"{node.name}: a table-table join needs plain (not windowed) keys on both sides.")
+    key = left.key.serde
+    value_out = node.value_serde or DEFAULT_SERDE
+    config = TableJoinConfig(node.name, node.kind, key, left.value, right.value, value_out, node.joiner.fn,
+                             materialized=node.store is not None)
+    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
+                                   "built-in aggregations only)")
+    types = (left.value.spark_type, right.value.spark_type)
+    inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))
+    out = _run(self, inp, config)
+    return Frame(out, KeyCodec(key), value_out, is_table=True, table_records=out)
