@@ -26,6 +26,8 @@ from streamsdsl.errors import (
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
 from streamsdsl.dsl.joins import JoinWindows, StreamJoined
+from streamsdsl.dsl.grouped_table import KGroupedTable
+from streamsdsl.dsl.suppress import BufferConfig, Suppressed
 from streamsdsl.dsl.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
 from streamsdsl.jvm import configure_spark
@@ -67,5 +69,5 @@ __all__ = [
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
-    "RecordSerializationError", "JoinWindows", "StreamJoined",
+    "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
 ]

@@ -71,6 +71,8 @@ class Lowering:
         self.frames: dict[str, Frame] = {}
         self.dead_letters: list[DataFrame] = []
         self.persisted: list[DataFrame] = []
+        #: The topology being lowered (set by `compile_topology`), for rules that read a parent's IR node.
+        self.topology: Any = None
 
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
         return self.frames[node.parents[i]]

@@ -35,6 +35,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
 from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the table, join and split rules
+from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by, suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource

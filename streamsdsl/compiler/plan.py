@@ -170,6 +170,7 @@ def compile_topology(
         lowering: Lowering = ReplayLowering(raw_source, handler, carry)
     else:
         lowering = lowering_for(PlanMode(mode))(raw_source, handler)
+    lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
     for node in topology.topological_order():

@@ -35,6 +35,10 @@ from streamsdsl.ir.topology import Topology
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.dsl.joins import stream_stream_join_node
 
+if TYPE_CHECKING:
+    from streamsdsl.dsl.grouped_table import KGroupedTable
+    from streamsdsl.dsl.suppress import Suppressed
+
 __all__ = [
     "Branched",
     "BranchedKStream",
@@ -504,6 +508,21 @@ class KTable(_Stage):
         fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
+
+    def group_by(self, selector: Callable[[Any, Any], Any] = REQUIRED, grouped: Grouped | None = None, *,
+                 name: NameArg = None) -> KGroupedTable:
+        """Re-key the table with ``selector(key, value) -> (new_key, new_value)`` (a pair or
+        `KeyValue`; a ``None`` result, key or value is dropped) for ``count``/``reduce``/``aggregate``."""
+        from streamsdsl.dsl.grouped_table import group_table
+
+        return group_table(self, selector, grouped, name)
+
+    def suppress(self, suppressed: Suppressed = REQUIRED) -> KTable:
+        """Keep updates back: ``Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())``
+        forwards one final result per window of a windowed aggregation's table."""
+        from streamsdsl.dsl.grouped_table import suppress_table
+
+        return suppress_table(self, suppressed)
 
     def join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
              materialized: Materialized | None = None) -> KTable:

@@ -17,7 +17,7 @@ def _hints(where: str, fix: str, *methods: str) -> dict[str, str]:
 _GROUP_FIRST = "group first: group_by_key() or group_by(selector)"
 _WINDOW_FIRST = "window first: windowed_by(SessionWindows | TimeWindows | SlidingWindows)"
 _AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a KTable"
-_TABLE_GROUP_BY = "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet"
+_TABLE_GROUP_BY = "group the table first: group_by(lambda key, value: (new_key, value)) returns a KGroupedTable"
 _STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
                  "merge", "join", "left_join", "split", "to_table")
 _COGROUP_HINTS = {
@@ -50,8 +50,9 @@ _ELSEWHERE: dict[type, dict[str, str]] = {
     KGroupedStream: _hints("windowed streams", _WINDOW_FIRST, "emit_strategy"),
     _WindowedGrouped: _WINDOWED_HINTS,
     KTable: {
-        **_hints("grouped streams", _TABLE_GROUP_BY, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
-        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key", "group_by"),
+        **_hints("grouped tables", _TABLE_GROUP_BY, "count", "reduce", "aggregate"),
+        **_hints("grouped streams", "call to_stream() first, then group_by_key()", "windowed_by", "cogroup"),
+        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key"),
         **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
                  "emit_strategy"),
         **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",

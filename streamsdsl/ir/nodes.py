@@ -68,6 +68,10 @@ __all__ = [
     "StreamStreamJoinNode",
     "BranchNode",
     "BranchChildNode",
+    "GroupedTableAgg",
+    "TableGroupByNode",
+    "GroupedTableAggregateNode",
+    "SuppressNode",
     "Fn",
     "AggSpec",
     "NODE_TYPES",
@@ -661,6 +665,112 @@ class BranchChildNode(Node):
     predicates: tuple[UserFn, ...] = attrs.field(kw_only=True, validator=tuple_of(UserFn))
     default: bool = attrs.field(kw_only=True, default=False, validator=[instance_of(bool), _default_branch])
     arity = 1
+
+# --- grouped tables and suppress (KTable.group_by, KTable.suppress) -------------------------------
+
+
+def _grouped_table_fns(inst: GroupedTableAgg, attribute: attrs.Attribute[Any], value: Any) -> None:
+    given = {"initializer": inst.initializer, "adder": inst.adder, "subtractor": value}
+    needed = {"count": (), "reduce": ("adder", "subtractor"), "aggregate": ("initializer", "adder", "subtractor")}
+    wanted = needed[inst.kind]
+    missing = [a for a in wanted if given[a] is None]
+    extra = [a for a, f in given.items() if f is not None and a not in wanted]
+    if missing or extra:
+        raise InvalidArgumentError(
+            f"A KGroupedTable {inst.kind}() takes {', '.join(wanted) or 'no functions'}"
+            f"{f'; missing: {missing}' if missing else ''}{f'; not allowed: {extra}' if extra else ''}."
+        )
+
+
+def _grouped_table_kind(inst: GroupedTableAgg, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("count", "reduce", "aggregate"):
+        raise InvalidArgumentError(f"'kind' must be 'count', 'reduce' or 'aggregate' (got {value!r}).")
+
+
+@attrs.frozen
+class GroupedTableAgg:
+    """A ``KGroupedTable`` aggregation: ``count`` (no functions), ``reduce`` (``adder(agg, value)``,
+    ``subtractor(agg, value)``) or ``aggregate`` (``initializer()``, ``adder(key, value, agg)``,
+    ``subtractor(key, value, agg)``)."""
+
+    kind: str = attrs.field(validator=_grouped_table_kind)
+    initializer: UserFn | None = attrs.field(default=None, validator=_optional_user_fn)
+    adder: UserFn | None = attrs.field(default=None, validator=_optional_user_fn)
+    subtractor: UserFn | None = attrs.field(default=None, validator=[_optional_user_fn, _grouped_table_fns])
+
+
+@attrs.frozen
+class TableGroupByNode(Node):
+    """``KTable.group_by(selector)``: re-keys each change of the table (Kafka Streams'
+    ``KTABLE-SELECT`` / ``KTableRepartitionMap``); its child is a `GroupedTableAggregateNode`."""
+
+    selector: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+    #: The serdes of the re-keyed records (``Grouped.with_serdes``; Kafka's repartition topic).
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
+    arity = 1
+
+
+def _distinct_names(inst: GroupedTableAggregateNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if inst.sink_name == inst.source_name or inst.source_name == inst.name:
+        raise InvalidArgumentError("The repartition sink, repartition source and aggregate of a KGroupedTable "
+                                   f"need three different names (got {inst.sink_name!r}, {inst.source_name!r}, "
+                                   f"{inst.name!r}).")
+
+
+@attrs.frozen
+class GroupedTableAggregateNode(Node):
+    """``KGroupedTable.count`` / ``reduce`` / ``aggregate``: describe() shows the repartition sink
+    ``sink_name`` writing ``topic`` (fed by the ``KTABLE-SELECT`` parent), the source
+    ``source_name`` reading it, and this node (``KTABLE-AGGREGATE`` / ``KTABLE-REDUCE``) with
+    ``store``. ``key_serde`` / ``value_serde``: the store's (``Materialized``)."""
+
+    agg: GroupedTableAgg = attrs.field(kw_only=True, validator=instance_of(GroupedTableAgg))
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    topic: str = attrs.field(kw_only=True, validator=is_topic)
+    sink_name: str = attrs.field(kw_only=True, validator=is_name)
+    source_name: str = attrs.field(kw_only=True, validator=[is_name, _distinct_names])
+    key_serde: PlanSerde | None = _serde_field()
+    value_serde: PlanSerde | None = _serde_field()
+    arity = 1
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
+
+    def describe_into(self, builder: DescriptionBuilder) -> None:
+        builder.add_sink(self.sink_name, self.topic, self.parents)
+        builder.add_source(self.source_name, (self.topic,))
+        builder.add_processor(self.name, self.stores, (self.source_name,))
+
+
+def _suppress_mode(inst: SuppressNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("until_window_closes", "until_time_limit"):
+        raise InvalidArgumentError(f"'mode' must be 'until_window_closes' or 'until_time_limit' (got {value!r}).")
+
+
+def _suppress_limit(inst: SuppressNode, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if inst.mode == "until_window_closes" and value is not None:
+        raise InvalidArgumentError("'time_limit' must be None for until_window_closes (the window's end and "
+                                   f"grace decide; got {value!r}).")
+    if inst.mode == "until_time_limit" and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidArgumentError(f"'time_limit' must be >= 0 ms for until_time_limit (got {value!r}).")
+
+
+@attrs.frozen
+class SuppressNode(Node):
+    """``KTable.suppress(suppressed)`` (``KTABLE-SUPPRESS``, buffer store ``store``): ``mode``
+    ``until_window_closes`` (final results of a windowed table) or ``until_time_limit``
+    (``time_limit`` ms)."""
+
+    mode: str = attrs.field(kw_only=True, validator=_suppress_mode)
+    time_limit: int | None = attrs.field(kw_only=True, default=None, validator=_suppress_limit)
+    store: str = attrs.field(kw_only=True, validator=is_name)
+    arity = 1
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
 
 
 def _concrete_node_types() -> frozenset[type[Node]]:

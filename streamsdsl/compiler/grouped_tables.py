@@ -1,0 +1,299 @@
+"""Lowering of grouped tables (``KTable.group_by`` + ``count``/``reduce``/``aggregate``) and of
+``KTable.suppress``.
+
+A grouped table needs two keyings, so it is **two chained stateful operators** (Spark 4 accepts
+chained ``transformWithState`` operators in a streaming query in update mode, with timeMode
+``None``; probed 2026-11-25):
+
+1. `TableGroupByNode` — keyed by the table's key. One state row per key: the table's current
+   value, so each change becomes ``Change(new, old)`` (Kafka's ``enableSendingOldValues``), and
+   `streamsdsl.semantics.grouped_table.regroup` re-keys it: the old value goes to its old group
+   *first*, then the new value to its new group (one ``Change(new, old)`` when both land in the
+   same group). Its output (the repartition topic in Kafka Streams) is keyed by the group key;
+   the value carries the new and the old value (``struct<n, o>``).
+2. `GroupedTableAggregateNode` — keyed by the group key. One state row per group: the aggregate
+   and its timestamp; `streamsdsl.semantics.grouped_table.grouped_aggregate_step` applies each
+   re-keyed change (subtract, then add).
+
+Both process a key's rows in source order (pipe order in the test driver; (partition, offset)
+when streaming), so a row's changes reach its groups in the order Kafka Streams forwards them.
+In the test driver the state of both is carried from one run to the next (`CARRIED_STATE` in,
+`CARRY` out); the aggregate's carried state has the layout of a stored window, so
+``TopologyTestDriver.get_key_value_store(store)`` reads it.
+
+``suppress(until_window_closes)`` folds into the windowed aggregation it follows: the same
+aggregation, lowered again under the suppress node's name with emit on window close. For time
+windows Kafka's suppress and on-close emission agree record for record (release when stream time
+reaches ``end + grace``, the latest aggregate with its timestamp, windows in (end, key) order;
+`streamsdsl.semantics.suppress` is the reference and the tests compare both), so no chained
+operator is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import _parse_datatype_string
+
+from streamsdsl import ir
+from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.columns import (
+    CARRIED_STATE,
+    CARRY,
+    EVENT_METRIC,
+    EVENT_VALUE,
+    FINAL_KEY_ORDER,
+    FRAME_COLUMNS,
+    HEADERS_TYPE,
+    OUTPUT_POSITION,
+    POSITION_TYPE,
+    SOURCE_POSITION,
+)
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.python_ops import result_error
+from streamsdsl.compiler.processors import windows_type
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
+from streamsdsl.dsl.windows import EmitStrategy
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
+from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
+from streamsdsl.semantics.tables import Change, TableValue
+
+__all__ = ["GroupedTableConfig"]
+
+REGROUP = "regroup"
+AGGREGATE = "aggregate"
+
+_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+           EVENT_METRIC, EVENT_VALUE)
+
+
+@attrs.frozen
+class GroupedTableConfig:
+    """What one of the two operators needs on the executors (pickled with it).
+
+    ``kind`` `REGROUP` (keyed by the table key, state: the table's value; ``value_in`` the
+    table's value serde, ``value_out`` the grouped value serde) or `AGGREGATE` (keyed by the
+    group key, state: the aggregate; ``value_in`` the grouped value serde, ``value_out`` the
+    aggregate's)."""
+
+    node: str
+    kind: str
+    key_in: PlanSerde
+    value_in: PlanSerde
+    key_out: PlanSerde
+    value_out: PlanSerde
+    selector: Any = None
+    fns: GroupedTableFunctions | None = None
+    replay: bool = False
+
+    @property
+    def state_serde(self) -> PlanSerde:
+        return self.value_in if self.kind == REGROUP else self.value_out
+
+    @property
+    def out_value_type(self) -> str:
+        if self.kind == REGROUP:
+            return f"struct<n:{self.value_out.spark_type},o:{self.value_out.spark_type}>"
+        return self.value_out.spark_type
+
+    @property
+    def carried_type(self) -> str:
+        """A key's state between driver runs, as one stored window (the store readers' layout)."""
+        return windows_type(self.state_serde.spark_type)
+
+
+def _pair(result: Any, node: str) -> tuple[Any, Any] | None:
+    """The selector's result: a (key, value) pair (tuple, list, `KeyValue`) or None."""
+    if result is None:
+        return None
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        return result[0], result[1]
+    raise InvalidTypeError(
+        f"{node}: the selector must return a (key, value) pair or None (got {type(result).__name__}: {result!r}).")
+
+
+class GroupedTableOperator(StatefulProcessor):
+    """One state row per key: the table's value (regroup) or the group's aggregate (aggregate)."""
+
+    def __init__(self, config: GroupedTableConfig) -> None:
+        self.config = config
+        self.fields = (*_FIELDS, CARRIED_STATE) if config.replay else _FIELDS
+        self.out = Row(*self.fields)
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.state = handle.getValueState("state", f"value {self.config.state_serde.spark_type}, ts bigint")
+
+    def _row(self, *values: Any) -> Row:
+        return self.out(*values, None) if self.config.replay else self.out(*values)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        data = sorted((r.asDict() for r in rows), key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
+        kcell = key[0]
+        serde = cfg.state_serde
+        state: TableValue | None = None
+        if cfg.replay:
+            while data and data[0].get(CARRIED_STATE) is not None:
+                for w in data.pop(0)[CARRIED_STATE]:
+                    state = TableValue(serde.from_internal(w["agg"]), int(w["ts"]))
+        else:
+            stored = self.state.get()
+            if stored is not None:
+                state = TableValue(serde.from_internal(stored[0]), int(stored[1]))
+        step = self._regroup if cfg.kind == REGROUP else self._aggregate
+        for r in data:
+            state = yield from step(kcell, r, state)
+        if cfg.replay:
+            if state is not None:
+                carried = [{"start": 0, "end": 0, "agg": serde.to_internal(state.value), "ts": state.ts, "fin": False}]
+                yield self.out(kcell, None, -1, [], -1, [], None, CARRY, None, carried)
+        elif state is None:
+            self.state.clear()
+        else:
+            self.state.update((serde.to_internal(state.value), state.ts))
+
+    def _regroup(self, kcell: Any, r: dict[str, Any], state: TableValue | None) -> Any:
+        cfg = self.config
+        ts, position = r["timestamp"], r[SOURCE_POSITION]
+        k = cfg.key_in.from_internal(kcell)
+        new = cfg.value_in.from_internal(r["value"])
+        old = None if state is None else state.value
+        try:
+            changes = regroup(k, Change(new, old), ts, lambda key, value: _pair(cfg.selector(key, value), cfg.node))
+        except InvalidTypeError as exc:
+            raise UserFunctionError(cfg.node, str(exc), function="selector", key=repr(k),
+                                    position=position).in_worker() from exc
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="selector", key=repr(k),
+                                    position=position).in_worker() from exc
+        base = list(r[OUTPUT_POSITION] or [])
+        for i, (group, change, t) in enumerate(changes):
+            try:
+                gcell = cfg.key_out.to_internal(group)
+                vo = cfg.value_out
+                value = {"n": None if change.new is None else vo.to_internal(change.new),
+                         "o": None if change.old is None else vo.to_internal(change.old)}
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(cfg.node, "selector", exc, repr(k), position) from exc
+            yield self._row(gcell, value, t, r["headers"], position, [*base, i], None, None, None)
+        return None if new is None else TableValue(new, ts)
+
+    def _aggregate(self, kcell: Any, r: dict[str, Any], state: TableValue | None) -> Any:
+        cfg = self.config
+        ts, position = r["timestamp"], r[SOURCE_POSITION]
+        group = cfg.key_in.from_internal(kcell)
+        vi, v = cfg.value_in, r["value"]
+        change = Change(None if v["n"] is None else vi.from_internal(v["n"]),
+                        None if v["o"] is None else vi.from_internal(v["o"]))
+        try:
+            step = grouped_aggregate_step(state, group, change, ts, cfg.fns)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="adder/subtractor",
+                                    key=repr(group), position=position).in_worker() from exc
+        if step.output is not None:
+            new = step.output.change.new
+            try:
+                out_value = None if new is None else cfg.value_out.to_internal(new)
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(cfg.node, "adder", exc, repr(group), position) from exc
+            yield self._row(kcell, out_value, step.output.timestamp, r["headers"], position, r[OUTPUT_POSITION],
+                            None, None, None)
+        return step.state
+
+    def close(self) -> None:
+        pass
+
+
+def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> DataFrame:
+    """Run one operator over ``inp`` (frame columns, key in ``key_in``'s encoding); in replay with
+    the state carried from the previous run (and handed to the next)."""
+    replay = lowering.mode is PlanMode.REPLAY
+    config = attrs.evolve(config, replay=replay)
+    types = {"key": config.key_out.spark_type, "value": config.out_value_type, "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
+             CARRIED_STATE: config.carried_type}
+    processor = GroupedTableOperator(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    inp = inp.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
+    if replay:
+        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.carried_type))
+        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
+        if rows:
+            states = inp.sparkSession.createDataFrame(
+                list(rows), f"key {config.key_in.spark_type}, state {config.carried_type}")
+            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
+            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
+                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE)})
+            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+    out = inp.groupBy("key").transformWithState(
+        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
+    if replay:
+        out = lowering.cached(out)  # type: ignore[attr-defined]
+        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
+            "key", F.col(CARRIED_STATE).alias("state"))
+        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+    return out.filter(F.col(EVENT_METRIC).isNull()).select(*FRAME_COLUMNS)
+
+
+@Lowering.lower.register(ir.TableGroupByNode)
+def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
+    table = self.parent(node)
+    if table.key.windowed:
+        raise OperationNotDefinedError(f"{node.name}: group_by() of a windowed KTable is not implemented.")
+    key, value = node.key_serde or DEFAULT_SERDE, node.value_serde or DEFAULT_SERDE  # Grouped.with_serdes
+    config = GroupedTableConfig(node.name, REGROUP, table.key.serde, table.value, key, value, selector=node.selector.fn)
+    jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
+    return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
+
+
+def _value_out(node: ir.GroupedTableAggregateNode, grouped_value: PlanSerde) -> PlanSerde:
+    if node.value_serde is not None:
+        return node.value_serde
+    if node.agg.kind == "count":
+        return Serdes.Long()
+    return grouped_value if node.agg.kind == "reduce" else DEFAULT_SERDE
+
+
+def _functions(agg: ir.GroupedTableAgg) -> GroupedTableFunctions:
+    if agg.kind == "count":
+        return GroupedTableFunctions.count()
+    assert agg.adder is not None and agg.subtractor is not None
+    if agg.kind == "reduce":
+        return GroupedTableFunctions.reduce(agg.adder.fn, agg.subtractor.fn)
+    assert agg.initializer is not None
+    return GroupedTableFunctions(agg.initializer.fn, agg.adder.fn, agg.subtractor.fn)
+
+
+@Lowering.lower.register(ir.GroupedTableAggregateNode)
+def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode) -> Frame:
+    regrouped = self.parent(node)
+    key_out = node.key_serde or regrouped.key.serde
+    value_out = _value_out(node, regrouped.value)
+    df = regrouped.df
+    if key_out != regrouped.key.serde:
+        from streamsdsl.compiler.serde_exprs import convert_column
+
+        df = df.withColumn("key", convert_column(F.col("key"), regrouped.key.serde, key_out))
+    config = GroupedTableConfig(node.name, AGGREGATE, key_out, regrouped.value, key_out, value_out,
+                                fns=_functions(node.agg))
+    jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
+    return Frame(_run(self, df, config), KeyCodec(key_out), value_out, is_table=True)
+
+
+@Lowering.lower.register(ir.SuppressNode)
+def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
+    if node.mode != "until_window_closes":
+        raise OperationNotDefinedError(f"{node.name}: suppress(until_time_limit) is not implemented yet.")
+    aggregation = self.topology.node(node.parents[0]) if self.topology is not None else None
+    if not isinstance(aggregation, ir.TimeWindowAggregateNode) or aggregation.emit.emits_on_close:
+        raise OperationNotDefinedError(
+            f"{node.name}: suppress(until_window_closes) is implemented right after a time-windowed aggregation "
+            "that emits on update.")
+    folded = attrs.evolve(aggregation, name=node.name, emit=EmitStrategy.on_window_close())
+    return self.lower(folded)
