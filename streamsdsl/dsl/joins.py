@@ -13,7 +13,7 @@ import attrs
 
 from streamsdsl._validation import millis, validate_name
 from streamsdsl.dsl.serdes import PlanSerde, Serde, check_serde
-from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.semantics.stream_stream import JoinWindowsSpec
 
 __all__ = ["JoinWindows", "StreamJoined"]
