@@ -10,8 +10,9 @@ the latest value per id). The topology
 2. writes the enriched orders ``{"item", "amount", "customer", "region"}`` (key customer id,
    the order's timestamp) to ``enriched-orders``;
 3. regroups them by region (``group_by``: a repartition), sums them in 1-minute tumbling windows
-   without grace, emitted once per window when it closes (``EmitStrategy.on_window_close()``),
-   and writes ``{"start", "end", "orders", "revenue"}`` keyed by region to ``revenue-per-region``.
+   without grace, and writes each window's new totals ``{"start", "end", "orders", "revenue"}``
+   keyed by region to ``revenue-per-region`` (emit on update: one record per enriched order,
+   with the window's latest order's timestamp).
 
 The input has an order of an unknown customer (``c3``: dropped) and a customer update between
 two orders of ``c1`` (Ann moves from EU to US at 09:00:40): her tea at 09:00:10 counts for EU,
@@ -22,8 +23,12 @@ By default ``main()`` runs it Kafka → Spark → Kafka: on the broker named by
 local one started by :func:`~streamsdsl.testing.local_kafka`. It creates the four topics, then
 produces and processes the input in three steps (the customers and the orders before the update;
 the update; the orders after it), so that the update is processed between the orders around it,
-reads both output topics back and prints them. ``--driver`` runs the same topology through the
-:class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no broker) and prints the same tables.
+reads both output topics back and prints them. It reads one record
+per topic per micro-batch (``max.offsets.per.trigger = 1``): Spark emits one update per window
+and micro-batch, so one order per batch gives the update-by-update changelog Kafka Streams
+writes (with several orders per batch you get each batch's latest totals). ``--driver`` runs
+the same topology through the :class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no
+broker) and prints the same tables.
 
     .venv/bin/python examples/order_enrichment.py            # Kafka → Spark → Kafka
     .venv/bin/python examples/order_enrichment.py --driver   # the TopologyTestDriver
@@ -44,7 +49,6 @@ from typing import Any
 
 from streamsdsl import (
     Consumed,
-    EmitStrategy,
     Grouped,
     Produced,
     Serdes,
@@ -83,8 +87,8 @@ STEPS: list[list[tuple[str, str, dict[str, Any], str]]] = [
     ],
     [
         ("orders", "c1", {"item": "scones", "amount": 7}, "09:00:50"),  # joined with region US
-        ("orders", "c2", {"item": "tea", "amount": 2}, "09:01:10"),  # closes the 09:00 windows
-        ("orders", "c1", {"item": "cake", "amount": 6}, "09:02:05"),  # closes the 09:01 windows
+        ("orders", "c2", {"item": "tea", "amount": 2}, "09:01:10"),
+        ("orders", "c1", {"item": "cake", "amount": 6}, "09:02:05"),
     ],
 ]
 TOPICS = {"orders": "orders", "customers": "customers", "enriched": "enriched-orders",
@@ -112,7 +116,6 @@ def build_topology(topics: dict[str, str] = TOPICS) -> Topology:
     (
         enriched.group_by(lambda customer_id, order: order["region"], Grouped.with_serdes(Serdes.String(), Serdes.Json()))
         .windowed_by(TimeWindows.of_size_with_no_grace(WINDOW))
-        .emit_strategy(EmitStrategy.on_window_close())
         .aggregate(lambda: {"orders": 0, "revenue": 0}, add)
         .to_stream()
         .map(lambda window, totals: (window.key, {"start": window.window.start, "end": window.window.end, **totals}))
@@ -125,7 +128,7 @@ Record = tuple[str, dict[str, Any], int]  # (key, value, timestamp)
 
 
 def print_tables(enriched: list[Record], revenue: list[Record]) -> None:
-    """Print the enriched orders, then the closed windows' revenue per region."""
+    """Print the enriched orders, then the revenue updates per region and window."""
     print(f"{'customer':<8} {'item':<7} {'amount':>6} {'name':<5} {'region':<6} {'time':>8}")
     for key, value, ts in enriched:
         print(f"{key:<8} {value['item']:<7} {value['amount']:>6} {value['customer']:<5} {value['region']:<6} "
@@ -199,8 +202,12 @@ def running(topology: Topology, config: dict[str, Any], spark: Any = None) -> It
 def run_steps(kafka: Any, topics: dict[str, str], config: dict[str, Any], spark: Any = None,
               process: Callable[[Any], None] = lambda app: app.process_all_available()) -> None:
     """Run the topology on ``kafka`` (its topics created): produce each step, then process
-    everything available (``process``), so that each step is processed before the next."""
-    with running(build_topology(topics), config, spark) as app:
+    everything available (``process``), so that each step is processed before the next.
+
+    The query reads one record per topic per micro-batch (``max.offsets.per.trigger = 1``):
+    Spark forwards one update per window and micro-batch, so one order per batch gives the
+    update-by-update changelog Kafka Streams writes."""
+    with running(build_topology(topics), {**config, "max.offsets.per.trigger": 1}, spark) as app:
         for step in STEPS:
             produce_step(kafka, topics, step)
             process(app)
