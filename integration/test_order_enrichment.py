@@ -44,8 +44,9 @@ def test_order_enrichment_kafka_to_kafka(
 ) -> None:
     """The enriched orders carry the order's key and timestamp and the customer's value current
     when the order is processed (Ann's scones after her move: US); the unknown customer's order
-    is not forwarded (and not counted as dropped); each order updates its region's window, keyed by region, with the
-    window's latest order's timestamp (one order per micro-batch: the full changelog)."""
+    is not forwarded (and not counted as dropped); each order updates its region's window,
+    keyed by region, with the window's latest order's timestamp (one order per micro-batch: the
+    full changelog)."""
     example = load_example()
     at = example.at
     topics = {role: new_topic(1) for role in ("orders", "customers", "enriched", "revenue")}
