@@ -296,4 +296,13 @@ def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
             f"{node.name}: suppress(until_window_closes) is implemented right after a time-windowed aggregation "
             "that emits on update.")
     folded = attrs.evolve(aggregation, name=node.name, emit=EmitStrategy.on_window_close())
-    return self.lower(folded)
+    frame = self.lower(folded)
+    topology = self.topology
+    if all(isinstance(topology.node(c), ir.SuppressNode) for c in topology.children(aggregation.name)):
+        # Nothing reads the aggregation's own changelog: its operator is not part of the plan.
+        # Its store holds what the folded operator holds (closed time windows leave both).
+        jvm_operator.forget(aggregation.name)
+        carried = getattr(self, "carried_states", None)
+        if carried is not None:
+            carried[aggregation.name] = carried[node.name]
+    return frame

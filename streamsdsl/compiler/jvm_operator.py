@@ -89,6 +89,14 @@ def record(node: str, text: str) -> None:
         report[node] = text
 
 
+def forget(node: str) -> None:
+    """Drop ``node`` from the report: its operator is not part of the plan (a suppress node
+    runs the aggregation it follows in its place)."""
+    report = _report.get()
+    if report is not None:
+        report.pop(node, None)
+
+
 @attrs.frozen(eq=False)
 class JvmAggregate:
     """An aggregation in the JVM operator's terms: per input the aggregator op (``COUNT``,

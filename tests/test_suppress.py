@@ -1,0 +1,235 @@
+"""KTable.suppress(Suppressed.until_window_closes(...)): API and validation, describe() (Kafka's
+SuppressTopologyTest), the TopologyTestDriver (Kafka's SuppressScenarioTest final-results
+scenarios, read after each pipe, checked against `streamsdsl.semantics.suppress`) and a
+streaming query restarted from its checkpoint."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from streamsdsl import (
+    BufferConfig,
+    Consumed,
+    InvalidArgumentError,
+    InvalidTypeError,
+    Materialized,
+    OperationNotDefinedError,
+    Serdes,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    Suppressed,
+    EmitStrategy,
+    TimeWindows,
+)
+from streamsdsl import ir
+from streamsdsl.semantics.suppress import Suppression, suppress_reference_run
+from streamsdsl.semantics.tables import Change
+
+STR = Consumed.with_serdes(Serdes.String(), Serdes.String())
+FINAL = Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())
+
+
+def _counts(windows: Any = None, **count: Any) -> tuple[StreamsBuilder, Any]:
+    b = StreamsBuilder()
+    grouped = b.stream("input", STR).group_by_key()
+    return b, grouped.windowed_by(windows or TimeWindows.of_size_and_grace(2, 1)).count(**count)
+
+
+class TestSuppressedApi:
+    def test_construction(self) -> None:
+        """Suppressed is immutable and validated when written; BufferConfig is also nested."""
+        assert Suppressed.BufferConfig is BufferConfig
+        assert FINAL == Suppressed("until_window_closes", BufferConfig.unbounded())
+        named = FINAL.with_name("final")
+        assert (named.name, FINAL.name) == ("final", None)
+        limit = Suppressed.until_time_limit(timedelta(seconds=2), BufferConfig.unbounded())
+        assert limit.time_limit == 2000
+
+    def test_invalid_values(self) -> None:
+        with pytest.raises(InvalidTypeError) as e:
+            Suppressed.until_window_closes()
+        assert str(e.value) == ("until_window_closes() needs buffer_config: until_window_closes(buffer_config), "
+                                "e.g. until_window_closes(Suppressed.BufferConfig.unbounded()).")
+        with pytest.raises(InvalidTypeError, match="'buffer_config' must be a BufferConfig"):
+            Suppressed.until_window_closes("unbounded")  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError) as e:
+            Suppressed.until_time_limit(-5, BufferConfig.unbounded())
+        assert str(e.value) == ("'time_to_wait_for_more_events' must be >= 0 ms (got -5). Use 0 to forward each "
+                                "update on the next record.")
+        with pytest.raises(InvalidArgumentError, match="Only an unbounded suppression buffer is implemented"):
+            BufferConfig("max_records")
+        with pytest.raises(InvalidArgumentError, match="takes no time limit"):
+            Suppressed("until_window_closes", BufferConfig.unbounded(), 5)
+        with pytest.raises(InvalidArgumentError, match="Kafka-legal|name"):
+            FINAL.with_name("bad name!")
+        with pytest.raises(InvalidArgumentError, match="'mode' must be"):
+            ir.SuppressNode("s", ("p",), mode="final", store="st")
+
+    def test_table_kinds(self) -> None:
+        """suppress() needs a time-windowed aggregation's table that emits on update; anything
+        else fails when written, naming the fix."""
+        with pytest.raises(InvalidTypeError, match="needs a windowed KTable"):
+            StreamsBuilder().table("t").suppress(FINAL)
+        with pytest.raises(OperationNotDefinedError, match="until_time_limit\\(...\\)\\) is not implemented yet"):
+            _counts()[1].suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
+        with pytest.raises(OperationNotDefinedError, match="SessionWindows table is not implemented yet.*on_window_close"):
+            _counts(SessionWindows.of_inactivity_gap_and_grace(5, 0))[1].suppress(FINAL)
+        with pytest.raises(OperationNotDefinedError, match="SlidingWindows table"):
+            _counts(SlidingWindows.of_time_difference_and_grace(5, 0))[1].suppress(FINAL)
+        with pytest.raises(OperationNotDefinedError, match="must directly follow the windowed"):
+            _counts()[1].filter(lambda k, v: True).suppress(FINAL)
+        b = StreamsBuilder()
+        closing = b.stream("input").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(2)).emit_strategy(
+            EmitStrategy.on_window_close()).count()
+        with pytest.raises(OperationNotDefinedError, match="already emits on window close"):
+            closing.suppress(FINAL)
+        with pytest.raises(InvalidTypeError, match="'suppressed' must be a Suppressed"):
+            _counts()[1].suppress("final")
+
+
+class TestSuppressDescribe:
+    def test_anonymous(self) -> None:
+        """SuppressTopologyTest's ANONYMOUS_INTERMEDIATE_TOPOLOGY numbering: KTABLE-SUPPRESS,
+        then its store KTABLE-SUPPRESS-STATE-STORE."""
+        b, counts = _counts()
+        counts.suppress(FINAL).to_stream().to("output")
+        assert b.build().describe() == (
+            "Topologies:\n"
+            "   Sub-topology: 0\n"
+            "    Source: KSTREAM-SOURCE-0000000000 (topics: [input])\n"
+            "      --> KSTREAM-AGGREGATE-0000000002\n"
+            "    Processor: KSTREAM-AGGREGATE-0000000002 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000001])\n"
+            "      --> KTABLE-SUPPRESS-0000000003\n"
+            "      <-- KSTREAM-SOURCE-0000000000\n"
+            "    Processor: KTABLE-SUPPRESS-0000000003 (stores: [KTABLE-SUPPRESS-STATE-STORE-0000000004])\n"
+            "      --> KTABLE-TOSTREAM-0000000005\n"
+            "      <-- KSTREAM-AGGREGATE-0000000002\n"
+            "    Processor: KTABLE-TOSTREAM-0000000005 (stores: [])\n"
+            "      --> KSTREAM-SINK-0000000006\n"
+            "      <-- KTABLE-SUPPRESS-0000000003\n"
+            "    Sink: KSTREAM-SINK-0000000006 (topic: output)\n"
+            "      <-- KTABLE-TOSTREAM-0000000005\n"
+            "\n"
+        )
+
+    def test_named(self) -> None:
+        """SuppressTopologyTest's NAMED topology: a named suppression takes no index; its store
+        is <name>-store."""
+        b, counts = _counts(materialized=Materialized.as_("counts"))
+        counts.suppress(FINAL.with_name("asdf")).to_stream().to("output")
+        text = b.build().describe()
+        assert ("    Processor: asdf (stores: [asdf-store])\n"
+                "      --> KTABLE-TOSTREAM-0000000002\n"
+                "      <-- KSTREAM-AGGREGATE-0000000001\n") in text
+        assert "    Sink: KSTREAM-SINK-0000000003 (topic: output)\n" in text
+
+
+def _final_topology(windows: Any) -> Any:
+    b = StreamsBuilder()
+    counts = b.stream("input", STR).group_by_key().windowed_by(windows).count()
+    counts.suppress(FINAL).to_stream().to("output-suppressed")
+    counts.to_stream().to("output-raw")
+    return b.build()
+
+
+def _read(topic: Any) -> list[tuple[Any, int, int, Any, int]]:
+    return [(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp)
+            for r in topic.read_records_to_list()]
+
+
+def _reference(raw: list[tuple[Any, int, int, Any, int]], grace: int) -> list[tuple[Any, int, int, Any, int]]:
+    """What Kafka's suppress node (`suppress_reference_run`) forwards for the raw updates."""
+    run = suppress_reference_run([(k, (s, e), Change(v), ts) for k, s, e, v, ts in raw],
+                                 Suppression.until_window_closes(grace))
+    return [(o.key, o.window[0], o.window[1], o.change.new, o.timestamp) for o in run]  # type: ignore[index]
+
+
+@pytest.mark.spark
+class TestSuppressDriver:
+    def test_final_results_for_time_windows(self, spark: Any) -> None:
+        """SuppressScenarioTest.shouldSupportFinalResultsForTimeWindows (size 2, grace 1): one
+        result per window once stream time reaches end + grace, with the window's latest count
+        and timestamp; the late record (ts 0 after stream time 5) is dropped."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(_final_topology(TimeWindows.of_size_and_grace(2, 1)), spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
+            seen: list[tuple[Any, ...]] = []
+            for ts in (0, 1, 2):
+                inp.pipe_input("k1", "v1", ts)
+            seen += _read(raw)
+            assert _read(final) == []
+            inp.pipe_input("k1", "v1", 1)
+            inp.pipe_input("k1", "v1", 0)
+            seen += _read(raw)
+            assert _read(final) == []  # stream time 2 < 2 + 1
+            inp.pipe_input("k1", "v1", 5)
+            seen += _read(raw)
+            assert _read(final) == [("k1", 0, 2, 4, 1), ("k1", 2, 4, 1, 2)]
+            inp.pipe_input("k1", "v1", 0)  # out of the grace period: dropped
+            seen += _read(raw)
+            assert _read(final) == []
+            assert seen == [("k1", 0, 2, 1, 0), ("k1", 0, 2, 2, 1), ("k1", 2, 4, 1, 2), ("k1", 0, 2, 3, 1),
+                            ("k1", 0, 2, 4, 1), ("k1", 4, 6, 1, 5)]
+            assert _reference(seen, 1) == [("k1", 0, 2, 4, 1), ("k1", 2, 4, 1, 2)]
+            assert d.metrics()["dropped-records-total"] == 2.0  # each of the two outputs drops the record
+
+    def test_large_jump_and_several_keys(self, spark: Any) -> None:
+        """shouldSupportFinalResultsForTimeWindowsWithLargeJump (grace 2), plus a second key:
+        windows released by one record come out in (window end, key) order, as the suppress
+        core orders them."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(_final_topology(TimeWindows.of_size_and_grace(2, 2)), spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
+            for k, ts in (("k1", 0), ("k1", 1), ("k1", 2), ("k1", 0), ("k1", 3), ("k1", 0)):
+                inp.pipe_input(k, "v1", ts)
+            assert _read(final) == []
+            inp.pipe_input("k1", "v1", 4)
+            assert _read(final) == [("k1", 0, 2, 4, 1)]
+            inp.pipe_input("k1", "v1", 0)  # the window closed: dropped
+            inp.pipe_input("k0", "v1", 5)
+            inp.pipe_input("k1", "v1", 30)
+            got = _read(final)
+            assert got == [("k1", 2, 4, 2, 3), ("k0", 4, 6, 1, 5), ("k1", 4, 6, 1, 4)]
+            assert _reference(_read(raw), 2) == [("k1", 0, 2, 4, 1), *got]
+
+
+@pytest.mark.spark
+class TestSuppressStreaming:
+    def test_micro_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
+        """On a streaming query each window's final count comes out once, after the watermark
+        passes end + grace (on an event-time timer); the pending windows survive a restart."""
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        b.stream("input", STR).group_by_key().windowed_by(TimeWindows.of_size_and_grace(10, 5)).count().suppress(
+            FINAL).to_stream().to("out")
+        topology = b.build()
+        topic = FileTopic(str(tmp_path / "in"))
+        cp = str(tmp_path / "checkpoint")
+        s = Serdes.String()
+        topic.append("input", [("a", "v", 1), ("a", "v", 7), ("b", "v", 3)], s, s)
+        topic.append("input", [("a", "v", 12)], s, s)
+        out = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert [(k.key, k.window.start, v, ts) for _, k, v, ts in out.records] == []  # 12 < 10 + 5
+
+        topic.append("input", [("a", "v", 4), ("b", "v", 15)], s, s)
+        topic.append("input", [("c", "v", 40)], s, s)
+        out2 = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out2, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert sorted((k.key, k.window.start, v, ts) for _, k, v, ts in out2.records) == [
+            ("a", 0, 3, 7), ("a", 10, 1, 12), ("b", 0, 1, 3), ("b", 10, 1, 15)]
