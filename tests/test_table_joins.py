@@ -137,6 +137,17 @@ class TestDescribe:
         assert topology.node("KTABLE-MERGE-0000000007").stores == ("store",)
         assert "Processor: KTABLE-MERGE-0000000007 (stores: [store])" in topology.describe()
 
+    def test_stream_join_of_an_unmaterialized_joined_table(self) -> None:
+        """KStreamKTableJoinTest's shouldAllowJoinUnmaterializedJoinedKTable: the stream-table
+        join reads the joined table through both tables' stores; the merge has none."""
+        b = StreamsBuilder()
+        t1, t2 = b.table("table-topic1"), b.table("table-topic2")
+        b.stream("stream-topic").join(t1.join(t2, joiner), joiner).to("o")
+        text = b.build().describe()
+        assert ("Processor: KSTREAM-JOIN-0000000010 (stores: [table-topic1-STATE-STORE-0000000000, "
+                "table-topic2-STATE-STORE-0000000003])\n") in text
+        assert "Processor: KTABLE-MERGE-0000000007 (stores: [])\n" in text
+
     def test_chained_join_reads_both_stores_of_an_unmaterialized_join(self) -> None:
         """A join result that is not materialized is read through both of its sides' stores
         (KTableKTableJoinMerger's view), listed in Java HashSet order."""

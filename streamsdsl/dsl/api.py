@@ -418,9 +418,10 @@ class KStream(_Stage):
             )
         fn = _user_fn(joiner, "joiner", "(value, table_value) -> value")
         node_name = self._name(name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
-        store = self._builder._materialize(other.node_name)
+        from streamsdsl.dsl.table_joins import _getter_stores
+
         node = ir.StreamTableJoinNode(node_name, (self.node_name, other.node_name), joiner=fn, kind=kind,
-                                      table_store=store)
+                                      table_stores=_getter_stores(self._builder, other.node_name))
         return self._child(node)
 
     def split(self, named: NameArg = None) -> BranchedKStream:

@@ -561,20 +561,21 @@ def _join_kind(inst: StreamTableJoinNode, attribute: attrs.Attribute[Any], value
 class StreamTableJoinNode(Node):
     """``KStream.join`` / ``left_join`` with a KTable: ``parents`` are (stream, table).
 
-    describe() shows one processor fed by the stream only, connected to the table's store
-    ``table_store`` (Kafka Streams' ``KSTREAM-JOIN`` / ``KSTREAM-LEFTJOIN``)."""
+    describe() shows one processor fed by the stream only, connected to ``table_stores``, where
+    the table's values are read (Kafka Streams' ``KSTREAM-JOIN`` / ``KSTREAM-LEFTJOIN``): the
+    table's store, or both tables' stores of a table-table join result without a store."""
 
     joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
     kind: str = attrs.field(kw_only=True, validator=_join_kind)
-    table_store: str = attrs.field(kw_only=True, validator=is_name)
+    table_stores: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
     arity = 2
 
     @property
     def stores(self) -> tuple[str, ...]:
-        return (self.table_store,)
+        return self.table_stores
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
-        builder.add_processor(self.name, self.stores, self.parents[:1])
+        builder.add_processor(self.name, _java_hash_set_order(self.stores), self.parents[:1])
 
 
 def _stream_join_kind(inst: StreamStreamJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
