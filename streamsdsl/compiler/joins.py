@@ -27,6 +27,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.carry import carry_out
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -189,10 +190,7 @@ def _run(lowering: Lowering, inp: DataFrame, config: TableOperatorConfig) -> Dat
     out = inp.groupBy("key").transformWithState(
         statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
     if replay:
-        out = lowering.cached(out)  # type: ignore[attr-defined]
-        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
-            "key", F.col(CARRIED_STATE).alias("state"))
-        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+        out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)
     if config.kind != SOURCE:  # a table source's drops (null keys) are counted before it
         out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))

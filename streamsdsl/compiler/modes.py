@@ -38,6 +38,7 @@ from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the ta
 from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by, suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
+from streamsdsl.compiler.carry import carry_out
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
@@ -188,13 +189,15 @@ class ReplayLowering(Lowering):
         record the first input record whose stream time passes its threshold (Kafka Streams
         emits it right after that record); pending records whose threshold is not passed stay in
         the state. Adds one emit-final event (its latency) per emitted record."""
-        out = self.cached(out)  # read for the carried state and for the records
         key = F.col("key.key") if config.key.windowed else F.col("key")
+        if not config.emit_on_close:
+            out = carry_out(self, out, config.node, key, config.key.serde.spark_type,
+                            windows_type(config.value_out.spark_type))
+            return out.drop(CLOSE_THRESHOLD)
+        out = self.cached(out)  # read for the carried state and for the records
         self.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(
             key.alias("key"), F.col(CARRIED_STATE).alias("state"))
         out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
-        if not config.emit_on_close:
-            return out.drop(CLOSE_THRESHOLD)
         inp = self.cached(inp.filter(F.col(CARRIED_STATE).isNull()))
         times = inp.select(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
                            F.col(STREAM_TIME).alias("_at_stream_time"))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordError, TopologyError
+from streamsdsl.compiler.carry import ObservedCarry
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
 from streamsdsl.runtime.config import DriverConfig
@@ -530,9 +531,11 @@ def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]],
             node = name[len(STREAM_TIME_OBSERVATION):]
             old = list(stream_times.get(node, ())) or [-1] * len(row)
             stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
+    states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
+              for node, carried in replay.carried_states.items()}
     return ReplayCarry(
         first_position,
-        {node: [tuple(r) for r in df.collect()] for node, df in replay.carried_states.items()},
+        states,
         stream_times,
         {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
         {node: df.schema for node, df in replay.native_inputs.items()},

@@ -1,0 +1,123 @@
+"""How a test-driver run hands a stateful operator's key states to the next run.
+
+A replay's operator emits one `CARRY` row per key with the key's state after the run. The
+driver needs those rows after the run, apart from the operator's records. Two ways:
+
+* **Observed** (the common case): the rows are gathered by an observation right after the
+  operator (``collect_list`` of each row as JSON), so the run's one job returns them with its
+  records — no cached intermediate result, no second job.
+* **Cached**: the operator's output is persisted and the carry rows are collected by a second,
+  cheap job over the cache. Needed when the operator's records reach the output by more than one
+  path (a fan-out below it): the output job would run the operator once per path, and the
+  cache keeps it to one run (user functions run once per record), or by none (a store read).
+  Also used when a state type has no exact JSON round trip here.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from typing import Any
+
+import attrs
+from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC
+
+__all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "sink_paths"]
+
+#: Prefix of the observations that carry an operator's key states to the next run.
+CARRY_OBSERVATION = "streamsdsl-carry:state:"
+
+
+@functools.lru_cache(maxsize=256)
+def _struct_type(ddl: str) -> T.StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    parsed = _parse_datatype_string(ddl)
+    assert isinstance(parsed, T.StructType)
+    return parsed
+
+
+_SCALARS = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType, T.BooleanType,
+            T.StringType, T.BinaryType, T.NullType)
+
+
+def _round_trips(dtype: T.DataType) -> bool:
+    """Whether Spark's ``to_json`` of ``dtype`` decodes back exactly with `_decode`."""
+    if isinstance(dtype, T.StructType):
+        return all(_round_trips(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, T.ArrayType):
+        return _round_trips(dtype.elementType)
+    return isinstance(dtype, _SCALARS)
+
+
+def _decode(value: Any, dtype: T.DataType) -> Any:
+    """A JSON value written by Spark's ``to_json`` as ``collect()`` would return it."""
+    if value is None:
+        return None
+    if isinstance(dtype, T.StructType):
+        return Row(*dtype.names)(*(_decode(value.get(f.name), f.dataType) for f in dtype.fields))
+    if isinstance(dtype, T.ArrayType):
+        return [_decode(v, dtype.elementType) for v in value]
+    if isinstance(dtype, T.BinaryType):
+        return bytearray(base64.b64decode(value))
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return float(value)
+    return value
+
+
+@attrs.frozen
+class ObservedCarry:
+    """An operator's carry rows, gathered by the observation ``name`` as JSON of ``(key, state)``."""
+
+    name: str
+    ddl: str
+
+    def rows(self, observed: dict[str, dict[str, Any]]) -> list[tuple[Any, Any]]:
+        import json
+
+        row_type = _struct_type(self.ddl)
+        found = (observed.get(self.name) or {}).get("rows") or []
+        return [tuple(_decode(json.loads(text), row_type)) for text in found]
+
+
+def sink_paths(topology: Any, node: str) -> int:
+    """How many paths lead from ``node`` to the topology's sinks (each is one read of its records
+    by the output job)."""
+    from streamsdsl import ir
+
+    if topology is None:
+        return -1
+    children: dict[str, list[str]] = {}
+    kinds: dict[str, Any] = {}
+    for n in topology.topological_order():
+        kinds[n.name] = n
+        for p in n.parents:
+            children.setdefault(p, []).append(n.name)
+
+    @functools.lru_cache(maxsize=None)
+    def paths(name: str) -> int:
+        own = 1 if isinstance(kinds.get(name), ir.SinkNode) else 0
+        return own + sum(paths(c) for c in children.get(name, ()))
+
+    return paths(node)
+
+
+def carry_out(lowering: Any, out: DataFrame, node: str, key: Column, key_type: str, state_type: str) -> DataFrame:
+    """``out`` without its carry rows; the rows go to ``lowering.carried_states[node]`` (observed,
+    or cached when the output reads ``out`` other than once: see the module docstring)."""
+    ddl = f"key {key_type}, state {state_type}"
+    not_carry = F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)
+    if sink_paths(getattr(lowering, "topology", None), node) == 1 and _round_trips(_struct_type(ddl)):
+        name = f"{CARRY_OBSERVATION}{node}"
+        rows = F.when(F.col(EVENT_METRIC) == CARRY, F.to_json(F.struct(key.alias("key"), F.col(CARRIED_STATE).alias("state"))))
+        out = out.observe(name, F.collect_list(rows).alias("rows"))
+        lowering.carried_states[node] = ObservedCarry(name, ddl)
+        return out.filter(not_carry).drop(CARRIED_STATE)
+    out = lowering.cached(out)  # read for the carried state and for the records
+    lowering.carried_states[node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(
+        key.alias("key"), F.col(CARRIED_STATE).alias("state"))
+    return out.filter(not_carry).drop(CARRIED_STATE)
