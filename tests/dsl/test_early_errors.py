@@ -249,10 +249,10 @@ STAGE_METHOD_ERRORS = [
     ("stream", "to_stream", "KStream has no 'to_stream': to_stream() exists on KTable; this is already a stream."),
     ("table", "group_by_key",
      "KTable has no 'group_by_key': group_by_key() exists on KStream; "
-     "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet."),
+     "group the table first: group_by(lambda key, value: (new_key, value)) returns a KGroupedTable."),
     ("table", "count",
-     "KTable has no 'count': count() exists on grouped streams; "
-     "Kafka Streams' KTable.groupBy(selector), which groups a table, is not implemented yet."),
+     "KTable has no 'count': count() exists on grouped tables; "
+     "group the table first: group_by(lambda key, value: (new_key, value)) returns a KGroupedTable."),
     ("table", "to", "KTable has no 'to': to() exists on KStream; call to_stream() first."),
     ("grouped", "to",
      "KGroupedStream has no 'to': to() exists on KStream; aggregate first, then to_stream().to(topic)."),
