@@ -7,7 +7,7 @@ their ratio. Results go to ``benchmarks/results/<name>.json`` and a markdown tab
 
 Every result JSON starts with the same four fields (`HEADER_FIELDS`), written by `write_json`:
 ``id`` (``"P1"`` ...), ``ratio`` (the figure as the benchmark's goal states it), ``goal`` (that
-goal, in words) and ``goal_met``.
+goal, in words) and ``goal_met`` (``null`` when there is no goal, only a measurement).
 """
 
 from __future__ import annotations
@@ -110,14 +110,15 @@ def write_json(name: str, result: dict[str, Any], path: str | None = None) -> di
     """Write ``result`` to ``results/<name>.json`` (or ``path``) with `HEADER_FIELDS` first.
 
     ``result`` must hold ``id`` (``"P1"`` ...), ``ratio`` (the figure as the goal states it),
-    ``goal`` (the goal in words) and ``goal_met`` (bool); a benchmark that forgets one fails
-    instead of writing a result nobody can compare. Returns the ordered result.
+    ``goal`` (the goal in words) and ``goal_met`` (bool, or ``None`` for a benchmark that only
+    measures: its ``goal`` says so); a benchmark that forgets one fails instead of writing a
+    result nobody can compare. Returns the ordered result.
     """
     missing = [f for f in HEADER_FIELDS if f not in result]
     if missing:
         raise ValueError(f"benchmark result {name!r} lacks the header field(s) {', '.join(missing)}")
-    if not isinstance(result["goal_met"], bool):
-        raise TypeError(f"benchmark result {name!r}: 'goal_met' must be a bool (got {result['goal_met']!r})")
+    if result["goal_met"] is not None and not isinstance(result["goal_met"], bool):
+        raise TypeError(f"benchmark result {name!r}: 'goal_met' must be a bool or None (got {result['goal_met']!r})")
     ordered = {f: result[f] for f in HEADER_FIELDS}
     ordered["ratio"] = round(float(ordered["ratio"]), 3)
     ordered.update((k, v) for k, v in result.items() if k not in HEADER_FIELDS)

@@ -11,7 +11,8 @@ non-zero if a benchmark fails (a result that disagrees with its baseline fails t
     .venv/bin/python benchmarks/run.py p4 --records 500000  # P4 on 500,000 input records
 
 ``--records N`` sets the input size of any benchmark (for P6: the records piped per test; for
-P7: the orders in the input topic).
+P7: the orders in the input topic; for P8: the orders of the stream–table join, the orders and
+payments of the stream–stream join).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ BENCHMARKS = {
     "p5": ("p5_quix_session.py", ["--records", "20000", "--keys", "500"]),
     "p6": ("p6_driver.py", ["--tests", "2"]),
     "p7": ("p7_startup.py", ["--repeats", "1"]),
+    "p8": ("p8_joins.py", ["--records", "20000", "--keys", "2000", "--repeats", "1"]),
 }
 
 
@@ -43,7 +45,8 @@ def _summary_line(name: str) -> str:
     try:
         with open(path) as f:
             r = json.load(f)
-        return f"  {r['id']}: ratio {r['ratio']} ({r['goal']}) {'met' if r['goal_met'] else 'NOT met'}"
+        met = "no goal" if r["goal_met"] is None else "met" if r["goal_met"] else "NOT met"
+        return f"  {r['id']}: ratio {r['ratio']} ({r['goal']}) {met}"
     except (OSError, ValueError, KeyError) as exc:
         return f"  {name}: no comparable result in {path} ({exc})"
 
