@@ -64,6 +64,38 @@ class TestIncrementalDriver:
         # once per record (keys are processed in parallel Spark tasks: the order across keys varies)
         assert sorted(log.read_text().split()) == ["a", "b", "c", "x"]
 
+    @pytest.mark.parametrize("fan_out", [False, True], ids=["one-path", "two-sinks"])
+    def test_carried_state_by_observation_or_cache_runs_the_aggregator_once(
+            self, spark: Any, tmp_path: Path, fan_out: bool) -> None:
+        """The carried state comes back with the run's own job (one path to the output) or from a
+        cached result (the aggregate reaches two sinks): either way the aggregator runs once per
+        record and the next read continues from the state."""
+        from streamsdsl.compiler.carry import ObservedCarry
+
+        log = tmp_path / "agg.log"
+        note = _appender(log)
+
+        def add(key: str, value: str, agg: str) -> str:
+            note(value)
+            return agg + value
+
+        b = StreamsBuilder()
+        table = b.stream("in", STRINGS).group_by_key().aggregate(lambda: "", add)
+        table.to_stream().to("out")
+        if fan_out:
+            table.to_stream().map_values(str.upper).to("upper")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i, o = d.create_input_topic("in"), d.create_output_topic("out")
+            i.pipe_input("k", "a", 1)
+            assert o.read_key_values_to_list() == [("k", "a")]
+            carried = d._compiled.replay.carried_states  # type: ignore[union-attr]
+            i.pipe_input("k", "b", 2)
+            assert o.read_key_values_to_list() == [("k", "ab")]
+            if fan_out:
+                assert d.create_output_topic("upper").read_values_to_list() == ["A", "AB"]
+        assert [isinstance(c, ObservedCarry) for c in carried.values()] == [not fan_out]
+        assert sorted(log.read_text().split()) == ["a", "b"]
+
     def test_count_continues_across_reads(self, spark: Any) -> None:
         """A native count continues from the earlier reads' counts, with ts = max record ts."""
         b = StreamsBuilder()
