@@ -82,10 +82,12 @@ class TestGroupedTableApi:
             t.group_by(select_value).aggregate(lambda x: 0, to_string_adder, to_string_remover)
 
     def test_selector_is_required(self) -> None:
+        """group_by() without a selector names it."""
         with pytest.raises(InvalidTypeError, match=r"group_by\(\) needs selector"):
             StreamsBuilder().table("in").group_by()
 
     def test_windowed_table_cannot_be_grouped(self) -> None:
+        """Grouping a windowed aggregation's table is not implemented; the message names a fix."""
         windowed = StreamsBuilder().stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
         with pytest.raises(OperationNotDefinedError, match="group_by\\(\\) of a windowed KTable"):
             windowed.group_by(select_value)

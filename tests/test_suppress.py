@@ -50,6 +50,7 @@ class TestSuppressedApi:
         assert limit.time_limit == 2000
 
     def test_invalid_values(self) -> None:
+        """Each invalid value fails when written, with a message that says what to write."""
         with pytest.raises(InvalidTypeError) as e:
             Suppressed.until_window_closes()
         assert str(e.value) == ("until_window_closes() needs buffer_config: until_window_closes(buffer_config), "
@@ -199,6 +200,28 @@ class TestSuppressDriver:
             got = _read(final)
             assert got == [("k1", 2, 4, 2, 3), ("k0", 4, 6, 1, 5), ("k1", 4, 6, 1, 4)]
             assert _reference(_read(raw), 2) == [("k1", 0, 2, 4, 1), *got]
+
+    def test_only_the_suppressed_table_is_read(self, spark: Any) -> None:
+        """When nothing else reads the aggregation, the suppress node runs it in its place; the
+        aggregation's store still reads as the aggregation's (closed windows have left it), and
+        a second run of the driver continues from the first one's state."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        b, counts = _counts(materialized=Materialized.as_("counts"))
+        counts.suppress(FINAL).to_stream().to("output")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            out = d.create_output_topic("output")
+            for k, ts in (("k1", 0), ("k2", 1), ("k1", 2)):
+                inp.pipe_input(k, "v", ts)
+            assert _read(out) == []
+            store = d.get_window_store("counts")
+            assert [(kv.key.key, kv.key.window.start, kv.value) for kv in store.all()] == [
+                ("k1", 0, 1), ("k1", 2, 1), ("k2", 0, 1)]
+            inp.pipe_input("k2", "v", 3)
+            assert _read(out) == [("k1", 0, 2, 1, 0), ("k2", 0, 2, 1, 1)]
+            assert [(kv.key.key, kv.key.window.start, kv.value) for kv in store.all()] == [("k1", 2, 1), ("k2", 2, 1)]
+            assert d.metrics()["emit-final-records-total"] == 2.0
 
 
 @pytest.mark.spark
