@@ -294,6 +294,35 @@ class TestStreamJoinDriver:
         for key in {k for k, _, _ in expected}:
             assert [g for g in got if g[0] == key] == [e for e in expected if e[0] == key]
 
+    def test_joiner_error_and_explain(self, spark: Any) -> None:
+        """A joiner that raises fails the read with a UserFunctionError naming the join, the
+        function and the record; the records before it keep their output. explain() names the
+        Python operator."""
+        from streamsdsl import explain
+        from streamsdsl.errors import UserFunctionError
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        def failing(value: Any, other: Any) -> str:
+            return f"{value}+{other}" if other != "bad" else str(1 // 0)
+
+        b = StreamsBuilder()
+        b.stream("l", INT_STR).join(b.stream("r", INT_STR), failing, W100).to("out", OUT)
+        topology = b.build()
+        assert "KSTREAM-MERGE-0000000006: Python operator (joins run on the Python operator" in explain(
+            topology, spark, mode="simple")
+        with TopologyTestDriver(topology, spark=spark) as d:
+            left = d.create_input_topic("l", Serdes.Integer(), Serdes.String())
+            right = d.create_input_topic("r", Serdes.Integer(), Serdes.String())
+            out = d.create_output_topic("out", Serdes.Integer(), Serdes.String())
+            left.pipe_input(1, "A", 1)
+            right.pipe_input(1, "good", 2)
+            right.pipe_input(1, "bad", 3)
+            with pytest.raises(UserFunctionError) as caught:
+                out.read_records_to_list()
+            assert str(caught.value) == ("KSTREAM-MERGE-0000000006: the joiner raised ZeroDivisionError: integer "
+                                         "division or modulo by zero (record at topic r partition 0 offset 1, key 1)")
+            assert out.read_records_to_list() == [R(1, "A+good", 2)]
+
 
 @pytest.mark.spark
 class TestStreamingStreamJoin:

@@ -85,7 +85,8 @@ LEFT_TIME = "_left_store_time"
 RIGHT_TIME = "_right_store_time"
 #: Test driver: the scan and store times at the end of the run.
 RUN_TIMES = "_run_times"
-#: Prefix of the observation carrying the four times to the next run (`modes.STREAM_TIME_OBSERVATION`).
+#: The four times carried to the next run, in the order of the join's stream-time observation
+#: (`modes.STREAM_TIME_OBSERVATION`, fields ``t0`` .. ``t3``).
 _TIMES = (STREAM_TIME, SCAN_TIME, LEFT_TIME, RIGHT_TIME)
 
 OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
