@@ -41,6 +41,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.carry import carry_out
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -70,6 +71,9 @@ AGGREGATE = "aggregate"
 
 _FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
            EVENT_METRIC, EVENT_VALUE)
+#: Replay: the key a `CARRY` row carries state for, in the operator's input key type (the
+#: ``key`` column holds output keys, which the re-keying operator gives another type).
+CARRIED_KEY = "_carried_key"
 
 
 @attrs.frozen
@@ -122,14 +126,14 @@ class GroupedTableOperator(StatefulProcessor):
 
     def __init__(self, config: GroupedTableConfig) -> None:
         self.config = config
-        self.fields = (*_FIELDS, CARRIED_STATE) if config.replay else _FIELDS
+        self.fields = (*_FIELDS, CARRIED_STATE, CARRIED_KEY) if config.replay else _FIELDS
         self.out = Row(*self.fields)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("state", f"value {self.config.state_serde.spark_type}, ts bigint")
 
     def _row(self, *values: Any) -> Row:
-        return self.out(*values, None) if self.config.replay else self.out(*values)
+        return self.out(*values, None, None) if self.config.replay else self.out(*values)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
@@ -151,7 +155,7 @@ class GroupedTableOperator(StatefulProcessor):
         if cfg.replay:
             if state is not None:
                 carried = [{"start": 0, "end": 0, "agg": serde.to_internal(state.value), "ts": state.ts, "fin": False}]
-                yield self.out(kcell, None, -1, [], -1, [], None, CARRY, None, carried)
+                yield self.out(None, None, -1, [], -1, [], None, CARRY, None, carried, kcell)
         elif state is None:
             self.state.clear()
         else:
@@ -217,7 +221,7 @@ def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> Data
     types = {"key": config.key_out.spark_type, "value": config.out_value_type, "timestamp": "bigint",
              "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
              FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
-             CARRIED_STATE: config.carried_type}
+             CARRIED_STATE: config.carried_type, CARRIED_KEY: config.key_in.spark_type}
     processor = GroupedTableOperator(config)
     schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
     inp = inp.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
@@ -234,10 +238,8 @@ def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> Data
     out = inp.groupBy("key").transformWithState(
         statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
     if replay:
-        out = lowering.cached(out)  # type: ignore[attr-defined]
-        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
-            "key", F.col(CARRIED_STATE).alias("state"))
-        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+        out = carry_out(lowering, out, config.node, F.col(CARRIED_KEY), config.key_in.spark_type,
+                        config.carried_type).drop(CARRIED_KEY)
     return out.filter(F.col(EVENT_METRIC).isNull()).select(*FRAME_COLUMNS)
 
 
