@@ -43,7 +43,22 @@ def _getter_stores(builder: StreamsBuilder, table_node: str) -> tuple[str, ...]:
 def table_join(table: KTable, other: Any, joiner: Any, name: str | Named | None, materialized: Any,
                kind: str) -> KTable:
     """``table.<join kind>(other, joiner)``: checks the arguments, adds a `ir.TableTableJoinNode`
-    and returns the joined `KTable`."""
+    and returns the joined `KTable`.
+
+    Examples
+    --------
+    >>> from streamsdsl import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> joined = b.table("a").outer_join(b.table("b"), lambda x, y: (x, y), name="ab")
+    >>> topology = b.build()
+    >>> node = topology.node(joined.node_name)
+    >>> node.name, node.join_this, node.join_other, node.this_stores, node.other_stores
+    ('ab', 'ab-join-this', 'ab-join-other', ('a-STATE-STORE-0000000000',), ('b-STATE-STORE-0000000003',))
+    >>> b.table("c").join(b.stream("s"), lambda x, y: x)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: KTable.join() joins two KTables (got a KStream). ...
+    """
     from streamsdsl.dsl.api import KStream, KTable, _user_fn
 
     method = _METHODS[kind]
