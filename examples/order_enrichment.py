@@ -5,16 +5,18 @@ Customers are a table read from ``customers`` (key customer id, JSON ``{"name", 
 the latest value per id). The topology
 
 1. joins every order with its customer's **current** value (``orders.join(customers, joiner)``):
-   an order whose customer is unknown is dropped (an inner join); a customer update changes the
-   orders that come after it, never those before, and emits nothing itself;
+   an order whose customer is unknown is not forwarded (an inner join; it is not counted as a
+   dropped record); a customer update changes the orders that come after it, never those
+   before, and emits nothing itself;
 2. writes the enriched orders ``{"item", "amount", "customer", "region"}`` (key customer id,
    the order's timestamp) to ``enriched-orders``;
 3. regroups them by region (``group_by``: a repartition), sums them in 1-minute tumbling windows
    without grace, and writes each window's new totals ``{"start", "end", "orders", "revenue"}``
    keyed by region to ``revenue-per-region`` (emit on update: one record per enriched order,
-   with the window's latest order's timestamp).
+   with the window's latest order's timestamp). Not emit on close: on Spark a window after the
+   join closes only when a later record of its own key arrives, not on the watermark (yet).
 
-The input has an order of an unknown customer (``c3``: dropped) and a customer update between
+The input has an order of an unknown customer (``c3``: no output) and a customer update between
 two orders of ``c1`` (Ann moves from EU to US at 09:00:40): her tea at 09:00:10 counts for EU,
 her scones at 09:00:50 for US.
 
@@ -23,10 +25,10 @@ By default ``main()`` runs it Kafka → Spark → Kafka: on the broker named by
 local one started by :func:`~streamsdsl.testing.local_kafka`. It creates the four topics, then
 produces and processes the input in three steps (the customers and the orders before the update;
 the update; the orders after it), so that the update is processed between the orders around it,
-reads both output topics back and prints them. It reads one record
-per topic per micro-batch (``max.offsets.per.trigger = 1``): Spark emits one update per window
-and micro-batch, so one order per batch gives the update-by-update changelog Kafka Streams
-writes (with several orders per batch you get each batch's latest totals). ``--driver`` runs
+reads both output topics back and prints them. It reads one record per topic per micro-batch
+(``max.offsets.per.trigger = 1``): Spark emits one update per window and micro-batch, so one
+order per batch gives the update-by-update changelog Kafka Streams writes (with several orders
+per batch you get each batch's latest totals). ``--driver`` runs
 the same topology through the :class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no
 broker) and prints the same tables.
 
@@ -80,7 +82,7 @@ STEPS: list[list[tuple[str, str, dict[str, Any], str]]] = [
         ("customers", "c2", {"name": "Bo", "region": "US"}, "09:00:00"),
         ("orders", "c1", {"item": "tea", "amount": 3}, "09:00:10"),
         ("orders", "c2", {"item": "cake", "amount": 5}, "09:00:20"),
-        ("orders", "c3", {"item": "jam", "amount": 4}, "09:00:30"),  # no customer c3: dropped
+        ("orders", "c3", {"item": "jam", "amount": 4}, "09:00:30"),  # no customer c3: no output
     ],
     [
         ("customers", "c1", {"name": "Ann", "region": "US"}, "09:00:40"),  # Ann moves: emits nothing
