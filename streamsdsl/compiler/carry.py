@@ -24,9 +24,9 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
 
-__all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "sink_paths"]
+__all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "sink_paths", "with_carried_states"]
 
 #: Prefix of the observations that carry an operator's key states to the next run.
 CARRY_OBSERVATION = "streamsdsl-carry:state:"
@@ -121,3 +121,19 @@ def carry_out(lowering: Any, out: DataFrame, node: str, key: Column, key_type: s
     lowering.carried_states[node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(
         key.alias("key"), F.col(CARRIED_STATE).alias("state"))
     return out.filter(not_carry).drop(CARRIED_STATE)
+
+
+def with_carried_states(lowering: Any, inp: DataFrame, node: str, key_type: str, state_type: str,
+                        **columns: Column) -> DataFrame:
+    """``inp`` with a `CARRIED_STATE` column (null on its records) and one row per key that the
+    previous run left state for: the key, its state, position -1 (before every record of this
+    run), ``columns`` (e.g. the input side), nulls elsewhere. The operator reads such a row first."""
+    inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(state_type))
+    rows = lowering.carry.states.get(node)
+    if not rows:
+        return inp
+    states = inp.sparkSession.createDataFrame(list(rows), f"key {key_type}, state {state_type}")
+    filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
+    filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
+                   OUTPUT_POSITION: F.array().cast(POSITION_TYPE), **columns})
+    return inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))

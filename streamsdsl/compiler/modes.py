@@ -28,7 +28,6 @@ from streamsdsl.compiler.columns import (
     FINAL_KEY_ORDER,
     HEADERS_TYPE,
     OUTPUT_POSITION,
-    POSITION_TYPE,
     RUN_STREAM_TIME,
     SOURCE_POSITION,
     STREAM_TIME,
@@ -38,7 +37,7 @@ from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the ta
 from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by, suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
-from streamsdsl.compiler.carry import carry_out
+from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
@@ -164,16 +163,7 @@ class ReplayLowering(Lowering):
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)
-        carried_type = windows_type(config.value_out.spark_type)
-        df = df.withColumn(CARRIED_STATE, F.lit(None).cast(carried_type))
-        rows = self.carry.states.get(node)
-        if rows:
-            spark = df.sparkSession
-            states = spark.createDataFrame(list(rows), f"key {config.key.serde.spark_type}, state {carried_type}")
-            filler = {c: F.lit(None).cast(df.schema[c].dataType) for c in df.columns}
-            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"),
-                           SOURCE_POSITION: F.lit(-1).cast("bigint"), OUTPUT_POSITION: F.array().cast(POSITION_TYPE)})
-            df = df.unionByName(states.select(*[filler[c].alias(c) for c in df.columns]))
+        df = with_carried_states(self, df, node, config.key.serde.spark_type, windows_type(config.value_out.spark_type))
         if config.emit_on_close:
             # every key closes its windows at the run's end, so that nothing emitted in this run
             # is still open in the state the next run starts from
