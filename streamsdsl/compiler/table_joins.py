@@ -32,6 +32,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
+from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -202,21 +203,12 @@ def _run(lowering: Lowering, inp: DataFrame, config: TableJoinConfig) -> DataFra
     processor = TableJoinOperator(config)
     schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
     if replay:
-        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
-        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
-        if rows:
-            states = inp.sparkSession.createDataFrame(list(rows), f"key {config.key.spark_type}, state {config.state_type}")
-            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
-            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
-                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(LEFT_SIDE)})
-            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+        inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
+                                  **{INPUT_INDEX: F.lit(LEFT_SIDE)})
     out = inp.groupBy("key").transformWithState(
         statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
     if replay:
-        out = lowering.cached(out)  # type: ignore[attr-defined]
-        lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
-            "key", F.col(CARRIED_STATE).alias("state"))
-        out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
+        out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
