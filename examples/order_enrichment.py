@@ -25,10 +25,10 @@ By default ``main()`` runs it Kafka → Spark → Kafka: on the broker named by
 local one started by :func:`~streamsdsl.testing.local_kafka`. It creates the four topics, then
 produces and processes the input in three steps (the customers and the orders before the update;
 the update; the orders after it), so that the update is processed between the orders around it,
-reads both output topics back and prints them. It reads one record per topic per micro-batch
-(``max.offsets.per.trigger = 1``): Spark emits one update per window and micro-batch, so one
-order per batch gives the update-by-update changelog Kafka Streams writes (with several orders
-per batch you get each batch's latest totals). ``--driver`` runs
+reads both output topics back and prints them, in timestamp order (records of different keys
+written in one micro-batch may come in any order). Spark emits one update per window and
+micro-batch (each batch's latest totals); no window gets two orders in one step here, so the
+changelog is the same update per order as Kafka Streams' (and the driver's). ``--driver`` runs
 the same topology through the :class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no
 broker) and prints the same tables.
 
@@ -206,10 +206,10 @@ def run_steps(kafka: Any, topics: dict[str, str], config: dict[str, Any], spark:
     """Run the topology on ``kafka`` (its topics created): produce each step, then process
     everything available (``process``), so that each step is processed before the next.
 
-    The query reads one record per topic per micro-batch (``max.offsets.per.trigger = 1``):
-    Spark forwards one update per window and micro-batch, so one order per batch gives the
-    update-by-update changelog Kafka Streams writes."""
-    with running(build_topology(topics), {**config, "max.offsets.per.trigger": 1}, spark) as app:
+    Spark forwards one update per window and micro-batch (Kafka Streams' record cache flushed
+    at commit); no window gets two orders in one step, so however a step is cut into micro-batches
+    the changelog is the driver's, one update per order."""
+    with running(build_topology(topics), config, spark) as app:
         for step in STEPS:
             produce_step(kafka, topics, step)
             process(app)
@@ -247,7 +247,8 @@ def run_on_kafka() -> tuple[list[Record], list[Record]]:
                 spark = SparkSession.getActiveSession()
                 if spark is not None:
                     spark.stop()
-        return read_outputs(kafka, topics)
+        enriched, revenue = read_outputs(kafka, topics)
+    return sorted(enriched, key=lambda r: r[2]), sorted(revenue, key=lambda r: r[2])
 
 
 def main(argv: list[str] | None = None) -> None:
