@@ -248,3 +248,43 @@ class TestStreamingJoin:
         q.processAllAvailable()
         q.stop()
         assert [(k, v, ts) for _, k, v, ts in out2.records] == [(1, "X1+null", 40), (2, "X2+Y2", 41)]
+
+
+class TestOnCloseAfterAStatefulOperator:
+    """A windowed aggregation that emits on close, downstream of a join: exact in the driver; a
+    streaming query refuses it when started (Spark passes no watermark past the join's operator,
+    so its windows would never close) and names the fix."""
+
+    @staticmethod
+    def topology() -> Any:
+        from streamsdsl import EmitStrategy, Grouped
+
+        s = Serdes.String()
+        strings = Consumed.with_serdes(s, s)
+        b = StreamsBuilder()
+        enriched = b.stream("orders", strings).join(b.table("customers", strings), lambda order, region: region)
+        (enriched.group_by(lambda k, region: region, Grouped.with_serdes(s, s))
+         .windowed_by(TimeWindows.of_size_with_no_grace(100)).emit_strategy(EmitStrategy.on_window_close())
+         .count().to_stream().map(lambda k, v: (k.key, v)).to("out", Produced.with_serdes(s, Serdes.Long())))
+        return b.build()
+
+    def test_driver_emits_each_window_once_when_it_closes(self, run_driver: Any) -> None:
+        out = run_driver(self.topology(), [("customers", "c1", "EU", 1), ("customers", "c2", "US", 1),
+                                           ("orders", "c1", "o1", 10), ("orders", "c2", "o2", 20),
+                                           ("orders", "c2", "o3", 250)],
+                         value_serde=Serdes.Long())
+        assert [(r.key, r.value, r.timestamp) for r in out] == [("EU", 1, 10), ("US", 1, 20)]
+
+    def test_streaming_query_refuses_it_naming_the_operator_and_the_fix(self, spark: Any, tmp_path: Any) -> None:
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        topic = FileTopic(str(tmp_path / "in"))
+        topic.append("orders", [("c1", "o1", 10)], Serdes.String(), Serdes.String())
+        topic.append("customers", [("c1", "EU", 1)], Serdes.String(), Serdes.String())
+        with pytest.raises(OperationNotDefinedError,
+                           match=r"KSTREAM-AGGREGATE-\d+: emitting on window close after the stateful operator "
+                                 r"KSTREAM-JOIN-\d+ is not supported on a streaming query yet: .*Emit on update"):
+            start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), Collect(),
+                            checkpoint_location=str(tmp_path / "cp"))

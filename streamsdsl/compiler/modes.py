@@ -37,6 +37,7 @@ from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the ta
 from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by, suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
+from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
@@ -47,6 +48,7 @@ from streamsdsl.compiler.processors import (
     windows_type,
 )
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.errors import OperationNotDefinedError
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
@@ -63,6 +65,14 @@ class StreamingLowering(Lowering):
         return df.withWatermark(EVENT_TIME, "0 milliseconds").drop(EVENT_TIME)
 
     def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
+        upstream = stateful_upstream(self.topology, config.node) if config.emit_on_close else None
+        if upstream is not None:
+            raise OperationNotDefinedError(
+                f"{config.node}: emitting on window close after the stateful operator {upstream} is not supported on "
+                "a streaming query yet: Spark passes no event-time watermark past a transformWithState operator, so "
+                "the windows would never close. Emit on update (the default), or write the records to a topic with "
+                f"to(topic) before {config.node}'s group_by and aggregate builder.stream(topic). (The "
+                "TopologyTestDriver runs this topology.)")
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
@@ -78,6 +88,31 @@ class StreamingLowering(Lowering):
             "key", "value", "timestamp", F.array().cast(HEADERS_TYPE).alias("headers"), SOURCE_POSITION,
             F.array(F.lit(0).cast("bigint")).alias(OUTPUT_POSITION), F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
         )
+
+
+#: IR nodes that run a stateful operator (a table source or `to_table()` only with a store).
+_STATEFUL = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
+             ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode)
+
+
+def stateful_upstream(topology: Any, name: str) -> str | None:
+    """The nearest stateful operator upstream of node ``name`` (a suppress node stands for the
+    aggregation it follows), or None."""
+    if topology is None:
+        return None
+    node = topology.node(name)
+    todo = list(topology.node(node.parents[0]).parents if isinstance(node, ir.SuppressNode) else node.parents)
+    seen: set[str] = set()
+    while todo:
+        parent = topology.node(todo.pop(0))
+        if parent.name in seen:
+            continue
+        seen.add(parent.name)
+        if isinstance(parent, _STATEFUL) or (isinstance(parent, (ir.TableSourceNode, ir.StreamToTableNode))
+                                             and parent.materialized):
+            return parent.name
+        todo.extend(parent.parents)
+    return None
 
 
 @attrs.frozen
