@@ -288,3 +288,23 @@ class TestOnCloseAfterAStatefulOperator:
                                  r"KSTREAM-JOIN-\d+ is not supported on a streaming query yet: .*Emit on update"):
             start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), Collect(),
                             checkpoint_location=str(tmp_path / "cp"))
+
+    def test_streaming_left_join_after_an_aggregation_is_refused(self, spark: Any, tmp_path: Any) -> None:
+        """A left stream-stream join emits unmatched records by event time: below another stateful
+        operator a streaming query refuses it (an inner join, which needs no timer, runs)."""
+        from streamsdsl import JoinWindows
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        counts = b.stream("a", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key().count().to_stream()
+        counts.left_join(b.stream("b", Consumed.with_serdes(Serdes.String(), Serdes.Long())), lambda c, v: c,
+                         JoinWindows.of_time_difference_with_no_grace(10)).to("out")
+        topic = FileTopic(str(tmp_path / "in"))
+        topic.append("a", [("k", "x", 1)], Serdes.String(), Serdes.String())
+        topic.append("b", [("k", 1, 1)], Serdes.String(), Serdes.Long())
+        with pytest.raises(OperationNotDefinedError, match=r"KSTREAM-MERGE-\d+: a stream-stream left join after the "
+                                                           r"stateful operator KSTREAM-AGGREGATE-\d+ is not supported"):
+            start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), Collect(),
+                            checkpoint_location=str(tmp_path / "cp"))

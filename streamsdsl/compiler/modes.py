@@ -37,9 +37,8 @@ from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the ta
 from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by, suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
-from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
-from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, stateful_upstream
 from streamsdsl.compiler.processors import (
     AggregateConfig,
     AggregateProcessor,
@@ -88,31 +87,6 @@ class StreamingLowering(Lowering):
             "key", "value", "timestamp", F.array().cast(HEADERS_TYPE).alias("headers"), SOURCE_POSITION,
             F.array(F.lit(0).cast("bigint")).alias(OUTPUT_POSITION), F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
         )
-
-
-#: IR nodes that run a stateful operator (a table source or `to_table()` only with a store).
-_STATEFUL = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
-             ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode)
-
-
-def stateful_upstream(topology: Any, name: str) -> str | None:
-    """The nearest stateful operator upstream of node ``name`` (a suppress node stands for the
-    aggregation it follows), or None."""
-    if topology is None:
-        return None
-    node = topology.node(name)
-    todo = list(topology.node(node.parents[0]).parents if isinstance(node, ir.SuppressNode) else node.parents)
-    seen: set[str] = set()
-    while todo:
-        parent = topology.node(todo.pop(0))
-        if parent.name in seen:
-            continue
-        seen.add(parent.name)
-        if isinstance(parent, _STATEFUL) or (isinstance(parent, (ir.TableSourceNode, ir.StreamToTableNode))
-                                             and parent.materialized):
-            return parent.name
-        todo.extend(parent.parents)
-    return None
 
 
 @attrs.frozen

@@ -59,11 +59,11 @@ from streamsdsl.compiler.columns import (
     STREAM_TIME,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.lowering import Lowering, PlanMode, stateful_upstream
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
 from streamsdsl.semantics.stream_stream import (
     LEFT,
     RIGHT,
@@ -442,6 +442,13 @@ def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
     key = node.key_serde or this.key.serde
     left_value = node.value_serde or this.value
     right_value = node.other_value_serde or other.value
+    upstream = stateful_upstream(self.topology, node.name) if self.mode is PlanMode.STREAMING else None
+    if upstream is not None and node.kind != "inner":
+        raise OperationNotDefinedError(
+            f"{node.name}: a stream-stream {node.kind} join after the stateful operator {upstream} is not supported on "
+            "a streaming query yet: Spark passes no event-time watermark past a transformWithState operator, so "
+            "records without a match would never be emitted. Write the stream to a topic with to(topic) and join "
+            "builder.stream(topic). (The TopologyTestDriver runs this topology.)")
     spec = StreamJoinSpec(node.kind, node.windows.spec)  # type: ignore[arg-type]
     config = StreamJoinConfig(node.name, spec, key, left_value, right_value, node.joiner.fn)
     jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
