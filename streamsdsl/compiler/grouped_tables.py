@@ -41,7 +41,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
-from streamsdsl.compiler.carry import carry_out
+from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -226,15 +226,7 @@ def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> Data
     schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
     inp = inp.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
     if replay:
-        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.carried_type))
-        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
-        if rows:
-            states = inp.sparkSession.createDataFrame(
-                list(rows), f"key {config.key_in.spark_type}, state {config.carried_type}")
-            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
-            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
-                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE)})
-            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+        inp = with_carried_states(lowering, inp, config.node, config.key_in.spark_type, config.carried_type)
     out = inp.groupBy("key").transformWithState(
         statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
     if replay:

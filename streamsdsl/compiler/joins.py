@@ -51,7 +51,7 @@ from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.tables import TableValue, table_source_step
 
-__all__ = ["TableOperatorConfig"]
+__all__ = ["TableOperatorConfig", "run_keyed_operator"]
 
 #: `INPUT_INDEX` of a stream record and of a table record in the operator's input.
 STREAM_SIDE = 0
@@ -167,28 +167,36 @@ def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, t
                            OUTPUT_POSITION, F.lit(side).alias(INPUT_INDEX))
 
 
-def _run(lowering: Lowering, inp: DataFrame, config: TableOperatorConfig) -> DataFrame:
-    """Run the table operator over ``inp``; in replay with the state carried from the previous
-    run (and handed to the next). Drops are counted (and logged) right after it."""
+def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: Any, operator: type[StatefulProcessor],
+                       carried_side: int, count_drops: bool = True) -> DataFrame:
+    """Run ``operator(config)`` (one state row per key, no timers) over ``inp``; in replay with
+    the state carried from the previous run (its rows on input side ``carried_side``) and handed
+    to the next. ``config`` names ``node``, ``key``, ``value_out`` and ``state_type``. Drops are
+    counted (and logged) right after it when ``count_drops``."""
     replay = lowering.mode is PlanMode.REPLAY
     config = attrs.evolve(config, replay=replay)
     types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
              "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
              FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
              CARRIED_STATE: config.state_type}
-    processor = TableOperator(config)
-    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    processor = operator(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))  # type: ignore[attr-defined]
     if replay:
         inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
-                                  **{INPUT_INDEX: F.lit(TABLE_SIDE)})
+                                  **{INPUT_INDEX: F.lit(carried_side)})
     out = inp.groupBy("key").transformWithState(
         statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
     if replay:
         out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)
-    if config.kind != SOURCE:  # a table source's drops (null keys) are counted before it
+    if count_drops:
         out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _run(lowering: Lowering, inp: DataFrame, config: TableOperatorConfig) -> DataFrame:
+    """The table operator over ``inp`` (a table source's drops, null keys, are counted before it)."""
+    return run_keyed_operator(lowering, inp, config, TableOperator, TABLE_SIDE, count_drops=config.kind != SOURCE)
 
 
 def _table_records(lowering: Lowering, frame: Frame, node: str) -> Frame:

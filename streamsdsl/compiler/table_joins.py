@@ -28,11 +28,9 @@ import attrs
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
-from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
-from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -40,15 +38,13 @@ from streamsdsl.compiler.columns import (
     EVENT_METRIC,
     EVENT_VALUE,
     FINAL_KEY_ORDER,
-    FRAME_COLUMNS,
-    HEADERS_TYPE,
     INPUT_INDEX,
     OUTPUT_POSITION,
-    POSITION_TYPE,
     SOURCE_POSITION,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.joins import run_keyed_operator
+from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
@@ -192,26 +188,8 @@ def _side_input(frame: Frame, side: int, key: PlanSerde, left_type: str, right_t
 
 
 def _run(lowering: Lowering, inp: DataFrame, config: TableJoinConfig) -> DataFrame:
-    """Run the join operator over ``inp``; in replay with the state carried from the previous
-    run (and handed to the next). Drops are counted (and logged) right after it."""
-    replay = lowering.mode is PlanMode.REPLAY
-    config = attrs.evolve(config, replay=replay)
-    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
-             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
-             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
-             CARRIED_STATE: config.state_type}
-    processor = TableJoinOperator(config)
-    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
-    if replay:
-        inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
-                                  **{INPUT_INDEX: F.lit(LEFT_SIDE)})
-    out = inp.groupBy("key").transformWithState(
-        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
-    if replay:
-        out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
-    metric = F.col(EVENT_METRIC)
-    out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
-    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+    """The join operator over ``inp`` (`streamsdsl.compiler.joins.run_keyed_operator`)."""
+    return run_keyed_operator(lowering, inp, config, TableJoinOperator, LEFT_SIDE)
 
 
 @Lowering.lower.register(ir.TableTableJoinNode)
