@@ -28,6 +28,8 @@ __all__ = ["ClientHolder", "OffsetClient"]
 _T = TypeVar("_T")
 #: Seconds between a failed driver request and its retry (on new clients).
 _RETRY_BACKOFF_S = 0.5
+#: Seconds without any answer to the end probe before it starts over on a fresh client.
+_PROBE_STALL_S = 3.0
 
 
 class OffsetClient:
@@ -168,10 +170,22 @@ class OffsetClient:
             seen: set[TopicPartitionKey] = set()
             idle_polls = 0
             deadline = time.monotonic() + self._options.poll_timeout_ms / 1000
+            progress = time.monotonic()
             try:
                 while pending and time.monotonic() < deadline:
+                    if time.monotonic() - progress > _PROBE_STALL_S:
+                        # Nothing at all for a while: a client that knew a deleted (re-created)
+                        # topic or a restarted broker can wait for its metadata refresh (minutes);
+                        # a fresh client asks again at once.
+                        probe.close()
+                        self._probe = None
+                        probe = self._probe_consumer()
+                        probe.assign([TopicPartition(t, p, max(todo[(t, p)][0], todo[(t, p)][1] - 1)) for t, p in pending])
+                        progress = time.monotonic()
                     msgs = probe.consume(1000, 0.05)
                     idle_polls = 0 if msgs else idle_polls + 1
+                    if msgs:
+                        progress = time.monotonic()
                     for m in msgs:
                         tp = (m.topic(), m.partition())
                         err = m.error()
