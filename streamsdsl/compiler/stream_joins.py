@@ -181,6 +181,16 @@ class _JoinProcessor(StatefulProcessor):
         except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
             raise result_error(self.config.node, "joiner", exc, repr(k), position) from exc
 
+    def _step_rows(self, step: Any, kcell: Any, k: Any, r: Any, position: int, opos: list[int],
+                   ts: int) -> Iterator[Row]:
+        """A record step's rows: its drop event, or its joined records (in the step's order)."""
+        if step.dropped:
+            yield self._row(None, None, ts, [], position, [], metric=DROPPED, metric_value=1.0)
+            return
+        for i, o in enumerate(step.outputs):
+            yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
+                            [*opos, 1, i])
+
     def _call(self, fn: Any, k: Any, position: int, *args: Any, **kwargs: Any) -> Any:
         """A core step; an exception from the joiner names the processor, function and record."""
         try:
@@ -226,13 +236,8 @@ class ReplayStreamJoinProcessor(_JoinProcessor):
             other_time = r[RIGHT_TIME] if side == LEFT else r[LEFT_TIME]
             step = self._call(stream_join_step, k, position, spec, state, side, k, value, ts, r[STREAM_TIME],
                               cfg.joiner, other_store_time=other_time)
-            if step.dropped:
-                yield self._row(None, None, ts, [], position, [], metric=DROPPED, metric_value=1.0)
-                continue
-            state = step.state
-            for i, o in enumerate(step.outputs):
-                yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
-                                [*opos, 1, i])
+            yield from self._step_rows(step, kcell, k, r, position, opos, ts)
+            state = state if step.dropped else step.state
         if run is not None:
             order = _held_order(spec, state, run[SCAN_TIME]) if spec.holds else []
             close = self._call(stream_join_close, k, -1, spec, state, k, run[SCAN_TIME], cfg.joiner,
@@ -293,13 +298,8 @@ class StreamingStreamJoinProcessor(_JoinProcessor):
             stream_time = max(stream_time, ts)
             step = self._call(stream_join_operator_step, k, position, spec, state, side, k, value, ts, stream_time,
                               cfg.joiner)
-            if step.dropped:
-                yield self._row(None, None, ts, [], position, [], metric=DROPPED, metric_value=1.0)
-                continue
-            state = step.state
-            for i, o in enumerate(step.outputs):
-                yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
-                                [*opos, 1, i])
+            yield from self._step_rows(step, kcell, k, r, position, opos, ts)
+            state = state if step.dropped else step.state
         self._save(state)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
