@@ -121,8 +121,6 @@ class TestTableApi:
             s.join(windowed, joiner)
         with pytest.raises(InvalidTypeError, match=r"KTable\.left_join\(\) joins two KTables \(got a KStream\)"):
             t.left_join(s, joiner)  # type: ignore[arg-type]
-        with pytest.raises(OperationNotDefinedError, match="needs a repartition"):
-            s.select_key(lambda k, v: v).join(t, joiner)
         with pytest.raises(InvalidTypeError, match=r"'predicate' must accept 2 positional arguments \(key, value\)"):
             s.split().branch(lambda v: True)
 

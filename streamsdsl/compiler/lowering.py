@@ -392,9 +392,32 @@ def regroup(frame: Frame, key_serde: PlanSerde | None, value_serde: PlanSerde | 
 
 @Lowering.lower.register(ir.RepartitionNode)
 def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
-    # Spark's shuffle in the aggregation does what the repartition topic does in Kafka
-    # Streams; only a serde change (Grouped.with_serdes) is applied here.
-    return regroup(self.parent(node), node.key_serde, node.value_serde)
+    # Spark's shuffle in the stateful operator downstream does what the repartition topic does
+    # in Kafka Streams; here only a serde change (Grouped/StreamJoined serdes) and the filter.
+    frame = regroup(self.parent(node), node.key_serde, node.value_serde)
+    if self.topology is not None and null_keys_pass(self.topology, node.name):
+        return frame
+    return frame.with_df(frame.df.filter(F.col("key").isNotNull()))
+
+
+def null_keys_pass(topology: Any, name: str) -> bool:
+    """Whether the repartition ``name`` forwards records with a null key: only when a join that
+    keeps them (a stream-table left join, a stream-stream left or outer join: KIP-962) is
+    downstream of it. Otherwise its filter drops them, uncounted (Kafka Streams'
+    ``NodesWithRelaxedNullKeyJoinDownstream``; the filter drops no metric)."""
+    todo, seen = [name], set()
+    while todo:
+        current = todo.pop()
+        for child in topology.children(current):
+            node = topology.node(child)
+            if isinstance(node, ir.StreamTableJoinNode) and node.parents[0] != current:
+                continue  # a table feeds the join's store, not its graph node
+            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode)) and node.kind != "inner":
+                return True
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return False
 
 
 # --- tables --------------------------------------------------------------------------------------

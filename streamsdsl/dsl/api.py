@@ -20,7 +20,7 @@ from streamsdsl._validation import (
     require_callable,
     validate_topic,
 )
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, OperationNotDefinedError, StageMethodError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
 from streamsdsl.errors import TopologyError
 from streamsdsl.dsl.options import (
     Consumed,
@@ -34,6 +34,7 @@ from streamsdsl.dsl.options import (
 from streamsdsl.ir.topology import Topology
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.dsl.joins import stream_stream_join_node
+from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
 
 if TYPE_CHECKING:
     from streamsdsl.dsl.grouped_table import KGroupedTable
@@ -98,6 +99,8 @@ class StreamsBuilder:
         self._nodes: dict[str, ir.Node] = {}
         self._index = 0
         self._topics: dict[str, str] = {}
+        #: The last repartition made for a join of each re-keyed stream (`repartition_for_join`).
+        self._join_repartitions: dict[str, str] = {}
 
     # -- bookkeeping (internal) ------------------------------------------------------------
     def _next_index(self) -> int:
@@ -337,15 +340,14 @@ class KStream(_Stage):
         """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
         and a ``None`` key is dropped (and counted)."""
         materialized = _materialized(materialized)
-        if self.repartition_required:
-            raise OperationNotDefinedError(
-                "to_table() after a key-changing step (map, select_key, flat_map) needs a repartition, which is "
-                "not implemented yet for tables: write the stream to a topic with to(topic) and read it with "
-                "builder.table(topic)."
-            )
         node_name = self._name(name, "KSTREAM-TOTABLE-")
         store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
-        self._add(ir.StreamToTableNode(node_name, (self.node_name,), store=store,
+        parent = self.node_name
+        if self.repartition_required:  # Kafka Streams' KStreamImpl.toTable: a repartition named after the table
+            parent = repartitioned_source(self._builder, parent, node_name,
+                                          key_serde=materialized and materialized.key_serde,
+                                          value_serde=materialized and materialized.value_serde)
+        self._add(ir.StreamToTableNode(node_name, (parent,), store=store,
                                        materialized=materialized is not None and materialized.store_name is not None))
         return KTable(self._builder, node_name)
 
@@ -394,7 +396,7 @@ class KStream(_Stage):
                 raise TopologyError("'other' belongs to a different StreamsBuilder; join streams of one builder.")
             node = stream_stream_join_node(self._builder, self.node_name, other.node_name, joiner, windows,
                                            stream_joined, resolve_name(name), kind,
-                                           self.repartition_required or other.repartition_required)
+                                           (self.repartition_required, other.repartition_required))
             return KStream(self._builder, node.name)
         if not isinstance(other, KTable):
             kinds = "a KStream" if kind == "outer" else "a KTable or a KStream"
@@ -410,19 +412,18 @@ class KStream(_Stage):
             raise TopologyError("'other' belongs to a different StreamsBuilder; join streams and tables of one builder.")
         if other.windows is not None:
             raise InvalidTypeError(f"{method}() with a windowed KTable is not supported: join with a KTable of plain keys.")
-        if self.repartition_required:
-            raise OperationNotDefinedError(
-                f"{method}() after a key-changing step (map, select_key, flat_map) needs a repartition, which is "
-                "not implemented yet for joins: write the stream to a topic with to(topic) and join "
-                "builder.stream(topic)."
-            )
         fn = _user_fn(joiner, "joiner", "(value, table_value) -> value")
-        node_name = self._name(name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
+        user_name = resolve_name(name)
+        stream = self.node_name
+        if self.repartition_required:  # KStreamImpl.join(KTable): the topic is named after the join or the stream
+            stream = repartition_for_join(self._builder, stream, user_name if user_name is not None else stream)
+        node_name = self._name(user_name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
         from streamsdsl.dsl.table_joins import _getter_stores
 
-        node = ir.StreamTableJoinNode(node_name, (self.node_name, other.node_name), joiner=fn, kind=kind,
+        node = ir.StreamTableJoinNode(node_name, (stream, other.node_name), joiner=fn, kind=kind,
                                       table_stores=_getter_stores(self._builder, other.node_name))
-        return self._child(node)
+        self._add(node)
+        return KStream(self._builder, node.name)
 
     def split(self, named: NameArg = None) -> BranchedKStream:
         """Split the stream into branches: each record goes to the first branch whose predicate

@@ -9,7 +9,6 @@ build on these.
 
 from __future__ import annotations
 
-import re
 from typing import Any, Callable, ClassVar, TypeVar, overload
 
 import attrs
@@ -18,6 +17,7 @@ from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, is_spark_column, require_arguments
 from streamsdsl.dsl.api import KTable, NameArg, _fn, _materialized, _Stage, _user_fn
 from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
+from streamsdsl.dsl.repartition import repartitioned_source
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
@@ -97,26 +97,8 @@ class _Grouped(_Stage):
         """
         if not self.repartition_required:
             return self.node_name
-        prefix = self.grouped.name or store
-        topic = prefix if prefix.endswith("-repartition") else f"{prefix}-repartition"
-        gen_sink = self._builder._new_name("KSTREAM-SINK-")
-        gen_filter = self._builder._new_name("KSTREAM-FILTER-")
-        gen_source = self._builder._new_name("KSTREAM-SOURCE-")
-        if re.fullmatch(r"KSTREAM.*-[0-9]{10}", prefix):
-            sink, filt, source = gen_sink, gen_filter, gen_source
-        else:
-            sink, filt, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
-        node = ir.RepartitionNode(
-            source,
-            (self.node_name,),
-            topic=topic,
-            filter_name=filt,
-            sink_name=sink,
-            key_serde=self.grouped.key_serde,
-            value_serde=self.grouped.value_serde,
-        )
-        self._add(node)
-        return node.name
+        return repartitioned_source(self._builder, self.node_name, self.grouped.name or store,
+                                    key_serde=self.grouped.key_serde, value_serde=self.grouped.value_serde)
 
 
 def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:

@@ -158,13 +158,17 @@ _EXAMPLE = "JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=5))"
 
 
 def stream_stream_join_node(builder: Any, this: str, other: str, joiner: Any, windows: Any,
-                            stream_joined: Any, name: str | None, kind: str, repartition: bool) -> Any:
+                            stream_joined: Any, name: str | None, kind: str, repartition: tuple[bool, bool]) -> Any:
     """Check a stream–stream join as written and add its node (names as Kafka Streams'
-    ``KStreamImplJoin`` makes them, five name indexes burnt even for a named join)."""
+    ``KStreamImplJoin`` makes them, five name indexes burnt even for a named join).
+
+    ``repartition``: whether this and the other stream were re-keyed; such a side reads a
+    repartition first (``KStreamImpl.doJoin``), named ``<name>-left`` / ``<name>-right`` after
+    the join's name, else after the stream's own node."""
     from streamsdsl import ir
     from streamsdsl._validation import REQUIRED, require_arguments
     from streamsdsl.dsl.api import _user_fn
-    from streamsdsl.errors import OperationNotDefinedError
+    from streamsdsl.dsl.repartition import repartition_for_join
 
     method = _KINDS[kind]
     require_arguments(method, f"{method}(other_stream, lambda value, other_value: ..., {_EXAMPLE})",
@@ -180,13 +184,15 @@ def stream_stream_join_node(builder: Any, this: str, other: str, joiner: Any, wi
         raise InvalidTypeError(
             f"'stream_joined' must be a StreamJoined, e.g. StreamJoined.with_serdes(key, value, other_value) "
             f"(got {type(stream_joined).__name__}: {stream_joined!r}).")
-    if repartition:
-        raise OperationNotDefinedError(
-            f"{method}() after a key-changing step (map, select_key, flat_map) needs a repartition, which is not "
-            "implemented yet for joins: write the stream to a topic with to(topic) and join builder.stream(topic).")
-    fn = _user_fn(joiner, "joiner", "(value, other_value) -> value")
     sj = stream_joined or StreamJoined()
     user = name if name is not None else sj.name
+    sides = [this, other]
+    for i, (suffix, value_serde) in enumerate((("-left", sj.value_serde), ("-right", sj.other_value_serde))):
+        if repartition[i]:
+            sides[i] = repartition_for_join(builder, sides[i], sides[i] if user is None else f"{user}{suffix}",
+                                            key_serde=sj.key_serde, value_serde=value_serde)
+    this, other = sides
+    fn = _user_fn(joiner, "joiner", "(value, other_value) -> value")
     left_outer, right_outer = kind != "inner", kind == "outer"
 
     def suffixed(suffix: str, generated: str) -> str:

@@ -208,23 +208,20 @@ class Topology:
                     union(store_owner[st], n.name)
                 store_owner.setdefault(st, n.name)
 
-        size_cache: dict[str, int] = {}
-
-        def size(name: str) -> int:
-            if name not in size_cache:
-                size_cache[name] = 1 + sum(size(s) for s in by[name].successors)
-            return size_cache[name]
-
-        def sort_key(name: str) -> tuple[int, str]:
-            return (-size(name), name)
-
         groups: dict[str, list[str]] = {}
         for d in dnodes:
             groups.setdefault(find(d.name), []).append(d.name)
         ordered_groups = sorted(groups.values(), key=lambda g: min(index[x] for x in g))
+        size: dict[str, int] = {}
+        linked: dict[str, tuple[list[str], list[str]]] = {}
+        for members in ordered_groups:
+            _link(by, members, size, linked)
+
+        def sort_key(name: str) -> tuple[int, str]:
+            return (-size[name], name)
 
         def names(xs: Iterable[str]) -> str:
-            xs = sorted(xs, key=sort_key)
+            xs = list(xs)
             return ", ".join(xs) if xs else "none"
 
         out = ["Topologies:\n "]
@@ -233,13 +230,13 @@ class Topology:
             for name in sorted(members, key=sort_key):
                 d = by[name]
                 if d.kind == "Source":
-                    text = f"Source: {d.name} ({d.detail})\n      --> {names(d.successors)}"
+                    text = f"Source: {d.name} ({d.detail})\n      --> {names(linked[name][0])}"
                 elif d.kind == "Sink":
-                    text = f"Sink: {d.name} ({d.detail})\n      <-- {names(d.predecessors)}"
+                    text = f"Sink: {d.name} ({d.detail})\n      <-- {names(linked[name][1])}"
                 else:
                     text = (
-                        f"Processor: {d.name} ({d.detail})\n      --> {names(d.successors)}"
-                        f"\n      <-- {', '.join(d.predecessors) if d.predecessors_in_order else names(d.predecessors)}"
+                        f"Processor: {d.name} ({d.detail})\n      --> {names(linked[name][0])}"
+                        f"\n      <-- {', '.join(d.predecessors) if d.predecessors_in_order else names(linked[name][1])}"
                     )
                 out.append(f"    {text}\n")
             out.append("\n")
@@ -247,3 +244,53 @@ class Topology:
 
     def __str__(self) -> str:
         return self.describe()
+
+
+def _java_string_hash(s: str) -> int:
+    h = 0
+    for unit in s.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return h
+
+
+def _java_hash_map_order(names: list[str]) -> list[str]:
+    """``names`` in the iteration order of a Java ``HashMap`` they were put into in this order:
+    by bucket of the spread ``String.hashCode`` (capacity 16, doubled past 3/4 full), then
+    insertion order."""
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(names, key=bucket)
+
+
+def _link(by: dict[str, _DNode], members: list[str], size: dict[str, int],
+          linked: dict[str, tuple[list[str], list[str]]]) -> None:
+    """Link one sub-topology's description nodes as Kafka Streams' ``describeSubtopology`` does:
+    nodes in ``HashMap`` order, each connected to its predecessors in turn; successor and
+    predecessor sets are ``TreeSet``s ordered by sub-tree size (largest first), then name, **as
+    the sizes are when an element is inserted** (sizes grow as later nodes are linked, and the
+    sets are not re-sorted). Fills ``size`` (final sub-tree sizes) and ``linked``."""
+    for name in members:
+        size[name] = 1
+        linked[name] = ([], [])
+
+    def insert(into: list[str], name: str) -> None:
+        key = (-size[name], name)
+        at = next((i for i, other in enumerate(into) if (-size[other], other) > key), len(into))
+        into.insert(at, name)
+
+    def grow(name: str, delta: int) -> None:
+        size[name] += delta
+        for p in linked[name][1]:
+            grow(p, delta)
+
+    for name in _java_hash_map_order(members):
+        for p in by[name].predecessors:
+            insert(linked[name][1], p)
+            insert(linked[p][0], name)
+            grow(p, size[name])
