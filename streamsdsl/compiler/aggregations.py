@@ -46,6 +46,7 @@ from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.session import SessionWindowing
 from streamsdsl.semantics.sliding import SlidingWindowing
+from streamsdsl.semantics.suppress import FinalResultsWindowing
 from streamsdsl.semantics.timewindow import TimeWindowing
 from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import Windowing
@@ -186,8 +187,12 @@ def _operator_columns(df: DataFrame, *extra: str) -> DataFrame:
 
 
 @Lowering.lower.register(ir.AggregateNode)
-def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
-    """Unwindowed (and, through the subclasses' fields, windowed) aggregation of one stream."""
+def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None = None) -> Frame:
+    """Unwindowed (and, through the subclasses' fields, windowed) aggregation of one stream.
+
+    ``final_results`` (a delay in ms): the aggregation followed by ``suppress(until_window_closes)``
+    as one operator (`streamsdsl.semantics.suppress.FinalResultsWindowing`), on the Python
+    operator: the JVM operator does not implement the suppress node's release rule."""
     frame = regroup(self.parent(node), node.key_serde, None)
     value_out = _agg_value_serde(node, frame)
     windows = getattr(node, "windows", None)
@@ -199,15 +204,20 @@ def _aggregate(self: Lowering, node: ir.AggregateNode) -> Frame:
             jvm_operator.record(node.name, "Spark native aggregation")
             return Frame(self.native_aggregate(node.name, df, native, value_out.spark_type), frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
+    windowing = windowing_of(windows)
+    if final_results is not None:
+        windowing = FinalResultsWindowing(windowing, final_results)
     config = AggregateConfig(
-        node.name, _key_codec(frame.key.serde, windows), value_out, windowing_of(windows),
+        node.name, _key_codec(frame.key.serde, windows), value_out, windowing,
         (AggregateInput(frame.value, agg_functions(node.agg)),),
-        emit_on_close=emit is not None and emit.emits_on_close,
+        emit_on_close=final_results is not None or (emit is not None and emit.emits_on_close),
         function_names=("initializer", "reducer", "reducer") if isinstance(node.agg, ir.ReduceAgg)
         else ("initializer", "aggregator", "merger"),
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
+    if final_results is not None:
+        form = "suppress(until_window_closes) folded in: the JVM operator does not implement its release rule"
     jvm = jvm_operator.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
     df = _operator_columns(frame.df)
     if jvm is not None:

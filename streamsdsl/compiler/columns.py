@@ -18,6 +18,9 @@ OUTPUT_POSITION = "_output_position"
 FINAL_KEY_ORDER = "_final_key_order"
 #: Kafka Streams' stream time after the record (test driver only: a running max in pipe order).
 STREAM_TIME = "_stream_time"
+#: Test driver, suppressed session/sliding windows: stream time before the record (the
+#: previous record's, any key's).
+STREAM_TIME_BEFORE = "_stream_time_before"
 #: Test driver, emit on close: stream time at the end of the run (the last record's).
 RUN_STREAM_TIME = "_run_stream_time"
 #: Test driver, emit on close: the stream time a window must pass to be emitted.

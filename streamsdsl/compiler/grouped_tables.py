@@ -1,5 +1,4 @@
-"""Lowering of grouped tables (``KTable.group_by`` + ``count``/``reduce``/``aggregate``) and of
-``KTable.suppress``.
+"""Lowering of grouped tables (``KTable.group_by`` + ``count``/``reduce``/``aggregate``).
 
 A grouped table needs two keyings, so it is **two chained stateful operators** (Spark 4 accepts
 chained ``transformWithState`` operators in a streaming query in update mode, with timeMode
@@ -21,12 +20,7 @@ In the test driver the state of both is carried from one run to the next (`CARRI
 `CARRY` out); the aggregate's carried state has the layout of a stored window, so
 ``TopologyTestDriver.get_key_value_store(store)`` reads it.
 
-``suppress(until_window_closes)`` folds into the windowed aggregation it follows: the same
-aggregation, lowered again under the suppress node's name with emit on window close. For time
-windows Kafka's suppress and on-close emission agree record for record (release when stream time
-reaches ``end + grace``, the latest aggregate with its timestamp, windows in (end, key) order;
-`streamsdsl.semantics.suppress` is the reference and the tests compare both), so no chained
-operator is needed.
+``KTable.suppress`` is lowered in `streamsdsl.compiler.suppress`.
 """
 
 from __future__ import annotations
@@ -59,7 +53,6 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
-from streamsdsl.dsl.windows import EmitStrategy
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
@@ -279,24 +272,3 @@ def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode)
     jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
     return Frame(_run(self, df, config), KeyCodec(key_out), value_out, is_table=True)
 
-
-@Lowering.lower.register(ir.SuppressNode)
-def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
-    if node.mode != "until_window_closes":
-        raise OperationNotDefinedError(f"{node.name}: suppress(until_time_limit) is not implemented yet.")
-    aggregation = self.topology.node(node.parents[0]) if self.topology is not None else None
-    if not isinstance(aggregation, ir.TimeWindowAggregateNode) or aggregation.emit.emits_on_close:
-        raise OperationNotDefinedError(
-            f"{node.name}: suppress(until_window_closes) is implemented right after a time-windowed aggregation "
-            "that emits on update.")
-    folded = attrs.evolve(aggregation, name=node.name, emit=EmitStrategy.on_window_close())
-    frame = self.lower(folded)
-    topology = self.topology
-    if all(isinstance(topology.node(c), ir.SuppressNode) for c in topology.children(aggregation.name)):
-        # Nothing reads the aggregation's own changelog: its operator is not part of the plan.
-        # Its store holds what the folded operator holds (closed time windows leave both).
-        jvm_operator.forget(aggregation.name)
-        carried = getattr(self, "carried_states", None)
-        if carried is not None:
-            carried[aggregation.name] = carried[node.name]
-    return frame

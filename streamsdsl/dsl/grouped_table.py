@@ -45,7 +45,6 @@ from streamsdsl._validation import REQUIRED, require_arguments, validate_name
 from streamsdsl.dsl.api import KTable, NameArg, _materialized, _Stage, _user_fn
 from streamsdsl.dsl.options import Grouped, Materialized, check_option, resolve_name
 from streamsdsl.dsl.suppress import Suppressed
-from streamsdsl.dsl.windows import SessionWindows, SlidingWindows
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, TopologyError
 
 __all__ = ["KGroupedTable", "group_table", "suppress_table"]
@@ -153,14 +152,8 @@ def suppress_table(table: KTable, suppressed: Any) -> KTable:
             "suppress(Suppressed.until_window_closes(...)) needs a windowed KTable (the result of a windowed "
             "count/reduce/aggregate): a table of plain keys has no window to close. Write e.g. "
             "group_by_key().windowed_by(TimeWindows.of_size_and_grace(size, grace)).count().suppress(...).")
-    if isinstance(windows, (SessionWindows, SlidingWindows)):
-        raise OperationNotDefinedError(
-            f"suppress(until_window_closes) of a {type(windows).__name__} table is not implemented yet (only "
-            "TimeWindows). For one final result per window use windowed_by(windows).emit_strategy("
-            "EmitStrategy.on_window_close()) before the aggregation (docs/differences.md: it forwards each window "
-            "1 ms of stream time later than suppress does).")
     parent = table._builder._nodes[table.node_name]
-    if not isinstance(parent, ir.TimeWindowAggregateNode):
+    if not isinstance(parent, (ir.TimeWindowAggregateNode, ir.SessionAggregateNode)):
         raise OperationNotDefinedError(
             "suppress(until_window_closes) must directly follow the windowed count/reduce/aggregate "
             f"(it follows {parent.name}): call suppress() on the aggregation's KTable, then filter/map_values.")

@@ -52,11 +52,14 @@ import attrs
 
 from streamsdsl._validation import duration_field
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.tables import Change, key_bytes
+from streamsdsl.semantics.windowing import KeyState, WindowAgg, WindowStep, Windowing, WindowingRules
 
 __all__ = [
-    "Emitted", "SuppressBufferFullError", "SuppressState", "Suppressed", "Suppression", "suppress_close", "suppress_reference_run",
-    "suppress_step", "suppress_timer_threshold",
+    "Emitted", "FinalResultsRelease", "FinalResultsWindowing", "SuppressBufferFullError", "SuppressState", "Suppressed",
+    "Suppression", "final_results_release", "suppress_close", "suppress_reference_run", "suppress_step",
+    "suppress_timer_threshold",
 ]
 
 
@@ -233,3 +236,132 @@ def suppress_reference_run(records: Iterable[tuple[Any, tuple[int, int] | None, 
             else:
                 del states[k]
     return out
+
+
+# --- final results folded into a session / sliding aggregation -----------------------------------
+
+
+@attrs.frozen
+class FinalResultsWindowing(WindowingRules):
+    """A windowed aggregation followed by ``suppress(until_window_closes)``, as one operator.
+
+    The aggregation's windows are ``inner``'s; a window "closes" (`close_threshold`) when Kafka's
+    suppress node releases it: at the first stream time ``>= end + delay`` (``delay``: gap +
+    grace for sessions, grace for sliding windows). That is 1 ms of stream time before the
+    aggregation stops accepting records for it (``end + delay < stream time``): at exactly
+    ``end + delay`` a record can still update a released window, or merge a released session
+    into a larger one. Kafka's suppress then releases the re-written window again at once (its
+    buffer time is past), and drops the tombstone of a merged-away session. ``KeyState.finals``
+    holds the windows whose current value has been released; `record_step` takes a window out
+    of it when a record writes it again.
+
+    What one record releases, in Kafka's order, is `final_results_release`.
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.session import SessionWindowing
+    >>> w = FinalResultsWindowing(SessionWindowing(gap=5, grace=0), delay=5)
+    >>> w.close_threshold(WindowAgg(0, 3, 2, 3)), w.expiry_threshold(WindowAgg(0, 3, 2, 3))
+    (7, 8)
+    """
+
+    inner: Windowing
+    delay: int
+
+    @property
+    def drops_null_values(self) -> bool:  # type: ignore[override]
+        return self.inner.drops_null_values
+
+    def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
+             fns: AggFunctions) -> WindowStep:
+        return self.inner.step(windows, key, value, ts, stream_time, fns)
+
+    def close_threshold(self, window: WindowAgg) -> int:
+        """Released at the first stream time greater than this (``end <= stream_time - delay``)."""
+        return window.end + self.delay - 1
+
+    def expiry_threshold(self, window: WindowAgg) -> int:
+        return self.inner.expiry_threshold(window)
+
+    def final_order(self, window: WindowAgg) -> tuple[int, ...]:
+        """Kafka's eviction order is (buffer time = end, serialized windowed key): the record
+        key comes right after the end (a key has one window per end)."""
+        return (window.end,)
+
+
+@attrs.frozen
+class FinalResultsRelease:
+    """What a suppress node downstream of one key's aggregation releases around one record.
+
+    ``passed``: windows released because stream time passed their threshold, with the value
+    they had then: before the record (by other keys' records) or right after the record's
+    first write raised stream time; each comes out with the first record whose stream time
+    passes its threshold, in (end, key) order with every other key's. ``immediate``: windows
+    the record wrote after they had been released, released again at once, in write order,
+    after ``passed``."""
+
+    passed: tuple[WindowAgg, ...] = ()
+    immediate: tuple[WindowAgg, ...] = ()
+
+
+def final_results_release(windowing: FinalResultsWindowing, before: KeyState, step: WindowStep | Any,
+                          stream_time_before: int, stream_time: int) -> FinalResultsRelease:
+    """Kafka's suppress node applied to what one record of one key forwards.
+
+    ``before`` is the key's state before the record (``finals``: the windows whose current
+    value was released), ``step`` the record's store operations (``deletes``, then ``puts``, in
+    Kafka's forwarding order), ``stream_time_before``/``stream_time`` the stream time before
+    and after the record (all keys'). The suppress node's own stream time is the max timestamp
+    it was forwarded: it passes ``stream_time_before`` at the first forwarded update that
+    carries a later timestamp, and it evicts after every forwarded record, all keys' windows
+    whose ``end <= stream time - delay`` ("KTableSuppressProcessor.enforceConstraints").
+    A tombstone (a merged-away session, a ``None`` aggregate) replaces the buffered update of
+    its window and is dropped when evicted.
+
+    Examples
+    --------
+    Gap 5, grace 0: ``[0,0]`` was released when another key's record took stream time to 5;
+    this key's record at 5 merges it into ``[0,5]`` (pending until stream time 10):
+
+    >>> from streamsdsl.semantics.session import SessionWindowing
+    >>> w = FinalResultsWindowing(SessionWindowing(gap=5, grace=0), delay=5)
+    >>> merged = WindowStep((WindowAgg(0, 5, 2, 5),), (WindowAgg(0, 5, 2, 5),), (WindowAgg(0, 0, 1, 0),))
+    >>> final_results_release(w, KeyState((WindowAgg(0, 0, 1, 0),)), merged, 5, 5)
+    FinalResultsRelease(passed=(WindowAgg(start=0, end=0, agg=1, ts=0),), immediate=())
+
+    Had this record itself taken stream time from 4 to 5, ``[0,0]`` would never be released:
+
+    >>> final_results_release(w, KeyState((WindowAgg(0, 0, 1, 0),)), merged, 4, 5)
+    FinalResultsRelease(passed=(), immediate=())
+    """
+    threshold = windowing.close_threshold
+    current = {w.start: w for w in before.windows}
+    released = set(before.finals)
+
+    def evict(now: int) -> list[WindowAgg]:
+        out = [w for s, w in current.items() if s not in released and threshold(w) < now]
+        if len(out) > 1:
+            out.sort(key=lambda w: (w.end, w.start))
+        released.update(w.start for w in out)
+        return out
+
+    suppress_time = stream_time_before
+    passed = evict(suppress_time)  # released by the records between this key's previous one and this one
+    immediate: list[WindowAgg] = []
+    for w in step.deletes:  # tombstones: they carry the old end, never a later time
+        current.pop(w.start, None)
+        released.discard(w.start)
+    for w in step.puts:
+        released.discard(w.start)
+        if w.agg is None:
+            current.pop(w.start, None)
+        else:
+            current[w.start] = w
+        if w.ts > suppress_time:
+            suppress_time = w.ts
+            passed += evict(suppress_time)
+        else:
+            immediate += evict(suppress_time)
+    if stream_time > suppress_time:  # not reached by a write (no such record: kept for safety)
+        passed += evict(stream_time)
+    return FinalResultsRelease(tuple(passed), tuple(immediate))

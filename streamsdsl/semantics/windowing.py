@@ -214,6 +214,10 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
     `advance_stream_time`), then close what that stream time closes."""
     step = windowing.step(state.windows, key, value, ts, stream_time, fns)
     finals = state.finals
+    if finals and (step.puts or step.deletes):
+        # a window written again is not final any more (only a suppressed table's windows are
+        # written after they were released: `streamsdsl.semantics.suppress.FinalResultsWindowing`)
+        finals = finals - {w.start for w in step.puts} - {w.start for w in step.deletes}
     close, expiry = windowing.close_threshold, windowing.expiry_threshold
     for w in step.windows:
         if (stream_time > close(w) and w.start not in finals) or stream_time > expiry(w):

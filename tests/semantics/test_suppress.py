@@ -12,10 +12,13 @@ from hypothesis import strategies as st
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.reference import reference_run
 from streamsdsl.semantics.session import SessionWindowing
-from streamsdsl.semantics.suppress import SuppressBufferFullError, Suppression, SuppressState, suppress_close
+from streamsdsl.semantics.sliding import SlidingWindowing
+from streamsdsl.semantics.suppress import FinalResultsWindowing, SuppressBufferFullError, Suppression, SuppressState
+from streamsdsl.semantics.suppress import final_results_release, suppress_close
 from streamsdsl.semantics.suppress import suppress_reference_run, suppress_step, suppress_timer_threshold
 from streamsdsl.semantics.tables import Change
 from streamsdsl.semantics.timewindow import TimeWindowing
+from streamsdsl.semantics.windowing import KeyState, WindowAgg, advance_stream_time, record_step
 
 COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
 
@@ -123,3 +126,95 @@ class TestPerKey:
             threshold = suppress_timer_threshold(spec, state)
             assert threshold is None or threshold >= stream_time
             assert SuppressState.from_plain(state.to_plain()) == state
+
+
+def _folded_run(inner: Any, delay: int, records: list[tuple[str, Any, int]],
+                fns: AggFunctions) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """One aggregation operator with suppress folded in (`FinalResultsWindowing`) over
+    ``(key, value, ts)`` records, placed as the test driver's plan places them: a released
+    window with its threshold goes out with the first record whose stream time passes it, in
+    (end, key) order; an immediate release with its own record, after those. Also returns the
+    aggregation's changelog as Kafka forwards it to a suppress node without a cache (per record:
+    tombstones of deleted windows with ts = their end, then the puts)."""
+    windowing = FinalResultsWindowing(inner, delay)
+    times: list[int] = []
+    stream_time = -1
+    for _, value, ts in records:
+        stream_time = advance_stream_time(windowing, stream_time, ts, value)
+        times.append(stream_time)
+    placed: dict[int, list[tuple[Any, ...]]] = {}
+
+    def place(key: str, w: WindowAgg) -> None:
+        at = next((j for j, t in enumerate(times) if t > windowing.close_threshold(w)), None)
+        if at is not None:
+            placed.setdefault(at, []).append((1, w.end, key, w.start, w.agg, w.ts))
+
+    states: dict[str, KeyState] = {}
+    changelog: list[tuple[Any, ...]] = []
+    before_time = -1
+    for i, (key, value, ts) in enumerate(records):
+        before = states.get(key, KeyState())
+        step = record_step(windowing, before, key, value, ts, times[i], fns)
+        changelog += [(key, w.bounds, Change(None), w.end) for w in step.deletes]
+        changelog += [(key, w.bounds, Change(w.agg), w.ts) for w in step.puts]
+        release = final_results_release(windowing, before, step, before_time, times[i])
+        for w in release.passed:
+            place(key, w)
+        for n, w in enumerate(release.immediate):
+            placed.setdefault(i, []).append((2, n, key, w.start, w.agg, w.ts))
+        states[key] = step.state
+        before_time = times[i]
+    for key, state in states.items():
+        for w in state.open_windows():
+            place(key, w)
+    out = [(key, start, agg, ts) for i in sorted(placed) for _, _, key, start, agg, ts in sorted(placed[i])]
+    return out, changelog
+
+
+def _concat(k: str, v: str, a: str) -> str:
+    return a + v
+
+
+CONCAT = AggFunctions(lambda: "", _concat, lambda k, a, b: a + "|" + b)
+folded_records = st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 40)), min_size=1, max_size=16)
+
+
+class TestFinalResultsFold:
+    """The aggregation with suppress(until_window_closes) folded in releases exactly what Kafka's
+    suppress node releases from the aggregation's changelog: the same records, in the same
+    order (also between keys), under the same input record."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(folded_records, st.integers(1, 8), st.integers(0, 6))
+    def test_sessions(self, rows: list[tuple[str, int]], gap: int, grace: int) -> None:
+        records = [(k, str(i % 10), ts) for i, (k, ts) in enumerate(rows)]
+        out, changelog = _folded_run(SessionWindowing(gap, grace), gap + grace, records, CONCAT)
+        expected = suppress_reference_run(changelog, Suppression.until_window_closes(grace, session_gap=gap))
+        assert out == [(o.key, o.window[0], o.change.new, o.timestamp) for o in expected]  # type: ignore[index]
+
+    @settings(max_examples=400, deadline=None)
+    @given(folded_records, st.integers(1, 8), st.integers(0, 6))
+    def test_sliding_windows(self, rows: list[tuple[str, int]], difference: int, grace: int) -> None:
+        records = [(k, str(i % 10), ts) for i, (k, ts) in enumerate(rows)]
+        out, changelog = _folded_run(SlidingWindowing(difference, grace), grace, records, CONCAT)
+        expected = suppress_reference_run(changelog, Suppression.until_window_closes(grace))
+        assert out == [(o.key, o.window[0], o.change.new, o.timestamp) for o in expected]  # type: ignore[index]
+
+    def test_released_session_merged_at_its_threshold(self) -> None:
+        """Gap 5, grace 0: b@5 takes stream time to 5 and releases [a@0/0]; a@5 then still
+        merges it (end 0 is not < close time 0) into [a@0/5], released again at 10. Had a@5
+        come first, [a@0/0] would never be released (its tombstone replaces it)."""
+        first = _folded_run(SessionWindowing(5, 0), 5, [("a", "1", 0), ("b", "2", 5), ("a", "3", 5),
+                                                         ("c", "4", 10)], CONCAT)[0]
+        assert first == [("a", 0, "1", 0), ("a", 0, "|1" + "3", 5), ("b", 5, "2", 5)]
+        second = _folded_run(SessionWindowing(5, 0), 5, [("a", "1", 0), ("a", "3", 5), ("b", "2", 5),
+                                                          ("c", "4", 10)], CONCAT)[0]
+        assert second == [("a", 0, "|13", 5), ("b", 5, "2", 5)]
+
+    def test_sliding_window_released_then_written_again(self) -> None:
+        """Difference 5, grace 0: a@16 raises stream time with its first write ([12,17]); the
+        suppress node then releases [11,16] with its old value, and a@16's next write releases
+        it again at once with the new one."""
+        out = _folded_run(SlidingWindowing(5, 0), 0, [("a", "1", 10), ("a", "2", 11), ("a", "3", 12),
+                                                       ("a", "4", 16)], CONCAT)[0]
+        assert [(s, agg) for _, s, agg, _ in out if s == 11] == [(11, "23"), (11, "234")]
