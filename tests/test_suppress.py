@@ -323,3 +323,37 @@ class TestSuppressStreaming:
         q.stop()
         assert sorted((k.key, k.window.start, v, ts) for _, k, v, ts in out2.records) == [
             ("a", 0, 3, 7), ("a", 10, 1, 12), ("b", 0, 1, 3), ("b", 10, 1, 15)]
+
+    def test_session_windows_streaming(self, spark: Any, tmp_path: Any) -> None:
+        """Streaming, sessions (gap 5, grace 2): a session's final count comes out once the
+        watermark reaches end + gap + grace (an event-time timer), the pending sessions survive
+        a restart, and explain() names the Python operator (also for count())."""
+        from streamsdsl.runtime.explain import explain
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        b.stream("input", STR).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 2)).count(
+        ).suppress(FINAL).to_stream().to("out")
+        topology = b.build()
+        text = explain(topology, spark, mode="simple", operator="jvm")
+        assert ("KTABLE-SUPPRESS-0000000003: Python operator (session windows: suppress(until_window_closes) folded "
+                "in: the JVM operator does not implement its release rule)") in text
+        topic = FileTopic(str(tmp_path / "in"))
+        cp = str(tmp_path / "checkpoint")
+        s = Serdes.String()
+        topic.append("input", [("a", "v", 1), ("a", "v", 4), ("b", "v", 3)], s, s)
+        out = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert out.records == []
+        topic.append("input", [("a", "v", 6)], s, s)
+        topic.append("input", [("c", "v", 20)], s, s)
+        out2 = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out2, checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert sorted((k.key, k.window.start, k.window.end, v, ts) for _, k, v, ts in out2.records) == [
+            ("a", 1, 6, 3, 6), ("b", 3, 3, 1, 3)]
