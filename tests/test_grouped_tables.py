@@ -17,12 +17,10 @@ from streamsdsl import (
     KGroupedTable,
     KeyValue,
     Materialized,
-    OperationNotDefinedError,
     Produced,
     Serdes,
     StreamsBuilder,
     TestRecord,
-    TimeWindows,
 )
 from streamsdsl import ir
 from streamsdsl.errors import StageMethodError
@@ -85,12 +83,6 @@ class TestGroupedTableApi:
         """group_by() without a selector names it."""
         with pytest.raises(InvalidTypeError, match=r"group_by\(\) needs selector"):
             StreamsBuilder().table("in").group_by()
-
-    def test_windowed_table_cannot_be_grouped(self) -> None:
-        """Grouping a windowed aggregation's table is not implemented; the message names a fix."""
-        windowed = StreamsBuilder().stream("in").group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)).count()
-        with pytest.raises(OperationNotDefinedError, match="group_by\\(\\) of a windowed KTable"):
-            windowed.group_by(select_value)
 
     def test_ir_validates_the_functions(self) -> None:
         """A KGroupedTable aggregation node holds exactly the functions its kind takes."""

@@ -53,7 +53,7 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
+from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
 
@@ -228,13 +228,28 @@ def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> Data
     return out.filter(F.col(EVENT_METRIC).isNull()).select(*FRAME_COLUMNS)
 
 
+@attrs.frozen
+class WindowedKeyCells:
+    """A windowed table's key column (``{key, start, end}``) read as the operator reads a serde's
+    cells: the selector of a windowed table's ``group_by`` receives a `Windowed` key."""
+
+    codec: KeyCodec
+
+    @property
+    def spark_type(self) -> str:
+        return self.codec.spark_type
+
+    def from_internal(self, cell: Any) -> Any:
+        return self.codec.from_cell(cell)
+
+
 @Lowering.lower.register(ir.TableGroupByNode)
 def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     table = self.parent(node)
-    if table.key.windowed:
-        raise OperationNotDefinedError(f"{node.name}: group_by() of a windowed KTable is not implemented.")
+    key_in = WindowedKeyCells(table.key) if table.key.windowed else table.key.serde
     key, value = node.key_serde or DEFAULT_SERDE, node.value_serde or DEFAULT_SERDE  # Grouped.with_serdes
-    config = GroupedTableConfig(node.name, REGROUP, table.key.serde, table.value, key, value, selector=node.selector.fn)
+    config = GroupedTableConfig(node.name, REGROUP, key_in, table.value, key, value,  # type: ignore[arg-type]
+                                selector=node.selector.fn)
     jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
     return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
 

@@ -57,15 +57,13 @@ _REDUCER = "(aggregate, value) -> aggregate"
 
 def group_table(table: KTable, selector: Any, grouped: Grouped | None, name: NameArg) -> KGroupedTable:
     """``KTable.group_by``: a ``KTABLE-SELECT`` node, and the table's source materialized (the
-    grouping needs each row's old value, as Kafka's ``enableSendingOldValues``)."""
+    grouping needs each row's old value, as Kafka's ``enableSendingOldValues``). Of a windowed
+    table (a windowed aggregation's) the selector receives each row's `Windowed` key; a window
+    merged away (sessions) arrives as a tombstone and leaves its group."""
     require_arguments("group_by", "group_by(lambda key, value: (value, key))", ("selector", selector, _SELECTOR))
     grouped = check_option(grouped, Grouped, "grouped") or Grouped()
     user_name = resolve_name(name, grouped.name)
     grouped = attrs.evolve(grouped, name=user_name)
-    if table.windows is not None:
-        raise OperationNotDefinedError(
-            "group_by() of a windowed KTable is not implemented: group a table of plain keys, or call "
-            "to_stream().map(...) and group the stream.")
     fn = _user_fn(selector, "selector", _SELECTOR)
     builder = table._builder
     node_name = builder._processor_name(user_name, "KTABLE-SELECT-")
@@ -142,11 +140,13 @@ def suppress_table(table: KTable, suppressed: Any) -> KTable:
         raise InvalidTypeError(
             f"'suppressed' must be a Suppressed such as Suppressed.until_window_closes("
             f"Suppressed.BufferConfig.unbounded()) (got {type(suppressed).__name__}: {suppressed!r}).")
-    if suppressed.mode == "until_time_limit":
-        raise OperationNotDefinedError(
-            "suppress(Suppressed.until_time_limit(...)) is not implemented yet; final results of a windowed "
-            "table are: suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
     windows = table.windows
+    if suppressed.mode == "until_time_limit":
+        if windows is not None:
+            raise OperationNotDefinedError(
+                "suppress(Suppressed.until_time_limit(...)) of a windowed table is not implemented yet; one final "
+                "result per window is suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
+        return _suppress_node(table, suppressed)
     if windows is None:
         raise InvalidTypeError(
             "suppress(Suppressed.until_window_closes(...)) needs a windowed KTable (the result of a windowed "
@@ -161,6 +161,11 @@ def suppress_table(table: KTable, suppressed: Any) -> KTable:
         raise OperationNotDefinedError(
             f"{parent.name} already emits on window close (one final result per window); suppress() adds nothing: "
             "remove it, or aggregate with the default EmitStrategy.on_window_update().")
+    return _suppress_node(table, suppressed)
+
+
+def _suppress_node(table: KTable, suppressed: Suppressed) -> KTable:
+    """The ``KTABLE-SUPPRESS`` node (Kafka's ``KTableImpl.suppress`` names) and its table."""
     builder = table._builder
     if suppressed.name is not None:
         name, store = suppressed.name, validate_name(f"{suppressed.name}-store")
@@ -169,4 +174,4 @@ def suppress_table(table: KTable, suppressed: Any) -> KTable:
         store = builder._new_name("KTABLE-SUPPRESS-STATE-STORE-")
     builder._add(ir.SuppressNode(name, (table.node_name,), mode=suppressed.mode, time_limit=suppressed.time_limit,
                                  store=store))
-    return KTable(builder, name, windows)
+    return KTable(builder, name, table.windows)
