@@ -338,7 +338,8 @@ class KStream(_Stage):
 
     def to_table(self, *, materialized: Materialized | None = None, name: NameArg = None) -> KTable:
         """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
-        and a ``None`` key is dropped (and counted)."""
+        and a ``None`` key is dropped (and counted). After a key change it reads a repartition
+        (``<name>-repartition``), whose filter drops ``None`` keys uncounted, as in Kafka Streams."""
         materialized = _materialized(materialized)
         node_name = self._name(name, "KSTREAM-TOTABLE-")
         store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
@@ -364,6 +365,9 @@ class KStream(_Stage):
         is required) each record joins every record of the other stream with its key whose
         timestamp is within the window: ``joiner(value, other_value)`` with the larger of the
         two timestamps. ``stream_joined`` (`StreamJoined`) sets serdes and names.
+
+        A stream re-keyed before the join (``map``, ``select_key``, ``flat_map``), on either side,
+        is repartitioned first, as Kafka Streams does (`streamsdsl.dsl.repartition`).
         """
         return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner")
 
