@@ -75,8 +75,6 @@ class TestSuppressedApi:
         sliding windows) that emits on update; anything else fails when written, naming the fix."""
         with pytest.raises(InvalidTypeError, match="needs a windowed KTable"):
             StreamsBuilder().table("t").suppress(FINAL)
-        with pytest.raises(OperationNotDefinedError, match="until_time_limit\\(...\\)\\) is not implemented yet"):
-            _counts()[1].suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
         for windows in (SessionWindows.of_inactivity_gap_and_grace(5, 0), SlidingWindows.of_time_difference_and_grace(5, 0)):
             assert _counts(windows)[1].suppress(FINAL).windows == windows
         with pytest.raises(OperationNotDefinedError, match="must directly follow the windowed"):
@@ -289,6 +287,105 @@ class TestSuppressSessionAndSlidingDriver:
             assert _read(final) == [("a", 0, 5, 2, 5), ("b", 5, 5, 1, 5)]
             raw = _read(d.create_output_topic("output-raw"))
             assert _reference(raw, 0, session_gap=5) == [("a", 0, 0, 1, 0), ("a", 0, 5, 2, 5), ("b", 5, 5, 1, 5)]
+
+
+def _grouped_counts(suppressed: Any) -> Any:
+    """SuppressScenarioTest's table -> groupBy((k, v) -> (v, k)) -> count(), suppressed to
+    output-suppressed and unsuppressed to output-raw."""
+    b = StreamsBuilder()
+    counts = b.table("input", STR).group_by(lambda k, v: (v, k)).count()
+    counts.suppress(suppressed).to_stream().to("output-suppressed")
+    counts.to_stream().to("output-raw")
+    return b.build()
+
+
+def _plain(topic: Any) -> list[tuple[Any, Any, int]]:
+    return [(r.key, r.value, r.timestamp) for r in topic.read_records_to_list()]
+
+
+@pytest.mark.spark
+class TestSuppressTimeLimitDriver:
+    def test_intermediate_events_with_time_limit(self, spark: Any) -> None:
+        """SuppressScenarioTest.shouldSuppressIntermediateEventsWithTimeLimit (untilTimeLimit(2)):
+        v1 is buffered at 0 and released at stream time 2 with its latest count and timestamp
+        (its buffer time stays 0); v2 (buffered at 1) at 3; tick, first buffered at 3, is still
+        held at 4 although it was updated at 4."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(_grouped_counts(Suppressed.until_time_limit(2, BufferConfig.unbounded())),
+                                spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
+            for k, v, ts in (("k1", "v1", 0), ("k1", "v2", 1), ("k2", "v1", 2)):
+                inp.pipe_input(k, v, ts)
+            assert _plain(raw) == [("v1", 1, 0), ("v1", 0, 1), ("v2", 1, 1), ("v1", 1, 2)]
+            assert _plain(final) == [("v1", 1, 2)]
+            inp.pipe_input("tick", "tick", 3)
+            assert _plain(raw) == [("tick", 1, 3)]
+            assert _plain(final) == [("v2", 1, 1)]
+            inp.pipe_input("tick", "tock", 4)
+            assert _plain(raw) == [("tick", 0, 4), ("tock", 1, 4)]
+            assert _plain(final) == []
+
+    def test_zero_time_limit_emits_immediately(self, spark: Any) -> None:
+        """SuppressScenarioTest.shouldImmediatelyEmitEventsWithZeroEmitAfter (untilTimeLimit(0)):
+        every update is forwarded with the record that made it, in order, the update to 0 of a
+        group included."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(_grouped_counts(Suppressed.until_time_limit(0, BufferConfig.unbounded())),
+                                spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
+            for k, v, ts in (("k1", "v1", 0), ("k1", "v2", 1), ("k2", "v1", 2)):
+                inp.pipe_input(k, v, ts)
+            expected = [("v1", 1, 0), ("v1", 0, 1), ("v2", 1, 1), ("v1", 1, 2)]
+            assert _plain(raw) == expected
+            assert _plain(final) == expected
+            inp.pipe_input("x", "x", 3)
+            assert _plain(final) == [("x", 1, 3)]
+            inp.pipe_input("x", "y", 4)
+            assert _plain(final) == [("x", 0, 4), ("y", 1, 4)]
+
+    def test_before_join_and_tombstones(self, spark: Any) -> None:
+        """SuppressScenarioTest.shouldWorkBeforeJoinRight's suppressed side (untilTimeLimit(10)
+        on a source table): B@0 and A@0 are released by the tick at 10 in (buffer time, key)
+        order; A's update at 11 and its tombstone at 15 keep buffer time 11, and the tombstone
+        is forwarded at stream time 21 (until_time_limit forwards tombstones), after tick (buffer time
+        10), which carries its latest value and timestamp."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        b = StreamsBuilder()
+        b.table("right", STR).suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded())).to_stream().to("out")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            inp = d.create_input_topic("right", Serdes.String(), Serdes.String())
+            out = d.create_output_topic("out")
+            inp.pipe_input("B", "1", 0)
+            inp.pipe_input("A", "1", 0)
+            assert _plain(out) == []
+            inp.pipe_input("tick", "tick", 10)
+            assert _plain(out) == [("A", "1", 0), ("B", "1", 0)]
+            inp.pipe_input("A", "2", 11)
+            inp.pipe_input("A", None, 15)
+            assert _plain(out) == []
+            inp.pipe_input("tick", "tick1", 21)
+            assert _plain(out) == [("tick", "tick1", 21), ("A", None, 15)]
+
+    def test_refused_on_streaming_and_windowed(self, spark: Any, tmp_path: Any) -> None:
+        """A streaming query with suppress(until_time_limit) is refused when it starts, naming
+        the fix; a windowed table's until_time_limit is refused when written."""
+        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        b.table("input", STR).suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded())).to_stream().to("o")
+        topic = FileTopic(str(tmp_path / "in"))
+        with pytest.raises(OperationNotDefinedError, match="not supported on a streaming query yet.*TopologyTestDriver"):
+            start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), Collect(),
+                            checkpoint_location=str(tmp_path / "cp"))
+        with pytest.raises(OperationNotDefinedError, match="of a windowed table is not implemented yet"):
+            _counts()[1].suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
 
 
 @pytest.mark.spark

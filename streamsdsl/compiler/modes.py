@@ -36,7 +36,7 @@ from streamsdsl.compiler.columns import (
 from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
 from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the table, join and split rules
 from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by
-from streamsdsl.compiler.suppress import ReplayFinalResultsProcessor  # registers suppress
+from streamsdsl.compiler.suppress import suppress_processor  # registers suppress
 from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
 from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
 from streamsdsl.compiler.carry import carry_out, with_carried_states
@@ -50,7 +50,6 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import OperationNotDefinedError
-from streamsdsl.semantics.suppress import FinalResultsWindowing
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
@@ -172,7 +171,7 @@ class ReplayLowering(Lowering):
         else:
             initial = F.lit(max(before))
         df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
-        if isinstance(config.windowing, FinalResultsWindowing):
+        if getattr(config.windowing, "stream_time_before", False):
             earlier = F.max(F.when(advances, F.col("timestamp"))).over(w.rowsBetween(Window.unboundedPreceding, -1))
             df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), initial).cast("bigint"))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
@@ -187,9 +186,7 @@ class ReplayLowering(Lowering):
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
-        if isinstance(config.windowing, FinalResultsWindowing):
-            return ReplayFinalResultsProcessor(config, state_type)
-        return ReplayAggregateProcessor(config, state_type)
+        return suppress_processor(config, state_type) or ReplayAggregateProcessor(config, state_type)
 
     def after_processor(self, out: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
         """Keep the keys' state for the next run; with emit on close, give each pending on-close

@@ -29,18 +29,21 @@ from pyspark.sql import Row
 
 from streamsdsl import ir
 from streamsdsl.compiler import jvm_operator
-from streamsdsl.compiler.aggregations import _aggregate
-from streamsdsl.compiler.columns import EMIT_FINAL, STREAM_TIME_BEFORE
-from streamsdsl.compiler.frame import Frame
-from streamsdsl.compiler.lowering import Lowering
-from streamsdsl.compiler.processors import AggregateConfig, ReplayAggregateProcessor
+from streamsdsl.compiler.aggregations import _aggregate, _run_processor
+from streamsdsl.compiler.columns import EMIT_FINAL, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME_BEFORE
+from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, ReplayAggregateProcessor
+from streamsdsl.compiler.processors import _rows_in_source_order
 from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows
 from streamsdsl.errors import OperationNotDefinedError
+from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.suppress import FinalResultsWindowing, final_results_release
+from streamsdsl.semantics.suppress import FinalResultsRelease, FinalResultsWindowing, TimeLimitBuffer
+from streamsdsl.semantics.suppress import final_results_release, time_limit_release
 from streamsdsl.semantics.windowing import KeyState, RecordStep, close_step
 
-__all__ = ["ReplayFinalResultsProcessor", "final_results_delay"]
+__all__ = ["ReplayFinalResultsProcessor", "ReplayTimeLimitProcessor", "final_results_delay", "suppress_processor"]
 
 
 def final_results_delay(windows: Any) -> int | None:
@@ -54,57 +57,100 @@ def final_results_delay(windows: Any) -> int | None:
     return None
 
 
-class ReplayFinalResultsProcessor(ReplayAggregateProcessor):
-    """The test driver's operator for a session or sliding aggregation followed by
-    ``suppress(until_window_closes)``: per record, what Kafka's suppress node releases of this
-    key (`final_results_release`). Windows released by stream time leave as pending on-close
+class _ReleasingProcessor(ReplayAggregateProcessor):
+    """What the test driver's suppress operators share: releases leave as pending on-close
     records (the plan gives each to the first record whose stream time passes its threshold,
-    ordered by (end, key) with every other key's); a window written again after its release
-    is released at once, after them."""
+    ordered by (buffer time, key) with every other key's); an immediate release comes out with
+    its own record, after them; what is pending at the run's end is released if a later record
+    of the run passes its threshold."""
 
-    def __init__(self, config: AggregateConfig, state_type: str) -> None:
-        # The plan treats the operator as emitting on close (pending records, the run's end);
-        # the record loop hands every record's step to `_on_update`.
-        super().__init__(attrs.evolve(config, emit_on_close=False), state_type)
-        self._before_at: int | None = None
-        self._times = (-1, -1)
-
-    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
-        cols = self._cols
-        if self._before_at is None:
-            self._before_at = cols.fields.index(STREAM_TIME_BEFORE)
-        self._times = (int(r[self._before_at]), int(r[cols.stream_time]))
-        return self._times[1]
-
-    def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: tuple[Any, ...]) -> Iterator[Row]:
-        windowing = self.config.windowing
-        assert isinstance(windowing, FinalResultsWindowing)
-        release = final_results_release(windowing, before, step, *self._times)
+    def _released(self, kcell: Any, release: FinalResultsRelease, r: tuple[Any, ...], stream_time: int) -> Iterator[Row]:
         if not release.passed and not release.immediate:
             return
         key = self.config.key.serde.from_internal(kcell)
         yield from self._pending(kcell, key, release.passed)
         cols = self._cols
         position, ord_ = r[cols.position], list(r[cols.output_position] or [])
-        stream_time = self._times[1]
+        threshold = self.config.windowing.close_threshold
         for i, w in enumerate(release.immediate):
             yield self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [], position,
                                [*ord_, 2, i])
-            yield self._event(EMIT_FINAL, stream_time - windowing.close_threshold(w) - 1, w.ts, position, str(key))
+            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, str(key))
 
-    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
+    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer | None,
                     last: tuple[Any, ...]) -> Iterator[Row]:
-        # what is still pending is released if a later record of the run passes its threshold
         yield from self._pending(kcell, key, state.open_windows())
         state = close_step(self.config.windowing, state, self.run_stream_time).state
-        yield from super()._end_of_key(kcell, key, state, batch, last)
+        yield from super()._end_of_key(kcell, key, state, batch, last)  # type: ignore[arg-type]
+
+    def _times(self, r: tuple[Any, ...]) -> tuple[int, int]:
+        """Stream time before and after the record (all keys')."""
+        cols = self._cols
+        if self._before_at is None:
+            self._before_at = cols.fields.index(STREAM_TIME_BEFORE)
+        return int(r[self._before_at]), int(r[cols.stream_time])
+
+
+class ReplayFinalResultsProcessor(_ReleasingProcessor):
+    """The test driver's operator for a session or sliding aggregation followed by
+    ``suppress(until_window_closes)``: per record, what Kafka's suppress node releases of this
+    key (`final_results_release`)."""
+
+    def __init__(self, config: AggregateConfig, state_type: str) -> None:
+        # The plan treats the operator as emitting on close (pending records, the run's end);
+        # the record loop hands every record's step to `_on_update`.
+        super().__init__(attrs.evolve(config, emit_on_close=False), state_type)
+        self._before_at: int | None = None
+        self._at_times = (-1, -1)
+
+    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
+        self._at_times = self._times(r)
+        return self._at_times[1]
+
+    def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
+                   r: tuple[Any, ...]) -> Iterator[Row]:
+        windowing = self.config.windowing
+        assert isinstance(windowing, FinalResultsWindowing)
+        release = final_results_release(windowing, before, step, *self._at_times)
+        return self._released(kcell, release, r, self._at_times[1])
+
+
+class ReplayTimeLimitProcessor(_ReleasingProcessor):
+    """The test driver's operator of ``suppress(until_time_limit)``, keyed by the table's key:
+    one buffered update per key (`time_limit_release`)."""
+
+    def __init__(self, config: AggregateConfig, state_type: str) -> None:
+        super().__init__(config, state_type)
+        self._before_at: int | None = None
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        data, self._cols = _rows_in_source_order(rows, self._cols)
+        if data:
+            kcell, cols, buffer = key[0], self._cols, self.config.windowing
+            assert isinstance(buffer, TimeLimitBuffer)
+            state = self._load(data)
+            decode = self.config.value_out.from_internal
+            for r in data:
+                self._at = (kcell, r[cols.position])
+                before, now = self._times(r)
+                state, release = time_limit_release(buffer, state, decode(r[cols.value]), r[cols.timestamp], before, now)
+                yield from self._released(kcell, release, r, now)
+            yield from self._end_of_key(kcell, self.config.key.serde.from_internal(kcell), state, None, data[-1] if data else ())
+
+
+def suppress_processor(config: AggregateConfig, state_type: str) -> ReplayAggregateProcessor | None:
+    """The test driver's operator for a suppress node's config, or None for an aggregation's."""
+    if isinstance(config.windowing, FinalResultsWindowing):
+        return ReplayFinalResultsProcessor(config, state_type)
+    if isinstance(config.windowing, TimeLimitBuffer):
+        return ReplayTimeLimitProcessor(config, state_type)
+    return None
 
 
 @Lowering.lower.register(ir.SuppressNode)
 def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
-    if node.mode != "until_window_closes":
-        raise OperationNotDefinedError(f"{node.name}: suppress(until_time_limit) is not implemented yet.")
+    if node.mode == "until_time_limit":
+        return _time_limit(self, node)
     aggregation = self.topology.node(node.parents[0]) if self.topology is not None else None
     if not isinstance(aggregation, (ir.TimeWindowAggregateNode, ir.SessionAggregateNode)) or aggregation.emit.emits_on_close:
         raise OperationNotDefinedError(
@@ -125,3 +171,33 @@ def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
             carried[aggregation.name] = carried[node.name]
     return frame
 
+
+
+def _keep_latest(key: Any, value: Any, aggregate: Any) -> Any:
+    return value
+
+
+def _time_limit(self: Lowering, node: ir.SuppressNode) -> Frame:
+    """``suppress(until_time_limit)``: a keyed operator over the table's changelog, in the test
+    driver only (refused on a streaming query when it starts)."""
+    table = self.parent(node)
+    if table.key.windowed:
+        raise OperationNotDefinedError(
+            f"{node.name}: suppress(until_time_limit) of a windowed table is not implemented yet; for one result "
+            "per window use suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
+    if self.mode is not PlanMode.REPLAY:
+        raise OperationNotDefinedError(
+            f"{node.name}: suppress(until_time_limit) is not supported on a streaming query yet. Kafka releases a "
+            "key's update once the suppress node's own stream time (the largest timestamp of the table updates it "
+            "has received) is the time limit past the key's first buffered update, after every record; on Spark, "
+            "stream time is the sources' event-time watermark, which does not pass the stateful operators a table "
+            "comes out of, so updates would be held back differently or forever. Run the topology in the "
+            "TopologyTestDriver, or for final results of a windowed aggregation use "
+            "suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
+    key = KeyCodec(table.key.serde)
+    config = AggregateConfig(node.name, key, table.value, TimeLimitBuffer(node.time_limit),
+                             (AggregateInput(table.value, AggFunctions(lambda: None, _keep_latest)),),
+                             emit_on_close=True)
+    jvm_operator.record(node.name, "Python operator (suppress runs on the Python operator)")
+    df = table.df.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
+    return Frame(_run_processor(self, node.name, df, config), key, table.value, is_table=True)

@@ -46,7 +46,7 @@ Examples
 from __future__ import annotations
 
 import operator
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, ClassVar, Iterable, Literal, Sequence
 
 import attrs
 
@@ -58,8 +58,8 @@ from streamsdsl.semantics.windowing import KeyState, WindowAgg, WindowStep, Wind
 
 __all__ = [
     "Emitted", "FinalResultsRelease", "FinalResultsWindowing", "SuppressBufferFullError", "SuppressState", "Suppressed",
-    "Suppression", "final_results_release", "suppress_close", "suppress_reference_run", "suppress_step",
-    "suppress_timer_threshold",
+    "Suppression", "TimeLimitBuffer", "final_results_release", "suppress_close", "suppress_reference_run",
+    "suppress_step", "suppress_timer_threshold", "time_limit_release",
 ]
 
 
@@ -268,6 +268,9 @@ class FinalResultsWindowing(WindowingRules):
     inner: Windowing
     delay: int
 
+    #: The operator needs the stream time before each record (`final_results_release`).
+    stream_time_before: ClassVar[bool] = True
+
     @property
     def drops_null_values(self) -> bool:  # type: ignore[override]
         return self.inner.drops_null_values
@@ -365,3 +368,77 @@ def final_results_release(windowing: FinalResultsWindowing, before: KeyState, st
     if stream_time > suppress_time:  # not reached by a write (no such record: kept for safety)
         passed += evict(stream_time)
     return FinalResultsRelease(tuple(passed), tuple(immediate))
+
+
+# --- until_time_limit: one buffered update per key ---------------------------------------------
+
+
+@attrs.frozen
+class TimeLimitBuffer(WindowingRules):
+    """``suppress(until_time_limit(limit))`` as a keyed operator's rule: a key's buffered update
+    is one `WindowAgg` with ``start == end ==`` its buffer time (the timestamp of the first
+    update buffered since the key's last release), ``agg`` the latest value (``None``: a
+    tombstone, which is forwarded) and ``ts`` the latest timestamp. It is released at the first
+    stream time ``>= buffer time + limit`` (`close_threshold` + 1) and leaves the state then.
+    What one record releases is `time_limit_release`.
+
+    Examples
+    --------
+    >>> TimeLimitBuffer(limit=10).close_threshold(WindowAgg(3, 3, "v", 5))
+    12
+    """
+
+    limit: int
+
+    drops_null_values: ClassVar[bool] = False
+    #: The operator needs the stream time before each record (`time_limit_release`).
+    stream_time_before: ClassVar[bool] = True
+
+    def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
+             fns: AggFunctions) -> WindowStep:
+        raise NotImplementedError("a suppression buffer is not an aggregation: use time_limit_release")
+
+    def close_threshold(self, window: WindowAgg) -> int:
+        return window.end + self.limit - 1
+
+    def expiry_threshold(self, window: WindowAgg) -> int:
+        return self.close_threshold(window)
+
+    def final_order(self, window: WindowAgg) -> tuple[int, ...]:
+        return (window.end,)
+
+
+def time_limit_release(buffer: TimeLimitBuffer, state: KeyState, value: Any, ts: int, stream_time_before: int,
+                       stream_time: int) -> tuple[KeyState, FinalResultsRelease]:
+    """Kafka's suppress node (``until_time_limit``) applied to one update of one key.
+
+    First, a buffered update whose threshold stream time passed before this record (another
+    key's record) is released (``passed``). Then the update is buffered: it replaces the key's
+    buffered update but keeps its buffer time, or starts a new one with buffer time ``ts``.
+    Last, the suppress node evicts at ``stream_time``: the update is released, ``passed`` if this
+    record raised stream time (it comes out with every other key's release, in (buffer time,
+    key) order), ``immediate`` otherwise.
+
+    Examples
+    --------
+    >>> b = TimeLimitBuffer(limit=2)
+    >>> state, out = time_limit_release(b, KeyState(), "v1", 0, -1, 0)
+    >>> state, out = time_limit_release(b, state, "v2", 1, 1, 1)   # keeps buffer time 0
+    >>> state.windows, out
+    ((WindowAgg(start=0, end=0, agg='v2', ts=1),), FinalResultsRelease(passed=(), immediate=()))
+    >>> time_limit_release(b, state, "v3", 2, 1, 2)[1]              # 0 <= 2 - 2: released with v3
+    FinalResultsRelease(passed=(WindowAgg(start=0, end=0, agg='v3', ts=2),), immediate=())
+    """
+    threshold = buffer.close_threshold(state.windows[0]) if state.windows else None
+    passed: tuple[WindowAgg, ...] = ()
+    buffer_time = ts
+    if threshold is not None and threshold < stream_time_before:
+        passed = state.windows
+    elif state.windows:
+        buffer_time = state.windows[0].start
+    entry = WindowAgg(buffer_time, buffer_time, value, ts)
+    if buffer.close_threshold(entry) >= stream_time:
+        return KeyState((entry,)), FinalResultsRelease(passed)
+    if stream_time > stream_time_before:
+        return KeyState(), FinalResultsRelease((*passed, entry))
+    return KeyState(), FinalResultsRelease(passed, (entry,))

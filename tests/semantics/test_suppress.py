@@ -14,7 +14,7 @@ from streamsdsl.semantics.reference import reference_run
 from streamsdsl.semantics.session import SessionWindowing
 from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.semantics.suppress import FinalResultsWindowing, SuppressBufferFullError, Suppression, SuppressState
-from streamsdsl.semantics.suppress import final_results_release, suppress_close
+from streamsdsl.semantics.suppress import TimeLimitBuffer, final_results_release, suppress_close, time_limit_release
 from streamsdsl.semantics.suppress import suppress_reference_run, suppress_step, suppress_timer_threshold
 from streamsdsl.semantics.tables import Change
 from streamsdsl.semantics.timewindow import TimeWindowing
@@ -218,3 +218,40 @@ class TestFinalResultsFold:
         out = _folded_run(SlidingWindowing(5, 0), 0, [("a", "1", 10), ("a", "2", 11), ("a", "3", 12),
                                                        ("a", "4", 16)], CONCAT)[0]
         assert [(s, agg) for _, s, agg, _ in out if s == 11] == [(11, "23"), (11, "234")]
+
+
+class TestTimeLimitOperator:
+    """The keyed until_time_limit operator (`time_limit_release`, releases placed as the test
+    driver's plan places them) forwards exactly what Kafka's suppress node forwards, in order."""
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.one_of(st.none(), st.integers(0, 9)),
+                              st.integers(0, 30)), min_size=1, max_size=16), st.integers(0, 8))
+    def test_time_limit(self, rows: list[tuple[str, Any, int]], limit: int) -> None:
+        buffer = TimeLimitBuffer(limit)
+        times, stream_time = [], -1
+        for _, _, ts in rows:
+            stream_time = max(stream_time, ts)
+            times.append(stream_time)
+        placed: dict[int, list[tuple[Any, ...]]] = {}
+
+        def place(key: str, w: WindowAgg) -> None:
+            at = next((j for j, t in enumerate(times) if t > buffer.close_threshold(w)), None)
+            if at is not None:
+                placed.setdefault(at, []).append((1, w.end, key, w.agg, w.ts))
+
+        states: dict[str, KeyState] = {}
+        for i, (key, value, ts) in enumerate(rows):
+            states[key], release = time_limit_release(buffer, states.get(key, KeyState()), value, ts,
+                                                      times[i - 1] if i else -1, times[i])
+            for w in release.passed:
+                place(key, w)
+            for n, w in enumerate(release.immediate):
+                placed.setdefault(i, []).append((2, n, key, w.agg, w.ts))
+        for key, state in states.items():
+            for w in state.windows:
+                place(key, w)
+        out = [(key, agg, ts) for i in sorted(placed) for _, _, key, agg, ts in sorted(placed[i])]
+        expected = suppress_reference_run([(k, None, Change(v), ts) for k, v, ts in rows],
+                                          Suppression.until_time_limit(limit))
+        assert out == [(o.key, o.change.new, o.timestamp) for o in expected]
