@@ -70,6 +70,24 @@ class TestSuppressedApi:
         with pytest.raises(InvalidArgumentError, match="'mode' must be"):
             ir.SuppressNode("s", ("p",), mode="final", store="st")
 
+    def test_bounded_buffers(self) -> None:
+        """Bounded buffers are validated (argument, unit, fix), then refused: Kafka's bound spans
+        all keys of the suppress node, which keyed operators cannot enforce; shut_down_when_full /
+        emit_early_when_full of an unbounded buffer (never full) are the buffer itself."""
+        with pytest.raises(InvalidArgumentError) as e:
+            BufferConfig.max_records(0)
+        assert str(e.value) == ("'record_limit' must be an int >= 1 (records; got 0). Use e.g. "
+                                "BufferConfig.max_records(1000), or BufferConfig.unbounded().")
+        with pytest.raises(InvalidArgumentError, match="'byte_limit' must be an int >= 1 \\(bytes; got -1\\)"):
+            BufferConfig.max_bytes(-1)
+        with pytest.raises(OperationNotDefinedError, match="max_records\\(1\\) is not implemented: Kafka bounds .* "
+                                                           "Use BufferConfig.unbounded\\(\\)."):
+            BufferConfig.max_records(1)
+        with pytest.raises(OperationNotDefinedError, match="max_bytes\\(200\\) is not implemented"):
+            BufferConfig.unbounded().with_max_bytes(200)
+        unbounded = BufferConfig.unbounded()
+        assert unbounded.shut_down_when_full() == unbounded.emit_early_when_full() == unbounded
+
     def test_table_kinds(self) -> None:
         """suppress(until_window_closes) needs a windowed aggregation's table (time, session or
         sliding windows) that emits on update; anything else fails when written, naming the fix."""
@@ -123,6 +141,41 @@ class TestSuppressDescribe:
                 "      --> KTABLE-TOSTREAM-0000000002\n"
                 "      <-- KSTREAM-AGGREGATE-0000000001\n") in text
         assert "    Sink: KSTREAM-SINK-0000000003 (topic: output)\n" in text
+
+
+    def test_time_limit_of_a_source_table(self) -> None:
+        """until_time_limit on a table of plain keys: KTABLE-SUPPRESS after KTABLE-SOURCE, with
+        its buffer store (a named one is <name>-store)."""
+        b = StreamsBuilder()
+        b.table("t").suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded())).to_stream().to("out")
+        assert b.build().describe() == (
+            "Topologies:\n"
+            "   Sub-topology: 0\n"
+            "    Source: KSTREAM-SOURCE-0000000001 (topics: [t])\n"
+            "      --> KTABLE-SOURCE-0000000002\n"
+            "    Processor: KTABLE-SOURCE-0000000002 (stores: [])\n"
+            "      --> KTABLE-SUPPRESS-0000000003\n"
+            "      <-- KSTREAM-SOURCE-0000000001\n"
+            "    Processor: KTABLE-SUPPRESS-0000000003 (stores: [KTABLE-SUPPRESS-STATE-STORE-0000000004])\n"
+            "      --> KTABLE-TOSTREAM-0000000005\n"
+            "      <-- KTABLE-SOURCE-0000000002\n"
+            "    Processor: KTABLE-TOSTREAM-0000000005 (stores: [])\n"
+            "      --> KSTREAM-SINK-0000000006\n"
+            "      <-- KTABLE-SUPPRESS-0000000003\n"
+            "    Sink: KSTREAM-SINK-0000000006 (topic: out)\n"
+            "      <-- KTABLE-TOSTREAM-0000000005\n"
+            "\n"
+        )
+
+    def test_session_windows_named(self) -> None:
+        """A suppressed session-windowed count: KTABLE-SUPPRESS after KSTREAM-AGGREGATE, as
+        for time windows."""
+        b, counts = _counts(SessionWindows.of_inactivity_gap_and_grace(5, 0))
+        counts.suppress(FINAL.with_name("final")).to_stream().to("output")
+        text = b.build().describe()
+        assert ("    Processor: KSTREAM-AGGREGATE-0000000002 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000001])\n"
+                "      --> final\n") in text
+        assert "    Processor: final (stores: [final-store])\n      --> KTABLE-TOSTREAM-0000000003\n" in text
 
 
 def _final_topology(windows: Any) -> Any:
