@@ -1,12 +1,14 @@
-"""KTable.suppress(Suppressed.until_window_closes(...)): API and validation, describe() (Kafka's
+"""KTable.suppress: API and validation (bounded buffers refused), describe() (Kafka's
 SuppressTopologyTest), the TopologyTestDriver (Kafka's SuppressScenarioTest final-results
-scenarios, read after each pipe, checked against `streamsdsl.semantics.suppress`) and a
-streaming query restarted from its checkpoint."""
+scenarios for time, session and sliding windows and its until_time_limit scenarios, read after
+each pipe, checked against `streamsdsl.semantics.suppress`) and streaming queries restarted from
+their checkpoint (until_time_limit refused there)."""
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -352,6 +354,20 @@ def _grouped_counts(suppressed: Any) -> Any:
     return b.build()
 
 
+@contextlib.contextmanager
+def _scenario_driver(spark: Any, limit: int) -> Iterator[tuple[Any, Any, Any]]:
+    """A driver on `_grouped_counts` with until_time_limit(``limit``), after SuppressScenarioTest's
+    first three records (k1=v1@0, k1=v2@1, k2=v1@2): its input, output-raw, output-suppressed."""
+    from streamsdsl.runtime.driver import TopologyTestDriver
+
+    with TopologyTestDriver(_grouped_counts(Suppressed.until_time_limit(limit, BufferConfig.unbounded())),
+                            spark=spark) as d:
+        inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+        for k, v, ts in (("k1", "v1", 0), ("k1", "v2", 1), ("k2", "v1", 2)):
+            inp.pipe_input(k, v, ts)
+        yield inp, d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
+
+
 def _plain(topic: Any) -> list[tuple[Any, Any, int]]:
     return [(r.key, r.value, r.timestamp) for r in topic.read_records_to_list()]
 
@@ -363,14 +379,7 @@ class TestSuppressTimeLimitDriver:
         v1 is buffered at 0 and released at stream time 2 with its latest count and timestamp
         (its buffer time stays 0); v2 (buffered at 1) at 3; tick, first buffered at 3, is still
         held at 4 although it was updated at 4."""
-        from streamsdsl.runtime.driver import TopologyTestDriver
-
-        with TopologyTestDriver(_grouped_counts(Suppressed.until_time_limit(2, BufferConfig.unbounded())),
-                                spark=spark) as d:
-            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
-            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
-            for k, v, ts in (("k1", "v1", 0), ("k1", "v2", 1), ("k2", "v1", 2)):
-                inp.pipe_input(k, v, ts)
+        with _scenario_driver(spark, 2) as (inp, raw, final):
             assert _plain(raw) == [("v1", 1, 0), ("v1", 0, 1), ("v2", 1, 1), ("v1", 1, 2)]
             assert _plain(final) == [("v1", 1, 2)]
             inp.pipe_input("tick", "tick", 3)
@@ -384,14 +393,7 @@ class TestSuppressTimeLimitDriver:
         """SuppressScenarioTest.shouldImmediatelyEmitEventsWithZeroEmitAfter (untilTimeLimit(0)):
         every update is forwarded with the record that made it, in order, the update to 0 of a
         group included."""
-        from streamsdsl.runtime.driver import TopologyTestDriver
-
-        with TopologyTestDriver(_grouped_counts(Suppressed.until_time_limit(0, BufferConfig.unbounded())),
-                                spark=spark) as d:
-            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
-            raw, final = d.create_output_topic("output-raw"), d.create_output_topic("output-suppressed")
-            for k, v, ts in (("k1", "v1", 0), ("k1", "v2", 1), ("k2", "v1", 2)):
-                inp.pipe_input(k, v, ts)
+        with _scenario_driver(spark, 0) as (inp, raw, final):
             expected = [("v1", 1, 0), ("v1", 0, 1), ("v2", 1, 1), ("v1", 1, 2)]
             assert _plain(raw) == expected
             assert _plain(final) == expected
