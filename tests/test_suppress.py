@@ -325,6 +325,22 @@ class TestSuppressSessionAndSlidingDriver:
             assert _reference(seen, 15) == expected
 
 
+    def test_sliding_window_released_then_written_again(self, spark: Any) -> None:
+        """Difference 5, no grace: a@16's first write ([12,17]) takes stream time to 16, which
+        releases [11,16] with its count 2; a@16 then writes [11,16] again and the suppress node
+        releases it at once with count 3 (Kafka forwards both, in this order). b@30 releases the
+        rest in (end, key) order. The same as the reference suppress node on the changelog."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(_final_topology(SlidingWindows.of_time_difference_with_no_grace(5)), spark=spark) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            for k, ts in (("a", 10), ("a", 11), ("a", 12), ("a", 16), ("b", 30)):
+                inp.pipe_input(k, "v", ts)
+            expected = [("a", 5, 10, 1, 10), ("a", 6, 11, 2, 11), ("a", 7, 12, 3, 12), ("a", 11, 16, 2, 12),
+                        ("a", 11, 16, 3, 16), ("a", 12, 17, 2, 16), ("a", 13, 18, 1, 16), ("b", 25, 30, 1, 30)]
+            assert _read(d.create_output_topic("output-suppressed")) == expected
+            assert _reference(_read(d.create_output_topic("output-raw")), 0) == expected
+
     def test_released_windows_written_again(self, spark: Any) -> None:
         """Gap 5, no grace: b@5 takes stream time to 5 and releases [a@0/0]; a@5 still merges it
         (0 is not < close time 0) into [a@0/5], released at stream time 10 with [b@5/5] (end,
