@@ -380,13 +380,13 @@ class TestStreamTableJoinDriver:
         ]
         assert metrics["dropped-records-total"] == 1.0
 
-    def test_inner_join_after_map_filters_null_keys_uncounted(self, run_driver: Any) -> None:
+    def test_inner_join_after_map_filters_null_keys_counted(self, run_driver: Any) -> None:
         """With only inner joins downstream, the repartition's filter drops the null key before the
-        join: nothing is counted (Kafka's KStreamFilter drops no metric)."""
+        join and counts it (Kafka's KStreamFilter counts nothing: docs/differences.md)."""
         out, metrics = run_driver(_stream_table(inner=True, left=False), STREAM_TABLE_INPUT,
                                   key_serde=Serdes.Integer(), value_serde=Serdes.String(), with_metrics=True)
         assert out == [R(0, "X0+Y0", 5), R(1, "X1+Y1", 3)]
-        assert metrics["dropped-records-total"] == 0.0
+        assert metrics["dropped-records-total"] == 1.0
 
     def test_select_key_then_left_join(self, run_driver: Any) -> None:
         """select_key (a Column-free Python selector) before a left join: the stream record keeps
@@ -417,13 +417,13 @@ STREAM_STREAM_INPUT = [
 @pytest.mark.spark
 class TestStreamStreamJoinDriver:
     @pytest.mark.parametrize(("kind", "expected", "dropped"), [
-        ("join", [R(0, "L0+R0", 50)], 0.0),
+        ("join", [R(0, "L0+R0", 50)], 1.0),
         ("left_join", [R(None, "LN+null", 20), R(0, "L0+R0", 50), R(1, "L1+null", 10)], 0.0),
         ("outer_join", [R(None, "LN+null", 20), R(0, "L0+R0", 50), R(1, "L1+null", 10), R(2, "null+R2", 60)], 0.0),
     ])
     def test_join_kinds_after_map(self, run_driver: Any, kind: str, expected: list[Any], dropped: float) -> None:
         """The re-keyed left side joins by its new key. Inner: the repartition drops the null key
-        (uncounted). Left/outer: it forwards it and the join emits it at once joined with null
+        (counted). Left/outer: it forwards it and the join emits it at once joined with null
         (KIP-962); unmatched records come out once their window has closed (KIP-633), at the
         record that moves stream time past it, in (ts, right-before-left) order."""
         out, metrics = run_driver(_stream_stream(kind), STREAM_STREAM_INPUT, key_serde=Serdes.Integer(),
@@ -455,15 +455,15 @@ class TestToTableDriver:
         assert run_driver(b.build(), records, out="output", key_serde=Serdes.Integer()) == [
             R(0, "01", 5), R(1, "02", 100), R(2, "03", 0), R(3, "04", 0), R(0, "05", 10), R(0, "06", 8)]
 
-    def test_materialized_table_after_map_drops_null_keys_uncounted(self, run_driver: Any) -> None:
+    def test_materialized_table_after_map_drops_null_keys_counted(self, run_driver: Any) -> None:
         """A materialized table (a store) keeps the latest value per new key; a null new key is
-        dropped by the repartition's filter, uncounted; a null value deletes the key."""
+        dropped by the repartition's filter and counted; a null value deletes the key."""
         b = StreamsBuilder()
         b.stream("input", STR).map(rekey).to_table(materialized=Materialized.as_("latest")).to_stream().to("out")
         records = [("a", "0:x", 1), ("b", "n:y", 2), ("c", "0:z", 3), ("d", "1:w", 4)]
         out, metrics = run_driver(b.build(), records, with_metrics=True)  # JSON keys and values
         assert out == [R(0, "x", 1), R(0, "z", 3), R(1, "w", 4)]
-        assert metrics["dropped-records-total"] == 0.0
+        assert metrics["dropped-records-total"] == 1.0
 
 
 @pytest.mark.spark

@@ -397,14 +397,15 @@ def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
     frame = regroup(self.parent(node), node.key_serde, node.value_serde)
     if self.topology is not None and null_keys_pass(self.topology, node.name):
         return frame
-    return frame.with_df(frame.df.filter(F.col("key").isNotNull()))
+    return frame.with_df(self.drop_counted(frame.df, node.name, F.col("key").isNotNull()))
 
 
 def null_keys_pass(topology: Any, name: str) -> bool:
     """Whether the repartition ``name`` forwards records with a null key: only when a join that
     keeps them (a stream-table left join, a stream-stream left or outer join: KIP-962) is
-    downstream of it. Otherwise its filter drops them, uncounted (Kafka Streams'
-    ``NodesWithRelaxedNullKeyJoinDownstream``; the filter drops no metric)."""
+    downstream of it (Kafka Streams' ``NodesWithRelaxedNullKeyJoinDownstream``). Otherwise its
+    filter drops them, and streamsdsl counts them in ``dropped-records`` of the repartition node
+    (Kafka's filter counts nothing: a deliberate difference, no record vanishes silently)."""
     todo, seen = [name], set()
     while todo:
         current = todo.pop()

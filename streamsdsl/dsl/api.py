@@ -339,7 +339,7 @@ class KStream(_Stage):
     def to_table(self, *, materialized: Materialized | None = None, name: NameArg = None) -> KTable:
         """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
         and a ``None`` key is dropped (and counted). After a key change it reads a repartition
-        (``<name>-repartition``), whose filter drops ``None`` keys uncounted, as in Kafka Streams."""
+        (``<name>-repartition``), whose filter drops ``None`` keys (counted; Kafka Streams does not count them)."""
         materialized = _materialized(materialized)
         node_name = self._name(name, "KSTREAM-TOTABLE-")
         store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
