@@ -22,15 +22,18 @@ the lowering counts with ``observe()`` and removes right after the operator.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+import pickle
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import attrs
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC
 from streamsdsl.compiler.columns import EVENT_VALUE
-from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE, RUN_STREAM_TIME
+from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.compiler.python_ops import result_error
@@ -40,6 +43,9 @@ from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 #: Output columns of the streaming processor (the replay processor adds `CLOSE_THRESHOLD`).
 OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
@@ -52,8 +58,33 @@ def windows_type(value_type: str) -> str:
 
 
 def state_schema(value_type: str) -> str:
-    """The one state row of a key: its stored windows."""
-    return f"windows {windows_type(value_type)}"
+    """The one state row of a key: its stored windows as one pickled list of ``(start, end,
+    agg, ts, fin)`` tuples, ``agg`` in its serde's column form (`AggregateProcessor._save`).
+
+    One binary cell rather than a ``windows_type`` array: the state API converts a value cell by
+    cell on both sides of its socket (``StructType.toInternal`` in Python, the pickled rows into
+    Spark rows on the JVM), for every key of every micro-batch; a pickled list costs neither."""
+    return "windows binary"
+
+
+#: The operator input's column of a record's numbers: ``[timestamp, source position, *output
+#: position]`` (`operator_rows`).
+META = "_meta"
+
+
+def operator_rows(df: DataFrame) -> DataFrame:
+    """The rows a Python processor reads: ``key``, ``value``, `META`, ``headers`` (null when
+    empty), then whatever else ``df`` carries (`INPUT_INDEX`, the test driver's columns).
+
+    PySpark's Row API converts every cell of every input row on its own (one pyarrow scalar and
+    its ``as_py()`` each, ≈ 2 µs) and the key once more: folding the timestamp and both positions
+    into one array and nulling empty headers saves a third of that per record."""
+    packed = ("value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
+    meta = F.concat(F.array(F.col("timestamp").cast("bigint"), F.col(SOURCE_POSITION)),
+                    F.coalesce(F.col(OUTPUT_POSITION), F.array().cast(POSITION_TYPE)))
+    headers = F.when(F.size("headers") > 0, F.col("headers"))
+    rest = [c for c in df.columns if c != "key" and c not in packed]
+    return df.select("key", "value", meta.alias(META), headers.alias("headers"), *rest)
 
 
 @attrs.frozen
@@ -102,18 +133,31 @@ class AggregateConfig:
 
 
 class _Columns:
-    """Where each input column sits in a row (read by index: ``Row.__getitem__`` is Python code,
-    a plain tuple's is not); ``None`` for a column the plan mode does not give the processor."""
+    """Where each input column sits in a row of `operator_rows` (read by index: ``Row.__getitem__``
+    is Python code, a plain tuple's is not); ``None`` for a column the plan mode does not give the
+    processor. A record's timestamp, position and output position are in its `META` list
+    (`timestamp`, `position`, `output_position`)."""
 
     def __init__(self, fields: list[str]) -> None:
         self.fields = list(fields)
         at = {f: i for i, f in enumerate(fields)}
-        self.value, self.timestamp, self.headers = at["value"], at["timestamp"], at["headers"]
-        self.position, self.output_position = at[SOURCE_POSITION], at[OUTPUT_POSITION]
+        self.value, self.meta, self.headers = at["value"], at[META], at["headers"]
         self.input_index = at.get(INPUT_INDEX)
         self.stream_time = at.get(STREAM_TIME)
         self.carried_state = at.get(CARRIED_STATE)
         self.run_stream_time = at.get(RUN_STREAM_TIME)
+
+    def timestamp(self, r: tuple[Any, ...]) -> int:
+        return r[self.meta][0]
+
+    def position(self, r: tuple[Any, ...]) -> int:
+        return r[self.meta][1]
+
+    def output_position(self, r: tuple[Any, ...]) -> list[int]:
+        return r[self.meta][2:]
+
+    def headers_of(self, r: tuple[Any, ...]) -> list[Any]:
+        return r[self.headers] or []
 
 
 def _rows_in_source_order(rows: Iterable[Row], cols: _Columns | None) -> tuple[list[tuple[Any, ...]], _Columns | None]:
@@ -125,8 +169,8 @@ def _rows_in_source_order(rows: Iterable[Row], cols: _Columns | None) -> tuple[l
             cols = _Columns(r.__fields__)
         out.append(tuple(r))
     if out:
-        pos, opos = cols.position, cols.output_position
-        out.sort(key=lambda r: (r[pos], r[opos] or []))
+        meta = cols.meta
+        out.sort(key=lambda r: r[meta][1:])  # (position, output position)
     return out, cols
 
 
@@ -193,13 +237,13 @@ class AggregateProcessor(StatefulProcessor):
         stored = self.state.get()
         if stored is None:
             return KeyState()
-        return self._decode_state(stored[0])
+        return self._decode_state(pickle.loads(stored[0]))
 
     def _save(self, state: KeyState) -> None:
         if not state.windows:
             self.state.clear()
             return
-        self.state.update((self._encode_state(state),))
+        self.state.update((pickle.dumps(self._encode_state(state), protocol=pickle.HIGHEST_PROTOCOL),))
 
     # -- output rows -------------------------------------------------------------------------
     def _key_cell(self, kcell: Any, w: WindowAgg) -> Any:
@@ -217,8 +261,8 @@ class AggregateProcessor(StatefulProcessor):
     def _flush(self, kcell: Any, buffer: ChangeBuffer, r: tuple[Any, ...]) -> Iterator[Row]:
         """Forward what the record cache holds: the latest value per window, tombstones."""
         cols = self._cols
-        ord_ = r[cols.output_position] or []
-        position, headers = r[cols.position], r[cols.headers]
+        ord_ = cols.output_position(r)
+        position, headers = cols.position(r), cols.headers_of(r)
         for i, (bounds, w) in enumerate(buffer.flush()):
             window = w if w is not None else WindowAgg(bounds[0], bounds[1], None, bounds[1])
             value = None if w is None else self._internal(w.agg, kcell, position)
@@ -253,12 +297,15 @@ class AggregateProcessor(StatefulProcessor):
         stream_time = timerValues.getCurrentWatermarkInMs()
         batch = ChangeBuffer(w.bounds for w in state.windows)
         windowing, emit_on_close = cfg.windowing, cfg.emit_on_close
-        i_pos, i_val, i_ts, i_index = cols.position, cols.value, cols.timestamp, cols.input_index
+        i_meta, i_val, i_index = cols.meta, cols.value, cols.input_index
+        decode, fns = cfg.inputs[0].value.from_internal, cfg.inputs[0].fns
         for r in data:
-            position = r[i_pos]
+            ts, position = r[i_meta][:2]
             self._at = (kcell, position)
-            value, fns = cfg.value_of(r[i_val], None if i_index is None else r[i_index])
-            ts = r[i_ts]
+            if cfg.cogroup:
+                value, fns = cfg.value_of(r[i_val], r[i_index])
+            else:
+                value = decode(r[i_val])
             stream_time = self._stream_time(r, stream_time, ts, value)
             try:
                 step = record_step(windowing, state, k, value, ts, stream_time, fns)
@@ -328,7 +375,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
                   r: tuple[Any, ...]) -> Iterator[Row]:
         cols = self._cols
-        return self._finals(kcell, key, closed, stream_time, r[cols.position], r[cols.output_position] or [])
+        return self._finals(kcell, key, closed, stream_time, cols.position(r), cols.output_position(r))
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
                     last: tuple[Any, ...]) -> Iterator[Row]:

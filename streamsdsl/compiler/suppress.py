@@ -70,7 +70,7 @@ class _ReleasingProcessor(ReplayAggregateProcessor):
         key = self.config.key.serde.from_internal(kcell)
         yield from self._pending(kcell, key, release.passed)
         cols = self._cols
-        position, ord_ = r[cols.position], list(r[cols.output_position] or [])
+        position, ord_ = cols.position(r), cols.output_position(r)
         threshold = self.config.windowing.close_threshold
         for i, w in enumerate(release.immediate):
             yield self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [], position,
@@ -131,9 +131,10 @@ class ReplayTimeLimitProcessor(_ReleasingProcessor):
             state = self._load(data)
             decode = self.config.value_out.from_internal
             for r in data:
-                self._at = (kcell, r[cols.position])
+                self._at = (kcell, cols.position(r))
                 before, now = self._times(r)
-                state, release = time_limit_release(buffer, state, decode(r[cols.value]), r[cols.timestamp], before, now)
+                state, release = time_limit_release(buffer, state, decode(r[cols.value]), cols.timestamp(r), before,
+                                                     now)
                 yield from self._released(kcell, release, r, now)
             yield from self._end_of_key(kcell, self.config.key.serde.from_internal(kcell), state, None, data[-1] if data else ())
 

@@ -44,6 +44,12 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # each: a quarter of the JVM calls of planning a topology); streamsdsl's plans are built by
     # the compiler, not by user code, so the call sites would only name streamsdsl's internals.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # No byte cap on the Arrow batches sent to Python workers (the record cap,
+    # spark.sql.execution.arrow.maxRecordsPerBatch, stays): with a cap, Spark's streaming Arrow
+    # writer (transformWithState's input) measures the open batch after every row, and measuring
+    # a list column walks the whole batch — half the JVM's CPU time of a session aggregation on
+    # the Python operator went there (docs/performance.md). Int.MaxValue is Spark's "no cap".
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
 _lock = threading.Lock()

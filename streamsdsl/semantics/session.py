@@ -55,7 +55,14 @@ class SessionWindowing(WindowingRules):
         closing = stream_time - self.grace - gap
         # end >= ts - gap and end >= closing, start <= ts + gap (one comparison less per session)
         lowest_end, highest_start = max(ts - gap, closing), ts + gap
-        found = [s for s in current if s.end >= lowest_end and s.start <= highest_start]
+        # in (end, start) order the sessions with end >= lowest_end are a suffix
+        first = len(current)
+        while first and current[first - 1].end >= lowest_end:
+            first -= 1
+        kept = current[:first]
+        found = []
+        for s in current[first:]:
+            (found if s.start <= highest_start else kept).append(s)
         agg = fns.initializer()
         start = end = ts
         merger = fns.merger
@@ -69,11 +76,6 @@ class SessionWindowing(WindowingRules):
         if end < closing:
             return WindowStep(tuple(current), dropped=1)
         put = WindowAgg(start, end, fns.aggregator(key, value, agg), end)
-        if found:
-            merged = {id(s) for s in found}
-            kept = [s for s in current if id(s) not in merged]
-        else:
-            kept = current
         deletes = tuple(found) if (start != ts or end != ts) else ()
         # kept stays in (end, start) order: put goes after every session with a key <= its own,
         # where a stable sort of [*kept, put] places it
