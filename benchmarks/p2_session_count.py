@@ -50,6 +50,8 @@ JVM = "streamsdsl session count, JVM operator (streaming, emit on update)"
 JVM_CLOSE = "streamsdsl session count, JVM operator (streaming, emit on close)"
 PYTHON = "streamsdsl session count, Python operator (streaming, emit on update)"
 PYTHON_AGG = "streamsdsl session aggregate(), Python aggregator, Python operator (streaming, emit on update)"
+FLOOR_INPUT = "profile: Python processor reading the Python operator's input rows, nothing else (streaming)"
+FLOOR_KEY = "profile: Python processor reading the key column alone (streaming)"
 
 
 def topology(on_close: bool = False) -> Any:
@@ -123,6 +125,28 @@ def empty_processor_job(spark: Any, directory: str) -> Any:
     )
 
 
+def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
+    """The Row API's floor (`_floor_processor`) as a streaming query on the same records: the
+    Python operator's input rows (``operator_input``) or the key column alone."""
+    import _floor_processor
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
+    from streamsdsl.compiler.processors import operator_rows
+
+    cloudpickle.register_pickle_by_value(_floor_processor)  # the workers cannot import benchmarks/
+    raw = raw_stream(spark, directory)
+    rows = raw.select(
+        F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "timestamp",
+        "headers", ((F.col("partition").cast("bigint") * (1 << 40)) + F.col("offset")).alias(
+            SOURCE_POSITION), F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION))
+    rows = operator_rows(rows) if operator_input else rows.select("key")
+    return rows.groupBy("key").transformWithState(
+        statefulProcessor=_floor_processor.ReadRowsOnly(), outputStructType="key string", outputMode="Update",
+        timeMode="None")
+
+
 def core_alone_seconds(records: int, keys: int) -> float:
     """The semantics core applied to every record in one Python process (no Spark)."""
     from streamsdsl import ir
@@ -178,6 +202,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         PYTHON: lambda: run_stream(streamsdsl_stream(spark, topology(), directory, "python"), "update"),
         PYTHON_AGG: lambda: run_stream(streamsdsl_stream(spark, topology_python_aggregator(), directory, "python"),
                                        "update"),
+        FLOOR_INPUT: lambda: run_stream(floor_stream(spark, directory, True), "update"),
+        FLOOR_KEY: lambda: run_stream(floor_stream(spark, directory, False), "update"),
     }, args.repeats)
     runs["profile: transformWithState, empty Python processor (batch)"] = [
         run_noop(empty_processor_job(spark, directory))]
@@ -204,6 +230,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "ratio_python_aggregator": ratio_python_agg,
         "goal_python_aggregator": "Python operator with a Python aggregator >= 0.25x native (issue 13 item 1)",
         "goal_python_aggregator_met": ratio_python_agg >= 0.25,
+        "ratio_floor_operator_input": by_name[FLOOR_INPUT]["throughput_ratio_to_baseline"],
+        "ratio_floor_key_only": by_name[FLOOR_KEY]["throughput_ratio_to_baseline"],
         "goal": "JVM operator throughput >= 1.0x native session_window (streaming, same run)",
         "goal_met": ratio_jvm >= 1.0,
         "environment": environment(spark),
