@@ -211,18 +211,29 @@ class RecordStep:
 def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,
                 fns: AggFunctions) -> RecordStep:
     """Apply one record to one key's state (``stream_time`` already includes the record, see
-    `advance_stream_time`), then close what that stream time closes."""
-    step = windowing.step(state.windows, key, value, ts, stream_time, fns)
+    `advance_stream_time`), then close what that stream time closes.
+
+    The step does not see windows that ``stream_time`` has expired: an operator advances a key's
+    state only when the key has a record or a timer, while Kafka's store stops returning a
+    window once stream time passes its retention, whatever the key. An expired window that is
+    not final yet still closes (and is emitted on close) below."""
+    windows = state.windows
+    expiry = windowing.expiry_threshold
+    expired = [w for w in windows if stream_time > expiry(w)]
+    if expired:
+        windows = tuple([w for w in windows if stream_time <= expiry(w)])
+    step = windowing.step(windows, key, value, ts, stream_time, fns)
     finals = state.finals
     if finals and (step.puts or step.deletes):
         # a window written again is not final any more (only a suppressed table's windows are
         # written after they were released: `streamsdsl.semantics.suppress.FinalResultsWindowing`)
         finals = finals - {w.start for w in step.puts} - {w.start for w in step.deletes}
-    close, expiry = windowing.close_threshold, windowing.expiry_threshold
+    close = windowing.close_threshold
     for w in step.windows:
         if (stream_time > close(w) and w.start not in finals) or stream_time > expiry(w):
             break
     else:  # the common case (`close_step`'s): nothing closes, nothing expires
-        return RecordStep(KeyState(step.windows, finals), step.puts, step.deletes, step.dropped, ())
-    closed = close_step(windowing, KeyState(step.windows, finals), stream_time)
+        if not expired:
+            return RecordStep(KeyState(step.windows, finals), step.puts, step.deletes, step.dropped, ())
+    closed = close_step(windowing, KeyState((*expired, *step.windows), finals), stream_time)
     return RecordStep(closed.state, step.puts, step.deletes, step.dropped, closed.closed)

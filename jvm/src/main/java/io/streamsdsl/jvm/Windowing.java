@@ -140,9 +140,31 @@ abstract class Windowing implements Serializable {
         return new CloseStep(closed, new KeyState(kept, newFinals));
     }
 
+    /**
+     * {@code record_step}: the step does not see windows that {@code streamTime} has expired (a
+     * key's state advances only with its records and timers, while Kafka's store stops returning
+     * a window once stream time passes its retention); one not final yet still closes below.
+     */
     RecordStep recordStep(KeyState state, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns) {
-        Step step = step(state.windows, valueNull, x, input, ts, streamTime, fns);
-        CloseStep close = closeStep(new KeyState(step.windows, state.finals), streamTime);
+        List<Win> expired = null;
+        List<Win> live = state.windows;
+        for (Win w : state.windows) {
+            if (streamTime > expiryThreshold(w)) {
+                if (expired == null) expired = new ArrayList<>();
+                expired.add(w);
+            }
+        }
+        if (expired != null) {
+            live = new ArrayList<>();
+            for (Win w : state.windows) if (streamTime <= expiryThreshold(w)) live.add(w);
+        }
+        Step step = step(live, valueNull, x, input, ts, streamTime, fns);
+        List<Win> after = step.windows;
+        if (expired != null) {
+            after = new ArrayList<>(expired);
+            after.addAll(step.windows);
+        }
+        CloseStep close = closeStep(new KeyState(after, state.finals), streamTime);
         return new RecordStep(close.state, step, close.closed);
     }
 
