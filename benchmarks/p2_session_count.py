@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from typing import Any, Iterator
+from typing import Any
 
 from _common import compare, environment, run_noop, summarize, write_raw_records, write_result
 from _streaming import output_summary, raw_stream, run_stream, streamsdsl_stream
@@ -104,25 +104,16 @@ def native_job(spark: Any, directory: str) -> Any:
 
 
 def empty_processor_job(spark: Any, directory: str) -> Any:
+    """The empty processor (`_floor_processor`) as a batch job over key, timestamp and offset."""
+    import _floor_processor
+    from pyspark import cloudpickle
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 
-    class Empty(StatefulProcessor):
-        def init(self, handle: Any) -> None:
-            pass
-
-        def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802,N803
-            for _ in rows:
-                pass
-            return iter(())
-
-        def close(self) -> None:
-            pass
-
+    cloudpickle.register_pickle_by_value(_floor_processor)  # the workers cannot import benchmarks/
     raw = spark.read.parquet(directory).select(F.col("key").cast("string").alias("key"), "timestamp", "offset")
     return raw.groupBy("key").transformWithState(
-        statefulProcessor=Empty(), outputStructType="key string", outputMode="Update", timeMode="None"
-    )
+        statefulProcessor=_floor_processor.ReadRowsOnly(), outputStructType="key string", outputMode="Update",
+        timeMode="None")
 
 
 def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
