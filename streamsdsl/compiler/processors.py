@@ -122,15 +122,6 @@ class AggregateConfig:
         spec = self.inputs[0]
         return spec.value.from_internal(cell), spec.fns
 
-    def input_of(self, row: dict[str, Any]) -> tuple[Any, AggFunctions]:
-        """The row's value as a Python value, and the functions of the input it came from."""
-        if self.cogroup:
-            index = row[INPUT_INDEX]
-            spec = self.inputs[index]
-            return spec.value.from_internal(row["value"][f"v{index}"]), spec.fns
-        spec = self.inputs[0]
-        return spec.value.from_internal(row["value"]), spec.fns
-
 
 class _Columns:
     """Where each input column sits in a row of `operator_rows` (read by index: ``Row.__getitem__``
