@@ -1,8 +1,10 @@
 """PySpark's floor for the Python operator (P2): a ``transformWithState`` Row-API processor that
-iterates its input rows and does nothing else — no state, no timers, no output. Fed the Python
-operator's own input rows (`streamsdsl.compiler.processors.operator_rows`: key, value, record
-numbers, headers) it costs what PySpark's worker protocol costs per record before any Kafka
-Streams rule runs; fed the key column alone, what a processor of any shape costs at least."""
+iterates its input and does nothing else — no state, no timers, no output. Fed the Python
+operator's own input (`streamsdsl.compiler.processors.records_by_key`: one row per key and group
+of records, lists of value, record numbers and headers) it reads every record as the operator does
+(`ReadRecordsOnly`) and costs what the packing, the shuffle and PySpark's worker protocol cost
+before any Kafka Streams rule runs; fed one row per record with the key column alone
+(`ReadRowsOnly`), what an unpacked processor of any shape costs at least."""
 
 from __future__ import annotations
 
@@ -22,3 +24,11 @@ class ReadRowsOnly(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+class ReadRecordsOnly(ReadRowsOnly):
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:  # noqa: N802,N803
+        for r in rows:
+            for _ in zip(*r[1:]):
+                pass
+        return iter(())

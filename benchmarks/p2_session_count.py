@@ -50,8 +50,8 @@ JVM = "streamsdsl session count, JVM operator (streaming, emit on update)"
 JVM_CLOSE = "streamsdsl session count, JVM operator (streaming, emit on close)"
 PYTHON = "streamsdsl session count, Python operator (streaming, emit on update)"
 PYTHON_AGG = "streamsdsl session aggregate(), Python aggregator, Python operator (streaming, emit on update)"
-FLOOR_INPUT = "profile: Python processor reading the Python operator's input rows, nothing else (streaming)"
-FLOOR_KEY = "profile: Python processor reading the key column alone (streaming)"
+FLOOR_INPUT = "profile: Python processor reading the Python operator's input (records packed by key), nothing else (streaming)"
+FLOOR_KEY = "profile: Python processor reading the key column alone, one row per record (streaming)"
 
 
 def topology(on_close: bool = False) -> Any:
@@ -124,7 +124,7 @@ def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
-    from streamsdsl.compiler.processors import operator_rows
+    from streamsdsl.compiler.processors import operator_rows, records_by_key
 
     cloudpickle.register_pickle_by_value(_floor_processor)  # the workers cannot import benchmarks/
     raw = raw_stream(spark, directory)
@@ -132,10 +132,10 @@ def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
         F.col("key").cast("string").alias("key"), F.col("value").cast("string").alias("value"), "timestamp",
         "headers", ((F.col("partition").cast("bigint") * (1 << 40)) + F.col("offset")).alias(
             SOURCE_POSITION), F.array().cast(POSITION_TYPE).alias(OUTPUT_POSITION))
-    rows = operator_rows(rows) if operator_input else rows.select("key")
+    rows = records_by_key(operator_rows(rows), pack=True) if operator_input else rows.select("key")
+    processor = _floor_processor.ReadRecordsOnly() if operator_input else _floor_processor.ReadRowsOnly()
     return rows.groupBy("key").transformWithState(
-        statefulProcessor=_floor_processor.ReadRowsOnly(), outputStructType="key string", outputMode="Update",
-        timeMode="None")
+        statefulProcessor=processor, outputStructType="key string", outputMode="Update", timeMode="None")
 
 
 def core_alone_seconds(records: int, keys: int) -> float:

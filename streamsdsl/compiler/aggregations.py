@@ -37,7 +37,7 @@ from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.jvm_operator import JvmAggregate
 from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
 from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, AggregateInput, ReplayAggregateProcessor
-from streamsdsl.compiler.processors import operator_rows, state_schema, windows_type
+from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.aggregations import BuiltinAggregator
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
@@ -171,7 +171,8 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     else:
         processor = lowering.processor(config, state_schema(config.value_out.spark_type))
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
-        out = operator_rows(inp).groupBy("key").transformWithState(
+        packed = records_by_key(operator_rows(inp), pack=lowering.mode is PlanMode.STREAMING)
+        out = packed.groupBy("key").transformWithState(
             statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="EventTime"
         )
     out = lowering.after_processor(out, inp, config)
