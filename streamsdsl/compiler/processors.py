@@ -2,7 +2,8 @@
 semantics core, for every aggregation — unwindowed, session, time and sliding windows, cogroup.
 
 One state row and one event-time timer per key (PLATFORM.md: the per-key Python callback is the
-cost, so each key does the least Python it can). For each record the processor calls
+cost, so each key does the least Python it can), and on a streaming query one input row per key
+and partition (`records_by_key`: PySpark's Row API converts every cell of every row). For each record the processor calls
 `streamsdsl.semantics.windowing.record_step`; what it forwards depends on the plan mode, which
 is the processor's class:
 
