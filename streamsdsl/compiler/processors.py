@@ -3,9 +3,9 @@ semantics core, for every aggregation — unwindowed, session, time and sliding 
 
 One state row and one event-time timer per key (PLATFORM.md: the per-key Python callback is the
 cost, so each key does the least Python it can), and on a streaming query one input row per key
-and partition (`records_by_key`: PySpark's Row API converts every cell of every row). For each record the processor calls
-`streamsdsl.semantics.windowing.record_step`; what it forwards depends on the plan mode, which
-is the processor's class:
+and partition (`records_by_key`: PySpark's Row API converts every cell of every row). For each
+record the processor calls `streamsdsl.semantics.windowing.record_step`; what it forwards
+depends on the plan mode, which is the processor's class:
 
 * `StreamingAggregateProcessor` — stream time is ``max(watermark of the previous micro-batch,
   the key's record timestamps so far in this batch)``; windows close on event-time timers; what
@@ -108,9 +108,9 @@ def records_by_key(df: DataFrame, pack: bool, max_rows: int = PACK_ROWS, max_byt
 
     ``pack``: group a partition's records by key in Arrow before the shuffle (`_pack_batches`,
     one ``mapInArrow``), so PySpark's Row API converts one row and a few lists per key instead of
-    every cell of every record (P2: 18.5 s → 8.0 s for reading 1M records). Without it (the test
-    driver's small runs, keys of other types) each record is its own one-element group, in the
-    JVM. Either way the processor sorts a key's records by source position. ``max_rows`` and
+    every cell of every record (P2: 18.5–20.6 s → 4.3–6.3 s for reading 1M records). Without it
+    (the test driver's small runs, keys of other types) each record is its own one-element group,
+    in the JVM. Either way the processor sorts a key's records by source position. ``max_rows`` and
     ``max_bytes`` bound what one packing step holds (`PACK_ROWS`, `PACK_BYTES`)."""
     fields = [f for f in df.schema.fields if f.name != "key"]
     if pack and isinstance(df.schema["key"].dataType, _SORTABLE_KEYS):
@@ -142,10 +142,9 @@ def _packed(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     keys = table.column("key").combine_chunks()
     starts = pc.add(pc.indices_nonzero(pc.fill_null(pc.not_equal(keys[1:], keys[:-1]), True)), 1)
     offsets = pa.concat_arrays([pa.array([0], pa.int32()), starts.cast(pa.int32()), pa.array([len(keys)], pa.int32())])
-    columns = [pa.ListArray.from_arrays(offsets, table.column(name).combine_chunks())
-               for name in table.column_names if name != "key"]
-    names = ["key", *[name for name in table.column_names if name != "key"]]
-    return pa.RecordBatch.from_arrays([keys.take(offsets[:-1]), *columns], names=names)
+    names = [name for name in table.column_names if name != "key"]
+    columns = [pa.ListArray.from_arrays(offsets, table.column(name).combine_chunks()) for name in names]
+    return pa.RecordBatch.from_arrays([keys.take(offsets[:-1]), *columns], names=["key", *names])
 
 
 @attrs.frozen
