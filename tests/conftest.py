@@ -29,7 +29,19 @@ def operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @pytest.fixture()
-def run_driver(spark: Any) -> Callable[..., Any]:
+def engine(request: pytest.FixtureRequest) -> str:
+    """The test driver's engine: ``spark`` for a test marked ``spark_engine`` (it needs Spark:
+    Column expressions, the plan), else the test run's (``STREAMSDSL_TEST_ENGINE``, else ``direct``)."""
+    from streamsdsl.runtime.engines import engine_choice
+
+    if request.node.get_closest_marker("spark_engine") is not None:
+        request.getfixturevalue("spark")
+        return "spark"
+    return engine_choice(None).value
+
+
+@pytest.fixture()
+def run_driver(request: pytest.FixtureRequest, engine: str) -> Callable[..., Any]:
     """Pipe records into a topology through the TopologyTestDriver and read one output topic.
 
     ``run_driver(topology, records, out="out")`` → list of TestRecord; ``records`` are
@@ -37,9 +49,11 @@ def run_driver(spark: Any) -> Callable[..., Any]:
     """
     from streamsdsl.runtime.driver import TopologyTestDriver
 
+    spark = request.getfixturevalue("spark") if engine == "spark" else None
+
     def run(topology: Topology, records: list[tuple[Any, ...]], out: str | list[str] = "out",
             key_serde: Any = None, value_serde: Any = None, with_metrics: bool = False) -> Any:
-        with TopologyTestDriver(topology, spark=spark) as driver:
+        with TopologyTestDriver(topology, engine=engine, spark=spark) as driver:
             inputs: dict[str, Any] = {}
             for rec in records:
                 topic, rest = (rec[0], rec[1:]) if len(rec) == 4 else (topology.source_topics[0], rec)

@@ -27,6 +27,7 @@ class TestStatelessOperations:
         b.stream("in", _strings()).filter(lambda k, v: v.startswith("a")).to("out")
         assert run_driver(b.build(), INPUT) == [R("a", "apple", 10), R("a", "avocado", 30)]
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_filter_column(self, run_driver: Any) -> None:
         """A Spark Column predicate compiles natively."""
         b = StreamsBuilder()
@@ -47,6 +48,7 @@ class TestStatelessOperations:
             R("a", 5, 10), R("b", 6, 20), R("a", 7, 30), R(None, 5, 40),
         ]
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_map_values_column(self, run_driver: Any) -> None:
         """A Column mapper keeps its Spark type (here string), compiled natively."""
         b = StreamsBuilder()
@@ -87,6 +89,7 @@ class TestStatelessOperations:
         b.stream("in", _strings()).select_key(lambda k, v: v[:2]).to("out")
         assert run_driver(b.build(), INPUT[:2]) == [R("ap", "apple", 10), R("ba", "banana", 20)]
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_select_key_column(self, run_driver: Any) -> None:
         """A Column key selector compiles natively."""
         b = StreamsBuilder()
@@ -219,6 +222,7 @@ class TestAggregations:
         assert out == [R("a", "apple", 10), R("b", "banana", 20), R("a", "apple+avocado", 30)]
         assert metrics["dropped-records-total"] == 1.0
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_reduce_column(self, run_driver: Any) -> None:
         """reduce given as a Spark aggregate Column compiles natively."""
         b = StreamsBuilder()
@@ -243,6 +247,7 @@ class TestAggregations:
             R("a", {"n": 1, "chars": 2}, 10), R("a", {"n": 2, "chars": 5}, 10), R("b", {"n": 1, "chars": 1}, 7),
         ]
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_aggregate_column(self, run_driver: Any) -> None:
         """aggregate(None, F.sum('value')) compiles natively."""
         b = StreamsBuilder()
@@ -267,6 +272,7 @@ class TestAggregations:
         records = [("a", "x", 1), ("a", "x", 2), ("a", "x", 3)]
         assert run_driver(b.build(), records) == [R("a", 1, 1), R("a", None, 2), R("a", 3, 3)]
 
+    @pytest.mark.spark_engine("pyspark Column expressions")
     def test_ktable_filter_not_and_column(self, run_driver: Any) -> None:
         """filter_not and a Column predicate on a table."""
         b = StreamsBuilder()

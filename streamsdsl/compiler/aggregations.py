@@ -10,8 +10,6 @@ emit-final records it reports are counted with ``observe()`` and removed right a
 
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
@@ -32,108 +30,21 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SOURCE_POSITION,
 )
-from streamsdsl.compiler.frame import Frame, KeyCodec, SessionKeyCodec, TimeKeyCodec
+from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.jvm_operator import JvmAggregate
 from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
 from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, AggregateInput, ReplayAggregateProcessor
 from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.aggregations import BuiltinAggregator
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.session import SessionWindowing
-from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.semantics.suppress import FinalResultsWindowing
-from streamsdsl.semantics.timewindow import TimeWindowing
-from streamsdsl.semantics.unwindowed import Unwindowed
-from streamsdsl.semantics.windowing import Windowing
+from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, key_codec
+from streamsdsl.operators import function_names, windowing_of
 
-__all__ = ["agg_functions", "windowing_of"]
-
-
-def _count_init() -> int:
-    return 0
-
-
-def _count_agg(key: Any, value: Any, agg: int) -> int:
-    return agg + 1
-
-
-def _count_merge(key: Any, a1: int, a2: int) -> int:
-    return a1 + a2
-
-
-def agg_functions(spec: ir.AggSpec) -> AggFunctions:
-    """The functions Kafka Streams builds for ``count``, ``reduce`` and ``aggregate``.
-
-    - count: ``(0, agg + 1, a1 + a2)``
-    - reduce: initializer ``None``; aggregator ``v if agg is None else reducer(agg, v)``;
-      merger ``a2 if a1 is None else reducer(a1, a2)``
-    - aggregate: the user's functions.
-
-    Examples
-    --------
-    >>> f = agg_functions(ir.CountAgg())
-    >>> f.aggregator("k", "v", f.initializer())
-    1
-    """
-    if isinstance(spec, ir.CountAgg):
-        return AggFunctions(_count_init, _count_agg, _count_merge)
-    if isinstance(spec, ir.ReduceAgg):
-        assert isinstance(spec.reducer, ir.UserFn), "Column reducers compile natively"
-        reducer = spec.reducer.fn
-
-        def red_agg(key: Any, value: Any, agg: Any) -> Any:
-            return value if agg is None else reducer(agg, value)
-
-        def red_merge(key: Any, a1: Any, a2: Any) -> Any:
-            return a2 if a1 is None else reducer(a1, a2)
-
-        return AggFunctions(lambda: None, red_agg, red_merge)
-    assert isinstance(spec, ir.AggregateAgg) and spec.initializer is not None
-    assert isinstance(spec.aggregator, ir.UserFn), "Column aggregators compile natively"
-    return AggFunctions(spec.initializer.fn, spec.aggregator.fn, spec.merger.fn if spec.merger is not None else None)
-
-
-def windowing_of(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> Windowing:
-    """The semantics-core rule of a window specification (``None``: unwindowed)."""
-    if windows is None:
-        return Unwindowed()
-    if isinstance(windows, SessionWindows):
-        return SessionWindowing(windows.inactivity_gap_ms, windows.grace_period_ms)
-    if isinstance(windows, TimeWindows):
-        return TimeWindowing(windows.size_ms, windows.advance_ms, windows.grace_period_ms)
-    return SlidingWindowing(windows.time_difference_ms, windows.grace_period_ms)
-
-
-def _key_codec(serde: PlanSerde, windows: SessionWindows | TimeWindows | SlidingWindows | None) -> KeyCodec:
-    """The output key layout of an aggregation with ``windows``."""
-    if windows is None:
-        return KeyCodec(serde)
-    if isinstance(windows, SessionWindows):
-        return SessionKeyCodec(serde)
-    size = windows.size_ms if isinstance(windows, TimeWindows) else windows.time_difference_ms
-    return TimeKeyCodec(serde, window_size_ms=size)
-
-
-def _agg_value_serde(node: ir.AggregateNode, frame: Frame) -> PlanSerde:
-    if node.value_serde is not None:
-        return node.value_serde
-    if isinstance(node.agg, ir.CountAgg):
-        return Serdes.Long()
-    if isinstance(node.agg, ir.ReduceAgg):
-        return frame.value
-    return _builtin_serde(node.agg.aggregator) or DEFAULT_SERDE
-
-
-def _builtin_serde(fn: ir.Fn | None) -> PlanSerde | None:
-    """The value serde of a built-in (`Aggregations`) aggregate: Long for int, Double for float."""
-    if isinstance(fn, ir.UserFn) and isinstance(fn.fn, BuiltinAggregator):
-        return Serdes.Long() if fn.fn.value_type is int else Serdes.Double()
-    return None
+__all__ = ["agg_functions", "windowing_of"]  # re-exported from streamsdsl.operators
 
 
 def _window_kind(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> str:
@@ -195,7 +106,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     as one operator (`streamsdsl.semantics.suppress.FinalResultsWindowing`), on the Python
     operator: the JVM operator does not implement the suppress node's release rule."""
     frame = regroup(self.parent(node), node.key_serde, None)
-    value_out = _agg_value_serde(node, frame)
+    value_out = agg_value_serde(node, frame.value)
     windows = getattr(node, "windows", None)
     if windows is None:
         native = _native_column(node.agg)
@@ -209,11 +120,10 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     if final_results is not None:
         windowing = FinalResultsWindowing(windowing, final_results)
     config = AggregateConfig(
-        node.name, _key_codec(frame.key.serde, windows), value_out, windowing,
+        node.name, key_codec(frame.key.serde, windows), value_out, windowing,
         (AggregateInput(frame.value, agg_functions(node.agg)),),
         emit_on_close=final_results is not None or (emit is not None and emit.emits_on_close),
-        function_names=("initializer", "reducer", "reducer") if isinstance(node.agg, ir.ReduceAgg)
-        else ("initializer", "aggregator", "merger"),
+        function_names=function_names(node.agg),
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
@@ -250,7 +160,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     key_serde = node.key_serde or frames[0].key.serde
     if any(f.key.windowed for f in frames):
         raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
-    value_out = node.value_serde or _builtin_serde(node.aggregators[0]) or DEFAULT_SERDE
+    value_out = cogroup_value_serde(node)
     form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
                                      isinstance(node.windows, SessionWindows), cogroup=node)
     jvm = jvm_operator.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
@@ -274,7 +184,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         union = union.unionByName(p)
     merger = node.merger.fn if node.merger is not None else None
     config = AggregateConfig(
-        node.name, _key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
+        node.name, key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
         tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger))
               for f, a in zip(frames, node.aggregators)),
         emit_on_close=node.windows is not None and node.emit.emits_on_close,

@@ -52,10 +52,11 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
+from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
+from streamsdsl.operators import grouped_functions, grouped_value_serde, selector_pair
 
 __all__ = ["GroupedTableConfig"]
 
@@ -102,16 +103,6 @@ class GroupedTableConfig:
     def carried_type(self) -> str:
         """A key's state between driver runs, as one stored window (the store readers' layout)."""
         return windows_type(self.state_serde.spark_type)
-
-
-def _pair(result: Any, node: str) -> tuple[Any, Any] | None:
-    """The selector's result: a (key, value) pair (tuple, list, `KeyValue`) or None."""
-    if result is None:
-        return None
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result[0], result[1]
-    raise InvalidTypeError(
-        f"{node}: the selector must return a (key, value) pair or None (got {type(result).__name__}: {result!r}).")
 
 
 class GroupedTableOperator(StatefulProcessor):
@@ -161,7 +152,7 @@ class GroupedTableOperator(StatefulProcessor):
         new = cfg.value_in.from_internal(r["value"])
         old = None if state is None else state.value
         try:
-            changes = regroup(k, Change(new, old), ts, lambda key, value: _pair(cfg.selector(key, value), cfg.node))
+            changes = regroup(k, Change(new, old), ts, lambda key, value: selector_pair(cfg.selector(key, value), cfg.node))
         except InvalidTypeError as exc:
             raise UserFunctionError(cfg.node, str(exc), function="selector", key=repr(k),
                                     position=position).in_worker() from exc
@@ -254,36 +245,18 @@ def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
 
 
-def _value_out(node: ir.GroupedTableAggregateNode, grouped_value: PlanSerde) -> PlanSerde:
-    if node.value_serde is not None:
-        return node.value_serde
-    if node.agg.kind == "count":
-        return Serdes.Long()
-    return grouped_value if node.agg.kind == "reduce" else DEFAULT_SERDE
-
-
-def _functions(agg: ir.GroupedTableAgg) -> GroupedTableFunctions:
-    if agg.kind == "count":
-        return GroupedTableFunctions.count()
-    assert agg.adder is not None and agg.subtractor is not None
-    if agg.kind == "reduce":
-        return GroupedTableFunctions.reduce(agg.adder.fn, agg.subtractor.fn)
-    assert agg.initializer is not None
-    return GroupedTableFunctions(agg.initializer.fn, agg.adder.fn, agg.subtractor.fn)
-
-
 @Lowering.lower.register(ir.GroupedTableAggregateNode)
 def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode) -> Frame:
     regrouped = self.parent(node)
     key_out = node.key_serde or regrouped.key.serde
-    value_out = _value_out(node, regrouped.value)
+    value_out = grouped_value_serde(node, regrouped.value)
     df = regrouped.df
     if key_out != regrouped.key.serde:
         from streamsdsl.compiler.serde_exprs import convert_column
 
         df = df.withColumn("key", convert_column(F.col("key"), regrouped.key.serde, key_out))
     config = GroupedTableConfig(node.name, AGGREGATE, key_out, regrouped.value, key_out, value_out,
-                                fns=_functions(node.agg))
+                                fns=grouped_functions(node.agg))
     jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
     return Frame(_run(self, df, config), KeyCodec(key_out), value_out, is_table=True)
 

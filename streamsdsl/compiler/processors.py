@@ -46,6 +46,7 @@ from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.dsl.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.operators import function_of
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
@@ -233,18 +234,6 @@ def _row(fields: list[str], values: tuple[Any, ...]) -> Row:
     return row
 
 
-def _function_of(exc: BaseException, fns: AggFunctions, names: tuple[str, str, str]) -> str:
-    """Which of the aggregation functions raised: the innermost of them in the traceback."""
-    codes = {getattr(f, "__code__", None): name for f, name in zip((fns.initializer, fns.aggregator, fns.merger), names)
-             if f is not None}
-    found = "aggregation function"
-    tb = exc.__traceback__
-    while tb is not None:
-        found = codes.get(tb.tb_frame.f_code, found)
-        tb = tb.tb_next
-    return found
-
-
 class AggregateProcessor(StatefulProcessor):
     """What both plan modes share: state I/O, the record loop, output rows. A subclass says
     where stream time comes from and what is forwarded when (see the module docs)."""
@@ -363,7 +352,7 @@ class AggregateProcessor(StatefulProcessor):
                 step = record_step(windowing, state, k, value, ts, stream_time, fns)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError(
-                    cfg.node, f"{type(exc).__name__}: {exc}", function=_function_of(exc, fns, cfg.function_names),
+                    cfg.node, f"{type(exc).__name__}: {exc}", function=function_of(exc, fns, cfg.function_names),
                     key=repr(k), position=position,
                 ).in_worker() from exc
             if step.dropped:

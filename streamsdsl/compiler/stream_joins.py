@@ -323,14 +323,21 @@ def _side_input(frame: Frame, side: int, key: PlanSerde, value: PlanSerde, lt: s
                            SOURCE_POSITION, OUTPUT_POSITION, F.lit(side).alias(INPUT_INDEX))
 
 
+def _has_value() -> Any:
+    """Whether a row of the operator's input has a value: its side's field (``l`` or ``r``) is
+    not null. Each field is tested on its own: the sides' value types may differ (a String
+    stream joined with a Long stream), and a ``CASE`` choosing between the two fields would make
+    Spark coerce both to one type, casting e.g. the string 'A0' to BIGINT (CAST_INVALID_INPUT)."""
+    return F.when(F.col(INPUT_INDEX) == 0, F.col("value.l").isNotNull()).otherwise(F.col("value.r").isNotNull())
+
+
 def _null_key_rows(inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
     """Records with a null key, in the operator's output layout: an outer side's record with a
     value is joined with ``None`` at once (KIP-962), every other one is a drop event."""
     spec, joiner, node = config.spec, config.joiner, config.node
     left_of, right_of, out = config.left_value.from_internal, config.right_value.from_internal, config.value_out
     outer_side = F.lit(spec.kind == "outer") | ((F.col(INPUT_INDEX) == 0) & F.lit(spec.kind == "left"))
-    has_value = F.when(F.col(INPUT_INDEX) == 0, F.col("value.l")).otherwise(F.col("value.r")).isNotNull()
-    joinable = outer_side & has_value
+    joinable = outer_side & _has_value()
 
     def null_join(ok: bool, cell: Any, index: int, position: int) -> Any:
         if not ok:  # Spark evaluates a Python UDF for every row, whatever the when() around it
@@ -363,8 +370,7 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) 
     w = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION, INPUT_INDEX).rowsBetween(Window.unboundedPreceding,
                                                                                   Window.currentRow)
     carried = F.col(CARRIED_STATE).isNotNull()
-    valid = F.col("key").isNotNull() & (
-        F.when(F.col(INPUT_INDEX) == 0, F.col("value.l")).otherwise(F.col("value.r")).isNotNull())
+    valid = F.col("key").isNotNull() & _has_value()
     ts = F.col("timestamp")
     df = inp.withColumn(STREAM_TIME, F.greatest(F.coalesce(F.max(ts).over(w), F.lit(-1)), F.lit(before[0])).cast("bigint"))
     in_order = F.coalesce(~carried & valid & (ts == F.col(STREAM_TIME)), F.lit(False))

@@ -35,26 +35,16 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, ReplayAggregateProcessor
 from streamsdsl.compiler.processors import _rows_in_source_order
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows
+from streamsdsl.dsl.windows import EmitStrategy
 from streamsdsl.errors import OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.suppress import FinalResultsRelease, FinalResultsWindowing, TimeLimitBuffer
 from streamsdsl.semantics.suppress import final_results_release, time_limit_release
 from streamsdsl.semantics.windowing import KeyState, RecordStep, close_step
+from streamsdsl.operators import final_results_delay
 
 __all__ = ["ReplayFinalResultsProcessor", "ReplayTimeLimitProcessor", "final_results_delay", "suppress_processor"]
-
-
-def final_results_delay(windows: Any) -> int | None:
-    """How long after a window's end Kafka's suppress releases it, for the window kinds whose
-    release precedes the aggregation's close (Kafka's ``GraphGraceSearchUtil``: gap + grace
-    for sessions, grace for sliding windows); ``None`` for time windows (release == close)."""
-    if isinstance(windows, SessionWindows):
-        return windows.inactivity_gap_ms + windows.grace_period_ms
-    if isinstance(windows, SlidingWindows):
-        return windows.grace_period_ms
-    return None
 
 
 class _ReleasingProcessor(ReplayAggregateProcessor):

@@ -32,6 +32,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
 from streamsdsl.io.options import BrokerCompat
 from streamsdsl.jvm import OPERATOR_KEY, Operator, default_operator
+from streamsdsl.semantics.kernels import FlushPolicy
 
 __all__ = [
     "DriverConfig",
@@ -100,6 +101,8 @@ KNOWN_KEYS = (
     "errors.dead.letter.queue.topic.name",
     "kafka.connector",
     OPERATOR_KEY,
+    "statestore.cache.max.bytes",
+    "cache.max.bytes.buffering",
 )
 #: Prefixes passed through: ``spark.*`` to the SparkSession, ``consumer.*`` to the source,
 #: ``producer.*`` to the sink; ``security.*``, ``sasl.*`` and ``ssl.*`` to every client.
@@ -227,6 +230,21 @@ def _dead_letter_topic(config: Mapping[str, Any], handler: DeserializationHandle
             "record stops the application before anything is written."
         )
     return dlq
+
+
+_CACHE_KEY, _OLD_CACHE_KEY = "statestore.cache.max.bytes", "cache.max.bytes.buffering"
+
+
+def _cache_max_bytes(config: Mapping[str, Any]) -> int | None:
+    """``statestore.cache.max.bytes`` (or the deprecated ``cache.max.bytes.buffering``): the
+    record cache's size; 0 turns the cache off, so every store write is forwarded."""
+    new = _int_value(config, _CACHE_KEY, None, minimum=0)
+    old = _int_value(config, _OLD_CACHE_KEY, None, minimum=0)
+    if new is not None and old is not None and new != old:
+        raise StreamsConfigError(
+            f"'{_CACHE_KEY}' ({new}) and its deprecated name '{_OLD_CACHE_KEY}' ({old}) disagree; set only "
+            f"'{_CACHE_KEY}'.")
+    return new if new is not None else old
 
 
 def _operator(config: Mapping[str, Any]) -> Operator:
@@ -367,6 +385,11 @@ class StreamsConfig:
         )
         handler = _deserialization_handler(config)
         dead_letter_topic = _dead_letter_topic(config, handler)
+        if _cache_max_bytes(config) == 0:
+            raise StreamsConfigError(
+                f"'{_CACHE_KEY}' = 0 is not supported on a streaming query yet: a micro-batch forwards the net "
+                "change per window since the previous batch (Kafka's record cache flushed at commit). Leave it "
+                "unset; the TopologyTestDriver accepts 0 and forwards every store write.")
         connector = _enum_value(
             config, "kafka.connector", Connector.PYTHON, quote='"',
             hint="\"python\" (the default) reads with the streamsdsl-kafka data source, \"jvm\" with Spark's "
@@ -467,10 +490,19 @@ class DriverConfig:
     dead_letter_topic: str | None = None
     spark_conf: dict[str, str] = attrs.field(factory=dict)
     operator: Operator = _enum_field(Operator.AUTO)
+    #: ``statestore.cache.max.bytes`` (``None``: Kafka's default, a cache flushed after every record).
+    cache_max_bytes: int | None = None
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> DriverConfig:
         config = {str(k): v for k, v in (config or {}).items()}
         _check_keys(config)
         handler = _deserialization_handler(config)
-        return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"], _operator(config))
+        return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"], _operator(config),
+                   _cache_max_bytes(config))
+
+    @property
+    def flush(self) -> FlushPolicy:
+        """When the aggregations forward their store writes (the record cache)."""
+        return FlushPolicy.PER_RECORD if self.cache_max_bytes is None else FlushPolicy.of_cache_bytes(
+            self.cache_max_bytes)

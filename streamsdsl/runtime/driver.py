@@ -1,14 +1,16 @@
-"""``TopologyTestDriver``: run a topology on real Spark without a broker, record by record.
+"""``TopologyTestDriver``: run a topology without a broker, record by record.
 
 Like Kafka Streams' driver, records are processed in ``pipe_input`` order across all topics,
 stream time advances with every record, and what a record causes is forwarded before the next
-record is processed (the record cache is flushed after every record).
+record is processed (the record cache is flushed after every record, unless
+``statestore.cache.max.bytes`` is 0: then every store write is forwarded).
 
-How it runs: the driver executes the topology's **compiled Spark plan** (the same lowering and
-the same stateful operators as in streaming) as a batch job over every record piped so far —
-"replay" mode, where each record's stream time is computed in the plan as a running max in
-pipe order. Reading an output topic (or the metrics) runs the plan if records were piped since
-the last run, and appends the output caused by the new records to the output topics.
+Two engines run the topology (`streamsdsl.runtime.engines`): ``engine="direct"`` (the default)
+in the test process, on the same kernels as the Spark operators, with no JVM; ``engine="spark"``
+the topology's **compiled Spark plan** (the same lowering and the same stateful operators as in
+streaming) as a batch job over the records piped since its previous run. The environment
+variable ``STREAMSDSL_TEST_ENGINE`` switches every driver of a process. Reading an output topic
+(or the metrics, or a store) runs the records piped since the last read.
 """
 
 from __future__ import annotations
@@ -20,27 +22,18 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, RecordError, TopologyError
-from streamsdsl.compiler.carry import ObservedCarry
-from streamsdsl.compiler.columns import SOURCE_POSITION
-from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.runtime.config import DriverConfig
-from streamsdsl.runtime.errors import NoSinkError, StreamsError
-from streamsdsl.runtime.metrics import TASK_METRICS, Metrics, log_dropped, observed_metrics
-from streamsdsl.runtime.session import require_state_store
+from streamsdsl.runtime.engines import DirectDriverEngine, Engine, RawRecord, SinkSerdes, SparkDriverEngine
+from streamsdsl.runtime.engines import _Failed, engine_choice
+from streamsdsl.runtime.errors import NoSinkError
 from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
-from streamsdsl.records import RAW_RECORD_DDL
-
-#: The records the driver replays: the raw record schema plus the pipe position.
-_RECORDS_DDL = f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from streamsdsl import ir
-    from streamsdsl.compiler import CompiledTopology
-    from streamsdsl.compiler.plan import CompiledSink
     from streamsdsl.ir.topology import Topology
 
 __all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
@@ -77,15 +70,6 @@ class TestRecord:
     @property
     def key_value(self) -> KeyValue:
         return KeyValue(self.key, self.value)
-
-
-@attrs.frozen
-class _Raw:
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    timestamp: int
-    headers: tuple[tuple[str, bytes | None], ...]
 
 
 class TestInputTopic:
@@ -126,7 +110,7 @@ class TestInputTopic:
 
     def _pipe(self, key: Any, value: Any, timestamp: int | None, headers: Any) -> None:
         self._driver._append(
-            _Raw(self.topic, self._key_serde.serialize(key), self._value_serde.serialize(value),
+            RawRecord(self.topic, self._key_serde.serialize(key), self._value_serde.serialize(value),
                  self._next_time(timestamp), _headers(headers))
         )
 
@@ -166,11 +150,11 @@ class TestOutputTopic:
         self._serdes_of = (key_serde, value_serde)
         self._serdes: tuple[AnySerde, Serde] | None = None
 
-    def _queue(self) -> deque[_Raw]:
+    def _queue(self) -> deque[RawRecord]:
         self._driver._process()
         return self._driver._outputs.setdefault(self.topic, deque())
 
-    def _decode(self, raw: _Raw) -> TestRecord:
+    def _decode(self, raw: RawRecord) -> TestRecord:
         if self._serdes is None:
             self._serdes = (self._serdes_of[0](), self._serdes_of[1]())
         key_serde, value_serde = self._serdes
@@ -220,7 +204,7 @@ class TestOutputTopic:
 
 
 class TopologyTestDriver:
-    """Run a `Topology` on Spark without a broker (see the module docs).
+    """Run a `Topology` without a broker (see the module docs).
 
     Parameters
     ----------
@@ -229,10 +213,14 @@ class TopologyTestDriver:
     config
         Optional settings: ``default.deserialization.exception.handler`` (``log_and_fail`` or
         ``log_and_continue``), ``errors.dead.letter.topic`` (where ``log_and_continue`` writes
-        the records it skips), and ``spark.*`` keys for the SparkSession when the driver creates it.
+        the records it skips), ``statestore.cache.max.bytes`` (0: forward every store write),
+        and ``spark.*`` keys for the SparkSession when the Spark engine creates it.
+    engine
+        ``"direct"`` (in the test process, no Spark) or ``"spark"`` (the compiled Spark plan);
+        default: the environment variable ``STREAMSDSL_TEST_ENGINE``, else ``"direct"``.
     spark
-        A SparkSession to use (default: the active one, or a new local one with the settings
-        streamsdsl needs; one per process).
+        The Spark engine's SparkSession (default: the active one, or a new local one with the
+        settings streamsdsl needs; one per process). The direct engine does not use it.
     initial_wall_clock_time_ms
         The driver's mock wall-clock time at start (default: now); see `advance_wall_clock_time`.
 
@@ -248,7 +236,8 @@ class TopologyTestDriver:
     """
 
     def __init__(self, topology: Topology, config: dict[str, Any] | None = None, *,
-                 spark: SparkSession | None = None, initial_wall_clock_time_ms: int | None = None) -> None:
+                 engine: Engine | str | None = None, spark: SparkSession | None = None,
+                 initial_wall_clock_time_ms: int | None = None) -> None:
         from streamsdsl.ir.topology import Topology as _Topology
 
         if not isinstance(topology, _Topology):
@@ -262,22 +251,16 @@ class TopologyTestDriver:
             )
         self.topology = topology
         self.config = DriverConfig.from_mapping(config)
-        if spark is None:
-            from streamsdsl.runtime.session import get_session
-
-            spark = get_session(conf=self.config.spark_conf)
-        if topology.store_names:
-            require_state_store(spark)
-        self._spark = spark
-        self._handler = self.config.deserialization_handler
+        self.engine = engine_choice(engine)
+        self._engine: DirectDriverEngine | SparkDriverEngine = (
+            DirectDriverEngine(topology, self.config) if self.engine is Engine.DIRECT
+            else SparkDriverEngine(topology, self.config, spark))
         self._dlq_topic = self.config.dead_letter_topic
-        self._records: list[_Raw] = []
+        self._records: list[RawRecord] = []
         self._offsets: list[int] = []  # per piped record: its offset in its topic
+        self._topic_sizes: dict[str, int] = {}
         self._processed = 0
-        self._outputs: dict[str, deque[_Raw]] = {}
-        self._metrics = Metrics()
-        self._carry = ReplayCarry()
-        self._compiled: CompiledTopology | None = None
+        self._outputs: dict[str, deque[RawRecord]] = {}
         self._closed = False
         self._wall_clock_ms = _duration_ms(initial_wall_clock_time_ms, "initial_wall_clock_time_ms") \
             if initial_wall_clock_time_ms is not None else int(time.time() * 1000)
@@ -323,14 +306,12 @@ class TopologyTestDriver:
         if key_serde is not None and not isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
             key_serde = check_serde(key_serde, "key_serde")
 
-        def sink() -> CompiledSink:
-            found = self._compile().sink_for_topic(topic)
-            assert found is not None, topic
-            return found
+        def sink() -> SinkSerdes:
+            return self._engine.sink(topic)
 
         def key() -> AnySerde:
             if key_serde is None:
-                return sink().key_deserializer()
+                return sink().key_reader()
             if isinstance(key_serde, (SessionWindowedSerde, TimeWindowedSerde)):
                 return key_serde
             return sink().key_codec.with_serde(key_serde).reader()  # type: ignore[no-any-return]
@@ -341,8 +322,7 @@ class TopologyTestDriver:
         """Task-level metrics: ``dropped-records-total``, ``emit-final-records-total``,
         ``emit-final-latency-max`` and ``emit-final-latency-avg`` (KIP-825)."""
         self._process()
-        snapshot = self._metrics.snapshot()
-        return {name: snapshot[name] for name in TASK_METRICS}
+        return self._engine.metrics()
 
     def advance_wall_clock_time(self, advance: int | timedelta) -> None:
         """Advance the driver's (mock) wall-clock time by ``advance`` (ms or a ``timedelta``) and
@@ -383,48 +363,21 @@ class TopologyTestDriver:
             method = {"key-value": "get_key_value_store", "window": "get_window_store",
                       "session": "get_session_store"}[actual]
             raise TopologyError(f"State store {name!r} is a {actual} store (of {node.name}): read it with {method}().")
-        return lambda: self._store_entries(node)
 
-    def _store_entries(self, node: ir.Node) -> list[StoreEntry]:
-        """What the aggregation ``node`` holds after the records piped so far."""
-        from streamsdsl.compiler.modes import native_store
+        def read() -> list[StoreEntry]:
+            self._process()
+            return self._engine.store_entries(node)
 
-        self._process()
-        frame = self._compile().frames.get(node.name)
-        if frame is None:  # not upstream of any sink: never run
-            return []
-        key, value = frame.key.serde, frame.value
-        if node.name in self._carry.native_inputs:
-            return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
-                    for r in native_store(self._spark, self._carry, node, value.spark_type)]
-        return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
-                for k, windows in self._carry.states.get(node.name, ()) for w in windows]
+        return read
 
     # -- running --------------------------------------------------------------------------------
-    def _append(self, raw: _Raw) -> None:
+    def _append(self, raw: RawRecord) -> None:
         if self._closed:
             raise TopologyError("This TopologyTestDriver is closed.")
-        self._offsets.append(sum(1 for r in self._records if r.topic == raw.topic))
+        offset = self._topic_sizes.get(raw.topic, 0)
+        self._topic_sizes[raw.topic] = offset + 1
+        self._offsets.append(offset)
         self._records.append(raw)
-
-    def _compile(self, records: DataFrame | None = None) -> CompiledTopology:
-        """The plan of a run over ``records`` (the records piped since the previous run), or
-        without records the plan's sinks and serdes."""
-        from pyspark.sql import functions as F
-
-        from streamsdsl.compiler import PlanMode, compile_topology
-
-        if records is None:
-            if self._compiled is None:
-                self._compiled = self._compile(self._spark.createDataFrame([], _RECORDS_DDL))
-            return self._compiled
-        from streamsdsl.compiler.jvm_operator import operator_scope
-
-        with operator_scope(self.config.operator):  # streamsdsl.operator: which operator runs built-ins
-            return compile_topology(
-                self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
-                deserialization_handler=self._handler, carry=self._carry,
-            )
 
     def _process(self) -> None:
         """Run the records piped since the previous run, on the state that run left.
@@ -433,65 +386,21 @@ class TopologyTestDriver:
         the failed record is consumed, and its `RecordError` is raised, once."""
         if self._processed == len(self._records):
             return
-        start = self._processed
+        start, end = self._processed, len(self._records)
         try:
-            self._run(start, len(self._records))
-        except RecordError as error:
+            out = self._engine.run(self._records, self._offsets, start, end)
+        except _Failed as failure:
+            self._deliver(failure.output)
+            error = failure.error
             failed = error.position if error.position is not None and start <= error.position else start
-            if failed > start:
-                self._run(start, failed)
             self._processed = failed + 1
             raise error.located(self._records[failed].topic, 0, self._offsets[failed]) from error.__cause__
-
-    def _locate(self, node: str, position: int) -> tuple[str, int, int]:
-        """A piped record's topic, partition and offset from its pipe position."""
-        return self._records[position].topic, 0, self._offsets[position]
-
-    def _run(self, start: int, end: int) -> None:
-        """One replay of records ``start`` to ``end`` (exclusive): outputs, metrics, carry."""
-        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
-
-        rows = [(r.key, r.value, r.topic, 0, self._offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
-                for i, r in enumerate(self._records[start:end], start=start)]
-        compiled = self._compile(self._spark.createDataFrame(rows, _RECORDS_DDL))
-        if self._compiled is None:
-            self._compiled = compiled  # its sinks, serdes and frames serve `_compile()`
-        if compiled.output is None:
-            self._processed = end
-            return
-        try:
-            collected = compiled.output.collect()
-            observed = observed_metrics(compiled.output)
-            carry = _next_carry(compiled, observed, self._carry, end)
-        except Exception as exc:
-            error = RecordError.find(exc)
-            if error is None:
-                raise StreamsError(f"the topology failed: {_spark_cause(exc)}") from exc
-            raise error from exc
-        finally:
-            compiled.release()
-        self._carry = carry
-        self._metrics.add_observations(observed)
-        log_dropped(observed, self._locate)
-        fresh = sorted(collected, key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []),
-                                                 r[FINAL_KEY_ORDER] or "", r[SINK_INDEX]))
-        topics = {s.index: s.topic for s in compiled.sinks}
-        for row in fresh:
-            if row[SINK_INDEX] == DEAD_LETTER_SINK:
-                if self._dlq_topic is None:
-                    continue
-                topic = self._dlq_topic
-            else:
-                topic = topics[row[SINK_INDEX]]
-            raw = _Raw(
-                topic,
-                None if row["key"] is None else bytes(row["key"]),
-                None if row["value"] is None else bytes(row["value"]),
-                row["timestamp"],
-                tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
-            )
-            self._outputs.setdefault(raw.topic, deque()).append(raw)
+        self._deliver(out)
         self._processed = end
+
+    def _deliver(self, records: list[RawRecord]) -> None:
+        for raw in records:
+            self._outputs.setdefault(raw.topic, deque()).append(raw)
 
 
 def _duration_ms(value: Any, name: str) -> int:
@@ -505,38 +414,3 @@ def _duration_ms(value: Any, name: str) -> int:
     if ms < 0:
         raise InvalidArgumentError(f"'{name}' must be >= 0 ms (got {ms} ms): time never moves backwards.")
     return ms
-
-
-def _spark_cause(exc: BaseException) -> str:
-    """The line of a Spark error that states the cause: the last line of a Python worker's
-    traceback (``ValueError: ...``), else the first line."""
-    text = str(exc).split("JVM stacktrace:")[0]
-    lines = [line for line in text.splitlines() if line.strip()]
-    if "Traceback (most recent call last)" in text:
-        causes = [line for line in lines if not line.startswith((" ", "\t"))]
-        if causes:
-            return causes[-1].strip()
-    return lines[0].strip() if lines else type(exc).__name__
-
-
-def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: ReplayCarry,
-                first_position: int) -> ReplayCarry:
-    """What the next run starts from: each processor's keys' state and stream time, and each
-    native aggregation's input rows, as this run left them."""
-    replay = compiled.replay
-    assert replay is not None
-    stream_times = dict(before.stream_times)
-    for name, row in observed.items():
-        if name.startswith(STREAM_TIME_OBSERVATION):
-            node = name[len(STREAM_TIME_OBSERVATION):]
-            old = list(stream_times.get(node, ())) or [-1] * len(row)
-            stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
-    states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
-              for node, carried in replay.carried_states.items()}
-    return ReplayCarry(
-        first_position,
-        states,
-        stream_times,
-        {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
-        {node: df.schema for node, df in replay.native_inputs.items()},
-    )

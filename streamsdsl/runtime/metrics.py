@@ -114,6 +114,15 @@ class Metrics:
                     self.latency_sum += float(row.get(OBSERVED_LATENCY_SUM) or 0.0)
                     self.latency_max = max(self.latency_max, float(row[OBSERVED_LATENCY_MAX]))
 
+    def add_counts(self, dropped: int, latencies: list[int] | tuple[int, ...]) -> None:
+        """Add ``dropped`` dropped records and one emit-final record per latency (ms)."""
+        with self._lock:
+            self.dropped += dropped
+            if latencies:
+                self.emitted_final += len(latencies)
+                self.latency_sum += float(sum(latencies))
+                self.latency_max = max(self.latency_max, float(max(latencies)))
+
     def snapshot(self) -> dict[str, float]:
         """``dropped-records-total``, ``emit-final-records-total``, ``emit-final-latency-max`` and
         ``-avg`` (NaN before the first on-close record), ``input-records-total``, ``batches-total``."""
@@ -184,6 +193,15 @@ class QueryMetrics(Metrics):
             if done or time.monotonic() >= deadline or not query.isActive:
                 return
             time.sleep(0.05)
+
+    def add_counts(self, dropped: int, latencies: list[int] | tuple[int, ...]) -> None:
+        """Add ``dropped`` dropped records and one emit-final record per latency (ms)."""
+        with self._lock:
+            self.dropped += dropped
+            if latencies:
+                self.emitted_final += len(latencies)
+                self.latency_sum += float(sum(latencies))
+                self.latency_max = max(self.latency_max, float(max(latencies)))
 
     def snapshot(self) -> dict[str, float]:
         self.refresh()

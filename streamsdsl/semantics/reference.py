@@ -2,8 +2,10 @@
 TopologyTestDriver processes them: one partition, records in order, stream time advancing per
 record, the record cache flushed after every record.
 
-The property tests compare the compiled Spark plan against `reference_run`, which calls the
-same record step (`streamsdsl.semantics.windowing.record_step`) as the Spark processors.
+The property tests compare both engines of the test driver against `reference_run`, which runs
+the aggregation kernel (`streamsdsl.semantics.kernels.AggregateKernel`) over a whole input;
+the kernel calls the same record step (`streamsdsl.semantics.windowing.record_step`) as the
+Spark processors.
 """
 
 from __future__ import annotations
@@ -13,23 +15,10 @@ from typing import Any, Iterable, Sequence
 import attrs
 
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.unwindowed import Unwindowed
-from streamsdsl.semantics.windowing import KeyState, WindowAgg, Windowing, advance_stream_time, close_step, record_step
+from streamsdsl.semantics.kernels import AggregateKernel, Out
+from streamsdsl.semantics.windowing import Windowing
 
 __all__ = ["Out", "ReferenceResult", "reference_run"]
-
-
-@attrs.frozen
-class Out:
-    """One forwarded record: key, window bounds (``None`` when unwindowed), value (``None`` =
-    tombstone), timestamp."""
-
-    key: Any
-    start: int | None
-    end: int | None
-    value: Any
-    timestamp: int
 
 
 @attrs.frozen
@@ -64,41 +53,13 @@ def reference_run(
     [(0, 0, 1, 0), (0, 0, None, 0), (0, 4, 2, 4)]
     """
     per_input = not isinstance(fns, AggFunctions)
-    state: dict[Any, KeyState] = {}
-    stream_time = -1
-    dropped = 0
-    emitted = 0
+    kernel = AggregateKernel(windowing, fns, emit_on_close=emit_on_close)
+    dropped = emitted = 0
     outputs: list[Out] = []
     for record in records:
         source, key, value, ts = record if per_input else (0, *record)
-        record_fns = fns[source] if per_input else fns  # type: ignore[index]
-        if key is None:
-            dropped += 1
-            continue
-        stream_time = advance_stream_time(windowing, stream_time, ts, value)
-        before = state.get(key, KeyState())
-        step = record_step(windowing, before, key, value, ts, stream_time, record_fns)
-        state[key] = step.state
+        step = kernel.process(key, value, ts, source)
+        outputs.extend(step.outputs)
         dropped += step.dropped
-        if not emit_on_close:
-            buffer = ChangeBuffer(w.bounds for w in before.windows)
-            step.write_to(buffer)
-            outputs.extend(_out(windowing, key, bounds, w) for bounds, w in buffer.flush())
-        closing = [(w, key) for w in step.closed]
-        for other in state:
-            if other != key:
-                close = close_step(windowing, state[other], stream_time)
-                state[other] = close.state
-                closing.extend((w, other) for w in close.closed)
-        if emit_on_close:
-            closing.sort(key=lambda pair: (windowing.final_order(pair[0]), str(pair[1])))
-            outputs.extend(_out(windowing, k, w.bounds, w) for w, k in closing)
-            emitted += len(closing)
+        emitted += len(step.final_latencies)
     return ReferenceResult(outputs, dropped, emitted)
-
-
-def _out(windowing: Windowing, key: Any, bounds: Any, window: WindowAgg | None) -> Out:
-    start, end = (None, None) if isinstance(windowing, Unwindowed) else bounds
-    if window is None:
-        return Out(key, start, end, None, bounds[1])
-    return Out(key, start, end, window.agg, window.ts)

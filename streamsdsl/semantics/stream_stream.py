@@ -73,7 +73,7 @@ Examples
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Iterable, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, MutableMapping, Sequence
 
 import attrs
 
@@ -83,7 +83,8 @@ from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, 
 
 __all__ = [
     "LEFT", "RIGHT", "JoinWindowsSpec", "StreamJoinClose", "StreamJoinResult", "StreamJoinSpec", "StreamJoinState",
-    "StreamJoinStep", "stream_join_close", "stream_join_operator_step", "stream_join_reference_run",
+    "StreamJoinKernel", "StreamJoinKernelStep", "StreamJoinStep", "stream_join_close", "stream_join_operator_step",
+    "stream_join_reference_run",
     "stream_join_step", "stream_join_timer_threshold",
 ]
 
@@ -380,35 +381,73 @@ def stream_join_reference_run(records: Iterable[tuple[str, Any, Any, int]], spec
     with ``min_time`` left at the timestamp of the last record the scan looked at
     (``KStreamKStreamJoin.emitNonJoinedOuterRecords``).
     """
-    states: dict[Any, StreamJoinState] = {}
-    store_time = {LEFT: _NO_TIME, RIGHT: _NO_TIME}
-    stream_time = _NO_TIME
-    min_time = _MAX
+    kernel = StreamJoinKernel(spec, joiner, key_order=key_order)
     outputs: list[Output] = []
     dropped: list[str] = []
-    w = spec.windows
     for side, key, value, ts in records:
-        other = _other(side)
-        stream_time = max(stream_time, ts)
+        step = kernel.process(side, key, value, ts)
+        outputs.extend(step.scanned)
+        outputs.extend(step.outputs)
+        if step.dropped:
+            dropped.append(step.dropped)
+    return StreamJoinResult(outputs, dropped, dict(kernel.states), kernel.stream_time)
+
+
+@attrs.frozen
+class StreamJoinKernelStep:
+    """One record through the join: ``scanned``, the held records of any key the shared outer
+    store's scan emitted first (no headers: not this record's); ``outputs``, the record's own
+    results; ``dropped``, the drop reason (``None``: not dropped)."""
+
+    scanned: tuple[Output, ...] = ()
+    outputs: tuple[Output, ...] = ()
+    dropped: str | None = None
+
+
+class StreamJoinKernel:
+    """A stream-stream join over all its keys, as Kafka Streams runs it in one task: one shared
+    stream time, per-side store times (the buffers' cut-off), the shared outer store's scan on
+    every in-order record (skipped while ``min_time + after(processing side) + grace >=
+    stream_time``), ordered (ts, right before left, ``key_order(key)``), stopping once both
+    sides met an open record (``KStreamKStreamJoin.emitNonJoinedOuterRecords``).
+
+    ``states`` is the state I/O: key → `StreamJoinState`."""
+
+    def __init__(self, spec: StreamJoinSpec, joiner: Joiner, *, key_order: Callable[[Any], Any] = key_bytes,
+                 states: MutableMapping[Any, StreamJoinState] | None = None) -> None:
+        self.spec, self.joiner, self.key_order = spec, joiner, key_order
+        self.states: MutableMapping[Any, StreamJoinState] = {} if states is None else states
+        self.store_time = {LEFT: _NO_TIME, RIGHT: _NO_TIME}
+        self.stream_time = _NO_TIME
+        self.min_time = _MAX
+
+    def times(self) -> tuple[int, int, int, int]:
+        """The kernel's scalars (stream time, store times, scan floor), to save and restore."""
+        return (self.stream_time, self.store_time[LEFT], self.store_time[RIGHT], self.min_time)
+
+    def restore(self, times: tuple[int, int, int, int]) -> None:
+        self.stream_time, self.store_time[LEFT], self.store_time[RIGHT], self.min_time = times
+
+    def process(self, side: str, key: Any, value: Any, ts: int) -> StreamJoinKernelStep:
+        spec, joiner = self.spec, self.joiner
+        self.stream_time = stream_time = max(self.stream_time, ts)
         if key is None or value is None:
             step = stream_join_step(spec, None, side, key, value, ts, stream_time, joiner)
-            outputs.extend(step.outputs)
-            if step.dropped:
-                dropped.append(step.dropped)
-            continue
+            return StreamJoinKernelStep(outputs=step.outputs, dropped=step.dropped)
+        scanned: list[Output] = []
+        w = spec.windows
         if spec.holds and ts == stream_time:
             join_after = w.after if side == LEFT else w.before
-            if min_time + join_after + w.grace < stream_time:
-                min_time = _scan(spec, states, stream_time, joiner, key_order, outputs)
-        step = stream_join_step(spec, states.get(key), side, key, value, ts, stream_time, joiner,
-                                other_store_time=store_time[other])
+            if self.min_time + join_after + w.grace < stream_time:
+                self.min_time = _scan(spec, self.states, stream_time, joiner, self.key_order, scanned)
+        step = stream_join_step(spec, self.states.get(key), side, key, value, ts, stream_time, joiner,
+                                other_store_time=self.store_time[_other(side)])
         assert step.state is not None
-        states[key] = step.state
-        outputs.extend(step.outputs)
+        self.states[key] = step.state
         if step.held:
-            min_time = min(min_time, ts)
-        store_time[side] = max(store_time[side], ts)
-    return StreamJoinResult(outputs, dropped, states, stream_time)
+            self.min_time = min(self.min_time, ts)
+        self.store_time[side] = max(self.store_time[side], ts)
+        return StreamJoinKernelStep(tuple(scanned), step.outputs)
 
 
 def _scan(spec: StreamJoinSpec, states: dict[Any, StreamJoinState], stream_time: int, joiner: Joiner,

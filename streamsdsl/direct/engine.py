@@ -1,0 +1,168 @@
+"""The direct engine: the topology's IR interpreted in the test process, without Spark.
+
+`Run` builds one step per node a sink depends on (`streamsdsl.direct.steps`,
+`streamsdsl.direct.stateful`) and processes one piped record at a time, depth first, as a
+Kafka Streams task does: the record goes through every step it reaches, and what the sinks
+receive is returned before the next record is processed. User functions and serdes are called
+directly, the stateful steps run the same kernels as the Spark operators, and values are held
+in the same encodings as in the Spark plan, so the two engines agree record for record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from streamsdsl import ir
+from streamsdsl.codecs import KeyCodec
+from streamsdsl.direct.records import Headers, Typed
+from streamsdsl.direct.stateful import AggregateStep, GroupedAggregateStep, StatefulStep, stateful
+from streamsdsl.direct.steps import SinkStep, SourceStep, Step, stateless
+from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.dsl.serdes import DEFAULT_SERDE
+from streamsdsl.errors import OperationNotDefinedError, RecordError
+from streamsdsl.semantics.kernels import FlushPolicy
+
+__all__ = ["Emitted", "Run"]
+
+
+class Emitted(NamedTuple):
+    """A record written to an output topic (``topic`` None: the dead-letter output)."""
+
+    topic: str | None
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: Headers
+
+
+#: The nodes whose steps read a table's records rather than its changelog (on a table-records channel).
+_TABLE_READERS = (ir.TableTableJoinNode,)
+
+
+class Run:
+    """One topology in the direct engine: its steps, their state, the metrics so far."""
+
+    def __init__(self, topology: Any, *, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
+                 flush: FlushPolicy = FlushPolicy.PER_RECORD) -> None:
+        self.topology = topology
+        self.handler = handler
+        self.flush = flush
+        self.steps: dict[str, Step] = {}
+        self.readers: dict[str, tuple[SourceStep, Step]] = {}
+        self.sinks: list[SinkStep] = []
+        self.stateful: list[StatefulStep] = []
+        #: The record being processed: its pipe position, (topic, partition, offset) and timestamp.
+        self.position = -1
+        self.coordinates: tuple[str, int, int] = ("", 0, -1)
+        self.timestamp = -1
+        self.dropped = 0
+        self.finals: list[int] = []
+        self._emitted: list[Emitted] = []
+        self._build()
+
+    # -- building ------------------------------------------------------------------------------
+    def _needed(self) -> set[str]:
+        needed: set[str] = set()
+        pending = [s.name for s in self.topology.sinks]
+        while pending:
+            name = pending.pop()
+            if name not in needed:
+                needed.add(name)
+                pending.extend(self.topology.node(name).parents)
+        return needed
+
+    def _build(self) -> None:
+        topology = self.topology
+        needed = self._needed()
+        for node in topology.topological_order():
+            if node.name not in needed:
+                continue
+            parents = [self.steps[p].typed for p in node.parents]
+            step = self._step(node, parents)
+            self.steps[node.name] = step
+            if isinstance(step, StatefulStep):
+                self.stateful.append(step)
+            self._wire(node, step)
+
+    def _step(self, node: ir.Node, parents: list[Typed]) -> Step:
+        if isinstance(node, ir.SinkNode):
+            sink = SinkStep(node, parents[0], self, len(self.sinks))
+            self.sinks.append(sink)
+            return sink
+        step = stateful(node, parents, self) or stateless(node, parents, self)
+        if step is not None:
+            if isinstance(node, ir.TableSourceNode):
+                self._read(node, step)
+            return step
+        if isinstance(node, ir.SourceNode):
+            typed = Typed(KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE)
+            source = SourceStep(node, typed, self)
+            self._read(node, source)
+            return source
+        raise OperationNotDefinedError(f"No direct-engine step for IR node type {type(node).__name__} ({node.name}).")
+
+    def _read(self, node: ir.SourceNode, target: Step) -> None:
+        reader = target if isinstance(target, SourceStep) else SourceStep(node, target.typed, self)
+        for topic in node.topics:
+            self.readers[topic] = (reader, target)
+
+    def _wire(self, node: ir.Node, step: Step) -> None:
+        if isinstance(node, ir.SuppressNode) and node.mode == "until_window_closes":
+            return  # folded into its aggregation, which feeds it its own input (`AggregateStep.folded`)
+        for port, name in enumerate(node.parents):
+            parent = self.steps[name]
+            reads_records = isinstance(node, _TABLE_READERS) or (isinstance(node, ir.StreamTableJoinNode) and port == 1)
+            table_step = isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode))
+            if parent.keeps_records and (reads_records or table_step):
+                parent.record_children.append((step, port))
+                if reads_records:
+                    continue
+            parent.children.append((step, port))
+
+    def keeps_records(self, name: str) -> bool:
+        """Whether the step of ``name`` forwards a table's records besides its changelog."""
+        return self.steps[name].keeps_records
+
+    # -- running -------------------------------------------------------------------------------
+    def emit(self, topic: str | None, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers) -> None:
+        self._emitted.append(Emitted(topic, key, value, timestamp, tuple(headers)))
+
+    def dead_letter(self, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers) -> None:
+        self.emit(None, key, value, timestamp, headers)
+
+    def process(self, topic: str, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers,
+                position: int, offset: int) -> list[Emitted]:
+        """Process one piped record; return what it wrote. A record that fails leaves no trace
+        (state, metrics, output) and raises its `RecordError` (with its pipe position)."""
+        self.position, self.coordinates, self.timestamp = position, (topic, 0, offset), timestamp
+        self._emitted = []
+        dropped, finals = self.dropped, len(self.finals)
+        for step in self.stateful:
+            step.begin()
+        reader, target = self.readers[topic]
+        try:
+            record = reader.read(key, value, timestamp, headers)
+            if record is not None:
+                target.receive(record, 0)
+        except RecordError:
+            for step in self.stateful:
+                step.rollback()
+            self.dropped, self.finals[finals:] = dropped, []
+            self._emitted = []
+            raise
+        return self._emitted
+
+    # -- reading -------------------------------------------------------------------------------
+    def sink_for_topic(self, topic: str) -> SinkStep | None:
+        return next((s for s in self.sinks if s.topic == topic), None)
+
+    def store_entries(self, name: str) -> list[tuple[Any, int, int, Any, int]]:
+        """What the aggregation ``name`` holds: (key, start, end, value, timestamp) per window."""
+        step = self.steps.get(name)
+        if step is None:
+            return []
+        step = getattr(step, "store_of", step)
+        if isinstance(step, (AggregateStep, GroupedAggregateStep)):
+            return step.store_entries()
+        return []
+

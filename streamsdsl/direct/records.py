@@ -1,0 +1,104 @@
+"""What travels between the direct engine's steps, and how each step holds keys and values.
+
+The Spark plan holds a node's key and value in the column encoding of a serde (`Typed`, what
+the compiler's ``Frame`` says); wherever the plan encodes a value (a mapper's result, an
+aggregate, a re-keyed record), the direct engine passes it through the same encoding
+(`hold`), so a user function sees exactly the value it sees on Spark (a tuple returned by a
+mapper comes back as a list from JSON) and a value the encoding cannot hold fails in both.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import attrs
+
+from streamsdsl.codecs import KeyCodec
+from streamsdsl.dsl.serdes import BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
+from streamsdsl.errors import RecordError, RecordSerializationError, UserFunctionError
+
+__all__ = ["Headers", "Record", "Typed", "hold", "invalid_reason", "result_error", "user_error"]
+
+Headers = tuple[tuple[str, "bytes | None"], ...]
+
+
+@attrs.frozen
+class Record:
+    """One record between two steps: key and value as Python values, timestamp (ms), headers."""
+
+    key: Any
+    value: Any
+    timestamp: int
+    headers: Headers = ()
+
+
+@attrs.frozen
+class Typed:
+    """How a node's records are held: the key's layout and serde, the value's serde, whether the
+    stream is a table's changelog."""
+
+    key: KeyCodec
+    value: PlanSerde
+    is_table: bool = False
+
+
+def hold(serde: PlanSerde, value: Any) -> Any:
+    """``value`` as it comes back out of ``serde``'s column encoding (raises what encoding raises)."""
+    if value is None:
+        return None
+    return serde.from_internal(serde.to_internal(value))
+
+
+def result_error(processor: str, function: str, exc: BaseException, key: Any, position: int) -> RecordError:
+    """A user function's result that its serde cannot hold (as the Spark processors say it)."""
+    return RecordSerializationError(processor, f"the {function} returned a result its serde cannot hold: {exc}",
+                                    key=repr(key), position=position)
+
+
+def user_error(processor: str, function: str, exc: BaseException, key: Any, position: int) -> UserFunctionError:
+    """The one error of a user function that raised while a record was processed."""
+    return UserFunctionError(processor, f"{type(exc).__name__}: {exc}", function=function, key=repr(key),
+                             position=position)
+
+
+def call_user(processor: str, function: str, key: Any, position: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``; an exception becomes the `UserFunctionError` naming processor, function and record."""
+    try:
+        return fn(*args)
+    except RecordError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+        raise user_error(processor, function, exc, key, position) from exc
+
+
+def invalid_reason(serde: PlanSerde, data: bytes) -> str | None:
+    """Why ``serde`` cannot read ``data`` (``None``: it can), in the words the Spark plan's
+    validation uses (`streamsdsl.compiler.serde_exprs`)."""
+    if isinstance(serde, BytesSerde):
+        return None
+    if isinstance(serde, FixedWidthSerde):
+        return None if len(data) == serde.width else f"expected {serde.width} bytes, got {len(data)}"
+    if isinstance(serde, JsonSerde):
+        try:
+            json.loads(data.decode("utf-8"))
+        except ValueError:
+            return "not valid UTF-8 JSON"
+        return None
+    if isinstance(serde, StringSerde):
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "not valid UTF-8"
+        return None
+    if isinstance(serde, CustomSerde):
+        try:
+            serde.inner.deserialize(data)
+        except Exception as exc:  # noqa: BLE001 - any failure of user code is the reason
+            return f"{type(exc).__name__}: {exc}"
+        return None
+    try:
+        serde.deserialize(data)
+    except Exception as exc:  # noqa: BLE001 - a serde of another kind: its own words
+        return str(exc)
+    return None

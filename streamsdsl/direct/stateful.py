@@ -1,0 +1,494 @@
+"""The direct engine's stateful steps: each hosts the kernel of its operator family with an
+in-memory state (a `Journal`, so that a failed record leaves no trace) and Kafka's per-record
+stream time. The kernels are the ones the Spark processors and the reference runs call:
+`AggregateKernel` (aggregations, cogroup, suppress), `StreamJoinKernel` (stream–stream
+joins) and the per-key steps of tables, stream–table and table–table joins and grouped tables.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from streamsdsl import ir
+from streamsdsl.codecs import KeyCodec, SessionKeyCodec
+from streamsdsl.direct.records import Record, Typed, call_user, hold, result_error, user_error
+from streamsdsl.direct.steps import Step, _refuse_column, regrouped
+from streamsdsl.dsl.serdes import DEFAULT_SERDE
+from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError, UserFunctionError
+from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
+from streamsdsl.operators import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
+from streamsdsl.operators import selector_pair, windowing_of
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
+from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, KernelStep
+from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel, StreamJoinSpec
+from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
+from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
+from streamsdsl.semantics.table_table import TableJoinSpec, TableJoinState, table_join_step
+from streamsdsl.semantics.tables import Change, TableValue, table_source_step
+
+if TYPE_CHECKING:
+    from streamsdsl.direct.engine import Run
+
+__all__ = ["Journal", "stateful"]
+
+_ABSENT = object()
+
+
+class Journal(dict):  # type: ignore[type-arg]
+    """A dict that remembers, from `begin` on, the value each key had, so that `rollback` puts
+    it back: the state I/O of the direct engine's kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._undo: dict[Any, Any] = {}
+
+    def begin(self) -> None:
+        self._undo = {}
+
+    def _remember(self, key: Any) -> None:
+        if key not in self._undo:
+            self._undo[key] = dict.get(self, key, _ABSENT)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._remember(key)
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._remember(key)
+        super().__delitem__(key)
+
+    def pop(self, key: Any, *default: Any) -> Any:  # type: ignore[override]
+        self._remember(key)
+        return super().pop(key, *default)
+
+    def rollback(self) -> None:
+        for key, value in self._undo.items():
+            if value is _ABSENT:
+                dict.pop(self, key, None)
+            else:
+                dict.__setitem__(self, key, value)
+        self._undo = {}
+
+
+class StatefulStep(Step):
+    """A step with a journaled state and scalars (stream times) restored when a record fails."""
+
+    def __init__(self, node: ir.Node, typed: Typed, run: Run) -> None:
+        super().__init__(node, typed, run)
+        self.state = Journal()
+        self._saved: Any = None
+
+    def scalars(self) -> Any:
+        return None
+
+    def restore(self, saved: Any) -> None:
+        pass
+
+    def begin(self) -> None:
+        self.state.begin()
+        self._saved = self.scalars()
+
+    def rollback(self) -> None:
+        self.state.rollback()
+        self.restore(self._saved)
+
+
+def _window_key(codec: KeyCodec, key: Any, start: int | None, end: int | None) -> Any:
+    if not codec.windowed:
+        return key
+    return Windowed(key, SessionWindow(start, end) if isinstance(codec, SessionKeyCodec) else TimeWindow(start, end))
+
+
+# --- aggregations, cogroup, suppress ----------------------------------------------------------------
+
+
+class AggregateStep(StatefulStep):
+    """An aggregation of one stream or of several (cogroup, ``port`` = input) on `AggregateKernel`.
+
+    ``folded``: suppress steps folded into this aggregation (they run their own kernel on the
+    same input); ``counted``: whether this aggregation's drops and on-close records are counted
+    (not when only suppress nodes read it: the Spark plan then runs only the folded operator)."""
+
+    def __init__(self, node: ir.Node, typed: Typed, run: Run, kernel: AggregateKernel, inputs: list[Typed],
+                 names: tuple[str, str, str]) -> None:
+        super().__init__(node, typed, run)
+        self.kernel = kernel
+        kernel.states = self.state
+        self.inputs = inputs
+        self.names = names
+        self.folded: list[AggregateStep] = []
+        self.counted = True
+
+    def scalars(self) -> Any:
+        return list(self.kernel.stream_times)
+
+    def restore(self, saved: Any) -> None:
+        self.kernel.stream_times = list(saved)
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        source = self.inputs[port]
+        key = rec.key
+        if source.key.serde != self.typed.key.serde and not source.key.windowed:
+            key = hold(self.typed.key.serde, key)
+        rec = rec if key is rec.key else Record(key, rec.value, rec.timestamp, rec.headers)
+        self.apply(rec, port)
+        for step in self.folded:
+            step.apply(rec, port)
+
+    def apply(self, rec: Record, port: int) -> None:
+        kernel = self.kernel
+        fns = kernel.fns[port]
+        try:
+            step: KernelStep = kernel.process(rec.key, rec.value, rec.timestamp, port)
+        except RecordError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise user_error(self.name, function_of(exc, fns, self.names), exc, rec.key, self.run.position) from exc
+        if self.counted:
+            if step.dropped:
+                self.drop("input" if rec.key is None else "output", rec, step.dropped)
+            if step.final_latencies:
+                self.run.finals.extend(step.final_latencies)
+        codec, serde = self.typed.key, self.typed.value
+        for o in step.outputs:
+            try:
+                value = hold(serde, o.value)
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(self.name, self.names[1], exc, o.key, self.run.position) from exc
+            self.forward(Record(_window_key(codec, o.key, o.start, o.end), value, o.timestamp,
+                                () if o.final else rec.headers))
+
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        return [(k, w.start, w.end, w.agg, w.ts) for k, state in self.state.items() for w in state.windows]
+
+
+def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Run) -> AggregateStep:
+    parent = parents[0]
+    agg = node.agg
+    _refuse_column(node, getattr(agg, "reducer", None) or getattr(agg, "aggregator", None))
+    typed_in = regrouped(parent, node.key_serde, None)
+    windows = getattr(node, "windows", None)
+    emit = getattr(node, "emit", None)
+    value_out = agg_value_serde(node, typed_in.value)
+    kernel = AggregateKernel(windowing_of(windows), agg_functions(agg),
+                             emit_on_close=emit is not None and emit.emits_on_close, flush=run.flush)
+    typed = Typed(key_codec(typed_in.key.serde, windows), value_out, True)
+    return AggregateStep(node, typed, run, kernel, [parent], function_names(agg))
+
+
+def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Run) -> AggregateStep:
+    if any(p.key.windowed for p in parents):
+        raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
+    key_serde = node.key_serde or parents[0].key.serde
+    merger = node.merger.fn if node.merger is not None else None
+    fns = [AggFunctions(node.initializer.fn, a.fn, merger) for a in node.aggregators]
+    emit_on_close = node.windows is not None and node.emit.emits_on_close
+    kernel = AggregateKernel(windowing_of(node.windows), fns, emit_on_close=emit_on_close,
+                             per_input_time=not emit_on_close, flush=run.flush)
+    typed = Typed(key_codec(key_serde, node.windows), cogroup_value_serde(node), True)
+    return AggregateStep(node, typed, run, kernel, parents, function_names(None))
+
+
+def _keep_latest(key: Any, value: Any, aggregate: Any) -> Any:
+    return value
+
+
+def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Run) -> Step:
+    table = parents[0]
+    if node.mode == "until_time_limit":
+        if table.key.windowed:
+            raise OperationNotDefinedError(
+                f"{node.name}: suppress(until_time_limit) of a windowed table is not implemented yet; for one result "
+                "per window use suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
+        kernel = AggregateKernel(TimeLimitBuffer(node.time_limit), AggFunctions(lambda: None, _keep_latest),
+                                 emit_on_close=True)
+        return AggregateStep(node, Typed(KeyCodec(table.key.serde), table.value, True), run, kernel, [table],
+                             function_names(None))
+    aggregation = run.topology.node(node.parents[0])
+    if not isinstance(aggregation, (ir.TimeWindowAggregateNode, ir.SessionAggregateNode)) \
+            or aggregation.emit.emits_on_close:
+        raise OperationNotDefinedError(
+            f"{node.name}: suppress(until_window_closes) is implemented right after a windowed aggregation "
+            "that emits on update.")
+    owner = run.steps[aggregation.name]
+    assert isinstance(owner, AggregateStep)
+    delay = final_results_delay(aggregation.windows)
+    windowing = windowing_of(aggregation.windows)
+    if delay is not None:
+        windowing = FinalResultsWindowing(windowing, delay)
+    kernel = AggregateKernel(windowing, owner.kernel.fns, emit_on_close=True)
+    step = AggregateStep(node, owner.typed, run, kernel, owner.inputs, owner.names)
+    owner.folded.append(step)
+    if all(isinstance(run.topology.node(c), ir.SuppressNode) for c in run.topology.children(aggregation.name)):
+        owner.counted = False  # the plan runs only the folded operator (its store reads the folded state)
+        owner.store_of = step  # type: ignore[attr-defined]
+    return step
+
+
+# --- tables and joins -------------------------------------------------------------------------------
+
+
+class TableSourceStep(StatefulStep):
+    """A table from a topic or from ``to_table()``: a null key is dropped (and counted); with a
+    store, the changelog leaves out a tombstone of an absent key; a join reads every record."""
+
+    keeps_records = True
+
+    def __init__(self, node: ir.Node, typed: Typed, run: Run, materialized: bool) -> None:
+        super().__init__(node, typed, run)
+        self.materialized = materialized
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        if rec.key is None:
+            self.drop("input", rec)
+            return
+        self.forward_records(rec)
+        if not self.materialized:
+            self.forward(rec)
+            return
+        step = table_source_step(self.state.get(rec.key), rec.key, rec.value, rec.timestamp, materialized=True)
+        if step.state is None:
+            self.state.pop(rec.key, None)
+        else:
+            self.state[rec.key] = step.state
+        if step.forwarded is not None:
+            self.forward(Record(rec.key, rec.value if step.forwarded.new is not None else None, rec.timestamp,
+                                rec.headers))
+
+
+class StreamTableJoinStep(StatefulStep):
+    """A stream record joined with the table's current value (port 1 updates the table)."""
+
+    def __init__(self, node: ir.StreamTableJoinNode, typed: Typed, run: Run, stream: Typed, table: Typed) -> None:
+        super().__init__(node, typed, run)
+        self.sides = (stream, table)
+        self.spec = StreamTableJoin(node.kind)  # type: ignore[arg-type]
+        self.joiner = node.joiner.fn
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        key = rec.key
+        if self.sides[port].key.serde != self.typed.key.serde:
+            key = hold(self.typed.key.serde, key)
+        position = self.run.position
+        if port == 1:
+            step = table_update(self.state.get(key) if key is not None else None, key, rec.value, rec.timestamp)
+            if step.dropped:
+                self.drop("input", rec)
+            elif step.state is None:
+                self.state.pop(key, None)
+            else:
+                self.state[key] = step.state
+            return
+        result = call_user(self.name, "joiner", key, position, stream_join_step, self.spec,
+                           self.state.get(key) if key is not None else None, key, rec.value, rec.timestamp,
+                           self.joiner)
+        if result.dropped:
+            self.drop("input", rec)
+        if result.output is not None:
+            try:
+                value = hold(DEFAULT_SERDE, result.output.value)
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(self.name, "joiner", exc, key, position) from exc
+            self.forward(Record(key, value, rec.timestamp, rec.headers))
+
+
+class TableJoinStep(StatefulStep):
+    """A table–table join: either side's update looks up the other side (port 0 left, 1 right)."""
+
+    def __init__(self, node: ir.TableTableJoinNode, typed: Typed, run: Run, sides: list[Typed]) -> None:
+        super().__init__(node, typed, run)
+        self.sides = sides
+        self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None)  # type: ignore[arg-type]
+        self.joiner = node.joiner.fn
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        key = rec.key
+        if self.sides[port].key.serde != self.typed.key.serde:
+            key = hold(self.typed.key.serde, key)
+        position = self.run.position
+        state = self.state.get(key) or TableJoinState()
+        step = call_user(self.name, "joiner", key, position, table_join_step, self.spec, state,
+                         LEFT if port == 0 else RIGHT, key, rec.value, rec.timestamp, self.joiner)
+        if step.dropped:
+            self.drop("input", rec)
+            return
+        new = step.state
+        if new.left is None and new.right is None and not new.has_result:
+            self.state.pop(key, None)
+        else:
+            self.state[key] = new
+        if step.output is None:
+            return
+        try:
+            value = hold(self.typed.value, step.output.change.new)
+        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+            raise result_error(self.name, "joiner", exc, key, position) from exc
+        self.forward(Record(key, value, step.output.timestamp, rec.headers))
+
+
+class StreamJoinStep(StatefulStep):
+    """A windowed stream–stream join on `StreamJoinKernel` (port 0 this side, 1 the other)."""
+
+    def __init__(self, node: ir.StreamStreamJoinNode, typed: Typed, run: Run, sides: list[Typed],
+                 values: tuple[Any, Any]) -> None:
+        super().__init__(node, typed, run)
+        self.sides, self.values = sides, values
+        self.kernel = StreamJoinKernel(StreamJoinSpec(node.kind, node.windows.spec), node.joiner.fn,  # type: ignore[arg-type]
+                                       states=self.state)
+
+    def scalars(self) -> Any:
+        return self.kernel.times()
+
+    def restore(self, saved: Any) -> None:
+        self.kernel.restore(saved)
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        side = self.sides[port]
+        key, value = rec.key, rec.value
+        if side.key.serde != self.typed.key.serde:
+            key = hold(self.typed.key.serde, key)
+        if side.value != self.values[port]:
+            value = hold(self.values[port], value)
+        position = self.run.position
+        step = call_user(self.name, "joiner", key, position, self.kernel.process, LEFT if port == 0 else RIGHT, key,
+                         value, rec.timestamp)
+        if step.dropped:
+            self.drop("input", rec)
+        for outputs, headers in ((step.scanned, ()), (step.outputs, rec.headers)):
+            for o in outputs:
+                try:
+                    out = hold(DEFAULT_SERDE, o.value)
+                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                    raise result_error(self.name, "joiner", exc, key, position) from exc
+                self.forward(Record(o.key, out, o.timestamp, headers))
+
+
+# --- grouped tables ----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class GroupedChange:
+    """A re-keyed table change on its way to its group's aggregation (new and old value)."""
+
+    new: Any
+    old: Any
+
+
+class TableGroupByStep(StatefulStep):
+    """``KTable.group_by``: the table's value per key, so each update becomes a change with its
+    old value, re-keyed to its old group first, then its new group."""
+
+    def __init__(self, node: ir.TableGroupByNode, typed: Typed, run: Run, table: Typed) -> None:
+        super().__init__(node, typed, run)
+        self.selector = node.selector.fn
+        self.table = table
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        k, new, ts = rec.key, rec.value, rec.timestamp
+        position = self.run.position
+        old = self.state.get(k)
+        try:
+            changes = regroup(k, Change(new, None if old is None else old.value), ts,
+                              lambda key, value: selector_pair(self.selector(key, value), self.name))
+        except InvalidTypeError as exc:
+            raise UserFunctionError(self.name, str(exc), function="selector", key=repr(k), position=position) from exc
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise user_error(self.name, "selector", exc, k, position) from exc
+        if new is None:
+            self.state.pop(k, None)
+        else:
+            self.state[k] = TableValue(new, ts)
+        key_serde, value_serde = self.typed.key.serde, self.typed.value
+        for group, change, t in changes:
+            try:
+                g = hold(key_serde, group)
+                value = GroupedChange(hold(value_serde, change.new), hold(value_serde, change.old))
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(self.name, "selector", exc, k, position) from exc
+            self.forward(Record(g, value, t, rec.headers))
+
+
+class GroupedAggregateStep(StatefulStep):
+    """A grouped table's aggregation: subtract the old value, add the new one."""
+
+    def __init__(self, node: ir.GroupedTableAggregateNode, typed: Typed, run: Run, grouped: Typed) -> None:
+        super().__init__(node, typed, run)
+        self.fns = grouped_functions(node.agg)
+        self.grouped = grouped
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        group = rec.key
+        if self.grouped.key.serde != self.typed.key.serde:
+            group = hold(self.typed.key.serde, group)
+        position = self.run.position
+        change = Change(rec.value.new, rec.value.old)
+        step = call_user(self.name, "adder/subtractor", group, position, grouped_aggregate_step,
+                         self.state.get(group), group, change, rec.timestamp, self.fns)
+        if step.state is None:
+            self.state.pop(group, None)
+        else:
+            self.state[group] = step.state
+        if step.output is None:
+            return
+        try:
+            value = hold(self.typed.value, step.output.change.new)
+        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+            raise result_error(self.name, "adder", exc, group, position) from exc
+        self.forward(Record(group, value, step.output.timestamp, rec.headers))
+
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        return [(k, 0, 0, v.value, v.ts) for k, v in self.state.items()]
+
+
+# --- dispatch ----------------------------------------------------------------------------------------
+
+
+def stateful(node: ir.Node, parents: list[Typed], run: Run) -> Step | None:
+    """The step of a stateful node (``None``: not a stateful node)."""
+    if isinstance(node, ir.AggregateNode):
+        return _aggregate(node, parents, run)
+    if isinstance(node, ir.CogroupAggregateNode):
+        return _cogroup(node, parents, run)
+    if isinstance(node, ir.SuppressNode):
+        return _suppress(node, parents, run)
+    if isinstance(node, ir.TableSourceNode):
+        key = KeyCodec(node.key_serde or DEFAULT_SERDE)
+        return TableSourceStep(node, Typed(key, node.value_serde or DEFAULT_SERDE, True), run, node.materialized)
+    if isinstance(node, ir.StreamToTableNode):
+        if parents[0].key.windowed:
+            raise InvalidTypeError(f"{node.name}: to_table() of a windowed stream is not supported.")
+        return TableSourceStep(node, Typed(parents[0].key, parents[0].value, True), run, node.materialized)
+    if isinstance(node, ir.StreamTableJoinNode):
+        stream, table = parents
+        if stream.key.windowed or table.key.windowed:
+            raise InvalidTypeError(f"{node.name}: a stream-table join needs plain (not windowed) keys on both sides.")
+        return StreamTableJoinStep(node, Typed(KeyCodec(stream.key.serde), DEFAULT_SERDE), run, stream, table)
+    if isinstance(node, ir.TableTableJoinNode):
+        left, right = parents
+        if left.key.windowed or right.key.windowed:
+            raise InvalidTypeError(f"{node.name}: a table-table join needs plain (not windowed) keys on both sides.")
+        typed = Typed(KeyCodec(left.key.serde), node.value_serde or DEFAULT_SERDE, True)
+        return TableJoinStep(node, typed, run, parents)
+    if isinstance(node, ir.StreamStreamJoinNode):
+        this, other = parents
+        if this.key.windowed or other.key.windowed:
+            raise InvalidTypeError(f"{node.name}: a stream-stream join needs plain (not windowed) keys on both sides.")
+        key = node.key_serde or this.key.serde
+        values = (node.value_serde or this.value, node.other_value_serde or other.value)
+        return StreamJoinStep(node, Typed(KeyCodec(key), DEFAULT_SERDE), run, parents, values)
+    if isinstance(node, ir.TableGroupByNode):
+        typed = Typed(KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE, True)
+        return TableGroupByStep(node, typed, run, parents[0])
+    if isinstance(node, ir.GroupedTableAggregateNode):
+        grouped = parents[0]
+        key_out = node.key_serde or grouped.key.serde
+        typed = Typed(KeyCodec(key_out), grouped_value_serde(node, grouped.value), True)
+        return GroupedAggregateStep(node, typed, run, grouped)
+    return None
+
+
+__all__ += ["AggregateStep", "FlushPolicy"]

@@ -1,0 +1,290 @@
+"""The two engines of the `TopologyTestDriver`.
+
+* ``direct`` (`DirectDriverEngine`, the default) runs the topology in the test process on the
+  direct engine (`streamsdsl.direct`): no JVM, milliseconds per test.
+* ``spark`` (`SparkDriverEngine`) runs the topology's compiled Spark plan in replay mode: a batch
+  job over the records piped since its previous run, with the state carried from run to run —
+  the plan a streaming query runs, with per-record stream time.
+
+Both take the records piped since their previous run and return what the topology wrote; a
+record that fails raises its `RecordError` with the record's pipe position, after the records
+before it have been processed (their output is returned by the next call).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+from typing import TYPE_CHECKING, Any, Sequence
+
+import attrs
+
+from streamsdsl.errors import InvalidArgumentError, RecordError
+from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
+from streamsdsl.runtime.stores import StoreEntry
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamsdsl import ir
+    from streamsdsl.compiler import CompiledTopology
+    from streamsdsl.ir.topology import Topology
+    from streamsdsl.runtime.config import DriverConfig
+
+__all__ = ["ENGINE_ENV", "Engine", "RawRecord", "SinkSerdes", "engine_choice"]
+
+#: The environment variable that switches every driver of a process to one engine.
+ENGINE_ENV = "STREAMSDSL_TEST_ENGINE"
+
+
+class Engine(enum.Enum):
+    """Where a `TopologyTestDriver` runs the topology."""
+
+    DIRECT = "direct"
+    SPARK = "spark"
+
+
+def engine_choice(engine: Engine | str | None) -> Engine:
+    """The engine asked for (``None``: `ENGINE_ENV`, else ``direct``)."""
+    if engine is None:
+        engine = os.environ.get(ENGINE_ENV) or Engine.DIRECT.value
+        source = f"the environment variable {ENGINE_ENV}"
+    else:
+        source = "'engine'"
+    if isinstance(engine, Engine):
+        return engine
+    try:
+        return Engine(str(engine).strip().lower())
+    except ValueError:
+        raise InvalidArgumentError(
+            f"{source} must be 'direct' (in the test process, no Spark) or 'spark' (the compiled Spark plan) "
+            f"(got {engine!r}).") from None
+
+
+@attrs.frozen
+class RawRecord:
+    """A record on a topic, as bytes: piped into the driver or written by the topology."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+    headers: tuple[tuple[str, bytes | None], ...]
+
+
+@attrs.frozen
+class SinkSerdes:
+    """What reading a sink topic needs: the key layout, and the serdes the sink writes with."""
+
+    key_codec: Any
+    key_serde: Any
+    value_serde: Any
+
+    def key_reader(self) -> Any:
+        return self.key_codec.with_serde(self.key_serde).reader()
+
+
+class DirectDriverEngine:
+    """The direct engine behind a driver."""
+
+    def __init__(self, topology: Topology, config: DriverConfig) -> None:
+        from streamsdsl.direct import Run
+
+        self.config = config
+        self.run_ = Run(topology, handler=config.deserialization_handler, flush=config.flush)
+        self._dlq = config.dead_letter_topic
+
+    def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
+        out: list[RawRecord] = []
+        for position in range(start, end):
+            r = records[position]
+            try:
+                emitted = self.run_.process(r.topic, r.key, r.value, r.timestamp, r.headers, position,
+                                            offsets[position])
+            except RecordError as error:
+                raise _Failed(out, error) from error
+            for e in emitted:
+                topic = e.topic if e.topic is not None else self._dlq
+                if topic is not None:
+                    out.append(RawRecord(topic, e.key, e.value, e.timestamp, e.headers))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        m = Metrics()
+        m.add_counts(self.run_.dropped, self.run_.finals)
+        snapshot = m.snapshot()
+        return {name: snapshot[name] for name in TASK_METRICS}
+
+    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+        return [StoreEntry(*e) for e in self.run_.store_entries(node.name)]
+
+    def sink(self, topic: str) -> SinkSerdes:
+        step = self.run_.sink_for_topic(topic)
+        assert step is not None, topic
+        return SinkSerdes(step.typed.key, step.key_serde, step.value_serde)
+
+
+class _Failed(Exception):
+    """A run that stopped at a failed record: the output of the records before it, and the error."""
+
+    def __init__(self, output: list[RawRecord], error: RecordError) -> None:
+        super().__init__(str(error))
+        self.output, self.error = output, error
+
+
+class SparkDriverEngine:
+    """The compiled Spark plan behind a driver, in replay mode (see the module docs)."""
+
+    def __init__(self, topology: Topology, config: DriverConfig, spark: SparkSession | None) -> None:
+        from streamsdsl.compiler.modes import ReplayCarry
+        from streamsdsl.runtime.session import get_session, require_state_store
+
+        if spark is None:
+            spark = get_session(conf=config.spark_conf)
+        if topology.store_names:
+            require_state_store(spark)
+        self.topology, self.config, self.spark = topology, config, spark
+        self._metrics = Metrics()
+        self._carry = ReplayCarry()
+        self._compiled: CompiledTopology | None = None
+
+    def _records_ddl(self) -> str:
+        from streamsdsl.compiler.columns import SOURCE_POSITION
+        from streamsdsl.records import RAW_RECORD_DDL
+
+        return f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
+
+    def compile(self, records: DataFrame | None = None) -> CompiledTopology:
+        """The plan of a run over ``records`` (the records piped since the previous run), or
+        without records the plan's sinks and serdes."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler import PlanMode, compile_topology
+        from streamsdsl.compiler.jvm_operator import operator_scope
+
+        if records is None:
+            if self._compiled is None:
+                self._compiled = self.compile(self.spark.createDataFrame([], self._records_ddl()))
+            return self._compiled
+        with operator_scope(self.config.operator):  # streamsdsl.operator: which operator runs built-ins
+            return compile_topology(
+                self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
+                deserialization_handler=self.config.deserialization_handler, carry=self._carry,
+            )
+
+    def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
+        """One replay of records ``start`` to ``end``; a failure reruns the records before it."""
+        try:
+            return self._run(records, offsets, start, end)
+        except RecordError as error:
+            failed = error.position if error.position is not None and start <= error.position else start
+            done = self._run(records, offsets, start, failed) if failed > start else []
+            error.position = failed
+            raise _Failed(done, error) from error
+
+    def _run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
+        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
+        from streamsdsl.compiler.columns import SOURCE_POSITION
+        from streamsdsl.runtime.errors import StreamsError
+        from streamsdsl.runtime.metrics import log_dropped, observed_metrics
+
+        rows = [(r.key, r.value, r.topic, 0, offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
+                for i, r in enumerate(records[start:end], start=start)]
+        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()))
+        if self._compiled is None:
+            self._compiled = compiled  # its sinks, serdes and frames serve `compile()`
+        if compiled.output is None:
+            return []
+        try:
+            collected = compiled.output.collect()
+            observed = observed_metrics(compiled.output)
+            carry = _next_carry(compiled, observed, self._carry, end)
+        except Exception as exc:
+            error = RecordError.find(exc)
+            if error is None:
+                raise StreamsError(f"the topology failed: {_spark_cause(exc)}") from exc
+            raise error from exc
+        finally:
+            compiled.release()
+        self._carry = carry
+        self._metrics.add_observations(observed)
+        log_dropped(observed, lambda node, position: (records[position].topic, 0, offsets[position]))
+        fresh = sorted(collected, key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []),
+                                                 r[FINAL_KEY_ORDER] or "", r[SINK_INDEX]))
+        topics = {s.index: s.topic for s in compiled.sinks}
+        out: list[RawRecord] = []
+        for row in fresh:
+            if row[SINK_INDEX] == DEAD_LETTER_SINK:
+                if self.config.dead_letter_topic is None:
+                    continue
+                topic = self.config.dead_letter_topic
+            else:
+                topic = topics[row[SINK_INDEX]]
+            out.append(RawRecord(
+                topic,
+                None if row["key"] is None else bytes(row["key"]),
+                None if row["value"] is None else bytes(row["value"]),
+                row["timestamp"],
+                tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
+            ))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        snapshot = self._metrics.snapshot()
+        return {name: snapshot[name] for name in TASK_METRICS}
+
+    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+        from streamsdsl.compiler.modes import native_store
+
+        frame = self.compile().frames.get(node.name)
+        if frame is None:  # not upstream of any sink: never run
+            return []
+        key, value = frame.key.serde, frame.value
+        if node.name in self._carry.native_inputs:
+            return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
+                    for r in native_store(self.spark, self._carry, node, value.spark_type)]
+        return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
+                for k, windows in self._carry.states.get(node.name, ()) for w in windows]
+
+    def sink(self, topic: str) -> SinkSerdes:
+        found = self.compile().sink_for_topic(topic)
+        assert found is not None, topic
+        return SinkSerdes(found.key_codec, found.key_serde, found.value_serde)
+
+
+def _spark_cause(exc: BaseException) -> str:
+    """The line of a Spark error that states the cause: the last line of a Python worker's
+    traceback (``ValueError: ...``), else the first line."""
+    text = str(exc).split("JVM stacktrace:")[0]
+    lines = [line for line in text.splitlines() if line.strip()]
+    if "Traceback (most recent call last)" in text:
+        causes = [line for line in lines if not line.startswith((" ", "\t"))]
+        if causes:
+            return causes[-1].strip()
+    return lines[0].strip() if lines else type(exc).__name__
+
+
+def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,
+                first_position: int) -> Any:
+    """What the next run starts from: each processor's keys' state and stream time, and each
+    native aggregation's input rows, as this run left them."""
+    from streamsdsl.compiler.carry import ObservedCarry
+    from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
+
+    replay = compiled.replay
+    assert replay is not None
+    stream_times = dict(before.stream_times)
+    for name, row in observed.items():
+        if name.startswith(STREAM_TIME_OBSERVATION):
+            node = name[len(STREAM_TIME_OBSERVATION):]
+            old = list(stream_times.get(node, ())) or [-1] * len(row)
+            stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
+    states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
+              for node, carried in replay.carried_states.items()}
+    return ReplayCarry(
+        first_position,
+        states,
+        stream_times,
+        {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
+        {node: df.schema for node, df in replay.native_inputs.items()},
+    )

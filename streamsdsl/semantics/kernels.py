@@ -1,0 +1,186 @@
+"""The aggregation kernel: Kafka Streams' windowed and unwindowed aggregation over every key of
+one operator, record by record, as Kafka's TopologyTestDriver runs it.
+
+`AggregateKernel` is what the test driver's direct engine runs for an aggregation (and for a
+``suppress`` folded into one), and what `streamsdsl.semantics.reference.reference_run` runs for
+the property tests. It holds no rule of its own: every record goes through
+`streamsdsl.semantics.windowing.record_step` (the Spark processors' step too), the windows
+stream time closes through `close_step`, and a suppress node's releases through
+`streamsdsl.semantics.suppress.final_results_release` / `time_limit_release`. What is passed
+in: the window kind, the functions (one set per input for a cogroup), the emit strategy, the
+record cache (`FlushPolicy`) and the state I/O (any mutable mapping of key → `KeyState`).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Iterable, MutableMapping, Sequence
+
+import attrs
+
+from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.changes import ChangeBuffer
+from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer, final_results_release
+from streamsdsl.semantics.suppress import time_limit_release
+from streamsdsl.semantics.unwindowed import Unwindowed
+from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
+from streamsdsl.semantics.windowing import close_step, record_step
+
+__all__ = ["AggregateKernel", "FlushPolicy", "KernelStep", "Out", "forwarded_updates"]
+
+
+class FlushPolicy(enum.Enum):
+    """When an aggregation's store writes are forwarded (Kafka's record cache).
+
+    ``PER_RECORD``: the cache is flushed after every record (Kafka's TopologyTestDriver with the
+    default ``statestore.cache.max.bytes``): the last value per window, a tombstone only for a
+    window that had been forwarded before. ``EVERY_WRITE``: no cache (``statestore.cache.max.bytes
+    = 0``): every delete and every put is forwarded, in Kafka's order."""
+
+    PER_RECORD = "per-record"
+    EVERY_WRITE = "every-write"
+
+    @classmethod
+    def of_cache_bytes(cls, max_bytes: int) -> FlushPolicy:
+        """Kafka Streams' rule: a cache of 0 bytes forwards every write."""
+        return cls.EVERY_WRITE if max_bytes == 0 else cls.PER_RECORD
+
+
+@attrs.frozen
+class Out:
+    """One forwarded record: key, window bounds (``None`` when unwindowed), value (``None`` =
+    tombstone), timestamp; ``final``: an on-close (or suppress) release, which carries no headers."""
+
+    key: Any
+    start: int | None
+    end: int | None
+    value: Any
+    timestamp: int
+    final: bool = attrs.field(default=False, eq=False, repr=False)
+
+
+@attrs.frozen
+class KernelStep:
+    """What one record does: the forwarded records in order, how often it counts as dropped, and
+    the emit-final latencies (ms of stream time past each released window's close)."""
+
+    outputs: tuple[Out, ...] = ()
+    dropped: int = 0
+    final_latencies: tuple[int, ...] = ()
+
+
+def forwarded_updates(before: KeyState, step: RecordStep, policy: FlushPolicy) -> list[tuple[tuple[int, int], WindowAgg | None]]:
+    """The store writes of one record that an emit-on-update aggregation forwards: ``(bounds,
+    window)`` pairs, ``window`` ``None`` (or its ``agg`` ``None``) for a tombstone."""
+    if policy is FlushPolicy.EVERY_WRITE:
+        return [*((w.bounds, None) for w in step.deletes), *((w.bounds, w) for w in step.puts)]
+    buffer = ChangeBuffer(w.bounds for w in before.windows)
+    step.write_to(buffer)
+    return buffer.flush()
+
+
+class AggregateKernel:
+    """One aggregation operator over all its keys.
+
+    ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
+    processor per input stream); otherwise one stream time spans the inputs. ``states`` is the
+    state I/O: key → `KeyState`; keys without windows are removed from it.
+    """
+
+    def __init__(self, windowing: Windowing, fns: AggFunctions | Sequence[AggFunctions], *, emit_on_close: bool = False,
+                 per_input_time: bool = False, flush: FlushPolicy = FlushPolicy.PER_RECORD,
+                 states: MutableMapping[Any, KeyState] | None = None, stream_times: Sequence[int] | None = None) -> None:
+        self.windowing = windowing
+        self.fns = (fns,) if isinstance(fns, AggFunctions) else tuple(fns)
+        self.emit_on_close = emit_on_close
+        self.per_input_time = per_input_time
+        self.flush = flush
+        self.states: MutableMapping[Any, KeyState] = {} if states is None else states
+        self.stream_times = list(stream_times) if stream_times else [-1] * (len(self.fns) if per_input_time else 1)
+        self.windowed = not isinstance(windowing, Unwindowed)
+
+    @property
+    def stream_time(self) -> int:
+        return max(self.stream_times)
+
+    def process(self, key: Any, value: Any, ts: int, source: int = 0) -> KernelStep:
+        """One record of input ``source``. A null key is dropped (and counted) before stream
+        time advances."""
+        if key is None:
+            return KernelStep(dropped=1)
+        windowing = self.windowing
+        slot = source if self.per_input_time else 0
+        before_time = self.stream_times[slot]
+        stream_time = advance_stream_time(windowing, before_time, ts, value)
+        before = self.states.get(key) or KeyState()
+        if isinstance(windowing, TimeLimitBuffer):
+            state, release = time_limit_release(windowing, before, value, ts, before_time, stream_time)
+            self.stream_times[slot] = stream_time
+            self._store(key, state)
+            return self._released(key, release.passed, release.immediate, stream_time)
+        step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source])
+        self.stream_times[slot] = stream_time
+        self._store(key, step.state)
+        if isinstance(windowing, FinalResultsWindowing):
+            release = final_results_release(windowing, before, step, before_time, stream_time)
+            return self._released(key, release.passed, release.immediate, stream_time, step.dropped)
+        outputs: list[Out] = []
+        latencies: list[int] = []
+        if self.emit_on_close:
+            closing = [(w, key) for w in step.closed]
+            closing += self._close_others(key, stream_time)
+            self._finals(closing, stream_time, outputs, latencies)
+        else:
+            for bounds, w in forwarded_updates(before, step, self.flush):
+                outputs.append(self._out(key, bounds, w))
+        return KernelStep(tuple(outputs), step.dropped, tuple(latencies))
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def _store(self, key: Any, state: KeyState) -> None:
+        if state.windows:
+            self.states[key] = state
+        elif key in self.states:
+            del self.states[key]
+
+    def _close_others(self, key: Any, stream_time: int) -> list[tuple[WindowAgg, Any]]:
+        """Close every other key's windows that ``stream_time`` closes."""
+        closing: list[tuple[WindowAgg, Any]] = []
+        for other in list(self.states):
+            if other == key:
+                continue
+            close = close_step(self.windowing, self.states[other], stream_time)
+            if close.closed or close.state is not self.states[other]:
+                self._store(other, close.state)
+                closing.extend((w, other) for w in close.closed)
+        return closing
+
+    def _finals(self, closing: list[tuple[WindowAgg, Any]], stream_time: int, outputs: list[Out],
+                latencies: list[int]) -> None:
+        """On-close records, in the window kind's final order and then the key's text (how the
+        Spark plan orders them too)."""
+        order = self.windowing.final_order
+        threshold = self.windowing.close_threshold
+        closing.sort(key=lambda pair: (order(pair[0]), str(pair[1])))
+        for w, k in closing:
+            outputs.append(self._out(k, w.bounds, w, final=True))
+            latencies.append(stream_time - threshold(w) - 1)
+
+    def _released(self, key: Any, passed: Iterable[WindowAgg], immediate: Iterable[WindowAgg], stream_time: int,
+                  dropped: int = 0) -> KernelStep:
+        """A suppress node's releases around one record: what stream time passed (this key's and
+        every other key's, in (end, key) order), then what the record re-wrote after its release."""
+        outputs: list[Out] = []
+        latencies: list[int] = []
+        closing = [(w, key) for w in passed] + self._close_others(key, stream_time)
+        self._finals(closing, stream_time, outputs, latencies)
+        threshold = self.windowing.close_threshold
+        for w in immediate:
+            outputs.append(self._out(key, w.bounds, w, final=True))
+            latencies.append(stream_time - threshold(w) - 1)
+        return KernelStep(tuple(outputs), dropped, tuple(latencies))
+
+    def _out(self, key: Any, bounds: tuple[int, int], window: WindowAgg | None, final: bool = False) -> Out:
+        start, end = bounds if self.windowed else (None, None)
+        if window is None or window.agg is None:
+            return Out(key, start, end, None, bounds[1] if window is None else window.ts, final)
+        return Out(key, start, end, window.agg, window.ts, final)
