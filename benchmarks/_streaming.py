@@ -35,13 +35,12 @@ def run_stream(df: Any, output_mode: str, on_batch: Callable[[Any, int], None] |
 def streamsdsl_stream(spark: Any, topology: Any, directory: str, operator: str) -> Any:
     """The streaming plan of ``topology`` on the file source, with ``streamsdsl.operator``."""
     from streamsdsl.compiler import PlanMode, compile_topology
-    from streamsdsl.compiler.jvm_operator import operator_scope
+    from streamsdsl.compiler.plan import CompileOptions
 
-    with operator_scope(operator) as operators:
-        output = compile_topology(topology, lambda node: raw_stream(spark, directory), mode=PlanMode.STREAMING).output
-    wanted = "JVM operator" if operator == "jvm" else "Python operator"
-    assert all(how.startswith(wanted) for how in operators.values()), operators
-    return output
+    compiled = compile_topology(topology, lambda node: raw_stream(spark, directory),
+                                CompileOptions(PlanMode.STREAMING, operator))
+    assert all(how.backend.value == operator for how in compiled.operators.values()), compiled.operators
+    return compiled.output
 
 
 def output_summary(df: Any, output_mode: str) -> tuple[int, int]:

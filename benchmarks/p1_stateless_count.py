@@ -50,8 +50,10 @@ def topology(columns: bool) -> Any:
 
 def streamsdsl_job(spark: Any, directory: str, columns: bool) -> Any:
     from streamsdsl.compiler import PlanMode, compile_topology
+    from streamsdsl.compiler.plan import CompileOptions
 
-    compiled = compile_topology(topology(columns), lambda node: spark.read.parquet(directory), mode=PlanMode.STREAMING)
+    compiled = compile_topology(topology(columns), lambda node: spark.read.parquet(directory),
+                                CompileOptions(PlanMode.STREAMING))
     return compiled.output
 
 

@@ -117,9 +117,11 @@ def run_cogroup(spark: Any, directory: str) -> tuple[float, int]:
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler import PlanMode, compile_topology
+    from streamsdsl.compiler.plan import CompileOptions
 
     raw = spark.read.parquet(directory)
-    compiled = compile_topology(cogroup_topology(), lambda n: raw.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.STREAMING)
+    compiled = compile_topology(cogroup_topology(), lambda n: raw.filter(F.col("topic").isin(list(n.topics))),
+                                CompileOptions(PlanMode.STREAMING))
     start = time.perf_counter()
     rows = compiled.output.count()
     return time.perf_counter() - start, rows

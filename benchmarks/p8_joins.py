@@ -177,14 +177,13 @@ def streamsdsl_plan(spark: Any, topology: Any, directory: str) -> tuple[Any, dic
     """The streaming plan of ``topology``, each source reading its topic's directory; and what
     runs each stateful node (``explain``'s operator names)."""
     from streamsdsl.compiler import PlanMode, compile_topology
-    from streamsdsl.compiler.jvm_operator import operator_scope
+    from streamsdsl.compiler.plan import CompileOptions
 
-    with operator_scope("python") as operators:
-        output = compile_topology(
-            topology, lambda node: raw_stream(spark, os.path.join(directory, list(node.topics)[0])),
-            mode=PlanMode.STREAMING,
-        ).output
-    return output, dict(operators)
+    compiled = compile_topology(
+        topology, lambda node: raw_stream(spark, os.path.join(directory, list(node.topics)[0])),
+        CompileOptions(PlanMode.STREAMING, "python"),
+    )
+    return compiled.output, {node: str(how) for node, how in compiled.operators.items()}
 
 
 def rows_written(df: Any, output_mode: str) -> int:

@@ -28,15 +28,23 @@ def operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return str(request.param)
 
 
+@pytest.fixture(autouse=True)
+def _spark_engine_where_needed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked ``spark_engine`` (it needs Spark: Column expressions, the plan) or run on
+    both operators (the ``operator`` fixture: the operators are Spark's) runs its drivers on the
+    Spark engine; every other test on the test run's (``STREAMSDSL_TEST_ENGINE``, else ``direct``)."""
+    from streamsdsl.runtime.engines import ENGINE_ENV
+
+    if request.node.get_closest_marker("spark_engine") is not None or "operator" in request.fixturenames:
+        request.getfixturevalue("spark")
+        monkeypatch.setenv(ENGINE_ENV, "spark")
+
+
 @pytest.fixture()
-def engine(request: pytest.FixtureRequest) -> str:
-    """The test driver's engine: ``spark`` for a test marked ``spark_engine`` (it needs Spark:
-    Column expressions, the plan), else the test run's (``STREAMSDSL_TEST_ENGINE``, else ``direct``)."""
+def engine(_spark_engine_where_needed: None) -> str:
+    """The test driver's engine of this test."""
     from streamsdsl.runtime.engines import engine_choice
 
-    if request.node.get_closest_marker("spark_engine") is not None:
-        request.getfixturevalue("spark")
-        return "spark"
     return engine_choice(None).value
 
 

@@ -66,6 +66,7 @@ class TestLowering:
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler import PlanMode, compile_topology
+        from streamsdsl.compiler.plan import CompileOptions
 
         b = StreamsBuilder()
         b.stream("in").filter(lambda k, v: v is not None).group_by(lambda k, v: v).count().to_stream().to("out")
@@ -78,7 +79,7 @@ class TestLowering:
                 F.array().cast("array<struct<key:string,value:binary>>").alias("headers"),
             )
 
-        compiled = compile_topology(b.build(), source, mode=PlanMode.STREAMING, deserialization_handler=handler)
+        compiled = compile_topology(b.build(), source, CompileOptions(PlanMode.STREAMING, deserialization_handler=handler))
         plan = compiled.output._jdf.queryExecution().analyzed().toString()  # type: ignore[union-attr]
         assert plan.count("StreamingRelation") == reads
 

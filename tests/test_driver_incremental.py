@@ -84,11 +84,11 @@ class TestIncrementalDriver:
         table.to_stream().to("out")
         if fan_out:
             table.to_stream().map_values(str.upper).to("upper")
-        with TopologyTestDriver(b.build(), spark=spark) as d:
+        with TopologyTestDriver(b.build(), engine="spark", spark=spark) as d:
             i, o = d.create_input_topic("in"), d.create_output_topic("out")
             i.pipe_input("k", "a", 1)
             assert o.read_key_values_to_list() == [("k", "a")]
-            carried = d._compiled.replay.carried_states  # type: ignore[union-attr]
+            carried = d._engine._compiled.replay.carried_states  # type: ignore[union-attr]
             i.pipe_input("k", "b", 2)
             assert o.read_key_values_to_list() == [("k", "ab")]
             if fan_out:

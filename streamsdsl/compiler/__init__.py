@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from streamsdsl.compiler.lowering import Lowering, PlanMode
-    from streamsdsl.compiler.plan import CompiledSink, CompiledTopology, compile_topology
+    from streamsdsl.compiler.plan import CompiledSink, CompiledTopology, CompileOptions, compile_topology
 
-__all__ = ["CompiledSink", "CompiledTopology", "Lowering", "PlanMode", "compile_topology"]
+__all__ = ["CompileOptions", "CompiledSink", "CompiledTopology", "Lowering", "PlanMode", "compile_topology"]
 
 _HOME = {
+    "CompileOptions": "streamsdsl.compiler.plan",
     "CompiledSink": "streamsdsl.compiler.plan",
     "CompiledTopology": "streamsdsl.compiler.plan",
     "compile_topology": "streamsdsl.compiler.plan",

@@ -30,6 +30,7 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SOURCE_POSITION,
 )
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.jvm_operator import JvmAggregate
@@ -40,6 +41,7 @@ from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.suppress import FinalResultsWindowing
 from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, key_codec
 from streamsdsl.operators import function_names, windowing_of
@@ -113,7 +115,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
-            jvm_operator.record(node.name, "Spark native aggregation")
+            self.choices.record(node.name, Backend.NATIVE)
             return Frame(self.native_aggregate(node.name, df, native, value_out.spark_type), frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
     windowing = windowing_of(windows)
@@ -123,13 +125,15 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         node.name, key_codec(frame.key.serde, windows), value_out, windowing,
         (AggregateInput(frame.value, agg_functions(node.agg)),),
         emit_on_close=final_results is not None or (emit is not None and emit.emits_on_close),
-        function_names=function_names(node.agg),
+        function_names=function_names(node.agg), flush=self.flush,
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
     if final_results is not None:
         form = "suppress(until_window_closes) folded in: the JVM operator does not implement its release rule"
-    jvm = jvm_operator.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
+    elif self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
+        form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
+    jvm = self.choices.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
     df = _operator_columns(frame.df)
     if jvm is not None:
         df = jvm_operator.prepare_input(df, jvm)
@@ -163,7 +167,9 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     value_out = cogroup_value_serde(node)
     form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
                                      isinstance(node.windows, SessionWindows), cogroup=node)
-    jvm = jvm_operator.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
+    if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
+        form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
+    jvm = self.choices.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
     payload_types = [f.value.spark_type for f in frames]
     parts = []
     for i, f in enumerate(frames):
@@ -188,7 +194,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger))
               for f, a in zip(frames, node.aggregators)),
         emit_on_close=node.windows is not None and node.emit.emits_on_close,
-        cogroup=True,
+        cogroup=True, flush=self.flush,
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -34,7 +34,6 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
@@ -48,6 +47,7 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SOURCE_POSITION,
 )
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
@@ -241,7 +241,7 @@ def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     key, value = node.key_serde or DEFAULT_SERDE, node.value_serde or DEFAULT_SERDE  # Grouped.with_serdes
     config = GroupedTableConfig(node.name, REGROUP, key_in, table.value, key, value,  # type: ignore[arg-type]
                                 selector=node.selector.fn)
-    jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
+    self.choices.record(node.name, Backend.PYTHON, "grouped tables run on the Python operator")
     return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
 
 
@@ -257,6 +257,6 @@ def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode)
         df = df.withColumn("key", convert_column(F.col("key"), regrouped.key.serde, key_out))
     config = GroupedTableConfig(node.name, AGGREGATE, key_out, regrouped.value, key_out, value_out,
                                 fns=grouped_functions(node.agg))
-    jvm_operator.record(node.name, "Python operator (grouped tables run on the Python operator)")
+    self.choices.record(node.name, Backend.PYTHON, "grouped tables run on the Python operator")
     return Frame(_run(self, df, config), KeyCodec(key_out), value_out, is_table=True)
 

@@ -26,7 +26,6 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
@@ -42,6 +41,7 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SOURCE_POSITION,
 )
+from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
 from streamsdsl.compiler.python_ops import apply_python, result_error
@@ -210,7 +210,7 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     if not materialized:
         return attrs.evolve(records, table_records=records.df)
     config = TableOperatorConfig(node.name, SOURCE, records.key.serde, records.value, records.value, records.value)
-    jvm_operator.record(node.name, "Python operator (tables run on the Python operator)")
+    lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
     inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)
 
@@ -239,8 +239,7 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     key = stream.key.serde
     config = TableOperatorConfig(node.name, node.kind, key, stream.value, table.value, DEFAULT_SERDE,
                                  joiner=node.joiner.fn)
-    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
-                                   "built-in aggregations only)")
+    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
     return Frame(_run(self, inp, config), KeyCodec(key), DEFAULT_SERDE)

@@ -5,20 +5,22 @@ through py4j, producing the same rows as the Python operator (`streamsdsl.compil
 ``reduce(operator.add | max | min)`` on Long / Integer / Double values, the
 `streamsdsl.dsl.aggregations.Aggregations` helpers, and cogroups of those helpers) and describes
 it as a `JvmAggregate`: per input the aggregator op and the Spark column of its number (a JSON
-field is extracted here, in the plan). `choose` applies the ``streamsdsl.operator`` choice of
-the running compile (`operator_scope`) and the session's ability to load the jar, and records
-the decision for ``explain()``. `apply_jvm` runs the operator on the prepared input.
+field is extracted here, in the plan). `OperatorChoices.choose` applies the compile's
+``streamsdsl.operator`` setting (`streamsdsl.compiler.plan.CompileOptions`) and the session's
+ability to load the jar, and records the decision as data (`OperatorChoice`: a `Backend` and a
+reason), which ``explain()``, the log and the fingerprint read. `apply_jvm` runs the operator
+on the prepared input.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
-import contextvars
+import enum
 import json
 import logging
 import operator
-from typing import Any, Iterator
+from collections.abc import Mapping
+from typing import Any
 
 import attrs
 from pyspark.sql import Column, DataFrame
@@ -38,8 +40,8 @@ from streamsdsl.dsl.serdes import (
 )
 from streamsdsl.jvm import CheckpointOperatorError, JvmOperatorError, Operator, default_operator, jar_path
 
-__all__ = ["JvmAggregate", "apply_jvm", "builtin_form", "check_checkpoint", "choose", "current_choice",
-           "operator_scope"]
+__all__ = ["Backend", "JvmAggregate", "OperatorChoice", "OperatorChoices", "apply_jvm", "builtin_form",
+           "check_checkpoint"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -50,8 +52,6 @@ PROTOCOL = 1
 #: The column holding each record's number (a value or a JSON field) on the JVM operator's input.
 NUMBER = "_number"
 
-_choice: contextvars.ContextVar[Operator | None] = contextvars.ContextVar("streamsdsl_operator", default=None)
-_report: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("streamsdsl_operators", default=None)
 _available: dict[int, str | None] = {}
 _warned: set[str] = set()
 
@@ -62,39 +62,71 @@ _NUMERIC = (LongSerde, IntegerSerde, DoubleSerde)
 _MERGE_OF = {"count": "ADD", "sum": "ADD", "min": "MIN", "max": "MAX"}
 
 
-@contextlib.contextmanager
-def operator_scope(choice: Operator | str | None = None) -> Iterator[dict[str, str]]:
-    """Compile within this block with the ``streamsdsl.operator`` ``choice`` (None: its default,
-    `streamsdsl.jvm.default_operator`); yields the report filled with each stateful node's
-    operator (``{node: "JVM operator (...)"}``)."""
-    report: dict[str, str] = {}
-    t1, t2 = _choice.set(default_operator() if choice is None else Operator(choice)), _report.set(report)
-    try:
-        yield report
-    finally:
-        _choice.reset(t1)
-        _report.reset(t2)
+class Backend(enum.Enum):
+    """What runs a stateful node."""
+
+    JVM = "jvm"
+    PYTHON = "python"
+    NATIVE = "native"
 
 
-def current_choice() -> Operator:
-    """The choice of the running compile (outside `operator_scope`: the default)."""
-    choice = _choice.get()
-    return default_operator() if choice is None else choice
+#: Why the joins run on the Python operator.
+JOINS_ON_PYTHON = "joins run on the Python operator; the JVM operator runs built-in aggregations only"
+
+_LABELS = {Backend.JVM: "JVM operator", Backend.PYTHON: "Python operator", Backend.NATIVE: "Spark native aggregation"}
 
 
-def record(node: str, text: str) -> None:
-    """Note which operator runs ``node`` (read by ``explain()`` through `operator_scope`)."""
-    report = _report.get()
-    if report is not None:
-        report[node] = text
+@attrs.frozen
+class OperatorChoice:
+    """Which operator runs one stateful node, and why (``str()``: how ``explain()`` and the log
+    show it, e.g. ``JVM operator (count, session windows)``)."""
+
+    backend: Backend
+    reason: str = ""
+
+    def __str__(self) -> str:
+        label = _LABELS[self.backend]
+        return f"{label} ({self.reason})" if self.reason else label
 
 
-def forget(node: str) -> None:
-    """Drop ``node`` from the report: its operator is not part of the plan (a suppress node
-    runs the aggregation it follows in its place)."""
-    report = _report.get()
-    if report is not None:
-        report.pop(node, None)
+class OperatorChoices:
+    """The operator choices of one compile: the ``streamsdsl.operator`` setting it follows
+    (``None``: `streamsdsl.jvm.default_operator`) and what each stateful node got (`by_node`)."""
+
+    def __init__(self, operator: Operator | str | None = None) -> None:
+        self.operator = default_operator() if operator is None else Operator(operator)
+        self.by_node: dict[str, OperatorChoice] = {}
+
+    def record(self, node: str, backend: Backend, reason: str = "") -> None:
+        """Note which operator runs ``node``."""
+        self.by_node[node] = OperatorChoice(backend, reason)
+
+    def forget(self, node: str) -> None:
+        """``node``'s operator is not part of the plan (a suppress node runs the aggregation it
+        follows in its place)."""
+        self.by_node.pop(node, None)
+
+    def choose(self, node: str, form: JvmAggregate | str, spark: Any, kind: str) -> JvmAggregate | None:
+        """The `JvmAggregate` to run ``node`` with, or None for the Python operator, following the
+        ``streamsdsl.operator`` setting; records the decision."""
+        if isinstance(form, str):
+            self.record(node, Backend.PYTHON, f"{kind}: {form}")
+            return None
+        if self.operator is Operator.PYTHON:
+            self.record(node, Backend.PYTHON, f"{form.label}, {kind}; streamsdsl.operator=python")
+            return None
+        reason = _unavailable(spark)
+        if reason is None:
+            self.record(node, Backend.JVM, f"{form.label}, {kind}")
+            return form
+        if self.operator is Operator.JVM:
+            raise JvmOperatorError(f"{node}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: {reason}.")
+        self.record(node, Backend.PYTHON, f"{form.label}, {kind}; the JVM operator is unavailable: {reason}")
+        if reason not in _warned:
+            _warned.add(reason)
+            log.warning("streamsdsl: built-in aggregations run on the Python operator: the JVM operator is "
+                        "unavailable (%s).", reason)
+        return None
 
 
 @attrs.frozen(eq=False)
@@ -228,30 +260,6 @@ def _unavailable(spark: Any) -> str | None:
     return _available[key]
 
 
-def choose(node: str, form: JvmAggregate | str, spark: Any, kind: str) -> JvmAggregate | None:
-    """The `JvmAggregate` to run ``node`` with, or None for the Python operator, following the
-    ``streamsdsl.operator`` choice; records the decision for ``explain()``."""
-    choice = current_choice()
-    if isinstance(form, str):
-        record(node, f"Python operator ({kind}: {form})")
-        return None
-    if choice is Operator.PYTHON:
-        record(node, f"Python operator ({form.label}, {kind}; streamsdsl.operator=python)")
-        return None
-    reason = _unavailable(spark)
-    if reason is None:
-        record(node, f"JVM operator ({form.label}, {kind})")
-        return form
-    if choice is Operator.JVM:
-        raise JvmOperatorError(f"{node}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: {reason}.")
-    record(node, f"Python operator ({form.label}, {kind}; the JVM operator is unavailable: {reason})")
-    if reason not in _warned:
-        _warned.add(reason)
-        log.warning("streamsdsl: built-in aggregations run on the Python operator: the JVM operator is unavailable "
-                    "(%s).", reason)
-    return None
-
-
 def _key_kind(serde: PlanSerde) -> str:
     return _KEY_KINDS[type(serde)]
 
@@ -320,17 +328,17 @@ def _checkpoint_jvm_operators(checkpoint: str) -> int | None:
     return found
 
 
-def check_checkpoint(checkpoint: str, report: dict[str, str]) -> None:
+def check_checkpoint(checkpoint: str, report: Mapping[str, OperatorChoice]) -> None:
     """Raise `CheckpointOperatorError` when the checkpoint's aggregations ran on the other
     operator than this run would use (Spark would fail with
     ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``)."""
     written = _checkpoint_jvm_operators(checkpoint)
     if written is None:
         return
-    now = [node for node, how in report.items() if how.startswith("JVM operator")]
+    now = [node for node, how in report.items() if how.backend is Backend.JVM]
     if written == len(now):
         return
-    python = [node for node, how in report.items() if how.startswith("Python operator")]
+    python = [node for node, how in report.items() if how.backend is Backend.PYTHON]
     if written > len(now):
         fix = ("set streamsdsl.operator to 'jvm' (or 'auto' with the jar loaded) to continue from it" if python
                else "run it with the streamsdsl version that wrote it")

@@ -37,6 +37,8 @@ from streamsdsl.compiler.columns import (
     observation_name,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.jvm_operator import OperatorChoices
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
 from streamsdsl.compiler.serde_exprs import key_as_json
@@ -63,11 +65,16 @@ class Lowering:
     them (dead-letter records, DataFrames cached for a replay)."""
 
     mode: ClassVar[PlanMode]
+    #: When the aggregations forward their store writes (streaming: the net change per batch).
+    flush: FlushPolicy = FlushPolicy.PER_RECORD
 
     def __init__(self, raw_source: RawSource,
-                 handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL) -> None:
+                 handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
+                 choices: OperatorChoices | None = None) -> None:
         self.raw_source = raw_source
         self.handler = DeserializationHandler.parse(handler)
+        #: Which operator runs each stateful node (the ``streamsdsl.operator`` setting it follows).
+        self.choices = choices if choices is not None else OperatorChoices()
         self.frames: dict[str, Frame] = {}
         self.dead_letters: list[DataFrame] = []
         self.persisted: list[DataFrame] = []

@@ -48,7 +48,9 @@ from streamsdsl.compiler.processors import (
     StreamingAggregateProcessor,
     windows_type,
 )
+from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.errors import OperationNotDefinedError
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
@@ -134,9 +136,12 @@ class ReplayLowering(Lowering):
     mode = PlanMode.REPLAY
 
     def __init__(self, raw_source: RawSource, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
-                 carry: ReplayCarry | None = None) -> None:
-        super().__init__(raw_source, handler)
+                 carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None,
+                 flush: FlushPolicy = FlushPolicy.PER_RECORD) -> None:
+        super().__init__(raw_source, handler, choices)
         self.carry = carry or ReplayCarry()
+        #: When the aggregations forward their store writes (``statestore.cache.max.bytes``).
+        self.flush = flush
         #: What the driver collects after the run for the next one: per node, a DataFrame of
         #: its carried state rows (processors) or of its input rows (native aggregations).
         self.carried_states: dict[str, DataFrame] = {}

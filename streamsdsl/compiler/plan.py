@@ -18,15 +18,18 @@ from streamsdsl import ir
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, reused_columns
+from streamsdsl.compiler.jvm_operator import OperatorChoice, OperatorChoices
 from streamsdsl.compiler.modes import ReplayCarry, ReplayLowering, lowering_for
 from streamsdsl.compiler.serde_exprs import RecordContext, key_as_json, serialize_key, serialize_value
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.jvm import Operator
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.dsl.serdes import CustomSerde, PlanSerde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
     from streamsdsl.ir.topology import Topology
 
-__all__ = ["CompiledSink", "CompiledTopology", "compile_topology"]
+__all__ = ["CompileOptions", "CompiledSink", "CompiledTopology", "compile_topology"]
 
 
 @attrs.frozen
@@ -63,6 +66,8 @@ class CompiledTopology:
     dead_letters: bool = False
     #: Replay: the lowering, whose carried states the driver collects after the run.
     replay: ReplayLowering | None = None
+    #: Which operator runs each stateful node, and why.
+    operators: dict[str, OperatorChoice] = attrs.field(factory=dict)
 
     def release(self) -> None:
         """Unpersist what a replay cached."""
@@ -147,29 +152,40 @@ def _sink_columns(node: ir.SinkNode, index: int, key: KeyCodec, value: PlanSerde
     ]
 
 
-def compile_topology(
-    topology: Topology,
-    raw_source: RawSource,
-    *,
-    mode: PlanMode = PlanMode.STREAMING,
-    deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
-    carry: ReplayCarry | None = None,
-) -> CompiledTopology:
-    """Lower ``topology``; ``raw_source(node)`` returns the raw record DataFrame of a source.
+@attrs.frozen
+class CompileOptions:
+    """How `compile_topology` lowers a topology, passed in as data.
 
-    ``mode`` is `PlanMode.STREAMING` (watermarks, timers, net change per micro-batch) or
-    `PlanMode.REPLAY` (a batch run over recorded input with per-record stream time, used by the
-    test driver). ``deserialization_handler`` is Kafka Streams' ``log_and_fail`` (a record that
-    cannot be deserialized fails the query, naming topic, partition and offset) or
-    ``log_and_continue`` (it is skipped, counted in ``dropped-records-total`` and becomes a
-    dead-letter record of the output). ``carry`` (replay only) is what the previous run of the
-    test driver handed on (`streamsdsl.compiler.modes.ReplayCarry`).
-    """
-    handler = DeserializationHandler.parse(deserialization_handler)
-    if carry is not None:
-        lowering: Lowering = ReplayLowering(raw_source, handler, carry)
+    ``mode``: `PlanMode.STREAMING` (watermarks, timers, net change per micro-batch) or
+    `PlanMode.REPLAY` (the test driver's batch run over recorded input, per-record stream time).
+    ``operator``: ``streamsdsl.operator`` (``auto``/``jvm``/``python``; ``None``: its default),
+    which operator runs the built-in aggregations. ``deserialization_handler``: Kafka Streams'
+    ``log_and_fail`` (a record that cannot be deserialized fails the query, naming topic,
+    partition and offset) or ``log_and_continue`` (it is skipped, counted in
+    ``dropped-records-total`` and becomes a dead-letter record of the output). ``carry`` (replay
+    only): what the previous run of the test driver handed on (`ReplayCarry`). ``flush``: when an
+    aggregation forwards its store writes (replay: ``statestore.cache.max.bytes``)."""
+
+    mode: PlanMode = attrs.field(default=PlanMode.STREAMING, converter=PlanMode)
+    operator: Operator | None = attrs.field(default=None, converter=attrs.converters.optional(Operator))
+    deserialization_handler: DeserializationHandler = attrs.field(
+        default=DeserializationHandler.LOG_AND_FAIL, converter=DeserializationHandler.parse)
+    carry: ReplayCarry | None = None
+    flush: FlushPolicy = FlushPolicy.PER_RECORD
+
+
+def compile_topology(topology: Topology, raw_source: RawSource, options: CompileOptions | None = None) -> CompiledTopology:
+    """Lower ``topology`` with ``options`` (`CompileOptions`); ``raw_source(node)`` returns the
+    raw record DataFrame of a source. The result names the operator of each stateful node
+    (`CompiledTopology.operators`)."""
+    options = options or CompileOptions()
+    handler = options.deserialization_handler
+    choices = OperatorChoices(options.operator)
+    if options.mode is PlanMode.REPLAY:
+        lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices,
+                                            flush=options.flush)
     else:
-        lowering = lowering_for(PlanMode(mode))(raw_source, handler)
+        lowering = lowering_for(options.mode)(raw_source, handler, choices)
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
@@ -192,4 +208,4 @@ def compile_topology(
         output = df if output is None else output.unionByName(df)
     return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
                             tuple(lowering.persisted), bool(lowering.dead_letters),
-                            lowering if isinstance(lowering, ReplayLowering) else None)
+                            lowering if isinstance(lowering, ReplayLowering) else None, dict(choices.by_node))

@@ -48,6 +48,7 @@ from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.operators import function_of
 from streamsdsl.semantics.changes import ChangeBuffer
+from streamsdsl.semantics.kernels import FlushPolicy, forwarded_updates
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
 
@@ -173,6 +174,8 @@ class AggregateConfig:
     cogroup: bool = False
     #: How errors name the initializer, aggregator and merger (e.g. "reducer" for reduce()).
     function_names: tuple[str, str, str] = ("initializer", "aggregator", "merger")
+    #: Replay: when store writes are forwarded (``statestore.cache.max.bytes``).
+    flush: FlushPolicy = FlushPolicy.PER_RECORD
 
     def value_of(self, cell: Any, index: int | None) -> tuple[Any, AggFunctions]:
         """An input row's value cell as a Python value, and the functions of its input
@@ -299,12 +302,13 @@ class AggregateProcessor(StatefulProcessor):
     def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
         return self.out(None, None, ts, [], position, [], final_key, metric, float(value))
 
-    def _flush(self, kcell: Any, buffer: ChangeBuffer, r: tuple[Any, ...]) -> Iterator[Row]:
-        """Forward what the record cache holds: the latest value per window, tombstones."""
+    def _flush(self, kcell: Any, written: list[tuple[Any, WindowAgg | None]], r: tuple[Any, ...]) -> Iterator[Row]:
+        """Forward store writes: what the record cache holds (the latest value per window,
+        tombstones), or every write when there is no cache."""
         cols = self._cols
         ord_ = cols.output_position(r)
         position, headers = cols.position(r), cols.headers_of(r)
-        for i, (bounds, w) in enumerate(buffer.flush()):
+        for i, (bounds, w) in enumerate(written):
             window = w if w is not None else WindowAgg(bounds[0], bounds[1], None, bounds[1])
             value = None if w is None else self._internal(w.agg, kcell, position)
             yield self._record(self._key_cell(kcell, window), value, window.ts, headers, position, [*ord_, 0, i])
@@ -421,7 +425,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
                     last: tuple[Any, ...]) -> Iterator[Row]:
         if not self.config.emit_on_close:
-            yield from self._flush(kcell, batch, last)
+            yield from self._flush(kcell, batch.flush(), last)
 
     def _timer(self, state: KeyState) -> int | None:
         thresholds = state.timer_thresholds(self.config.windowing)
@@ -486,9 +490,7 @@ class ReplayAggregateProcessor(AggregateProcessor):
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:
-        buffer = ChangeBuffer(w.bounds for w in before.windows)
-        step.write_to(buffer)
-        return self._flush(kcell, buffer, r)
+        return self._flush(kcell, forwarded_updates(before, step, self.config.flush), r)
 
     def _pending(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
         threshold = self.config.windowing.close_threshold

@@ -41,7 +41,6 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -58,6 +57,7 @@ from streamsdsl.compiler.columns import (
     SOURCE_POSITION,
     STREAM_TIME,
 )
+from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, stateful_upstream
 from streamsdsl.compiler.python_ops import result_error
@@ -457,8 +457,7 @@ def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
             "builder.stream(topic). (The TopologyTestDriver runs this topology.)")
     spec = StreamJoinSpec(node.kind, node.windows.spec)  # type: ignore[arg-type]
     config = StreamJoinConfig(node.name, spec, key, left_value, right_value, node.joiner.fn)
-    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
-                                   "built-in aggregations only)")
+    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     lt, rt = left_value.spark_type, right_value.spark_type
     inp = _side_input(this, 0, key, left_value, lt, rt).unionByName(_side_input(other, 1, key, right_value, lt, rt))
     return Frame(_run(self, node, inp, config), KeyCodec(key), DEFAULT_SERDE)

@@ -28,9 +28,9 @@ import attrs
 from pyspark.sql import Row
 
 from streamsdsl import ir
-from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.aggregations import _aggregate, _run_processor
 from streamsdsl.compiler.columns import EMIT_FINAL, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME_BEFORE
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, ReplayAggregateProcessor
@@ -156,7 +156,7 @@ def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
     if all(isinstance(topology.node(c), ir.SuppressNode) for c in topology.children(aggregation.name)):
         # Nothing reads the aggregation's own changelog: its operator is not part of the plan.
         # Its store holds what the folded operator holds (closed windows leave both).
-        jvm_operator.forget(aggregation.name)
+        self.choices.forget(aggregation.name)
         carried = getattr(self, "carried_states", None)
         if carried is not None:
             carried[aggregation.name] = carried[node.name]
@@ -189,6 +189,6 @@ def _time_limit(self: Lowering, node: ir.SuppressNode) -> Frame:
     config = AggregateConfig(node.name, key, table.value, TimeLimitBuffer(node.time_limit),
                              (AggregateInput(table.value, AggFunctions(lambda: None, _keep_latest)),),
                              emit_on_close=True)
-    jvm_operator.record(node.name, "Python operator (suppress runs on the Python operator)")
+    self.choices.record(node.name, Backend.PYTHON, "suppress runs on the Python operator")
     df = table.df.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
     return Frame(_run_processor(self, node.name, df, config), key, table.value, is_table=True)

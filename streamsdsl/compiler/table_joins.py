@@ -30,7 +30,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from streamsdsl import ir
-from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.columns import (
     CARRIED_STATE,
     CARRY,
@@ -42,6 +41,7 @@ from streamsdsl.compiler.columns import (
     OUTPUT_POSITION,
     SOURCE_POSITION,
 )
+from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
@@ -201,8 +201,7 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     value_out = node.value_serde or DEFAULT_SERDE
     config = TableJoinConfig(node.name, node.kind, key, left.value, right.value, value_out, node.joiner.fn,
                              materialized=node.store is not None)
-    jvm_operator.record(node.name, "Python operator (joins run on the Python operator; the JVM operator runs "
-                                   "built-in aggregations only)")
+    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))
     out = _run(self, inp, config)

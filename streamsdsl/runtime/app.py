@@ -325,7 +325,7 @@ class KafkaStreams:
         )
         return query, compiled
 
-    def _check_topology(self, operators: dict[str, str]) -> None:
+    def _check_topology(self, operators: dict[str, Any]) -> None:
         """Compare the topology's stateful part with the checkpoint's and store its fingerprint
         (`streamsdsl.runtime.checkpoint.check_topology`); ``operators`` is the compiler's report."""
         from streamsdsl.runtime.checkpoint import check_topology

@@ -160,17 +160,15 @@ class SparkDriverEngine:
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler import PlanMode, compile_topology
-        from streamsdsl.compiler.jvm_operator import operator_scope
+        from streamsdsl.compiler.plan import CompileOptions
 
         if records is None:
             if self._compiled is None:
                 self._compiled = self.compile(self.spark.createDataFrame([], self._records_ddl()))
             return self._compiled
-        with operator_scope(self.config.operator):  # streamsdsl.operator: which operator runs built-ins
-            return compile_topology(
-                self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), mode=PlanMode.REPLAY,
-                deserialization_handler=self.config.deserialization_handler, carry=self._carry,
-            )
+        options = CompileOptions(PlanMode.REPLAY, self.config.operator, self.config.deserialization_handler,
+                                 self._carry, self.config.flush)
+        return compile_topology(self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), options)
 
     def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
         """One replay of records ``start`` to ``end``; a failure reruns the records before it."""

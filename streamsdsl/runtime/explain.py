@@ -48,7 +48,7 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler import compile_topology
-    from streamsdsl.compiler.jvm_operator import operator_scope
+    from streamsdsl.compiler.plan import CompileOptions
     from streamsdsl.records import RAW_RECORD_DDL
 
     if not isinstance(topology, Topology):
@@ -65,8 +65,8 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
             stream = session.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
             return stream.filter(F.col("topic").isin(list(node.topics)))
 
-        with operator_scope(operator) as operators:
-            compiled = compile_topology(topology, raw_source)
+        compiled = compile_topology(topology, raw_source, CompileOptions(operator=operator))
+        operators = compiled.operators
         if compiled.output is None:
             text = "(the topology has no sinks: nothing to run)\n"
         else:

@@ -226,21 +226,16 @@ def _kind(node: ir.Node) -> str:
         type(agg), type(node).__name__)
 
 
-def _backend(report: str | None) -> str | None:
-    """``jvm``, ``python`` or ``native`` from the compiler's operator report (None: not reported)."""
-    if report is None:
-        return None
-    for prefix, backend in (("JVM operator", "jvm"), ("Python operator", "python"), ("Spark native", "native")):
-        if report.startswith(prefix):
-            return backend
-    return report.split(" (")[0]
+def _backend(choice: Any) -> str | None:
+    """``jvm``, ``python`` or ``native``: the backend of the compiler's choice (None: not reported)."""
+    return None if choice is None else str(choice.backend.value)
 
 
 def _serde(serde: Any) -> str:
     return "default" if serde is None else repr(serde)
 
 
-def topology_fingerprint(topology: Topology, operators: Mapping[str, str] | None = None) -> Fingerprint:
+def topology_fingerprint(topology: Topology, operators: Mapping[str, Any] | None = None) -> Fingerprint:
     """The fingerprint of ``topology``'s stateful part.
 
     Parameters
@@ -248,8 +243,8 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, str] | None
     topology : Topology
         From ``StreamsBuilder.build()``.
     operators : mapping, optional
-        The compiler's report of which operator runs each stateful node (``{node name: text}``,
-        as `streamsdsl.compiler.jvm_operator.operator_scope` yields it); without it the
+        Which operator runs each stateful node (``{node name: OperatorChoice}``, as
+        `streamsdsl.compiler.CompiledTopology.operators` holds it); without it the
         ``backend`` of every operator is None (not compared).
 
     Examples

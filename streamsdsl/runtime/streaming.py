@@ -76,7 +76,7 @@ def start_streaming(
     query_name: str | None = None,
     deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
     operator: str | None = None,
-    before_start: Callable[[dict[str, str]], None] | None = None,
+    before_start: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
@@ -90,11 +90,11 @@ def start_streaming(
     """
     from pyspark import StorageLevel
 
-    from streamsdsl.compiler.jvm_operator import check_checkpoint, operator_scope
+    from streamsdsl.compiler.jvm_operator import check_checkpoint
+    from streamsdsl.compiler.plan import CompileOptions
 
-    with operator_scope(operator) as operators:
-        compiled = compile_topology(topology, raw_source, mode=PlanMode.STREAMING,
-                                    deserialization_handler=deserialization_handler)
+    compiled = compile_topology(topology, raw_source, CompileOptions(PlanMode.STREAMING, operator, deserialization_handler))
+    operators = compiled.operators
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:
         raise TopologyError("The topology has no sink: add .to(topic) somewhere to run it.")

@@ -54,7 +54,7 @@ def _documents(seed: int, n: int = 30) -> list[tuple[Any, Any, int]]:
 def _drive(topology: Any, records: list[tuple[Any, Any, int]], choice: str, spark: Any) -> tuple[Any, ...]:
     """Pipe the records in two runs (state carried between them); the output, metrics and the
     operator explain() names."""
-    with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, spark=spark) as driver:
+    with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark) as driver:
         topic, out = driver.create_input_topic("in"), driver.create_output_topic("out")
         half = len(records) // 2
         got = []
@@ -120,7 +120,7 @@ class TestSameOutputAsPython:
                     rng.choice([{"amount": 2}, {"amount": 5}, None]), rng.randint(0, 40)) for _ in range(24)]
         outs = []
         for choice in ("python", "jvm"):
-            with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, spark=spark) as driver:
+            with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark) as driver:
                 topics = {t: driver.create_input_topic(t) for t in ("in", "in2", "in3")}
                 for t, k, v, ts in records:
                     topics[t].pipe_input(k, v, ts)

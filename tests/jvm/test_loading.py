@@ -27,7 +27,7 @@ def topology():
     return b.build()
 
 def run(spark, config):
-    with TopologyTestDriver(topology(), config, spark=spark) as driver:
+    with TopologyTestDriver(topology(), config, engine="spark", spark=spark) as driver:
         topic = driver.create_input_topic("in")
         for k, ts in [("a", 0), ("a", 3), ("b", 1), ("a", 20)]:
             topic.pipe_input(k, "v", ts)

@@ -16,7 +16,7 @@ import pytest
 import streamsdsl.jvm
 from streamsdsl.cli import main as cli_main
 from streamsdsl.compiler import jvm_operator
-from streamsdsl.compiler.jvm_operator import JvmAggregate, choose, operator_scope
+from streamsdsl.compiler.jvm_operator import Backend, JvmAggregate, OperatorChoice, OperatorChoices
 from streamsdsl.jvm import JvmOperatorError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,14 +51,18 @@ def test_spark_connect_session_uses_the_python_operator(caplog: pytest.LogCaptur
     aggregations on the Python operator, saying why (explain, log) without touching a JVM;
     ``streamsdsl.operator=jvm`` is an error there."""
     connect = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
-    with caplog.at_level("WARNING", logger="streamsdsl"), operator_scope("auto") as report:
-        assert choose(NODE, COUNT, connect, "session windows") is None
+    choices = OperatorChoices("auto")
+    with caplog.at_level("WARNING", logger="streamsdsl"):
+        assert choices.choose(NODE, COUNT, connect, "session windows") is None
     why = "a Spark Connect session (the JVM operator needs a classic session)"
-    assert report == {NODE: f"Python operator (count, session windows; the JVM operator is unavailable: {why})"}
+    assert choices.by_node == {NODE: OperatorChoice(
+        Backend.PYTHON, f"count, session windows; the JVM operator is unavailable: {why}")}
+    assert str(choices.by_node[NODE]) == (
+        f"Python operator (count, session windows; the JVM operator is unavailable: {why})")
     assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
         f"streamsdsl: built-in aggregations run on the Python operator: the JVM operator is unavailable ({why})."]
-    with operator_scope("jvm"), pytest.raises(JvmOperatorError) as caught:
-        choose(NODE, COUNT, connect, "session windows")
+    with pytest.raises(JvmOperatorError) as caught:
+        OperatorChoices("jvm").choose(NODE, COUNT, connect, "session windows")
     assert str(caught.value) == f"{NODE}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: {why}."
 
 
@@ -69,8 +73,8 @@ def test_jvm_choice_without_the_jar_names_the_fix(monkeypatch: pytest.MonkeyPatc
     install and run; ``auto`` falls back to the Python operator."""
     monkeypatch.setattr(streamsdsl.jvm, "JAR_NAME", "missing-operator.jar")
     missing = os.path.join(os.path.dirname(streamsdsl.jvm.__file__), "jars", "missing-operator.jar")
-    with operator_scope("jvm"), pytest.raises(JvmOperatorError) as caught:
-        choose(NODE, COUNT, ClassicSession(), "session windows")
+    with pytest.raises(JvmOperatorError) as caught:
+        OperatorChoices("jvm").choose(NODE, COUNT, ClassicSession(), "session windows")
     assert str(caught.value) == (f"{NODE}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: the jar "
                                  "is not built (no JDK 17 at install: see `python jvm/build.py`).")
     with pytest.raises(JvmOperatorError) as caught:
@@ -82,10 +86,11 @@ def test_jvm_choice_without_the_jar_names_the_fix(monkeypatch: pytest.MonkeyPatc
         "Python operator.")
     assert cli_main(["jar-path"]) == 1
     assert capsys.readouterr().err == f"streamsdsl: {caught.value}\n"
-    with operator_scope("auto") as report:
-        assert choose(NODE, COUNT, ClassicSession(), "session windows") is None
-    assert report[NODE].startswith("Python operator (count, session windows; the JVM operator is unavailable: "
-                                   "the jar is not built")
+    choices = OperatorChoices("auto")
+    assert choices.choose(NODE, COUNT, ClassicSession(), "session windows") is None
+    assert choices.by_node[NODE].backend is Backend.PYTHON
+    assert choices.by_node[NODE].reason.startswith("count, session windows; the JVM operator is unavailable: "
+                                                   "the jar is not built")
 
 
 # The JVM operator's state decoder on crafted state values: one session window [0, 3] with count

@@ -1,0 +1,64 @@
+"""A pytest plugin that runs a test on both engines of the `TopologyTestDriver`.
+
+Loaded automatically when streamsdsl is installed (entry point ``pytest11``). A test that asks
+for the ``driver_engine`` fixture runs twice, once per engine; ``make_driver`` builds a driver
+on that engine::
+
+    def test_counts(make_driver):
+        with make_driver(topology) as driver:
+            ...
+
+The Spark run shares one SparkSession per test session (the active one, or one streamsdsl
+builds). A test marked ``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named
+only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+
+ENGINES = ("direct", "spark")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "streamsdsl_engines(*engines): the TopologyTestDriver engines a test using driver_engine runs on")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "driver_engine" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("streamsdsl_engines")
+    engines = tuple(marker.args) if marker is not None and marker.args else ENGINES
+    unknown = [e for e in engines if e not in ENGINES]
+    if unknown:
+        raise pytest.UsageError(f"streamsdsl_engines: unknown engine(s) {unknown}; use {list(ENGINES)}.")
+    metafunc.parametrize("driver_engine", engines, indirect=True)
+
+
+@pytest.fixture()
+def driver_engine(request: pytest.FixtureRequest) -> str:
+    """The engine this run of the test uses: ``direct`` or ``spark``."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def _streamsdsl_spark() -> Iterator[Any]:
+    from streamsdsl.runtime.session import get_session
+
+    yield get_session()
+
+
+@pytest.fixture()
+def make_driver(request: pytest.FixtureRequest, driver_engine: str) -> Callable[..., Any]:
+    """``make_driver(topology, config=None, **kwargs)``: a `TopologyTestDriver` on this run's engine."""
+    from streamsdsl.runtime.driver import TopologyTestDriver
+
+    spark = request.getfixturevalue("_streamsdsl_spark") if driver_engine == "spark" else None
+
+    def make(topology: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> TopologyTestDriver:
+        return TopologyTestDriver(topology, config, engine=driver_engine, spark=spark, **kwargs)
+
+    return make
