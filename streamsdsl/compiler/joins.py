@@ -48,6 +48,7 @@ from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.tables import TableValue, table_source_step
 
@@ -77,6 +78,9 @@ class TableOperatorConfig:
     value_out: PlanSerde
     joiner: Any = None
     replay: bool = False
+    #: Source mode: the store has a record cache (a tombstone of an absent key is not forwarded);
+    #: ``False`` with ``statestore.cache.max.bytes = 0``: every record is forwarded.
+    cached: bool = True
 
     @property
     def state_type(self) -> str:
@@ -121,7 +125,7 @@ class TableOperator(StatefulProcessor):
             ts, position = r["timestamp"], r[SOURCE_POSITION]
             if r[INPUT_INDEX] == TABLE_SIDE:
                 value = tv.from_internal(r["value"]["t"])
-                step = table_source_step(state, k, value, ts, materialized=True) if self.spec is None \
+                step = table_source_step(state, k, value, ts, materialized=cfg.cached) if self.spec is None \
                     else table_update(state, k, value, ts)
                 state = step.state
                 if self.spec is None and step.forwarded is not None:
@@ -209,7 +213,8 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     record cache) through the operator in source mode. A join reads ``records`` either way."""
     if not materialized:
         return attrs.evolve(records, table_records=records.df)
-    config = TableOperatorConfig(node.name, SOURCE, records.key.serde, records.value, records.value, records.value)
+    config = TableOperatorConfig(node.name, SOURCE, records.key.serde, records.value, records.value, records.value,
+                                 cached=lowering.flush is FlushPolicy.PER_RECORD)
     lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
     inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)

@@ -250,7 +250,8 @@ class TableSourceStep(StatefulStep):
         if not self.materialized:
             self.forward(rec)
             return
-        step = table_source_step(self.state.get(rec.key), rec.key, rec.value, rec.timestamp, materialized=True)
+        step = table_source_step(self.state.get(rec.key), rec.key, rec.value, rec.timestamp,
+                                 materialized=self.run.flush is FlushPolicy.PER_RECORD)
         if step.state is None:
             self.state.pop(rec.key, None)
         else:
