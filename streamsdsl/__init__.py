@@ -25,14 +25,14 @@ from streamsdsl.errors import (
     UserFunctionError,
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
-from streamsdsl.dsl.joins import JoinWindows, StreamJoined
+from streamsdsl.values.joins import JoinWindows, StreamJoined
 from streamsdsl.dsl.grouped_table import KGroupedTable
 from streamsdsl.dsl.suppress import BufferConfig, Suppressed
-from streamsdsl.dsl.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
+from streamsdsl.values.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
-from streamsdsl.jvm import configure_spark
-from streamsdsl.dsl.windows import EmitStrategy, EmitStrategyKind, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
-from streamsdsl.dsl.windows import SlidingWindows, TimeWindows
+from streamsdsl.runtime.session import configure_spark
+from streamsdsl.values.windows import EmitStrategy, EmitStrategyKind, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
+from streamsdsl.values.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
     from streamsdsl.runtime.app import KafkaStreams

@@ -7,8 +7,8 @@ from typing import Any, ClassVar
 
 import attrs
 
-from streamsdsl.dsl.serdes import PlanSerde, SessionWindowedSerde, TimeWindowedSerde
-from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.values.serdes import PlanSerde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 
 __all__ = ["KeyCodec", "SessionKeyCodec", "TimeKeyCodec"]
 

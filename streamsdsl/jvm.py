@@ -3,7 +3,8 @@
 streamsdsl runs its built-in aggregations (``count()``, ``reduce(operator.add | max | min)`` on
 numbers, `streamsdsl.dsl.aggregations.Aggregations`) on a JVM ``StatefulProcessor`` shipped as a
 jar inside the package (built from ``jvm/src`` with ``javac`` at install: a JDK 17 is needed).
-Sessions streamsdsl creates load it; a session you build loads it with `configure_spark`::
+Sessions streamsdsl creates load it; a session you build loads it with
+`streamsdsl.runtime.session.configure_spark`::
 
     from pyspark.sql import SparkSession
     import streamsdsl
@@ -24,12 +25,11 @@ from __future__ import annotations
 
 import enum
 import os
-from typing import Any
 
 from streamsdsl.errors import StreamsDslError
 
 __all__ = ["CheckpointOperatorError", "JAR_NAME", "OPERATOR_ENV", "OPERATOR_KEY", "JvmOperatorError", "Operator",
-           "configure_spark", "default_operator", "ensure_built", "jar_path"]
+           "default_operator", "ensure_built", "jar_path"]
 
 #: The configuration key choosing the operator of built-in aggregations.
 OPERATOR_KEY = "streamsdsl.operator"
@@ -110,31 +110,3 @@ def ensure_built() -> None:
             subprocess.run([sys.executable, script, "--quiet"], check=False, timeout=300)
         except (OSError, subprocess.SubprocessError):
             pass
-
-
-def configure_spark(builder: Any) -> Any:
-    """Add the JVM operator's jar (``spark.jars``) and the settings streamsdsl needs (RocksDB
-    state store, Arrow, UTC) to a ``SparkSession.Builder``; returns the builder.
-
-    The style of ``configure_spark_with_delta_pip``: keeps the jars already configured.
-
-    Examples
-    --------
-    >>> class Builder:  # a stand-in for SparkSession.builder
-    ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar"}
-    ...     def config(self, key, value): self._options[key] = value; return self
-    >>> b = configure_spark(Builder())
-    >>> b._options["spark.jars"].startswith("/opt/other.jar,") and b._options["spark.jars"].endswith(JAR_NAME)
-    True
-    """
-    from streamsdsl.runtime.session import REQUIRED_CONF
-
-    ensure_built()
-    jar = jar_path()
-    existing = [j for j in str(getattr(builder, "_options", {}).get("spark.jars", "")).split(",") if j.strip()]
-    if jar not in existing:
-        existing.append(jar)
-    builder = builder.config("spark.jars", ",".join(existing))
-    for key, value in REQUIRED_CONF.items():
-        builder = builder.config(key, value)
-    return builder

@@ -14,8 +14,8 @@ from typing import Any
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.dsl.aggregations import BuiltinAggregator
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
-from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde, Serdes
+from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions

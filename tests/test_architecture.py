@@ -136,7 +136,7 @@ class TestLayers:
     @pytest.mark.parametrize(
         "module",
         ["streamsdsl", "streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.ir.topology", "streamsdsl.semantics",
-         "streamsdsl.semantics.reference", "streamsdsl.dsl.windows", "streamsdsl.dsl.serdes", "streamsdsl.dsl.options"],
+         "streamsdsl.semantics.reference", "streamsdsl.values.windows", "streamsdsl.values.serdes", "streamsdsl.dsl.options"],
     )
     def test_no_pyspark_import(self, module: str) -> None:
         """The API, the IR and the semantics core import no pyspark (checked in a fresh interpreter)."""

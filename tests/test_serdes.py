@@ -91,7 +91,7 @@ class TestNativeSparkEncodings:
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler.serde_exprs import deserialize, invalid_bytes, serialize_value
-        from streamsdsl.dsl.serdes import CustomSerde
+        from streamsdsl.values.serdes import CustomSerde
 
         serde = CustomSerde(_Digits())
         df = _raw(spark, [b"12", None, b"x"])

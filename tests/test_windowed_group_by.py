@@ -17,7 +17,7 @@ from streamsdsl import (
     TestRecord,
     TimeWindows,
 )
-from streamsdsl.dsl.windows import SessionWindow, Windowed
+from streamsdsl.values.windows import SessionWindow, Windowed
 
 R = TestRecord
 STR = Consumed.with_serdes(Serdes.String(), Serdes.String())

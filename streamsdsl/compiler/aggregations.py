@@ -38,7 +38,7 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
 from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, AggregateInput, ReplayAggregateProcessor
 from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.kernels import FlushPolicy
@@ -100,7 +100,6 @@ def _operator_columns(df: DataFrame, *extra: str) -> DataFrame:
     return df.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, *extra)
 
 
-@Lowering.lower.register(ir.AggregateNode)
 def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None = None) -> Frame:
     """Unwindowed (and, through the subclasses' fields, windowed) aggregation of one stream.
 
@@ -141,8 +140,6 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     return Frame(out, config.key, value_out, is_table=True)
 
 
-Lowering.lower.register(ir.SessionAggregateNode, _aggregate)
-Lowering.lower.register(ir.TimeWindowAggregateNode, _aggregate)
 
 
 def _native_column(spec: ir.AggSpec) -> Column | None:
@@ -156,7 +153,6 @@ def _native_column(spec: ir.AggSpec) -> Column | None:
     return None
 
 
-@Lowering.lower.register(ir.CogroupAggregateNode)
 def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     """One stateful operator over the union of all inputs: each row tagged with its input
     index and its value carried in the field ``v<i>`` of a common struct column."""

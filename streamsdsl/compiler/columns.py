@@ -92,3 +92,7 @@ DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
 def observation_name(node: str, part: str) -> str:
     """The name of one observation: the processor and which of its points (``input`` ...)."""
     return f"{OBSERVATION_PREFIX}{node}:{part}"
+
+
+#: Prefix of the observations that carry a processor's stream time to the next run.
+STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from streamsdsl.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
-from streamsdsl.dsl.serdes import PlanSerde
+from streamsdsl.values.serdes import PlanSerde
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -52,7 +52,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
@@ -234,7 +234,6 @@ class WindowedKeyCells:
         return self.codec.from_cell(cell)
 
 
-@Lowering.lower.register(ir.TableGroupByNode)
 def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     table = self.parent(node)
     key_in = WindowedKeyCells(table.key) if table.key.windowed else table.key.serde
@@ -245,7 +244,6 @@ def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
 
 
-@Lowering.lower.register(ir.GroupedTableAggregateNode)
 def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode) -> Frame:
     regrouped = self.parent(node)
     key_out = node.key_serde or regrouped.key.serde

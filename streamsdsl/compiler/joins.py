@@ -46,7 +46,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
 from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
@@ -220,14 +220,12 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)
 
 
-@Lowering.lower.register(ir.TableSourceNode)
 def _table_source(self: Lowering, node: ir.TableSourceNode) -> Frame:
     from streamsdsl.compiler.lowering import _source
 
     return _table(self, node, _table_records(self, _source(self, node), node.name), node.materialized)
 
 
-@Lowering.lower.register(ir.StreamToTableNode)
 def _stream_to_table(self: Lowering, node: ir.StreamToTableNode) -> Frame:
     parent = self.parent(node)
     if parent.key.windowed:
@@ -235,7 +233,6 @@ def _stream_to_table(self: Lowering, node: ir.StreamToTableNode) -> Frame:
     return _table(self, node, _table_records(self, parent, node.name), node.materialized)
 
 
-@Lowering.lower.register(ir.StreamTableJoinNode)
 def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     stream, table = self.parent(node, 0), self.parent(node, 1)
     if stream.key.windowed or table.key.windowed:
@@ -253,7 +250,6 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
 # --- split ------------------------------------------------------------------------------------------
 
 
-@Lowering.lower.register(ir.BranchNode)
 def _branch(self: Lowering, node: ir.BranchNode) -> Frame:
     return self.parent(node)
 
@@ -274,7 +270,6 @@ def _first_match(predicates: tuple[Any, ...], default: bool) -> Any:
     return keep
 
 
-@Lowering.lower.register(ir.BranchChildNode)
 def _branch_child(self: Lowering, node: ir.BranchChildNode) -> Frame:
     keep = _first_match(tuple(p.fn for p in node.predicates), node.default)
     return apply_python(self.parent(node), node.name, _python_filter(keep, False), function="predicate")

@@ -29,7 +29,7 @@ from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from streamsdsl import ir
 from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
-from streamsdsl.dsl.serdes import (
+from streamsdsl.values.serdes import (
     BytesSerde,
     DoubleSerde,
     IntegerSerde,

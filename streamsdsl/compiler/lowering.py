@@ -9,7 +9,7 @@ steps declared here (ibis compiles with a class the same way).
 from __future__ import annotations
 
 import enum
-import functools
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from pyspark.sql import Column, DataFrame
@@ -43,7 +43,7 @@ from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
 from streamsdsl.compiler.serde_exprs import key_as_json
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde, Serdes
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 if TYPE_CHECKING:
     from streamsdsl.compiler.processors import AggregateConfig, AggregateProcessor
@@ -84,16 +84,28 @@ class Lowering:
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
         return self.frames[node.parents[i]]
 
-    @functools.singledispatchmethod
+    #: The rule of each node type (`streamsdsl.compiler.rules.RULES`, set by the plan modes).
+    rules: ClassVar[Mapping[type[ir.Node], Callable[..., Frame]]] = {}
+
     def lower(self, node: ir.Node) -> Frame:
-        """Lower ``node`` given its lowered parents; every concrete node type registers a rule."""
-        raise OperationNotDefinedError(f"No lowering rule for IR node type {type(node).__name__} ({node.name}).")
+        """Lower ``node`` given its lowered parents, with the rule of its type."""
+        rule = self.rule_for(type(node))
+        if rule is None:
+            raise OperationNotDefinedError(f"No lowering rule for IR node type {type(node).__name__} ({node.name}).")
+        return rule(self, node)
+
+    @classmethod
+    def rule_for(cls, node_type: type[ir.Node]) -> Callable[..., Frame] | None:
+        """The rule of ``node_type`` (or of the nearest base type that has one)."""
+        for t in node_type.__mro__:
+            if t in cls.rules:
+                return cls.rules[t]
+        return None
 
     @classmethod
     def has_rule(cls, node_type: type[ir.Node]) -> bool:
-        """Whether ``node_type`` has a lowering rule of its own."""
-        dispatcher = Lowering.__dict__["lower"].dispatcher
-        return dispatcher.dispatch(node_type) is not dispatcher.dispatch(ir.Node)
+        """Whether ``node_type`` has a lowering rule."""
+        return cls.rule_for(node_type) is not None
 
     # -- metrics -------------------------------------------------------------------------------
     def observe(self, df: DataFrame, node: str, part: str, *, dropped: Column,
@@ -206,7 +218,6 @@ def reused_columns(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     return found
 
 
-@Lowering.lower.register(ir.SourceNode)
 def _source(self: Lowering, node: ir.SourceNode) -> Frame:
     raw = self.raw_source(node)
     key_serde = node.key_serde or DEFAULT_SERDE
@@ -247,7 +258,6 @@ def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode
     return good.select(*columns)
 
 
-@Lowering.lower.register(ir.SinkNode)
 def _sink(self: Lowering, node: ir.SinkNode) -> Frame:
     # Serialization happens when the compiled topology binds its sinks (compile_topology).
     return self.parent(node)
@@ -296,7 +306,6 @@ def _python_filter(predicate: Callable[[Any, Any], Any], negate: bool) -> Callab
     return step
 
 
-@Lowering.lower.register(ir.FilterNode)
 def _filter(self: Lowering, node: ir.FilterNode) -> Frame:
     frame = self.parent(node)
     if isinstance(node.predicate, ir.ColumnFn):
@@ -304,7 +313,6 @@ def _filter(self: Lowering, node: ir.FilterNode) -> Frame:
     return apply_python(frame, node.name, _python_filter(node.predicate.fn, node.negate), function="predicate")
 
 
-@Lowering.lower.register(ir.MapValuesNode)
 def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
     frame = self.parent(node)
     if isinstance(node.mapper, ir.ColumnFn):
@@ -322,28 +330,24 @@ def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
     )
 
 
-@Lowering.lower.register(ir.MapNode)
 def _map(self: Lowering, node: ir.MapNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [_pair(mapper(k, v), node)],
                         out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, function="mapper")
 
 
-@Lowering.lower.register(ir.FlatMapNode)
 def _flat_map(self: Lowering, node: ir.FlatMapNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [_pair(p, node) for p in (mapper(k, v) or ())],
                         out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
-@Lowering.lower.register(ir.FlatMapValuesNode)
 def _flat_map_values(self: Lowering, node: ir.FlatMapValuesNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(self.parent(node), node.name, lambda k, v: [(k, x) for x in (mapper(v) or ())],
                         out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
-@Lowering.lower.register(ir.SelectKeyNode)
 def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
     frame = self.parent(node)
     if isinstance(node.selector, ir.ColumnFn):
@@ -354,7 +358,6 @@ def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
                         function="key selector")
 
 
-@Lowering.lower.register(ir.PeekNode)
 def _peek(self: Lowering, node: ir.PeekNode) -> Frame:
     action = node.action.fn
 
@@ -376,7 +379,6 @@ def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
     return df.select(*FRAME_COLUMNS)
 
 
-@Lowering.lower.register(ir.MergeNode)
 def _merge(self: Lowering, node: ir.MergeNode) -> Frame:
     left, right = self.parent(node, 0), self.parent(node, 1)
     key = left.key if left.key == right.key else KeyCodec(DEFAULT_SERDE)
@@ -397,7 +399,6 @@ def regroup(frame: Frame, key_serde: PlanSerde | None, value_serde: PlanSerde | 
     return frame.with_df(df, key=key, value=value)
 
 
-@Lowering.lower.register(ir.RepartitionNode)
 def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
     # Spark's shuffle in the stateful operator downstream does what the repartition topic does
     # in Kafka Streams; here only a serde change (Grouped/StreamJoined serdes) and the filter.
@@ -431,7 +432,6 @@ def null_keys_pass(topology: Any, name: str) -> bool:
 # --- tables --------------------------------------------------------------------------------------
 
 
-@Lowering.lower.register(ir.TableToStreamNode)
 def _table_to_stream(self: Lowering, node: ir.TableToStreamNode) -> Frame:
     return self.parent(node).with_df(self.parent(node).df, is_table=False)
 
@@ -447,7 +447,6 @@ def _table_step(frame: Frame, step: Callable[[Frame], Frame]) -> Frame:
     return out
 
 
-@Lowering.lower.register(ir.TableFilterNode)
 def _table_filter(self: Lowering, node: ir.TableFilterNode) -> Frame:
     return _table_step(self.parent(node), lambda frame: _table_filter_frame(frame, node))
 
@@ -466,7 +465,6 @@ def _table_filter_frame(frame: Frame, node: ir.TableFilterNode) -> Frame:
     return apply_python(frame, node.name, step, out_value=frame.value, function="predicate")
 
 
-@Lowering.lower.register(ir.TableMapValuesNode)
 def _table_map_values(self: Lowering, node: ir.TableMapValuesNode) -> Frame:
     return _table_step(self.parent(node), lambda frame: _table_map_values_frame(frame, node))
 

@@ -18,6 +18,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from streamsdsl.compiler.columns import (
+    STREAM_TIME_OBSERVATION,
     CARRIED_STATE,
     CARRY,
     CLOSE_THRESHOLD,
@@ -33,12 +34,8 @@ from streamsdsl.compiler.columns import (
     STREAM_TIME,
     STREAM_TIME_BEFORE,
 )
-from streamsdsl.compiler import aggregations as _aggregations  # noqa: F401 - registers the stateful rules
-from streamsdsl.compiler import joins as _joins  # noqa: F401 - registers the table, join and split rules
-from streamsdsl.compiler import grouped_tables as _grouped_tables  # noqa: F401 - registers group_by
-from streamsdsl.compiler.suppress import suppress_processor  # registers suppress
-from streamsdsl.compiler import stream_joins as _stream_joins  # noqa: F401 - registers the stream-stream join rule
-from streamsdsl.compiler import table_joins as _table_joins  # noqa: F401 - registers the table-table join rule
+from streamsdsl.compiler.rules import RULES
+from streamsdsl.compiler.suppress import suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, stateful_upstream
 from streamsdsl.compiler.processors import (
@@ -60,6 +57,7 @@ class StreamingLowering(Lowering):
     """Streaming: stream time on Spark is the event-time watermark."""
 
     mode = PlanMode.STREAMING
+    rules = RULES
 
     def with_event_time(self, df: DataFrame) -> DataFrame:
         # The operator gets event time as a plain long so Spark drops nothing before Kafka
@@ -125,8 +123,6 @@ def native_store(spark: Any, carry: ReplayCarry, node: Any, value_type: str) -> 
                                  F.max("timestamp").alias("timestamp")).collect()
 
 
-#: Prefix of the observations that carry a processor's stream time to the next run.
-STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 
 
 class ReplayLowering(Lowering):
@@ -134,6 +130,7 @@ class ReplayLowering(Lowering):
     is computed per record in the plan, state is carried over between runs (`ReplayCarry`)."""
 
     mode = PlanMode.REPLAY
+    rules = RULES
 
     def __init__(self, raw_source: RawSource, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
                  carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None,

@@ -24,7 +24,7 @@ from streamsdsl.compiler.serde_exprs import RecordContext, key_as_json, serializ
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.jvm import Operator
 from streamsdsl.semantics.kernels import FlushPolicy
-from streamsdsl.dsl.serdes import CustomSerde, PlanSerde, SessionWindowedSerde, TimeWindowedSerde
+from streamsdsl.values.serdes import CustomSerde, PlanSerde, SessionWindowedSerde, TimeWindowedSerde
 
 if TYPE_CHECKING:
     from streamsdsl.ir.topology import Topology

@@ -43,7 +43,7 @@ from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.compiler.python_ops import result_error
-from streamsdsl.dsl.serdes import PlanSerde
+from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.operators import function_of

@@ -16,7 +16,7 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.errors import RecordSerializationError, UserFunctionError
-from streamsdsl.dsl.serdes import PlanSerde
+from streamsdsl.values.serdes import PlanSerde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
 

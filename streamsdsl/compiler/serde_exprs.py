@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
 from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
-from streamsdsl.dsl.serdes import (
+from streamsdsl.values.serdes import (
     BytesSerde,
     CustomSerde,
     FixedWidthSerde,

@@ -62,7 +62,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, stateful_upstream
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
 from streamsdsl.semantics.stream_stream import (
     LEFT,
@@ -364,7 +364,7 @@ def _null_key_rows(inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
 def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
     """Kafka's times after each record (pipe order, continuing from the previous run), observed
     for the next run, and the run's end times in `RUN_TIMES` (on carried-state rows too)."""
-    from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION
+    from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION
 
     before = list(lowering.carry.stream_times.get(config.node, ())) or [-1] * len(_TIMES)  # type: ignore[attr-defined]
     w = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION, INPUT_INDEX).rowsBetween(Window.unboundedPreceding,
@@ -440,7 +440,6 @@ def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: Stre
     return rest.unionByName(placed.select(*rest.columns))
 
 
-@Lowering.lower.register(ir.StreamStreamJoinNode)
 def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
     this, other = self.parent(node, 0), self.parent(node, 1)
     if this.key.windowed or other.key.windowed:

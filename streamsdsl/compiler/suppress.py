@@ -35,7 +35,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, ReplayAggregateProcessor
 from streamsdsl.compiler.processors import _rows_in_source_order
-from streamsdsl.dsl.windows import EmitStrategy
+from streamsdsl.values.windows import EmitStrategy
 from streamsdsl.errors import OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
@@ -138,7 +138,6 @@ def suppress_processor(config: AggregateConfig, state_type: str) -> ReplayAggreg
     return None
 
 
-@Lowering.lower.register(ir.SuppressNode)
 def _suppress(self: Lowering, node: ir.SuppressNode) -> Frame:
     if node.mode == "until_time_limit":
         return _time_limit(self, node)

@@ -47,7 +47,7 @@ from streamsdsl.compiler.joins import run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue
@@ -192,7 +192,6 @@ def _run(lowering: Lowering, inp: DataFrame, config: TableJoinConfig) -> DataFra
     return run_keyed_operator(lowering, inp, config, TableJoinOperator, LEFT_SIDE)
 
 
-@Lowering.lower.register(ir.TableTableJoinNode)
 def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     left, right = self.parent(node, 0), self.parent(node, 1)
     if left.key.windowed or right.key.windowed:

@@ -18,7 +18,7 @@ from streamsdsl.direct.records import Headers, Typed
 from streamsdsl.direct.stateful import AggregateStep, GroupedAggregateStep, StatefulStep, stateful
 from streamsdsl.direct.steps import SinkStep, SourceStep, Step, stateless
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.dsl.serdes import DEFAULT_SERDE
+from streamsdsl.values.serdes import DEFAULT_SERDE
 from streamsdsl.errors import OperationNotDefinedError, RecordError
 from streamsdsl.semantics.kernels import FlushPolicy
 

@@ -10,15 +10,15 @@ mapper comes back as a list from JSON) and a value the encoding cannot hold fail
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import attrs
 
 from streamsdsl.codecs import KeyCodec
-from streamsdsl.dsl.serdes import BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
+from streamsdsl.values.serdes import BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
 from streamsdsl.errors import RecordError, RecordSerializationError, UserFunctionError
 
-__all__ = ["Headers", "Record", "Typed", "hold", "invalid_reason", "result_error", "user_error"]
+__all__ = ["Headers", "Host", "Record", "Typed", "hold", "invalid_reason", "result_error", "user_error"]
 
 Headers = tuple[tuple[str, "bytes | None"], ...]
 
@@ -41,6 +41,29 @@ class Typed:
     key: KeyCodec
     value: PlanSerde
     is_table: bool = False
+
+
+class Host(Protocol):
+    """What a step needs from the engine that runs it (`streamsdsl.direct.engine.Run`): the
+    topology and its settings, the record being processed, the metrics, the output."""
+
+    topology: Any
+    handler: Any
+    flush: Any
+    steps: dict[str, Any]
+    #: The record being processed: its pipe position, (topic, partition, offset) and timestamp.
+    position: int
+    coordinates: tuple[str, int, int]
+    timestamp: int
+    dropped: int
+    finals: list[int]
+
+    def emit(self, topic: str | None, key: bytes | None, value: bytes | None, timestamp: int,
+             headers: Headers) -> None: ...
+
+    def dead_letter(self, key: bytes | None, value: bytes | None, timestamp: int, headers: Headers) -> None: ...
+
+    def keeps_records(self, name: str) -> bool: ...
 
 
 def hold(serde: PlanSerde, value: Any) -> Any:

@@ -7,16 +7,16 @@ joins) and the per-key steps of tables, stream–table and table–table joins a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec, SessionKeyCodec
-from streamsdsl.direct.records import Record, Typed, call_user, hold, result_error, user_error
+from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, result_error, user_error
 from streamsdsl.direct.steps import Step, _refuse_column, regrouped
-from streamsdsl.dsl.serdes import DEFAULT_SERDE
-from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.values.serdes import DEFAULT_SERDE
+from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError, UserFunctionError
 from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
 from streamsdsl.operators import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
@@ -30,8 +30,6 @@ from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
 from streamsdsl.semantics.table_table import TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import Change, TableValue, table_source_step
 
-if TYPE_CHECKING:
-    from streamsdsl.direct.engine import Run
 
 __all__ = ["Journal", "stateful"]
 
@@ -77,7 +75,7 @@ class Journal(dict):  # type: ignore[type-arg]
 class StatefulStep(Step):
     """A step with a journaled state and scalars (stream times) restored when a record fails."""
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run) -> None:
+    def __init__(self, node: ir.Node, typed: Typed, run: Host) -> None:
         super().__init__(node, typed, run)
         self.state = Journal()
         self._saved: Any = None
@@ -113,7 +111,7 @@ class AggregateStep(StatefulStep):
     same input); ``counted``: whether this aggregation's drops and on-close records are counted
     (not when only suppress nodes read it: the Spark plan then runs only the folded operator)."""
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run, kernel: AggregateKernel, inputs: list[Typed],
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, kernel: AggregateKernel, inputs: list[Typed],
                  names: tuple[str, str, str]) -> None:
         super().__init__(node, typed, run)
         self.kernel = kernel
@@ -166,7 +164,7 @@ class AggregateStep(StatefulStep):
         return [(k, w.start, w.end, w.agg, w.ts) for k, state in self.state.items() for w in state.windows]
 
 
-def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Run) -> AggregateStep:
+def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Host) -> AggregateStep:
     parent = parents[0]
     agg = node.agg
     _refuse_column(node, getattr(agg, "reducer", None) or getattr(agg, "aggregator", None))
@@ -180,7 +178,7 @@ def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Run) -> Aggreg
     return AggregateStep(node, typed, run, kernel, [parent], function_names(agg))
 
 
-def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Run) -> AggregateStep:
+def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Host) -> AggregateStep:
     if any(p.key.windowed for p in parents):
         raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
     key_serde = node.key_serde or parents[0].key.serde
@@ -197,7 +195,7 @@ def _keep_latest(key: Any, value: Any, aggregate: Any) -> Any:
     return value
 
 
-def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Run) -> Step:
+def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Host) -> Step:
     table = parents[0]
     if node.mode == "until_time_limit":
         if table.key.windowed:
@@ -238,7 +236,7 @@ class TableSourceStep(StatefulStep):
 
     keeps_records = True
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run, materialized: bool) -> None:
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, materialized: bool) -> None:
         super().__init__(node, typed, run)
         self.materialized = materialized
 
@@ -264,7 +262,7 @@ class TableSourceStep(StatefulStep):
 class StreamTableJoinStep(StatefulStep):
     """A stream record joined with the table's current value (port 1 updates the table)."""
 
-    def __init__(self, node: ir.StreamTableJoinNode, typed: Typed, run: Run, stream: Typed, table: Typed) -> None:
+    def __init__(self, node: ir.StreamTableJoinNode, typed: Typed, run: Host, stream: Typed, table: Typed) -> None:
         super().__init__(node, typed, run)
         self.sides = (stream, table)
         self.spec = StreamTableJoin(node.kind)  # type: ignore[arg-type]
@@ -300,7 +298,7 @@ class StreamTableJoinStep(StatefulStep):
 class TableJoinStep(StatefulStep):
     """A table–table join: either side's update looks up the other side (port 0 left, 1 right)."""
 
-    def __init__(self, node: ir.TableTableJoinNode, typed: Typed, run: Run, sides: list[Typed]) -> None:
+    def __init__(self, node: ir.TableTableJoinNode, typed: Typed, run: Host, sides: list[Typed]) -> None:
         super().__init__(node, typed, run)
         self.sides = sides
         self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None)  # type: ignore[arg-type]
@@ -334,7 +332,7 @@ class TableJoinStep(StatefulStep):
 class StreamJoinStep(StatefulStep):
     """A windowed stream–stream join on `StreamJoinKernel` (port 0 this side, 1 the other)."""
 
-    def __init__(self, node: ir.StreamStreamJoinNode, typed: Typed, run: Run, sides: list[Typed],
+    def __init__(self, node: ir.StreamStreamJoinNode, typed: Typed, run: Host, sides: list[Typed],
                  values: tuple[Any, Any]) -> None:
         super().__init__(node, typed, run)
         self.sides, self.values = sides, values
@@ -383,7 +381,7 @@ class TableGroupByStep(StatefulStep):
     """``KTable.group_by``: the table's value per key, so each update becomes a change with its
     old value, re-keyed to its old group first, then its new group."""
 
-    def __init__(self, node: ir.TableGroupByNode, typed: Typed, run: Run, table: Typed) -> None:
+    def __init__(self, node: ir.TableGroupByNode, typed: Typed, run: Host, table: Typed) -> None:
         super().__init__(node, typed, run)
         self.selector = node.selector.fn
         self.table = table
@@ -416,7 +414,7 @@ class TableGroupByStep(StatefulStep):
 class GroupedAggregateStep(StatefulStep):
     """A grouped table's aggregation: subtract the old value, add the new one."""
 
-    def __init__(self, node: ir.GroupedTableAggregateNode, typed: Typed, run: Run, grouped: Typed) -> None:
+    def __init__(self, node: ir.GroupedTableAggregateNode, typed: Typed, run: Host, grouped: Typed) -> None:
         super().__init__(node, typed, run)
         self.fns = grouped_functions(node.agg)
         self.grouped = grouped
@@ -448,7 +446,7 @@ class GroupedAggregateStep(StatefulStep):
 # --- dispatch ----------------------------------------------------------------------------------------
 
 
-def stateful(node: ir.Node, parents: list[Typed], run: Run) -> Step | None:
+def stateful(node: ir.Node, parents: list[Typed], run: Host) -> Step | None:
     """The step of a stateful node (``None``: not a stateful node)."""
     if isinstance(node, ir.AggregateNode):
         return _aggregate(node, parents, run)

@@ -11,20 +11,18 @@ drops and errors, so that the engines agree record for record.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec
 from streamsdsl.compiler.columns import DLQ_EXCEPTION, DLQ_HEADERS, DROP_REASONS
-from streamsdsl.direct.records import Record, Typed, call_user, hold, invalid_reason, result_error
+from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, invalid_reason, result_error
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.dsl.windows import Windowed
+from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordDeserializationError
 from streamsdsl.errors import RecordSerializationError
 
-if TYPE_CHECKING:
-    from streamsdsl.direct.engine import Run
 
 __all__ = ["Step", "STATELESS"]
 
@@ -42,7 +40,7 @@ class Step:
     #: Whether this step forwards a table's records besides its changelog.
     keeps_records: bool = False
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run) -> None:
+    def __init__(self, node: ir.Node, typed: Typed, run: Host) -> None:
         self.node = node
         self.name = node.name
         self.typed = typed
@@ -96,7 +94,7 @@ class SourceStep(Step):
     """Deserializes a source record with the topic's serdes; a record they cannot read fails
     (``log_and_fail``) or is counted, logged and sent to the dead-letter output (``log_and_continue``)."""
 
-    def __init__(self, node: ir.SourceNode, typed: Typed, run: Run) -> None:
+    def __init__(self, node: ir.SourceNode, typed: Typed, run: Host) -> None:
         super().__init__(node, typed, run)
         self.key_serde: PlanSerde = node.key_serde or DEFAULT_SERDE
         self.value_serde: PlanSerde = node.value_serde or DEFAULT_SERDE
@@ -130,7 +128,7 @@ class SourceStep(Step):
 class SinkStep(Step):
     """Serializes a record with the sink's serdes (windowed keys in Kafka Streams' wire layout)."""
 
-    def __init__(self, node: ir.SinkNode, typed: Typed, run: Run, index: int) -> None:
+    def __init__(self, node: ir.SinkNode, typed: Typed, run: Host, index: int) -> None:
         super().__init__(node, typed, run)
         self.index = index
         self.key_serde: PlanSerde = node.key_serde or typed.key.serde
@@ -175,7 +173,7 @@ class MapStep(Step):
     """A stateless Python step ``fn(key, value) -> [(key, value), ...]`` (`apply_python`): its
     results held in the step's encodings."""
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run, fn: Callable[[Any, Any], Any], function: str,
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, fn: Callable[[Any, Any], Any], function: str,
                  change_key: bool, change_value: bool) -> None:
         super().__init__(node, typed, run)
         self.fn, self.function = fn, function
@@ -210,7 +208,7 @@ class ConvertStep(Step):
     """Re-encodes key and value where the plan converts them (a merge of differently held
     streams, ``Grouped.with_serdes``), then forwards (``drop_null_keys``: a repartition's filter)."""
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run, sources: list[Typed], drop_null_keys: bool = False) -> None:
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, sources: list[Typed], drop_null_keys: bool = False) -> None:
         super().__init__(node, typed, run)
         self.sources = sources
         self.drop_null_keys = drop_null_keys
@@ -257,7 +255,7 @@ def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
     return keep
 
 
-def stateless(node: ir.Node, parents: list[Typed], run: Run) -> Step | None:
+def stateless(node: ir.Node, parents: list[Typed], run: Host) -> Step | None:
     """The step of a stateless node (``None``: not a stateless node)."""
     parent = parents[0] if parents else None
     json_key = KeyCodec(DEFAULT_SERDE)
@@ -329,7 +327,7 @@ def stateless(node: ir.Node, parents: list[Typed], run: Run) -> Step | None:
 class TableStep(MapStep):
     """A stateless table step, on the changelog and on a table source's records alike."""
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Run, fn: Callable[[Any, Any], Any], function: str,
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, fn: Callable[[Any, Any], Any], function: str,
                  change_value: bool) -> None:
         super().__init__(node, typed, run, fn, function, False, change_value)
 

@@ -32,7 +32,7 @@ from streamsdsl.dsl.options import (
     resolve_name,
 )
 from streamsdsl.ir.topology import Topology
-from streamsdsl.dsl.windows import SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.dsl.joins import stream_stream_join_node
 from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
 

@@ -22,7 +22,7 @@ from streamsdsl.dsl.grouped import (
 )
 from streamsdsl.dsl.options import Materialized, resolve_name
 from streamsdsl.errors import InvalidTypeError, TopologyError
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = ["CogroupedKStream", "SessionWindowedCogroupedKStream", "TimeWindowedCogroupedKStream"]
 

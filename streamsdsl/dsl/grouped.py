@@ -18,7 +18,7 @@ from streamsdsl._validation import REQUIRED, is_spark_column, require_arguments
 from streamsdsl.dsl.api import KTable, NameArg, _fn, _materialized, _Stage, _user_fn
 from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
 from streamsdsl.dsl.repartition import repartitioned_source
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["KGroupedStream", "SessionWindowedKStream", "TimeWindowedKStream"]

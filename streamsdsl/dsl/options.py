@@ -9,7 +9,7 @@ import attrs
 
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
-from streamsdsl.dsl.serdes import PlanSerde, Serde, check_serde
+from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 
 __all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced"]
 

@@ -45,7 +45,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl import ir
-from streamsdsl.dsl.serdes import PlanSerde
+from streamsdsl.values.serdes import PlanSerde
 
 if TYPE_CHECKING:
     from streamsdsl.dsl.api import StreamsBuilder

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import attrs
 
@@ -27,8 +27,8 @@ from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.engines import DirectDriverEngine, Engine, RawRecord, SinkSerdes, SparkDriverEngine
 from streamsdsl.runtime.engines import _Failed, engine_choice
 from streamsdsl.runtime.errors import NoSinkError
-from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
-from streamsdsl.dsl.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
+from streamsdsl.runtime.stores import KeyValue, ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
+from streamsdsl.values.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,13 +40,6 @@ __all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "Topol
 
 AnySerde = Serde | SessionWindowedSerde | TimeWindowedSerde
 _MISSING: Any = object()
-
-
-class KeyValue(NamedTuple):
-    """A key and a value, as Kafka Streams' ``KeyValue``."""
-
-    key: Any
-    value: Any
 
 
 def _headers(value: Any) -> tuple[tuple[str, bytes | None], ...]:
@@ -297,7 +290,7 @@ class TopologyTestDriver:
         """An output topic; serdes default to the ones the topology's sink writes with
         (windowed keys are read back as `Windowed`)."""
         if self._dlq_topic is not None and topic == self._dlq_topic:
-            from streamsdsl.dsl.serdes import Serdes
+            from streamsdsl.values.serdes import Serdes
 
             dlq_key, dlq_value = key_serde or Serdes.Bytes(), value_serde or Serdes.Bytes()
             return TestOutputTopic(self, topic, lambda: dlq_key, lambda: dlq_value)

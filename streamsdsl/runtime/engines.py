@@ -267,7 +267,8 @@ def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]],
     """What the next run starts from: each processor's keys' state and stream time, and each
     native aggregation's input rows, as this run left them."""
     from streamsdsl.compiler.carry import ObservedCarry
-    from streamsdsl.compiler.modes import STREAM_TIME_OBSERVATION, ReplayCarry
+    from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION
+    from streamsdsl.compiler.modes import ReplayCarry
 
     replay = compiled.replay
     assert replay is not None

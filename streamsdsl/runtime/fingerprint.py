@@ -49,7 +49,7 @@ import attrs
 
 from streamsdsl import ir
 from streamsdsl._validation import is_spark_column
-from streamsdsl.dsl.windows import EmitStrategy
+from streamsdsl.values.windows import EmitStrategy
 from streamsdsl.ir.topology import Topology
 
 __all__ = ["FORMAT", "Change", "Fingerprint", "describe_key", "diff", "function_identity", "topology_fingerprint"]

@@ -15,11 +15,13 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.errors import StreamsDslError
+from streamsdsl.jvm import ensure_built, jar_path
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "REQUIRED_CONF", "SparkSessionError", "get_session", "require_state_store"]
+__all__ = ["LOCAL_DEFAULTS", "REQUIRED_CONF", "SparkSessionError", "configure_spark", "get_session",
+           "require_state_store"]
 
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -92,7 +94,6 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
 def _with_operator_jar(jars: str) -> str:
     """``spark.jars`` plus the JVM operator's jar when it is built (else unchanged: the Python
     operator then runs the built-in aggregations, and says so)."""
-    from streamsdsl.jvm import ensure_built, jar_path
 
     ensure_built()
     jar = jar_path(must_exist=False)
@@ -114,3 +115,29 @@ def require_state_store(spark: SparkSession) -> None:
             "stateful query with spark.conf.set(...); or let streamsdsl build the session "
             "(streamsdsl.runtime.session.get_session() with no session active)."
         )
+
+
+def configure_spark(builder: Any) -> Any:
+    """Add the JVM operator's jar (``spark.jars``) and the settings streamsdsl needs (RocksDB
+    state store, Arrow, UTC) to a ``SparkSession.Builder``; returns the builder.
+
+    The style of ``configure_spark_with_delta_pip``: keeps the jars already configured.
+
+    Examples
+    --------
+    >>> class Builder:  # a stand-in for SparkSession.builder
+    ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar"}
+    ...     def config(self, key, value): self._options[key] = value; return self
+    >>> b = configure_spark(Builder())
+    >>> b._options["spark.jars"].startswith("/opt/other.jar,") and b._options["spark.jars"].endswith("streamsdsl-operator.jar")
+    True
+    """
+    ensure_built()
+    jar = jar_path()
+    existing = [j for j in str(getattr(builder, "_options", {}).get("spark.jars", "")).split(",") if j.strip()]
+    if jar not in existing:
+        existing.append(jar)
+    builder = builder.config("spark.jars", ",".join(existing))
+    for key, value in REQUIRED_CONF.items():
+        builder = builder.config(key, value)
+    return builder

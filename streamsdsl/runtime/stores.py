@@ -12,14 +12,21 @@ still update or read (Kafka's store may keep closed windows longer, up to its re
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import attrs
 
-from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Windowed
+from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidArgumentError
 
-__all__ = ["ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry"]
+__all__ = ["KeyValue", "ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry"]
+
+
+class KeyValue(NamedTuple):
+    """A key and a value, as Kafka Streams' ``KeyValue``."""
+
+    key: Any
+    value: Any
 
 
 @attrs.frozen
@@ -75,8 +82,6 @@ class ReadOnlyKeyValueStore(_Store):
 
     def all(self) -> list[Any]:
         """Every ``KeyValue(key, value)``, by key."""
-        from streamsdsl.runtime.driver import KeyValue
-
         return [KeyValue(e.key, e.value) for e in self._entries()]
 
     def range(self, from_key: Any, to_key: Any) -> list[Any]:
@@ -92,8 +97,6 @@ class ReadOnlyWindowStore(_Store):
         """``fetch(key, start)``: the value of the key's window starting at ``start`` (or None);
         ``fetch(key, time_from, time_to)``: ``KeyValue(start, value)`` for the key's windows
         starting in ``[time_from, time_to]``, by start."""
-        from streamsdsl.runtime.driver import KeyValue
-
         time_from = _millis(time_from, "time_from")
         if time_to is None:
             for e in self._read():
@@ -110,8 +113,6 @@ class ReadOnlyWindowStore(_Store):
 
     def all(self) -> list[Any]:
         """Every ``KeyValue(Windowed(key, TimeWindow(start, end)), value)``, by key and start."""
-        from streamsdsl.runtime.driver import KeyValue
-
         return [KeyValue(Windowed(e.key, TimeWindow(e.start, e.end)), e.value) for e in self._entries()]
 
 
@@ -121,8 +122,6 @@ class ReadOnlySessionStore(_Store):
 
     def fetch(self, key: Any) -> list[Any]:
         """The key's sessions as ``KeyValue(Windowed(key, SessionWindow(start, end)), value)``."""
-        from streamsdsl.runtime.driver import KeyValue
-
         return [KeyValue(Windowed(e.key, SessionWindow(e.start, e.end)), e.value) for e in self._entries()
                 if e.key == key]
 

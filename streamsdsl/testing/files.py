@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, Iterable
 
 from streamsdsl.records import RAW_RECORD_DDL
-from streamsdsl.dsl.serdes import Serde
+from streamsdsl.values.serdes import Serde
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

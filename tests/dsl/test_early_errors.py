@@ -14,7 +14,7 @@ import pytest
 
 from streamsdsl.errors import StageMethodError
 from streamsdsl.dsl.api import KGroupedStream, StreamsBuilder
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
 
 

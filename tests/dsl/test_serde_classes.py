@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Produced
-from streamsdsl.dsl.serdes import (
+from streamsdsl.values.serdes import (
     DEFAULT_SERDE,
     BytesSerde,
     CustomSerde,
@@ -25,7 +25,7 @@ from streamsdsl.dsl.serdes import (
     WindowedSerdes,
     check_serde,
 )
-from streamsdsl.dsl.windows import TimeWindow, Windowed
+from streamsdsl.values.windows import TimeWindow, Windowed
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, SerializationError
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streamsdsl.dsl.api import StreamsBuilder
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 
 
 def merge(key: object, a: int, b: int) -> int:

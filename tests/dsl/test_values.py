@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streamsdsl.dsl.api import StreamsBuilder
-from streamsdsl.dsl.windows import (
+from streamsdsl.values.windows import (
     EmitStrategy,
     EmitStrategyKind,
     SessionWindow,

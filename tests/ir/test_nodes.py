@@ -9,8 +9,8 @@ import attrs
 import pytest
 
 from streamsdsl import ir
-from streamsdsl.dsl.serdes import CustomSerde, Serdes
-from streamsdsl.dsl.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+from streamsdsl.values.serdes import CustomSerde, Serdes
+from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StreamsDslError
 from streamsdsl.ir.topology import DescriptionBuilder
 
@@ -124,7 +124,7 @@ INVALID: list[tuple[str, Callable[[], Any], type[StreamsDslError], str]] = [
     ("serde string", lambda: ir.SourceNode("s", (), ("t",), Serdes.String(), "json"), InvalidTypeError,
      f"'value_serde' must be PlanSerde or None (got str: 'json'). {SERDE_HINT}"),
     ("serde unwrapped", lambda: ir.SinkNode("k", ("s",), topic="t", key_serde=Serdes), InvalidTypeError,
-     f"'key_serde' must be PlanSerde or None (got type: <class 'streamsdsl.dsl.serdes.Serdes'>). {SERDE_HINT}"),
+     f"'key_serde' must be PlanSerde or None (got type: <class 'streamsdsl.values.serdes.Serdes'>). {SERDE_HINT}"),
     # functions on nodes
     ("predicate", lambda: ir.FilterNode("f", ("s",), predicate="x"), InvalidTypeError,
      "'predicate' must be UserFn or ColumnFn (got str: 'x')."),

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import attrs
 
 from streamsdsl._validation import duration_field, instance_of
-from streamsdsl.dsl.windows import SessionWindow, TimeWindow, Window, Windowed
+from streamsdsl.values.windows import SessionWindow, TimeWindow, Window, Windowed
 from streamsdsl.errors import InvalidTypeError, SerializationError
 
 __all__ = [
