@@ -96,40 +96,119 @@ class TestLowering:
             ReplayLowering(lambda n: None).lower(Strange("x", ()))  # type: ignore[arg-type,return-value]
 
 
-#: What each layer may not import, anywhere in its modules (lazy imports included; imports
-#: under ``if TYPE_CHECKING:`` are annotations only and do not count).
+_ABOVE_SEMANTICS = ("streamsdsl.values", "streamsdsl.dsl", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
+                    "streamsdsl.io", "streamsdsl.direct", "streamsdsl.operators", "streamsdsl.codecs", "pyspark")
+
+#: What each layer may not import, anywhere in its modules (lazy imports and imports under
+#: ``if TYPE_CHECKING:`` included). From the bottom: errors and validation; the semantics core;
+#: value objects; the IR; the user API; what each stateful node runs (operators, codecs); the
+#: direct engine; the compiler and I/O; the runtime.
 LAYER_RULES = {
-    "streamsdsl/semantics": ("streamsdsl.dsl", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
-                             "streamsdsl.io", "pyspark"),
-    "streamsdsl/ir": ("streamsdsl.dsl.api", "streamsdsl.dsl.options", "streamsdsl.compiler", "streamsdsl.runtime",
-                      "streamsdsl.io", "pyspark"),
-    "streamsdsl/dsl": ("streamsdsl.compiler", "streamsdsl.runtime", "streamsdsl.io", "pyspark"),
-    "streamsdsl/compiler": ("streamsdsl.runtime", "streamsdsl.io"),
-    "streamsdsl/io": ("streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime"),
-    "streamsdsl/errors.py": ("streamsdsl.dsl", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
-                             "streamsdsl.io", "pyspark"),
-    "streamsdsl/_validation.py": ("streamsdsl.dsl", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
-                                  "streamsdsl.io", "pyspark"),
+    "streamsdsl/errors.py": ("streamsdsl._validation", "streamsdsl.semantics", *_ABOVE_SEMANTICS),
+    "streamsdsl/_validation.py": ("streamsdsl.semantics", *_ABOVE_SEMANTICS),
+    "streamsdsl/semantics": _ABOVE_SEMANTICS,
+    "streamsdsl/values": _ABOVE_SEMANTICS[1:],
+    "streamsdsl/ir": ("streamsdsl.dsl", "streamsdsl.compiler", "streamsdsl.runtime", "streamsdsl.io",
+                      "streamsdsl.direct", "streamsdsl.operators", "pyspark"),
+    "streamsdsl/dsl": ("streamsdsl.compiler", "streamsdsl.runtime", "streamsdsl.io", "streamsdsl.direct",
+                       "streamsdsl.operators", "pyspark"),
+    "streamsdsl/operators.py": ("streamsdsl.dsl.api", "streamsdsl.compiler", "streamsdsl.runtime", "streamsdsl.io",
+                                "streamsdsl.direct", "pyspark"),
+    "streamsdsl/direct": ("streamsdsl.dsl.api", "streamsdsl.compiler.lowering", "streamsdsl.compiler.plan",
+                          "streamsdsl.runtime", "streamsdsl.io", "pyspark"),
+    "streamsdsl/compiler": ("streamsdsl.runtime", "streamsdsl.io", "streamsdsl.direct"),
+    "streamsdsl/io": ("streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
+                      "streamsdsl.direct"),
 }
+
+#: The packages and top-level modules whose import graph must have no cycle.
+_UNITS = ("streamsdsl.semantics", "streamsdsl.values", "streamsdsl.ir", "streamsdsl.dsl", "streamsdsl.compiler",
+          "streamsdsl.direct", "streamsdsl.runtime", "streamsdsl.io", "streamsdsl.testing")
+
+
+def _unit(module: str) -> str | None:
+    """The package or top-level module ``module`` belongs to (None: not streamsdsl's)."""
+    parts = module.split(".")
+    if parts[0] != "streamsdsl" or len(parts) == 1:
+        return None
+    unit = ".".join(parts[:2])
+    return unit
+
+
+def _module_of(path: Path, root: Path) -> str:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
 
 
 def _imports(path: Path) -> list[str]:
-    """Every module a file imports, at any depth, except under ``if TYPE_CHECKING:``."""
+    """Every module a file imports, at any depth (lazy and ``TYPE_CHECKING`` imports included)."""
     tree = ast.parse(path.read_text())
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
-            skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
     found: list[str] = []
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
             found.append(node.module)
             found += [f"{node.module}.{a.name}" for a in node.names]
     return found
+
+
+def _unit_graph(root: Path) -> dict[str, set[str]]:
+    """Package / top-level module → the packages and top-level modules it imports."""
+    graph: dict[str, set[str]] = {}
+    for f in sorted((root / "streamsdsl").rglob("*.py")):
+        here = _unit(_module_of(f, root))
+        if here is None:
+            continue
+        for m in _imports(f):
+            there = _unit(m)
+            if there is not None and there != here and there in _known_units(root):
+                graph.setdefault(here, set()).add(there)
+    return graph
+
+
+def _known_units(root: Path) -> set[str]:
+    units = {f"streamsdsl.{p.name}" for p in (root / "streamsdsl").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    units |= {f"streamsdsl.{p.stem}" for p in (root / "streamsdsl").glob("*.py") if p.stem != "__init__"}
+    return units
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle's members (strongly connected components of more than one unit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                out.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
 
 
 class TestLayers:
@@ -154,6 +233,37 @@ class TestLayers:
         bad = sorted({f"{f.relative_to(root)}: {m}" for f in files for m in _imports(f)
                       if any(m == x or m.startswith(x + ".") for x in forbidden)})
         assert bad == []
+
+    def test_no_import_cycle_between_packages_and_top_level_modules(self) -> None:
+        """The import graph of streamsdsl's packages and top-level modules (every import, at any
+        depth) has no cycle."""
+        root = Path(__file__).parents[1]
+        graph = _unit_graph(root)
+        assert "streamsdsl.ir" in graph and "streamsdsl.values" in graph["streamsdsl.ir"]
+        assert _cycles(graph) == []
+
+    def test_cycle_finder_finds_a_cycle(self) -> None:
+        """The cycle check itself: a two-unit cycle and a three-unit cycle are found."""
+        assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"e"}, "e": {"c"}}) == [["a", "b"], ["c", "d", "e"]]
+        assert _cycles({"a": {"b"}, "b": {"c"}}) == []
+
+    def test_no_module_over_700_lines(self) -> None:
+        """Every module of the package has at most 700 lines."""
+        root = Path(__file__).parents[1]
+        long = {str(f.relative_to(root)): n for f in (root / "streamsdsl").rglob("*.py")
+                if (n := len(f.read_text().splitlines())) > 700}
+        assert long == {}
+
+    def test_the_direct_engine_runs_without_pyspark(self) -> None:
+        """A topology runs on the test driver's direct engine with no pyspark or py4j module loaded."""
+        code = ("import sys\nfrom streamsdsl import StreamsBuilder, TopologyTestDriver\nb = StreamsBuilder()\n"
+                "b.stream('in').group_by_key().count().to_stream().to('out')\n"
+                "with TopologyTestDriver(b.build(), engine='direct') as d:\n"
+                "    d.create_input_topic('in').pipe_input('k', 'v', 1)\n"
+                "    assert d.create_output_topic('out').read_key_values_to_list() == [('k', 1)]\n"
+                "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.strip() == "[]"
 
     def test_topology_has_no_explain_back_door(self) -> None:
         """The IR's Topology does not reach into the compiler: explain() lives in the runtime."""

@@ -51,8 +51,9 @@ from streamsdsl.errors import InvalidTypeError, StreamsDslError
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.jvm import CheckpointOperatorError
-from streamsdsl.runtime.errors import IllegalStateError, MissingTopicError, NoSinkError, StreamsError
+from streamsdsl.runtime.errors import IllegalStateError, NoSinkError, StreamsError
 from streamsdsl.runtime.failures import locate, query_error
+from streamsdsl.runtime.topics import check_topics
 from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
@@ -275,11 +276,12 @@ class KafkaStreams:
             register(spark)
             if self.config.connector is Connector.JVM:
                 check_jvm_connector(spark)
-            self._check_topics()
+            check_topics(self.config, self.topology)
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
             self._sink = KafkaTopicSink(self.config)
-            self._listener = progress_listener(self)
+            self._listener = progress_listener(self.config.application_id, lambda: self._metrics,
+                                               self._on_query_terminated)
             spark.streams.addListener(self._listener)
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
             try:
@@ -526,28 +528,6 @@ class KafkaStreams:
             )
 
         return raw_source
-
-    def _check_topics(self) -> None:
-        from confluent_kafka.admin import AdminClient
-
-        try:
-            meta = AdminClient(self.config.admin_conf).list_topics(timeout=30)
-        except Exception as exc:
-            raise StreamsError(
-                f"cannot reach the brokers at 'bootstrap.servers' = {self.config.bootstrap_servers!r}: {exc}"
-            ) from exc
-        existing = {name for name, t in meta.topics.items() if t.error is None}
-        needed = [("source", t) for t in self.topology.source_topics] + [("sink", t) for t in self.topology.sink_topics]
-        if self.config.dead_letter_topic:
-            needed.append(("dead-letter", self.config.dead_letter_topic))
-        missing = [(role, t) for role, t in needed if t not in existing]
-        if missing:
-            listed = ", ".join(f"{t!r} ({role})" for role, t in missing)
-            raise MissingTopicError(
-                f"topic(s) {listed} do not exist on {self.config.bootstrap_servers}; create them first, e.g. "
-                f"kafka-topics.sh --create --topic {missing[0][1]} --partitions 3 (the application does not "
-                "create topics)."
-            )
 
     def _require_started(self, what: str) -> StreamingQuery:
         if self._query is None:

@@ -9,12 +9,10 @@ import inspect
 import logging
 import threading
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
-if TYPE_CHECKING:
-    from streamsdsl.runtime.app import KafkaStreams
 
 __all__ = ["MAX_REPLACEMENTS", "State", "StreamThreadExceptionResponse", "check_callable", "progress_listener",
            "seconds"]
@@ -106,9 +104,10 @@ def seconds(timeout: float | timedelta | None, name: str = "timeout") -> float |
     return float(timeout)
 
 
-def progress_listener(app: KafkaStreams) -> Any:
-    """A `StreamingQueryListener` handing the progress of ``app``'s query (by name) to its metrics,
-    and its failure to `KafkaStreams._handle_failure`."""
+def progress_listener(query_name: str, metrics: Callable[[], Any], on_terminated: Callable[[str, str], None]) -> Any:
+    """A `StreamingQueryListener` handing the progress of the query named ``query_name`` to
+    ``metrics()`` (a `streamsdsl.runtime.metrics.QueryMetrics`, or None), and a failed query's
+    run id and error to ``on_terminated`` (on a thread of its own)."""
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressListener(StreamingQueryListener):
@@ -117,8 +116,9 @@ def progress_listener(app: KafkaStreams) -> Any:
 
         def onQueryProgress(self, event: Any) -> None:
             try:
-                if event.progress.name == app.config.application_id and app._metrics is not None:
-                    app._metrics.add_progress(event.progress)
+                current = metrics()
+                if event.progress.name == query_name and current is not None:
+                    current.add_progress(event.progress)
             except Exception:  # noqa: BLE001 - never let logging break the query
                 log.debug("progress listener failed", exc_info=True)
 
@@ -129,7 +129,7 @@ def progress_listener(app: KafkaStreams) -> Any:
             # Handled on a thread of its own: the handler may restart the query, which must not
             # happen on Spark's listener thread.
             if event.exception is not None:
-                threading.Thread(target=app._on_query_terminated, args=(str(event.runId), event.exception),
+                threading.Thread(target=on_terminated, args=(str(event.runId), event.exception),
                                  name="streamsdsl-failure", daemon=True).start()
 
     return ProgressListener()

@@ -1,0 +1,34 @@
+"""The topics an application reads and writes must exist before it starts (`check_topics`)."""
+
+from __future__ import annotations
+
+from streamsdsl.ir.topology import Topology
+from streamsdsl.runtime.config import StreamsConfig
+from streamsdsl.runtime.errors import MissingTopicError, StreamsError
+
+__all__ = ["check_topics"]
+
+
+def check_topics(config: StreamsConfig, topology: Topology) -> None:
+    """Raise `MissingTopicError` naming every source, sink and dead-letter topic the brokers do not
+    have (the application does not create topics), or `StreamsError` when they cannot be reached."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        meta = AdminClient(config.admin_conf).list_topics(timeout=30)
+    except Exception as exc:
+        raise StreamsError(
+            f"cannot reach the brokers at 'bootstrap.servers' = {config.bootstrap_servers!r}: {exc}"
+        ) from exc
+    existing = {name for name, t in meta.topics.items() if t.error is None}
+    needed = [("source", t) for t in topology.source_topics] + [("sink", t) for t in topology.sink_topics]
+    if config.dead_letter_topic:
+        needed.append(("dead-letter", config.dead_letter_topic))
+    missing = [(role, t) for role, t in needed if t not in existing]
+    if missing:
+        listed = ", ".join(f"{t!r} ({role})" for role, t in missing)
+        raise MissingTopicError(
+            f"topic(s) {listed} do not exist on {config.bootstrap_servers}; create them first, e.g. "
+            f"kafka-topics.sh --create --topic {missing[0][1]} --partitions 3 (the application does not "
+            "create topics)."
+        )
