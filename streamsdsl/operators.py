@@ -27,7 +27,8 @@ from streamsdsl.semantics.windowing import Windowing
 
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
-    "grouped_functions", "grouped_value_serde", "key_codec", "selector_pair", "windowing_of",
+    "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "null_keys_pass", "selector_pair",
+    "windowing_of",
 ]
 
 AnyWindows = SessionWindows | TimeWindows | SlidingWindows
@@ -179,3 +180,39 @@ def selector_pair(result: Any, node: str) -> tuple[Any, Any] | None:
         return result[0], result[1]
     raise InvalidTypeError(
         f"{node}: the selector must return a (key, value) pair or None (got {type(result).__name__}: {result!r}).")
+
+
+def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
+    """A record goes to the first branch whose predicate holds (``KStreamBranch``)."""
+    *earlier, own = predicates if predicates else (None,)
+
+    def keep(k: Any, v: Any) -> bool:
+        for p in earlier:
+            if p(k, v):
+                return False
+        if default:
+            return own is None or not own(k, v)
+        return bool(own(k, v))
+
+    return keep
+
+
+def null_keys_pass(topology: Any, name: str) -> bool:
+    """Whether the repartition ``name`` forwards records with a null key: only when a join that
+    keeps them (a stream-table left join, a stream-stream left or outer join: KIP-962) is
+    downstream of it (Kafka Streams' ``NodesWithRelaxedNullKeyJoinDownstream``). Otherwise its
+    filter drops them, and streamsdsl counts them in ``dropped-records`` of the repartition node
+    (Kafka's filter counts nothing: a deliberate difference, no record vanishes silently)."""
+    todo, seen = [name], set()
+    while todo:
+        current = todo.pop()
+        for child in topology.children(current):
+            node = topology.node(child)
+            if isinstance(node, ir.StreamTableJoinNode) and node.parents[0] != current:
+                continue
+            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode)) and node.kind != "inner":
+                return True
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return False

@@ -48,6 +48,7 @@ from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.operators import first_match
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.tables import TableValue, table_source_step
@@ -254,22 +255,6 @@ def _branch(self: Lowering, node: ir.BranchNode) -> Frame:
     return self.parent(node)
 
 
-def _first_match(predicates: tuple[Any, ...], default: bool) -> Any:
-    """A record goes to the first branch whose predicate holds (``KStreamBranch``): branch ``i``
-    keeps it if predicate ``i`` is the first that holds; the default branch if none holds."""
-    *earlier, own = predicates if predicates else (None,)
-
-    def keep(k: Any, v: Any) -> bool:
-        for p in earlier:
-            if p(k, v):
-                return False
-        if default:
-            return own is None or not own(k, v)
-        return bool(own(k, v))
-
-    return keep
-
-
 def _branch_child(self: Lowering, node: ir.BranchChildNode) -> Frame:
-    keep = _first_match(tuple(p.fn for p in node.predicates), node.default)
+    keep = first_match(tuple(p.fn for p in node.predicates), node.default)
     return apply_python(self.parent(node), node.name, _python_filter(keep, False), function="predicate")

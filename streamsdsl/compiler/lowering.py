@@ -38,6 +38,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import OperatorChoices
+from streamsdsl.operators import null_keys_pass
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
@@ -406,27 +407,6 @@ def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
     if self.topology is not None and null_keys_pass(self.topology, node.name):
         return frame
     return frame.with_df(self.drop_counted(frame.df, node.name, F.col("key").isNotNull()))
-
-
-def null_keys_pass(topology: Any, name: str) -> bool:
-    """Whether the repartition ``name`` forwards records with a null key: only when a join that
-    keeps them (a stream-table left join, a stream-stream left or outer join: KIP-962) is
-    downstream of it (Kafka Streams' ``NodesWithRelaxedNullKeyJoinDownstream``). Otherwise its
-    filter drops them, and streamsdsl counts them in ``dropped-records`` of the repartition node
-    (Kafka's filter counts nothing: a deliberate difference, no record vanishes silently)."""
-    todo, seen = [name], set()
-    while todo:
-        current = todo.pop()
-        for child in topology.children(current):
-            node = topology.node(child)
-            if isinstance(node, ir.StreamTableJoinNode) and node.parents[0] != current:
-                continue  # a table feeds the join's store, not its graph node
-            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode)) and node.kind != "inner":
-                return True
-            if child not in seen:
-                seen.add(child)
-                todo.append(child)
-    return False
 
 
 # --- tables --------------------------------------------------------------------------------------

@@ -80,6 +80,24 @@ class StatefulStep(Step):
         self.state = Journal()
         self._saved: Any = None
 
+    #: How each input (port) holds its records, where the step re-encodes keys to its own serde.
+    sides: list[Typed] | tuple[Typed, ...] = ()
+
+    def key_of(self, rec: Record, port: int) -> Any:
+        """The record's key in this step's key serde (the plan converts a side held in another)."""
+        side = self.sides[port] if self.sides else None
+        if side is not None and side.key.serde != self.typed.key.serde and not side.key.windowed:
+            return hold(self.typed.key.serde, rec.key)
+        return rec.key
+
+    def forward_result(self, key: Any, value: Any, function: str, timestamp: int, headers: Any) -> None:
+        """Forward a user function's result, held in this step's value serde."""
+        try:
+            held = hold(self.typed.value, value)
+        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+            raise result_error(self.name, function, exc, key, self.run.position) from exc
+        self.forward(Record(key, held, timestamp, headers))
+
     def scalars(self) -> Any:
         return None
 
@@ -269,9 +287,7 @@ class StreamTableJoinStep(StatefulStep):
         self.joiner = node.joiner.fn
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
-        key = rec.key
-        if self.sides[port].key.serde != self.typed.key.serde:
-            key = hold(self.typed.key.serde, key)
+        key = self.key_of(rec, port)
         position = self.run.position
         if port == 1:
             step = table_update(self.state.get(key) if key is not None else None, key, rec.value, rec.timestamp)
@@ -288,11 +304,7 @@ class StreamTableJoinStep(StatefulStep):
         if result.dropped:
             self.drop("input", rec)
         if result.output is not None:
-            try:
-                value = hold(DEFAULT_SERDE, result.output.value)
-            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                raise result_error(self.name, "joiner", exc, key, position) from exc
-            self.forward(Record(key, value, rec.timestamp, rec.headers))
+            self.forward_result(key, result.output.value, "joiner", rec.timestamp, rec.headers)
 
 
 class TableJoinStep(StatefulStep):
@@ -305,9 +317,7 @@ class TableJoinStep(StatefulStep):
         self.joiner = node.joiner.fn
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
-        key = rec.key
-        if self.sides[port].key.serde != self.typed.key.serde:
-            key = hold(self.typed.key.serde, key)
+        key = self.key_of(rec, port)
         position = self.run.position
         state = self.state.get(key) or TableJoinState()
         step = call_user(self.name, "joiner", key, position, table_join_step, self.spec, state,
@@ -320,13 +330,8 @@ class TableJoinStep(StatefulStep):
             self.state.pop(key, None)
         else:
             self.state[key] = new
-        if step.output is None:
-            return
-        try:
-            value = hold(self.typed.value, step.output.change.new)
-        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-            raise result_error(self.name, "joiner", exc, key, position) from exc
-        self.forward(Record(key, value, step.output.timestamp, rec.headers))
+        if step.output is not None:
+            self.forward_result(key, step.output.change.new, "joiner", step.output.timestamp, rec.headers)
 
 
 class StreamJoinStep(StatefulStep):
@@ -346,11 +351,8 @@ class StreamJoinStep(StatefulStep):
         self.kernel.restore(saved)
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
-        side = self.sides[port]
-        key, value = rec.key, rec.value
-        if side.key.serde != self.typed.key.serde:
-            key = hold(self.typed.key.serde, key)
-        if side.value != self.values[port]:
+        key, value = self.key_of(rec, port), rec.value
+        if self.sides[port].value != self.values[port]:
             value = hold(self.values[port], value)
         position = self.run.position
         step = call_user(self.name, "joiner", key, position, self.kernel.process, LEFT if port == 0 else RIGHT, key,
@@ -359,11 +361,7 @@ class StreamJoinStep(StatefulStep):
             self.drop("input", rec)
         for outputs, headers in ((step.scanned, ()), (step.outputs, rec.headers)):
             for o in outputs:
-                try:
-                    out = hold(DEFAULT_SERDE, o.value)
-                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                    raise result_error(self.name, "joiner", exc, key, position) from exc
-                self.forward(Record(o.key, out, o.timestamp, headers))
+                self.forward_result(o.key, o.value, "joiner", o.timestamp, headers)
 
 
 # --- grouped tables ----------------------------------------------------------------------------------
@@ -417,12 +415,10 @@ class GroupedAggregateStep(StatefulStep):
     def __init__(self, node: ir.GroupedTableAggregateNode, typed: Typed, run: Host, grouped: Typed) -> None:
         super().__init__(node, typed, run)
         self.fns = grouped_functions(node.agg)
-        self.grouped = grouped
+        self.sides = [grouped]
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
-        group = rec.key
-        if self.grouped.key.serde != self.typed.key.serde:
-            group = hold(self.typed.key.serde, group)
+        group = self.key_of(rec, 0)
         position = self.run.position
         change = Change(rec.value.new, rec.value.old)
         step = call_user(self.name, "adder/subtractor", group, position, grouped_aggregate_step,
@@ -431,13 +427,8 @@ class GroupedAggregateStep(StatefulStep):
             self.state.pop(group, None)
         else:
             self.state[group] = step.state
-        if step.output is None:
-            return
-        try:
-            value = hold(self.typed.value, step.output.change.new)
-        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-            raise result_error(self.name, "adder", exc, group, position) from exc
-        self.forward(Record(group, value, step.output.timestamp, rec.headers))
+        if step.output is not None:
+            self.forward_result(group, step.output.change.new, "adder", step.output.timestamp, rec.headers)
 
     def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
         return [(k, 0, 0, v.value, v.ts) for k, v in self.state.items()]

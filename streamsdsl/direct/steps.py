@@ -21,6 +21,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordDeserializationError
+from streamsdsl.operators import first_match, null_keys_pass
 from streamsdsl.errors import RecordSerializationError
 
 
@@ -240,21 +241,6 @@ def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
         f"{node.name}: the mapper must return a (key, value) pair (got {type(result).__name__}: {result!r}).")
 
 
-def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
-    """A record goes to the first branch whose predicate holds (``KStreamBranch``)."""
-    *earlier, own = predicates if predicates else (None,)
-
-    def keep(k: Any, v: Any) -> bool:
-        for p in earlier:
-            if p(k, v):
-                return False
-        if default:
-            return own is None or not own(k, v)
-        return bool(own(k, v))
-
-    return keep
-
-
 def stateless(node: ir.Node, parents: list[Typed], run: Host) -> Step | None:
     """The step of a stateless node (``None``: not a stateless node)."""
     parent = parents[0] if parents else None
@@ -344,23 +330,6 @@ def regrouped(typed: Typed, key_serde: PlanSerde | None, value_serde: PlanSerde 
     if value_serde is not None and value_serde != value:
         value = value_serde
     return Typed(key, value, typed.is_table)
-
-
-def null_keys_pass(topology: Any, name: str) -> bool:
-    """Whether the repartition ``name`` forwards null keys (a KIP-962 join is downstream)."""
-    todo, seen = [name], set()
-    while todo:
-        current = todo.pop()
-        for child in topology.children(current):
-            node = topology.node(child)
-            if isinstance(node, ir.StreamTableJoinNode) and node.parents[0] != current:
-                continue
-            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode)) and node.kind != "inner":
-                return True
-            if child not in seen:
-                seen.add(child)
-                todo.append(child)
-    return False
 
 
 STATELESS = stateless

@@ -115,6 +115,13 @@ class Node:
 
 
 @attrs.frozen
+class UnaryNode(Node):
+    """A node with exactly one parent."""
+
+    arity = 1
+
+
+@attrs.frozen
 class SourceNode(Node):
     """Reads ``topics``; keys and values are deserialized with the given serdes."""
 
@@ -129,60 +136,53 @@ class SourceNode(Node):
 
 
 @attrs.frozen
-class FilterNode(Node):
+class FilterNode(UnaryNode):
     """``filter`` / ``filter_not``: keep records whose predicate is true (false when ``negate``)."""
 
     predicate: Fn = attrs.field(kw_only=True, validator=_fn)
     negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
-    arity = 1
 
 
 @attrs.frozen
-class MapValuesNode(Node):
+class MapValuesNode(UnaryNode):
     """``map_values``: value → new value (key unchanged)."""
 
     mapper: Fn = attrs.field(kw_only=True, validator=_fn)
-    arity = 1
 
 
 @attrs.frozen
-class MapNode(Node):
+class MapNode(UnaryNode):
     """``map``: (key, value) → (new key, new value)."""
 
     mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-    arity = 1
 
 
 @attrs.frozen
-class FlatMapNode(Node):
+class FlatMapNode(UnaryNode):
     """``flat_map``: (key, value) → iterable of (key, value)."""
 
     mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-    arity = 1
 
 
 @attrs.frozen
-class FlatMapValuesNode(Node):
+class FlatMapValuesNode(UnaryNode):
     """``flat_map_values``: value → iterable of values."""
 
     mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-    arity = 1
 
 
 @attrs.frozen
-class SelectKeyNode(Node):
+class SelectKeyNode(UnaryNode):
     """``select_key`` / the key selector of ``group_by``: (key, value) → new key."""
 
     selector: Fn = attrs.field(kw_only=True, validator=_fn)
-    arity = 1
 
 
 @attrs.frozen
-class PeekNode(Node):
+class PeekNode(UnaryNode):
     """``peek``: call an action for each record, forward it unchanged."""
 
     action: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-    arity = 1
 
 
 @attrs.frozen
@@ -193,7 +193,7 @@ class MergeNode(Node):
 
 
 @attrs.frozen
-class RepartitionNode(Node):
+class RepartitionNode(UnaryNode):
     """A key change before grouping: Kafka Streams writes through ``topic``; Spark shuffles.
 
     ``name`` is the repartition source; describe() also shows the filter and sink nodes.
@@ -204,7 +204,6 @@ class RepartitionNode(Node):
     sink_name: str = attrs.field(kw_only=True, validator=is_name)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-    arity = 1
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_processor(self.filter_name, (), self.parents)
@@ -213,14 +212,13 @@ class RepartitionNode(Node):
 
 
 @attrs.frozen
-class SinkNode(Node):
+class SinkNode(UnaryNode):
     """``to``: serialize and write to ``topic``."""
 
     topic: str = attrs.field(kw_only=True, validator=is_topic)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
     kind = "Sink"
-    arity = 1
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_sink(self.name, self.topic, self.parents)
@@ -258,14 +256,13 @@ def _agg_fits_node(inst: AggregateNode, attribute: attrs.Attribute[Any], value: 
 
 
 @attrs.frozen
-class AggregateNode(Node):
+class AggregateNode(UnaryNode):
     """An unwindowed aggregation of a grouped stream into a KTable held in ``store``."""
 
     agg: AggSpec = attrs.field(kw_only=True, validator=[instance_of(CountAgg, ReduceAgg, AggregateAgg), _agg_fits_node])
     store: str = attrs.field(kw_only=True, validator=is_name)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-    arity = 1
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -346,27 +343,24 @@ class CogroupAggregateNode(Node):
 
 
 @attrs.frozen
-class TableToStreamNode(Node):
+class TableToStreamNode(UnaryNode):
     """``KTable.to_stream``: the table's changelog as a stream."""
 
-    arity = 1
 
 
 @attrs.frozen
-class TableFilterNode(Node):
+class TableFilterNode(UnaryNode):
     """``KTable.filter``: a record that fails the predicate becomes a tombstone."""
 
     predicate: Fn = attrs.field(kw_only=True, validator=_fn)
     negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
-    arity = 1
 
 
 @attrs.frozen
-class TableMapValuesNode(Node):
+class TableMapValuesNode(UnaryNode):
     """``KTable.map_values``: tombstones stay tombstones; other values are mapped."""
 
     mapper: Fn = attrs.field(kw_only=True, validator=_fn)
-    arity = 1
 
 
 def _one_topic(inst: TableSourceNode, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
@@ -401,13 +395,12 @@ class TableSourceNode(SourceNode):
 
 
 @attrs.frozen
-class StreamToTableNode(Node):
+class StreamToTableNode(UnaryNode):
     """``KStream.to_table``: the latest value per key in ``store`` (``materialized`` as for
     `TableSourceNode`)."""
 
     store: str = attrs.field(kw_only=True, validator=is_name)
     materialized: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
-    arity = 1
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -561,10 +554,9 @@ class StreamStreamJoinNode(Node):
 
 
 @attrs.frozen
-class BranchNode(Node):
+class BranchNode(UnaryNode):
     """``KStream.split()``: the splitter (``KSTREAM-BRANCH``); its children are the branches."""
 
-    arity = 1
 
 
 def _default_branch(inst: BranchChildNode, attribute: attrs.Attribute[Any], value: bool) -> None:
@@ -573,7 +565,7 @@ def _default_branch(inst: BranchChildNode, attribute: attrs.Attribute[Any], valu
 
 
 @attrs.frozen
-class BranchChildNode(Node):
+class BranchChildNode(UnaryNode):
     """One branch of a split: a record goes to the first branch whose predicate holds.
 
     ``predicates`` are the split's predicates up to this branch's own (the last one); the
@@ -581,13 +573,12 @@ class BranchChildNode(Node):
 
     predicates: tuple[UserFn, ...] = attrs.field(kw_only=True, validator=tuple_of(UserFn))
     default: bool = attrs.field(kw_only=True, default=False, validator=[instance_of(bool), _default_branch])
-    arity = 1
 
 # --- grouped tables and suppress (KTable.group_by, KTable.suppress) -------------------------------
 
 
 @attrs.frozen
-class TableGroupByNode(Node):
+class TableGroupByNode(UnaryNode):
     """``KTable.group_by(selector)``: re-keys each change of the table (Kafka Streams'
     ``KTABLE-SELECT`` / ``KTableRepartitionMap``); its child is a `GroupedTableAggregateNode`."""
 
@@ -595,7 +586,6 @@ class TableGroupByNode(Node):
     #: The serdes of the re-keyed records (``Grouped.with_serdes``; Kafka's repartition topic).
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-    arity = 1
 
 
 def _distinct_names(inst: GroupedTableAggregateNode, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -606,7 +596,7 @@ def _distinct_names(inst: GroupedTableAggregateNode, attribute: attrs.Attribute[
 
 
 @attrs.frozen
-class GroupedTableAggregateNode(Node):
+class GroupedTableAggregateNode(UnaryNode):
     """``KGroupedTable.count`` / ``reduce`` / ``aggregate``: describe() shows the repartition sink
     ``sink_name`` writing ``topic`` (fed by the ``KTABLE-SELECT`` parent), the source
     ``source_name`` reading it, and this node (``KTABLE-AGGREGATE`` / ``KTABLE-REDUCE``) with
@@ -619,7 +609,6 @@ class GroupedTableAggregateNode(Node):
     source_name: str = attrs.field(kw_only=True, validator=[is_name, _distinct_names])
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-    arity = 1
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -645,7 +634,7 @@ def _suppress_limit(inst: SuppressNode, attribute: attrs.Attribute[Any], value: 
 
 
 @attrs.frozen
-class SuppressNode(Node):
+class SuppressNode(UnaryNode):
     """``KTable.suppress(suppressed)`` (``KTABLE-SUPPRESS``, buffer store ``store``): ``mode``
     ``until_window_closes`` (final results of a windowed table) or ``until_time_limit``
     (``time_limit`` ms)."""
@@ -653,7 +642,6 @@ class SuppressNode(Node):
     mode: str = attrs.field(kw_only=True, validator=_suppress_mode)
     time_limit: int | None = attrs.field(kw_only=True, default=None, validator=_suppress_limit)
     store: str = attrs.field(kw_only=True, validator=is_name)
-    arity = 1
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -664,7 +652,7 @@ def _concrete_node_types() -> frozenset[type[Node]]:
     """Every concrete `Node` subclass defined in this module (ibis' ``ALL_OPERATIONS``)."""
     return frozenset(
         c for c in globals().values()
-        if isinstance(c, type) and issubclass(c, Node) and c is not Node
+        if isinstance(c, type) and issubclass(c, Node) and c not in (Node, UnaryNode)
         and c.__module__ == __name__ and not inspect.isabstract(c)
     )
 
