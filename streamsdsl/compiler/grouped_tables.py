@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import attrs
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
@@ -49,6 +49,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.joins import KeyedOperator
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
@@ -63,8 +64,6 @@ __all__ = ["GroupedTableConfig"]
 REGROUP = "regroup"
 AGGREGATE = "aggregate"
 
-_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-           EVENT_METRIC, EVENT_VALUE)
 #: Replay: the key a `CARRY` row carries state for, in the operator's input key type (the
 #: ``key`` column holds output keys, which the re-keying operator gives another type).
 CARRIED_KEY = "_carried_key"
@@ -105,19 +104,13 @@ class GroupedTableConfig:
         return windows_type(self.state_serde.spark_type)
 
 
-class GroupedTableOperator(StatefulProcessor):
+class GroupedTableOperator(KeyedOperator):
     """One state row per key: the table's value (regroup) or the group's aggregate (aggregate)."""
 
-    def __init__(self, config: GroupedTableConfig) -> None:
-        self.config = config
-        self.fields = (*_FIELDS, CARRIED_STATE, CARRIED_KEY) if config.replay else _FIELDS
-        self.out = Row(*self.fields)
+    replay_fields = (CARRIED_STATE, CARRIED_KEY)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("state", f"value {self.config.state_serde.spark_type}, ts bigint")
-
-    def _row(self, *values: Any) -> Row:
-        return self.out(*values, None, None) if self.config.replay else self.out(*values)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
@@ -193,8 +186,6 @@ class GroupedTableOperator(StatefulProcessor):
                             None, None, None)
         return step.state
 
-    def close(self) -> None:
-        pass
 
 
 def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> DataFrame:

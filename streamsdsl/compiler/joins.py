@@ -88,21 +88,37 @@ class TableOperatorConfig:
         return f"struct<value:{self.table_value.spark_type},ts:bigint>"
 
 
-class TableOperator(StatefulProcessor):
+class KeyedOperator(StatefulProcessor):
+    """What the keyed operators without timers share (tables, stream–table and table–table joins,
+    grouped tables): the config, the output rows (in the test driver's replay with the carried
+    state besides: `replay_fields`), no timers."""
+
+    #: The columns a replay adds to the output (the key's state for the next run, ...).
+    replay_fields: tuple[str, ...] = (CARRIED_STATE,)
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.fields = (*OUTPUT_FIELDS, *self.replay_fields) if config.replay else OUTPUT_FIELDS
+        self.out = Row(*self.fields)
+
+    def _row(self, *values: Any) -> Row:
+        """An output row; in replay its carried-state columns empty."""
+        return self.out(*values, *(None,) * len(self.replay_fields)) if self.config.replay else self.out(*values)
+
+    def close(self) -> None:
+        pass
+
+
+class TableOperator(KeyedOperator):
     """One state row per key: the table's current value and its timestamp."""
 
     def __init__(self, config: TableOperatorConfig) -> None:
-        self.config = config
-        self.fields = (*OUTPUT_FIELDS, CARRIED_STATE) if config.replay else OUTPUT_FIELDS
-        self.out = Row(*self.fields)
+        super().__init__(config)
         self.spec = None if config.kind == SOURCE else StreamTableJoin(config.kind)  # type: ignore[arg-type]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("table", f"value {self.config.table_value.spark_type}, ts bigint")
-
-    def _row(self, *values: Any) -> Row:
-        return self.out(*values, None) if self.config.replay else self.out(*values)
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
@@ -155,9 +171,6 @@ class TableOperator(StatefulProcessor):
             self.state.clear()
         else:
             self.state.update((tv.to_internal(state.value), state.ts))
-
-    def close(self) -> None:
-        pass
 
 
 def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, table_type: str) -> DataFrame:

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import attrs
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import (
@@ -43,7 +43,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.joins import run_keyed_operator
+from streamsdsl.compiler.joins import KeyedOperator, run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
@@ -92,22 +92,17 @@ class TableJoinConfig:
         return f"struct<{','.join(f'{name}:{t}' for name, t in self._state)}>"
 
 
-class TableJoinOperator(StatefulProcessor):
+class TableJoinOperator(KeyedOperator):
     """One state row per key: both tables' current values (`TableJoinState`)."""
 
     def __init__(self, config: TableJoinConfig) -> None:
-        self.config = config
-        self.fields = (*OUTPUT_FIELDS, CARRIED_STATE) if config.replay else OUTPUT_FIELDS
-        self.out = Row(*self.fields)
+        super().__init__(config)
         # A joined table's old values are not forwarded (see the module docstring); only the
         # new values, which old values do not change, leave the operator.
         self.spec = TableJoinSpec(config.kind, send_old_values=False, materialized=config.materialized)  # type: ignore[arg-type]
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("join", self.config.state_fields)
-
-    def _row(self, *values: Any) -> Row:
-        return self.out(*values, None) if self.config.replay else self.out(*values)
 
     def _decode(self, lv: Any, lts: Any, rv: Any, rts: Any, has_result: Any) -> TableJoinState:
         cfg = self.config
@@ -170,8 +165,6 @@ class TableJoinOperator(StatefulProcessor):
         else:
             self.state.update(self._encode(state))
 
-    def close(self) -> None:
-        pass
 
 
 def _side_input(frame: Frame, side: int, key: PlanSerde, left_type: str, right_type: str) -> DataFrame:

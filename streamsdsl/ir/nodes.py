@@ -151,24 +151,25 @@ class MapValuesNode(UnaryNode):
 
 
 @attrs.frozen
-class MapNode(UnaryNode):
+class _PythonMapperNode(UnaryNode):
+    """A one-parent node whose ``mapper`` is a Python callable."""
+
+    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+
+
+@attrs.frozen
+class MapNode(_PythonMapperNode):
     """``map``: (key, value) → (new key, new value)."""
 
-    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-
 
 @attrs.frozen
-class FlatMapNode(UnaryNode):
+class FlatMapNode(_PythonMapperNode):
     """``flat_map``: (key, value) → iterable of (key, value)."""
 
-    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-
 
 @attrs.frozen
-class FlatMapValuesNode(UnaryNode):
+class FlatMapValuesNode(_PythonMapperNode):
     """``flat_map_values``: value → iterable of values."""
-
-    mapper: UserFn = attrs.field(kw_only=True, validator=_user_fn)
 
 
 @attrs.frozen
@@ -652,7 +653,7 @@ def _concrete_node_types() -> frozenset[type[Node]]:
     """Every concrete `Node` subclass defined in this module (ibis' ``ALL_OPERATIONS``)."""
     return frozenset(
         c for c in globals().values()
-        if isinstance(c, type) and issubclass(c, Node) and c not in (Node, UnaryNode)
+        if isinstance(c, type) and issubclass(c, Node) and c not in (Node, UnaryNode) and not c.__name__.startswith("_")
         and c.__module__ == __name__ and not inspect.isabstract(c)
     )
 
