@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
 #: Kafka Streams' legal characters for user-provided processor, store and topic names.
 _NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -399,3 +399,14 @@ def duration_field(arg: str, *, positive: bool, fix: str, **kwargs: Any) -> Any:
             raise InvalidArgumentError(f"'{arg}' must be {bound} ms (got {value}). {fix}")
 
     return attrs.field(converter=millis(arg), validator=check, **kwargs)
+
+
+def one_of(choices: tuple[str, ...], what: str) -> Callable[[Any, Any, Any], None]:
+    """An attrs validator: the value is one of ``choices`` (``what`` names the object in the message)."""
+    listed = ", ".join(repr(c) for c in choices[:-1]) + f" or {choices[-1]!r}"
+
+    def check(inst: Any, attribute: Any, value: Any) -> None:
+        if value not in choices:
+            raise InvalidArgumentError(f"'{attribute.name}' of a {what} must be {listed} (got {value!r}).")
+
+    return check

@@ -15,21 +15,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import (
-    CARRIED_STATE,
-    CLOSE_THRESHOLD,
-    DROPPED,
-    EMIT_FINAL,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    FRAME_COLUMNS,
-    HEADERS_TYPE,
-    INPUT_INDEX,
-    OUTPUT_POSITION,
-    POSITION_TYPE,
-    SOURCE_POSITION,
-)
+from streamsdsl.compiler.columns import CARRIED_STATE, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
+from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler import jvm_operator

@@ -35,18 +35,8 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
-from streamsdsl.compiler.columns import (
-    CARRIED_STATE,
-    CARRY,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    FRAME_COLUMNS,
-    HEADERS_TYPE,
-    OUTPUT_POSITION,
-    POSITION_TYPE,
-    SOURCE_POSITION,
-)
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER, FRAME_COLUMNS
+from streamsdsl.compiler.columns import HEADERS_TYPE, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import KeyedOperator

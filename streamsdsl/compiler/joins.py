@@ -27,20 +27,9 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
-from streamsdsl.compiler.columns import (
-    CARRIED_STATE,
-    CARRY,
-    DROPPED,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    FRAME_COLUMNS,
-    HEADERS_TYPE,
-    INPUT_INDEX,
-    OUTPUT_POSITION,
-    POSITION_TYPE,
-    SOURCE_POSITION,
-)
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
+from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
+from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter

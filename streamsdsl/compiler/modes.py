@@ -17,23 +17,10 @@ import attrs
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from streamsdsl.compiler.columns import (
-    STREAM_TIME_OBSERVATION,
-    CARRIED_STATE,
-    CARRY,
-    CLOSE_THRESHOLD,
-    EMIT_FINAL,
-    EVENT_METRIC,
-    EVENT_TIME,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    HEADERS_TYPE,
-    OUTPUT_POSITION,
-    RUN_STREAM_TIME,
-    SOURCE_POSITION,
-    STREAM_TIME,
-    STREAM_TIME_BEFORE,
-)
+from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
+from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
+from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
+from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.suppress import suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states

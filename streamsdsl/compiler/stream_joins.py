@@ -41,22 +41,9 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import (
-    CARRIED_STATE,
-    CARRY,
-    CLOSE_THRESHOLD,
-    DROPPED,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    FRAME_COLUMNS,
-    HEADERS_TYPE,
-    INPUT_INDEX,
-    OUTPUT_POSITION,
-    POSITION_TYPE,
-    SOURCE_POSITION,
-    STREAM_TIME,
-)
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EVENT_METRIC, EVENT_VALUE
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
+from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, stateful_upstream

@@ -30,17 +30,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import (
-    CARRIED_STATE,
-    CARRY,
-    DROPPED,
-    EVENT_METRIC,
-    EVENT_VALUE,
-    FINAL_KEY_ORDER,
-    INPUT_INDEX,
-    OUTPUT_POSITION,
-    SOURCE_POSITION,
-)
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
+from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import KeyedOperator, run_keyed_operator

@@ -194,15 +194,6 @@ class QueryMetrics(Metrics):
                 return
             time.sleep(0.05)
 
-    def add_counts(self, dropped: int, latencies: list[int] | tuple[int, ...]) -> None:
-        """Add ``dropped`` dropped records and one emit-final record per latency (ms)."""
-        with self._lock:
-            self.dropped += dropped
-            if latencies:
-                self.emitted_final += len(latencies)
-                self.latency_sum += float(sum(latencies))
-                self.latency_max = max(self.latency_max, float(max(latencies)))
-
     def snapshot(self) -> dict[str, float]:
         self.refresh()
         return super().snapshot()

@@ -210,7 +210,7 @@ def _process_early(store: _Store) -> None:
     gives its content, the content comes from ``[0, d]``. Next comes the previous record's right
     window, if it is missing. Last, ``[0, d]`` is updated or created.
     """
-    ts, d = store.ts, store.d
+    ts = store.ts
     start_times: set[int] = set()
     combined: WindowAgg | None = None
     right: WindowAgg | None = None

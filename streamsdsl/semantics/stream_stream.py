@@ -77,7 +77,7 @@ from typing import Any, Callable, Iterable, Literal, MutableMapping, Sequence
 
 import attrs
 
-from streamsdsl._validation import duration_field, millis
+from streamsdsl._validation import duration_field, millis, one_of
 from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, key_bytes
 
@@ -163,9 +163,7 @@ def _non_negative(difference: Any) -> int:
     return ms
 
 
-def _kind(inst: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if value not in ("inner", "left", "outer"):
-        raise InvalidArgumentError(f"'kind' of a stream-stream join must be 'inner', 'left' or 'outer' (got {value!r}).")
+_kind = one_of(("inner", "left", "outer"), "stream-stream join")
 
 
 @attrs.frozen

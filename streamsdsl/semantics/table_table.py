@@ -49,6 +49,7 @@ from typing import Any, Callable, Iterable, Literal, Sequence
 
 import attrs
 
+from streamsdsl._validation import one_of
 from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.semantics.tables import Change, KeyedChange, TableValue, table_source_step
 
@@ -60,9 +61,7 @@ RIGHT = "right"
 Joiner = Callable[[Any, Any], Any]  # (left_value, right_value) -> value
 
 
-def _kind(inst: Any, attribute: attrs.Attribute[Any], value: str) -> None:
-    if value not in ("inner", "left", "outer"):
-        raise InvalidArgumentError(f"'kind' of a table-table join must be 'inner', 'left' or 'outer' (got {value!r}).")
+_kind = one_of(("inner", "left", "outer"), "table-table join")
 
 
 @attrs.frozen
