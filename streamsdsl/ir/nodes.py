@@ -99,8 +99,6 @@ class Node:
     name: str = attrs.field(validator=is_name)
     parents: tuple[str, ...] = attrs.field(validator=_parents)
 
-    #: Kafka Streams' kind shown by describe(): "Source", "Processor" or "Sink".
-    kind: ClassVar[str] = "Processor"
     #: How many parents the node has (None: any number, checked by the node itself).
     arity: ClassVar[int | None] = None
 
@@ -128,7 +126,6 @@ class SourceNode(Node):
     topics: tuple[str, ...] = attrs.field(validator=names_tuple(1, topics=True))
     key_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
     value_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
-    kind = "Source"
     arity = 0
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
@@ -219,7 +216,6 @@ class SinkNode(UnaryNode):
     topic: str = attrs.field(kw_only=True, validator=is_topic)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-    kind = "Sink"
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_sink(self.name, self.topic, self.parents)

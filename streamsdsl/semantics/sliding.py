@@ -34,8 +34,8 @@ that has ``emitRangeUpperBound``. Below, ``closeTime = streamTime - grace``.
   that is already closed. In Kafka's ``testJoin``, ``A@10`` closes at stream time 12 and
   ``A@15`` then builds ``[5,15] = "0+1+1"`` from it. Kafka keeps such windows because the
   default store retention is ``2d + grace`` (``SlidingWindowedKStreamImpl``). So a key's
-  windows must be kept until `SlidingWindowing.is_expired` (``streamTime > end + grace + d + 1``),
-  not just until `is_closed`. If closed windows are pruned earlier, ``step`` silently builds
+  windows must be kept until they expire (stream time past `SlidingWindowing.expiry_threshold`,
+  ``end + grace + d + 1``), not just until they close. If closed windows are pruned earlier, ``step`` silently builds
   different windows.
 - **Partly late records** (``t < closeTime <= t + d``: some of their windows are closed) are
   ported exactly, quirks included. Such a record can make a later window hold a record outside
@@ -260,8 +260,8 @@ class SlidingWindowing(WindowingRules):
     >>> s2 = w.step(s1.windows, "A", "2", 14, 14, concat)   # A@10's right window, then A@14's left
     >>> s2.puts
     (WindowAgg(start=11, end=21, agg='0+2', ts=14), WindowAgg(start=4, end=14, agg='0+1+2', ts=14))
-    >>> w.close_threshold(s2.windows[0]), w.is_closed(s2.windows[0], 16)
-    (15, True)
+    >>> w.close_threshold(s2.windows[0])   # closed from stream time 16 on
+    15
     >>> w.step(s2.windows, "A", "3", 0, 16, concat).dropped   # 0 + 10 < 16 - 5: dropped whole
     1
     """
@@ -284,7 +284,7 @@ class SlidingWindowing(WindowingRules):
         skipped because its window was closed.
 
         Only windows with start in ``[max(0, ts - 2d), ts + 1]`` are read; the rest are
-        returned unchanged. Windows that are closed but not expired (see `is_expired`) must be
+        returned unchanged. Windows that are closed but not expired (see `expiry_threshold`) must be
         passed in, because Kafka still reads them.
         """
         by_start = {w.start: w for w in windows}

@@ -107,21 +107,14 @@ class Windowing(Protocol):
 
 
 class WindowingRules:
-    """Base of the window kinds: the predicates derived from their thresholds."""
+    """Base of the window kinds: their close and expiry thresholds (a window closes, or expires, at
+    the first stream time greater than its threshold)."""
 
     def close_threshold(self, window: WindowAgg) -> int:
         raise NotImplementedError
 
     def expiry_threshold(self, window: WindowAgg) -> int:
         raise NotImplementedError
-
-    def is_closed(self, window: WindowAgg, stream_time: int) -> bool:
-        """Final: no record changes it any more, and on-close emission forwards it."""
-        return stream_time > self.close_threshold(window)
-
-    def is_expired(self, window: WindowAgg, stream_time: int) -> bool:
-        """No record reads it any more: it can leave the state."""
-        return stream_time > self.expiry_threshold(window)
 
 
 def advance_stream_time(windowing: Windowing, stream_time: int, ts: int, value: Any) -> int:

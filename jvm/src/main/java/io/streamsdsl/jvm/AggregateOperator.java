@@ -27,10 +27,6 @@ public final class AggregateOperator {
         return PROTOCOL;
     }
 
-    public static int stateVersion() {
-        return AggregateProcessor.STATE_VERSION;
-    }
-
     public static Dataset<Row> apply(Dataset<Row> df, String specJson, String outputSchemaJson) throws Exception {
         StructType input = df.schema();
         Spec spec = new Spec(specJson, input);

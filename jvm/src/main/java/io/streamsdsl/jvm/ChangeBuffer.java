@@ -34,11 +34,7 @@ final class ChangeBuffer {
         dirty.put(b, DELETED);
     }
 
-    boolean isEmpty() {
-        return dirty.isEmpty();
-    }
-
-    /** The forwarded windows; a tombstone is a {@code Win} with {@code tombstone == true} in the pair. */
+    /** The forwarded windows, in the order last written; a tombstone is its bounds paired with {@code DELETED}. */
     List<Map.Entry<Win.Bounds, Win>> flush() {
         List<Map.Entry<Win.Bounds, Win>> out = new ArrayList<>();
         for (Iterator<Map.Entry<Win.Bounds, Win>> it = dirty.entrySet().iterator(); it.hasNext(); ) {

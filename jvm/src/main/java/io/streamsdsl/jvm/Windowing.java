@@ -2,7 +2,6 @@ package io.streamsdsl.jvm;
 
 import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
@@ -332,11 +331,5 @@ abstract class Windowing implements Serializable {
         long[] finalOrderOf(Win w) {
             return new long[0];
         }
-    }
-
-    static List<Win> sortedCopy(List<Win> windows, Comparator<Win> order) {
-        List<Win> out = new ArrayList<>(windows);
-        out.sort(order);
-        return Collections.unmodifiableList(out);
     }
 }
