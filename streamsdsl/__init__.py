@@ -6,7 +6,9 @@ Only the DSL and the IR are imported here; pyspark is loaded lazily by the runti
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamsdsl._lazy import lazy_getattr
 
 from streamsdsl.dsl.aggregations import Aggregations
 from streamsdsl.dsl.api import Branched, BranchedKStream, KGroupedStream, KStream, KTable, SessionWindowedKStream
@@ -46,18 +48,13 @@ _LAZY = {
     "TestRecord": "streamsdsl.runtime.driver",
     "TestInputTopic": "streamsdsl.runtime.driver",
     "TestOutputTopic": "streamsdsl.runtime.driver",
-    "KeyValue": "streamsdsl.runtime.driver",
+    "KeyValue": "streamsdsl.runtime.stores",
     "KafkaStreams": "streamsdsl.runtime.app",
     "explain": "streamsdsl.runtime.explain",
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'streamsdsl' has no attribute {name!r}")
+__getattr__ = lazy_getattr("streamsdsl", _LAZY)
 
 
 __all__ = [

@@ -10,8 +10,9 @@ names below load their module (and pyspark) on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from streamsdsl._lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from streamsdsl.compiler.lowering import Lowering, PlanMode
@@ -29,7 +30,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _HOME:
-        return getattr(importlib.import_module(_HOME[name]), name)
-    raise AttributeError(f"module 'streamsdsl.compiler' has no attribute {name!r}")
+__getattr__ = lazy_getattr("streamsdsl.compiler", _HOME)

@@ -223,30 +223,21 @@ class _IntegralSerde(FixedWidthSerde):
 class LongSerde(_IntegralSerde):
     """64-bit signed integers, 8 bytes big-endian; the column is ``bigint``."""
 
-    name = "Long"
-    spark_type = "bigint"
-    fmt = ">q"
-    width = 8
+    name, spark_type, fmt, width = "Long", "bigint", ">q", 8
 
 
 @attrs.frozen(repr=False)
 class IntegerSerde(_IntegralSerde):
     """32-bit signed integers, 4 bytes big-endian; the column is ``int``."""
 
-    name = "Integer"
-    spark_type = "int"
-    fmt = ">i"
-    width = 4
+    name, spark_type, fmt, width = "Integer", "int", ">i", 4
 
 
 @attrs.frozen(repr=False)
 class DoubleSerde(FixedWidthSerde):
     """IEEE 754 doubles, 8 bytes big-endian; the column is ``double`` (ints are widened)."""
 
-    name = "Double"
-    spark_type = "double"
-    fmt = ">d"
-    width = 8
+    name, spark_type, fmt, width = "Double", "double", ">d", 8
 
     def _encode(self, value: Any) -> bytes:
         _require(value, (int, float), "float")
