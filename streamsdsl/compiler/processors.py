@@ -177,6 +177,12 @@ class AggregateConfig:
     #: Replay: when store writes are forwarded (``statestore.cache.max.bytes``).
     flush: FlushPolicy = FlushPolicy.PER_RECORD
 
+    def key_order(self, key: Any) -> str:
+        """How on-close records of one stream-time step and one window order by key: the key's
+        serialized bytes (Kafka's store order), as hex text."""
+        data = self.key.serde.serialize(key)
+        return "" if data is None else data.hex()
+
     def value_of(self, cell: Any, index: int | None) -> tuple[Any, AggFunctions]:
         """An input row's value cell as a Python value, and the functions of its input
         (``index``: the row's `INPUT_INDEX`, read only for a cogroup)."""
@@ -318,7 +324,7 @@ class AggregateProcessor(StatefulProcessor):
         """A window's on-close record."""
         order = [*ord_, 1, *self.config.windowing.final_order(w)]
         return self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [],
-                            position, order, str(key), threshold)
+                            position, order, self.config.key_order(key), threshold)
 
     def _internal(self, agg: Any, kcell: Any, position: int) -> Any:
         """An aggregate as its serde's column value; one the serde cannot hold names the function."""
@@ -415,7 +421,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
         for w in closed:
             record = self._final(kcell, key, w, position, ord_)
             yield record
-            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, str(key))
+            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, self.config.key_order(key))
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
                   r: tuple[Any, ...]) -> Iterator[Row]:

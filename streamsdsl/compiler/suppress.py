@@ -65,7 +65,7 @@ class _ReleasingProcessor(ReplayAggregateProcessor):
         for i, w in enumerate(release.immediate):
             yield self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [], position,
                                [*ord_, 2, i])
-            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, str(key))
+            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, self.config.key_order(key))
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer | None,
                     last: tuple[Any, ...]) -> Iterator[Row]:

@@ -214,16 +214,16 @@ class KafkaStreams:
         Raises
         ------
         IllegalStateError
-            If the application was already started (or closed).
+            Once the application has started (or closed): set the handler before `start`.
         InvalidTypeError
             If ``handler`` is not a callable taking one positional argument.
 
         Examples
         --------
         >>> from streamsdsl import StreamsBuilder
-        >>> builder = StreamsBuilder()
-        >>> builder.stream("in").to("out")
-        >>> app = KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092"})
+        >>> b = StreamsBuilder()
+        >>> b.stream("orders").map_values(str.upper).to("orders-upper")
+        >>> app = KafkaStreams(b.build(), {"application.id": "upper", "bootstrap.servers": "broker:9092"})
         >>> app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
         >>> app.set_uncaught_exception_handler(lambda: None)
         Traceback (most recent call last):

@@ -14,7 +14,7 @@ record cache (`FlushPolicy`) and the state I/O (any mutable mapping of key → `
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, MutableMapping, Sequence
+from typing import Any, Callable, Iterable, MutableMapping, Sequence
 
 import attrs
 
@@ -22,6 +22,7 @@ from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer, final_results_release
 from streamsdsl.semantics.suppress import time_limit_release
+from streamsdsl.semantics.tables import key_bytes
 from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
@@ -84,12 +85,15 @@ class AggregateKernel:
 
     ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
     processor per input stream); otherwise one stream time spans the inputs. ``states`` is the
-    state I/O: key → `KeyState`; keys without windows are removed from it.
+    state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
+    key's serialized bytes (Kafka's store order), which order the windows one stream-time step
+    closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
     """
 
     def __init__(self, windowing: Windowing, fns: AggFunctions | Sequence[AggFunctions], *, emit_on_close: bool = False,
                  per_input_time: bool = False, flush: FlushPolicy = FlushPolicy.PER_RECORD,
-                 states: MutableMapping[Any, KeyState] | None = None, stream_times: Sequence[int] | None = None) -> None:
+                 states: MutableMapping[Any, KeyState] | None = None, stream_times: Sequence[int] | None = None,
+                 key_order: Callable[[Any], Any] = key_bytes) -> None:
         self.windowing = windowing
         self.fns = (fns,) if isinstance(fns, AggFunctions) else tuple(fns)
         self.emit_on_close = emit_on_close
@@ -98,6 +102,7 @@ class AggregateKernel:
         self.states: MutableMapping[Any, KeyState] = {} if states is None else states
         self.stream_times = list(stream_times) if stream_times else [-1] * (len(self.fns) if per_input_time else 1)
         self.windowed = not isinstance(windowing, Unwindowed)
+        self.key_order = key_order
 
     @property
     def stream_time(self) -> int:
@@ -156,11 +161,11 @@ class AggregateKernel:
 
     def _finals(self, closing: list[tuple[WindowAgg, Any]], stream_time: int, outputs: list[Out],
                 latencies: list[int]) -> None:
-        """On-close records, in the window kind's final order and then the key's text (how the
-        Spark plan orders them too)."""
-        order = self.windowing.final_order
+        """On-close records, in the window kind's final order and then the key's bytes (Kafka's
+        store order; the Spark plan orders them so too)."""
+        order, key_order = self.windowing.final_order, self.key_order
         threshold = self.windowing.close_threshold
-        closing.sort(key=lambda pair: (order(pair[0]), str(pair[1])))
+        closing.sort(key=lambda pair: (order(pair[0]), key_order(pair[1])))
         for w, k in closing:
             outputs.append(self._out(k, w.bounds, w, final=True))
             latencies.append(stream_time - threshold(w) - 1)

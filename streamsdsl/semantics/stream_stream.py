@@ -412,8 +412,12 @@ class StreamJoinKernel:
     ``states`` is the state I/O: key → `StreamJoinState`."""
 
     def __init__(self, spec: StreamJoinSpec, joiner: Joiner, *, key_order: Callable[[Any], Any] = key_bytes,
-                 states: MutableMapping[Any, StreamJoinState] | None = None) -> None:
+                 states: MutableMapping[Any, StreamJoinState] | None = None, kafka_scan: bool = True) -> None:
         self.spec, self.joiner, self.key_order = spec, joiner, key_order
+        #: Kafka's scan (skipped while ``min_time`` says nothing can have expired, stopped at the
+        #: first open record of each side); ``False``: every in-order record emits every held
+        #: record that has expired (streamsdsl's documented rule, which the Spark plan follows).
+        self.kafka_scan = kafka_scan
         self.states: MutableMapping[Any, StreamJoinState] = {} if states is None else states
         self.store_time = {LEFT: _NO_TIME, RIGHT: _NO_TIME}
         self.stream_time = _NO_TIME
@@ -436,7 +440,9 @@ class StreamJoinKernel:
         w = spec.windows
         if spec.holds and ts == stream_time:
             join_after = w.after if side == LEFT else w.before
-            if self.min_time + join_after + w.grace < stream_time:
+            if not self.kafka_scan:
+                _scan(spec, self.states, stream_time, joiner, self.key_order, scanned, whole=True)
+            elif self.min_time + join_after + w.grace < stream_time:
                 self.min_time = _scan(spec, self.states, stream_time, joiner, self.key_order, scanned)
         step = stream_join_step(spec, self.states.get(key), side, key, value, ts, stream_time, joiner,
                                 other_store_time=self.store_time[_other(side)])
@@ -448,9 +454,10 @@ class StreamJoinKernel:
         return StreamJoinKernelStep(tuple(scanned), step.outputs)
 
 
-def _scan(spec: StreamJoinSpec, states: dict[Any, StreamJoinState], stream_time: int, joiner: Joiner,
-          key_order: Callable[[Any], Any], outputs: list[Output]) -> int:
-    """One scan of the shared outer store; returns the new ``min_time``."""
+def _scan(spec: StreamJoinSpec, states: MutableMapping[Any, StreamJoinState], stream_time: int, joiner: Joiner,
+          key_order: Callable[[Any], Any], outputs: list[Output], *, whole: bool = False) -> int:
+    """One scan of the shared outer store; returns the new ``min_time``. ``whole``: do not stop
+    at the first open record of each side (every expired record is emitted)."""
     entries = sorted(
         ((ts, _SIDE_RANK[side], key_order(key), i, key) for key, st in states.items()
          for i, (ts, side, _) in enumerate(st.held)),
@@ -461,7 +468,7 @@ def _scan(spec: StreamJoinSpec, states: dict[Any, StreamJoinState], stream_time:
     emitted: dict[Any, set[int]] = {}
     for ts, rank, _, i, key in entries:
         min_time = ts
-        if len(open_sides) == 2:
+        if len(open_sides) == 2 and not whole:
             break
         _, side, value = states[key].held[i]
         if spec.hold_threshold(ts, side) >= stream_time:

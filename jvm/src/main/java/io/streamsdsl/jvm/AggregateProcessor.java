@@ -186,7 +186,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     }
 
     private void finals(List<Row> out, Object kcell, List<Win> closed, long streamTime, long pos, long[] ord) {
-        String key = PyText.str(spec.keyKind, kcell);
+        String key = KeyBytes.hex(spec.keyKind, kcell);
         for (Win w : closed) {
             out.add(fin(kcell, key, w, pos, ord, null));
             out.add(event(EMIT_FINAL, (double) (streamTime - windowing.closeThreshold(w) - 1), w.ts, pos, key));
@@ -195,7 +195,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
 
     private void pending(List<Row> out, Object kcell, List<Win> windows) {
         if (windows.isEmpty()) return;
-        String key = PyText.str(spec.keyKind, kcell);
+        String key = KeyBytes.hex(spec.keyKind, kcell);
         for (Win w : windows) out.add(fin(kcell, key, w, -1, new long[0], windowing.closeThreshold(w)));
     }
 
