@@ -113,6 +113,14 @@ class RecordError(StreamsDslError, RuntimeError):
 class UserFunctionError(RecordError):
     """A user function (a mapper, a predicate, an aggregator, ...) raised while processing a record."""
 
+    @classmethod
+    def of(cls, processor: str, function: str, exc: BaseException, key: object, position: int | None) -> UserFunctionError:
+        """The error of ``function`` of ``processor`` raising ``exc`` for the record at ``position``
+        with ``key``: every engine and operator reports a user function's failure through this.
+        The cause is the exception's type and text (a streamsdsl error's own message alone)."""
+        cause = str(exc) if isinstance(exc, StreamsDslError) else f"{type(exc).__name__}: {exc}"
+        return cls(processor, cause, function=function, key=repr(key), position=position)
+
 
 class RecordDeserializationError(RecordError, SerializationError):
     """A source record's key or value could not be deserialized with the source's serde (Kafka

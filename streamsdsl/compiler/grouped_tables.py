@@ -44,7 +44,7 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
 from streamsdsl.operators import grouped_functions, grouped_value_serde, selector_pair
@@ -136,12 +136,8 @@ class GroupedTableOperator(KeyedOperator):
         old = None if state is None else state.value
         try:
             changes = regroup(k, Change(new, old), ts, lambda key, value: selector_pair(cfg.selector(key, value), cfg.node))
-        except InvalidTypeError as exc:
-            raise UserFunctionError(cfg.node, str(exc), function="selector", key=repr(k),
-                                    position=position).in_worker() from exc
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-            raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="selector", key=repr(k),
-                                    position=position).in_worker() from exc
+            raise UserFunctionError.of(cfg.node, "selector", exc, k, position).in_worker() from exc
         base = list(r[OUTPUT_POSITION] or [])
         for i, (group, change, t) in enumerate(changes):
             try:
@@ -164,8 +160,7 @@ class GroupedTableOperator(KeyedOperator):
         try:
             step = grouped_aggregate_step(state, group, change, ts, cfg.fns)  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-            raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="adder/subtractor",
-                                    key=repr(group), position=position).in_worker() from exc
+            raise UserFunctionError.of(cfg.node, "adder/subtractor", exc, group, position).in_worker() from exc
         if step.output is not None:
             new = step.output.change.new
             try:

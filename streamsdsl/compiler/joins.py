@@ -142,8 +142,7 @@ class TableOperator(KeyedOperator):
             try:
                 result = stream_join_step(self.spec, state, k, value, ts, cfg.joiner)  # type: ignore[arg-type]
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="joiner", key=repr(k),
-                                        position=position).in_worker() from exc
+                raise UserFunctionError.of(cfg.node, "joiner", exc, k, position).in_worker() from exc
             if result.dropped:
                 yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
             if result.output is not None:

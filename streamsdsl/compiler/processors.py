@@ -361,10 +361,8 @@ class AggregateProcessor(StatefulProcessor):
             try:
                 step = record_step(windowing, state, k, value, ts, stream_time, fns)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError(
-                    cfg.node, f"{type(exc).__name__}: {exc}", function=function_of(exc, fns, cfg.function_names),
-                    key=repr(k), position=position,
-                ).in_worker() from exc
+                raise UserFunctionError.of(cfg.node, function_of(exc, fns, cfg.function_names), exc, k,
+                                           position).in_worker() from exc
             if step.dropped:
                 yield self._event(DROPPED, step.dropped, ts, position)
             if not emit_on_close:

@@ -76,10 +76,7 @@ def apply_python(
                 try:
                     results = list(fn(k, v))
                 except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                    raise UserFunctionError(
-                        processor, f"{type(exc).__name__}: {exc}", function=function, key=repr(k),
-                        position=row[SOURCE_POSITION],
-                    ).in_worker() from exc
+                    raise UserFunctionError.of(processor, function, exc, k, row[SOURCE_POSITION]).in_worker() from exc
                 for i, (nk, nv) in enumerate(results):
                     new = dict(row)
                     try:

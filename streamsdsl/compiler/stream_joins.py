@@ -185,8 +185,7 @@ class _JoinProcessor(StatefulProcessor):
         except UserFunctionError:
             raise
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-            raise UserFunctionError(self.config.node, f"{type(exc).__name__}: {exc}", function="joiner",
-                                    key=repr(k), position=position).in_worker() from exc
+            raise UserFunctionError.of(self.config.node, "joiner", exc, k, position).in_worker() from exc
 
     def close(self) -> None:
         pass
@@ -332,8 +331,7 @@ def _null_key_rows(inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
         try:
             result = joiner(left_of(cell["l"]), None) if index == 0 else joiner(None, right_of(cell["r"]))
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-            raise UserFunctionError(node, f"{type(exc).__name__}: {exc}", function="joiner", key="None",
-                                    position=position).in_worker() from exc
+            raise UserFunctionError.of(node, "joiner", exc, None, position).in_worker() from exc
         return out.to_internal(result)
 
     null_join_udf = F.udf(null_join, _parse_datatype_string(out.spark_type), useArrow=False)

@@ -131,8 +131,7 @@ class TableJoinOperator(KeyedOperator):
             try:
                 step = table_join_step(self.spec, state, LEFT if left else RIGHT, k, value, ts, cfg.joiner)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError(cfg.node, f"{type(exc).__name__}: {exc}", function="joiner", key=repr(k),
-                                        position=position).in_worker() from exc
+                raise UserFunctionError.of(cfg.node, "joiner", exc, k, position).in_worker() from exc
             if step.dropped:
                 yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
                 continue

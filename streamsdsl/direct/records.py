@@ -81,8 +81,7 @@ def result_error(processor: str, function: str, exc: BaseException, key: Any, po
 
 def user_error(processor: str, function: str, exc: BaseException, key: Any, position: int) -> UserFunctionError:
     """The one error of a user function that raised while a record was processed."""
-    return UserFunctionError(processor, f"{type(exc).__name__}: {exc}", function=function, key=repr(key),
-                             position=position)
+    return UserFunctionError.of(processor, function, exc, key, position)
 
 
 def call_user(processor: str, function: str, key: Any, position: int, fn: Callable[..., Any], *args: Any) -> Any:

@@ -17,7 +17,7 @@ from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, resu
 from streamsdsl.direct.steps import Step, _refuse_column, regrouped
 from streamsdsl.values.serdes import DEFAULT_SERDE
 from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError, UserFunctionError
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError
 from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
 from streamsdsl.operators import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
 from streamsdsl.operators import selector_pair, windowing_of
@@ -394,8 +394,6 @@ class TableGroupByStep(StatefulStep):
         try:
             changes = regroup(k, Change(new, None if old is None else old.value), ts,
                               lambda key, value: selector_pair(self.selector(key, value), self.name))
-        except InvalidTypeError as exc:
-            raise UserFunctionError(self.name, str(exc), function="selector", key=repr(k), position=position) from exc
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
             raise user_error(self.name, "selector", exc, k, position) from exc
         if new is None:
