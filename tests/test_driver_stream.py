@@ -335,3 +335,31 @@ class TestDeserializationHandlers:
         with pytest.raises(InvalidArgumentError, match="'default.deserialization.exception.handler' must be "
                                                        "'log_and_fail' or 'log_and_continue' \\(got 'ignore'\\)"):
             TopologyTestDriver(b.build(), {"default.deserialization.exception.handler": "ignore"}, spark=spark)
+
+
+class TestDirectEngineRefusals:
+    def test_a_column_expression_is_refused_naming_the_node_and_the_fix(self, spark: Any) -> None:
+        """The direct engine has no Spark to evaluate a pyspark Column: it refuses the topology
+        when the driver is created, naming the node, the Column and both fixes."""
+        from streamsdsl import OperationNotDefinedError
+
+        b = StreamsBuilder()
+        b.stream("in", _strings()).filter(F.col("value") != "x").to("out")
+        with pytest.raises(OperationNotDefinedError) as caught:
+            TopologyTestDriver(b.build(), engine="direct")
+        message = str(caught.value)
+        assert message.startswith("KSTREAM-FILTER-0000000001: a pyspark Column expression (")
+        assert message.endswith("needs Spark to evaluate it, and the test driver's direct engine runs without Spark. Run "
+                                "this topology with TopologyTestDriver(..., engine=\"spark\") (or "
+                                "STREAMSDSL_TEST_ENGINE=spark), or pass a Python function instead of the Column.")
+
+    def test_an_unknown_engine_names_the_choices(self) -> None:
+        """engine= takes 'direct' or 'spark'; anything else says what each means."""
+        from streamsdsl import InvalidArgumentError
+
+        b = StreamsBuilder()
+        b.stream("in", _strings()).to("out")
+        with pytest.raises(InvalidArgumentError) as caught:
+            TopologyTestDriver(b.build(), engine="flink")
+        assert str(caught.value) == ("'engine' must be 'direct' (in the test process, no Spark) or 'spark' (the "
+                                     "compiled Spark plan) (got 'flink').")
