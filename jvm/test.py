@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from build import SOURCES, BuildError, find_jdk, pyspark_jars  # noqa: E402
+from build import SOURCES, BuildError, find_jdk, pyspark_jars, write_contract  # noqa: E402
 
 TESTS = Path(__file__).resolve().parent / "src" / "test" / "java"
 #: JUnit's console launcher (JUnit 5 / Jupiter included), from Maven Central.
@@ -58,11 +58,13 @@ def run(quiet: bool = False) -> int:
     tests = sorted(TESTS.rglob("*.java"))
     if not tests:
         raise BuildError(f"no JUnit tests under {TESTS}")
-    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-test-") as out:
+    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-test-") as out, \
+            tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-src-") as generated:
         classpath = os.pathsep.join([str(jars / "*"), str(junit)])
         subprocess.run([javac, "--release", "17", "-nowarn", "-d", out, "-cp", classpath,
-                        *map(str, main), *map(str, tests)], check=True)
-        command = [java, "-jar", str(junit), "execute", "--class-path", os.pathsep.join([out, str(jars / "*")]),
+                        *map(str, main), str(write_contract(generated)), *map(str, tests)], check=True)
+        spark = [str(j) for j in sorted(jars.glob("*.jar"))]  # the launcher does not expand "jars/*"
+        command = [java, "-jar", str(junit), "execute", "--class-path", os.pathsep.join([out, *spark]),
                    "--scan-class-path", out, "--fail-if-no-tests", "--disable-banner"]
         if quiet:
             command.append("--details=summary")

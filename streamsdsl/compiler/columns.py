@@ -96,3 +96,34 @@ def observation_name(node: str, part: str) -> str:
 
 #: Prefix of the observations that carry a processor's stream time to the next run.
 STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
+
+
+# --- the JVM operator's contract ------------------------------------------------------------------
+
+#: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
+JVM_PROTOCOL = 1
+#: The column of each record's number on the JVM operator's input (a value or a JSON field).
+NUMBER = "_number"
+#: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
+OPERATOR_OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
+                          EVENT_METRIC, EVENT_VALUE)
+REPLAY_FIELDS = (CLOSE_THRESHOLD, CARRIED_STATE)
+
+#: What the JVM operator and the Python compiler must agree on, declared once: ``jvm/build.py``
+#: generates ``Contract.java`` from it (constants of the same names), so no name or row layout is
+#: copied by hand into Java.
+JVM_CONTRACT: dict[str, object] = {
+    "PROTOCOL": JVM_PROTOCOL,
+    "SOURCE_POSITION": SOURCE_POSITION,
+    "OUTPUT_POSITION": OUTPUT_POSITION,
+    "NUMBER": NUMBER,
+    "INPUT_INDEX": INPUT_INDEX,
+    "STREAM_TIME": STREAM_TIME,
+    "CARRIED_STATE": CARRIED_STATE,
+    "RUN_STREAM_TIME": RUN_STREAM_TIME,
+    "DROPPED": DROPPED,
+    "EMIT_FINAL": EMIT_FINAL,
+    "CARRY": CARRY,
+    "OUTPUT_FIELDS": OPERATOR_OUTPUT_FIELDS,
+    "REPLAY_OUTPUT_FIELDS": (*OPERATOR_OUTPUT_FIELDS, *REPLAY_FIELDS),
+}

@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StructField, StructType
 
 from streamsdsl import ir
+from streamsdsl.compiler.columns import JVM_PROTOCOL, NUMBER
 from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
 from streamsdsl.values.serdes import (
     BytesSerde,
@@ -47,10 +48,8 @@ log = logging.getLogger("streamsdsl")
 
 #: The Java entry point (``jvm/src/main/java/io/streamsdsl/jvm/AggregateOperator.java``).
 JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
-#: The Python-JVM contract version the Java side must report.
-PROTOCOL = 1
-#: The column holding each record's number (a value or a JSON field) on the JVM operator's input.
-NUMBER = "_number"
+#: The Python-JVM contract version the Java side must report (`streamsdsl.compiler.columns.JVM_CONTRACT`).
+PROTOCOL = JVM_PROTOCOL
 
 _available: dict[int, str | None] = {}
 _warned: set[str] = set()

@@ -36,10 +36,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import ArrayType, BinaryType, BooleanType, ByteType, DoubleType, FloatType, IntegerType
 from pyspark.sql.types import LongType, ShortType, StringType, StructField, StructType
 
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC
-from streamsdsl.compiler.columns import EVENT_VALUE
-from streamsdsl.compiler.columns import FINAL_KEY_ORDER, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE, RUN_STREAM_TIME
-from streamsdsl.compiler.columns import SOURCE_POSITION
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EMIT_FINAL, INPUT_INDEX, OPERATOR_OUTPUT_FIELDS
+from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, REPLAY_FIELDS, RUN_STREAM_TIME, SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.compiler.python_ops import result_error
@@ -56,8 +54,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 #: Output columns of the streaming processor (the replay processor adds `CLOSE_THRESHOLD`).
-OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-                 EVENT_METRIC, EVENT_VALUE)
+OUTPUT_FIELDS = OPERATOR_OUTPUT_FIELDS
 
 
 def windows_type(value_type: str) -> str:
@@ -468,7 +465,7 @@ class ReplayAggregateProcessor(AggregateProcessor):
     to the plan with their threshold. A key's state arrives as a row carrying it
     (`CARRIED_STATE`) and leaves as a `CARRY` event, which the driver keeps for its next run."""
 
-    fields = (*OUTPUT_FIELDS, CLOSE_THRESHOLD, CARRIED_STATE)
+    fields = (*OUTPUT_FIELDS, *REPLAY_FIELDS)
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
                 final_key: str | None = None, threshold: int | None = None) -> Row:

@@ -17,8 +17,8 @@ import org.apache.spark.sql.types.StructType;
  * {@code TimeMode.None}, stream time from the plan).
  */
 public final class AggregateOperator {
-    /** The version of the Python-JVM contract (the spec JSON and the columns). */
-    public static final int PROTOCOL = 1;
+    /** The version of the Python-JVM contract (the spec JSON and the columns; generated `Contract`). */
+    public static final int PROTOCOL = Contract.PROTOCOL;
 
     private AggregateOperator() {
     }
@@ -31,6 +31,11 @@ public final class AggregateOperator {
         StructType input = df.schema();
         Spec spec = new Spec(specJson, input);
         StructType output = (StructType) DataType.fromJson(outputSchemaJson);
+        String[] expected = spec.replay ? Contract.REPLAY_OUTPUT_FIELDS : Contract.OUTPUT_FIELDS;
+        if (!java.util.Arrays.equals(output.fieldNames(), expected)) {
+            throw new IllegalArgumentException(spec.node + ": the output row " + java.util.Arrays.toString(output.fieldNames())
+                + " is not the contract's " + java.util.Arrays.toString(expected) + " (a jar of another streamsdsl version?)");
+        }
         StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
         int k = spec.keyIdx;
         MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));

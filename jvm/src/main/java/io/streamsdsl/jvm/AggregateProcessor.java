@@ -45,9 +45,9 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     /** The state variable's name: the Python operator's, so that Spark rejects a switch of operator. */
     public static final String STATE_NAME = "windows";
 
-    static final String DROPPED = "dropped";
-    static final String EMIT_FINAL = "emit-final";
-    static final String CARRY = "carry";
+    static final String DROPPED = Contract.DROPPED;
+    static final String EMIT_FINAL = Contract.EMIT_FINAL;
+    static final String CARRY = Contract.CARRY;
 
     private final Spec spec;
     private final Windowing windowing;

@@ -59,13 +59,13 @@ final class Spec implements Serializable {
         valueIdx = input.fieldIndex("value");
         tsIdx = input.fieldIndex("timestamp");
         headersIdx = input.fieldIndex("headers");
-        posIdx = input.fieldIndex("_source_position");
-        outPosIdx = input.fieldIndex("_output_position");
-        numberIdx = index(input, "_number");
-        inputIdx = index(input, "_input_index");
-        streamTimeIdx = index(input, "_stream_time");
-        carriedIdx = index(input, "_carried_state");
-        runStreamTimeIdx = index(input, "_run_stream_time");
+        posIdx = input.fieldIndex(Contract.SOURCE_POSITION);
+        outPosIdx = input.fieldIndex(Contract.OUTPUT_POSITION);
+        numberIdx = index(input, Contract.NUMBER);
+        inputIdx = index(input, Contract.INPUT_INDEX);
+        streamTimeIdx = index(input, Contract.STREAM_TIME);
+        carriedIdx = index(input, Contract.CARRIED_STATE);
+        runStreamTimeIdx = index(input, Contract.RUN_STREAM_TIME);
     }
 
     private static int index(StructType schema, String name) {
