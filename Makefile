@@ -11,7 +11,7 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install run test unit integration integration-process docs docs-serve bench clean lint
+.PHONY: install run test test-spark unit integration integration-process docs docs-serve bench clean lint
 
 install: $(STAMP) $(JAR)
 
@@ -40,6 +40,17 @@ test: install
 
 unit: install
 	$(PY) -m pytest -p no:cacheprovider tests
+
+# The conformance and property suites with every TopologyTestDriver on the Spark engine (the
+# compiled plan): what `make test` runs on the direct engine, checked on Spark (about 30 minutes
+# on 2 cores; a nightly job's, not every change's). `make test` itself runs the engines' differential.
+CONFORMANCE := tests/test_driver_sessions.py tests/test_driver_time_windows.py tests/test_driver_stream.py \
+	tests/test_cogroup.py tests/test_cogroup_properties.py tests/test_session_properties.py \
+	tests/test_time_window_properties.py tests/test_joins.py tests/test_stream_joins.py tests/test_table_joins.py \
+	tests/test_grouped_tables.py tests/test_windowed_group_by.py tests/test_repartition_joins.py \
+	tests/test_suppress.py tests/test_driver_errors.py tests/test_driver_stores.py tests/test_record_cache.py
+test-spark: install
+	STREAMSDSL_TEST_ENGINE=spark $(PY) -m pytest -p no:cacheprovider $(CONFORMANCE)
 
 integration: install
 	$(PY) -m pytest -p no:cacheprovider integration

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import pytest
 
+from streamsdsl.compiler.jvm_operator import Backend, OperatorChoice
 from streamsdsl import Aggregations, EmitStrategy, Serdes, SessionWindows, SlidingWindows, StreamsBuilder, TimeWindows
 from streamsdsl.dsl.options import Grouped
 from streamsdsl.errors import StreamsDslError
@@ -290,16 +291,16 @@ class TestRejected:
 
     def test_changed_operator_backend(self) -> None:
         """The compiler's report of which operator runs an aggregation is compared too."""
-        old = topology_fingerprint(count_app(), {AGG: "Python operator (count, unwindowed; streamsdsl.operator=python)"})
-        new = topology_fingerprint(count_app(), {AGG: "JVM operator (count, unwindowed)"})
+        old = topology_fingerprint(count_app(), {AGG: OperatorChoice(Backend.PYTHON, "count; streamsdsl.operator=python")})
+        new = topology_fingerprint(count_app(), {AGG: OperatorChoice(Backend.JVM, "count, unwindowed")})
         assert [str(c) for c in diff(old, new)] == [f"{COUNT}: operator python -> jvm"]
 
     def test_operator_change_caused_by_another_change_is_not_listed(self) -> None:
         """A window added moves a count from Spark's native aggregation to a processor: only
         the window is reported."""
-        old = topology_fingerprint(count_app(), {AGG: "Spark native aggregation"})
+        old = topology_fingerprint(count_app(), {AGG: OperatorChoice(Backend.NATIVE)})
         new = topology_fingerprint(count_app(windows=TimeWindows.of_size_with_no_grace(10)),
-                                   {AGG: "JVM operator (count, tumbling windows)"})
+                                   {AGG: OperatorChoice(Backend.JVM, "count, tumbling windows")})
         assert [str(c) for c in diff(old, new)] == [
             f"{COUNT}: windows none -> TimeWindows(size=10ms, advance=10ms, grace=0ms)"]
 
