@@ -126,8 +126,8 @@ class AggregateStep(StatefulStep):
     """An aggregation of one stream or of several (cogroup, ``port`` = input) on `AggregateKernel`.
 
     ``folded``: suppress steps folded into this aggregation (they run their own kernel on the
-    same input); ``counted``: whether this aggregation's drops and on-close records are counted
-    (not when only suppress nodes read it: the Spark plan then runs only the folded operator)."""
+    same input); ``counted``: whether this aggregation runs at all (not when only suppress nodes
+    read it: the Spark plan then runs only the folded operator, whose state its store shows)."""
 
     def __init__(self, node: ir.Node, typed: Typed, run: Host, kernel: AggregateKernel, inputs: list[Typed],
                  names: tuple[str, str, str]) -> None:
@@ -151,7 +151,8 @@ class AggregateStep(StatefulStep):
         if source.key.serde != self.typed.key.serde and not source.key.windowed:
             key = hold(self.typed.key.serde, key)
         rec = rec if key is rec.key else Record(key, rec.value, rec.timestamp, rec.headers)
-        self.apply(rec, port)
+        if self.counted:  # otherwise only folded suppress steps read it: its functions run there alone
+            self.apply(rec, port)
         for step in self.folded:
             step.apply(rec, port)
 
@@ -164,11 +165,10 @@ class AggregateStep(StatefulStep):
             raise
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
             raise user_error(self.name, function_of(exc, fns, self.names), exc, rec.key, self.run.position) from exc
-        if self.counted:
-            if step.dropped:
-                self.drop("input" if rec.key is None else "output", rec, step.dropped)
-            if step.final_latencies:
-                self.run.finals.extend(step.final_latencies)
+        if step.dropped:
+            self.drop("input" if rec.key is None else "output", rec, step.dropped)
+        if step.final_latencies:
+            self.run.finals.extend(step.final_latencies)
         codec, serde = self.typed.key, self.typed.value
         for o in step.outputs:
             try:
