@@ -145,8 +145,8 @@ class _AppProcess:
 # -- SIGKILL and restart ---------------------------------------------------------------------
 KEYS = 200
 RECORDS = 12_000  # 60 per key, 3 partitions
-MAX_OFFSETS = 400  # per micro-batch: 30 batches; one batch emits at most min(400, KEYS) records
-CRASHES = 3
+MAX_OFFSETS = 800  # per micro-batch: 15 batches; one batch emits at most min(800, KEYS) records
+CRASHES = 2
 
 
 @pytest.mark.slow
