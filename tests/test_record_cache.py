@@ -84,9 +84,53 @@ class TestConfig:
         with pytest.raises(StreamsConfigError, match=r"^'statestore.cache.max.bytes' must be an integer >= 0 \(got -1\)"):
             DriverConfig.from_mapping({"statestore.cache.max.bytes": -1})
 
-    def test_streaming_refuses_no_cache_with_the_reason(self) -> None:
-        """A streaming query forwards the net change per micro-batch: 0 is refused, saying why."""
-        with pytest.raises(StreamsConfigError) as caught:
-            StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092",
-                                        "statestore.cache.max.bytes": 0})
-        assert str(caught.value).startswith("'statestore.cache.max.bytes' = 0 is not supported on a streaming query")
+    def test_streaming_config_takes_the_setting(self) -> None:
+        """A streaming application's configuration takes it too: 0 forwards every write, unset
+        the net change per micro-batch."""
+        base = {"application.id": "a", "bootstrap.servers": "k:9092"}
+        assert StreamsConfig.from_mapping({**base, "statestore.cache.max.bytes": 0}).flush is FlushPolicy.EVERY_WRITE
+        assert StreamsConfig.from_mapping(base).flush is FlushPolicy.PER_RECORD
+
+
+class TestStreaming:
+    """The setting on a streaming query: one micro-batch holds every record."""
+
+    def _run(self, spark: Any, tmp_path: Any, flush: FlushPolicy, build: Any) -> list[tuple[Any, ...]]:
+        from tests._support import Collect
+        from streamsdsl.records import RAW_RECORD_DDL
+        from streamsdsl.runtime.streaming import start_streaming
+
+        b = StreamsBuilder()
+        build(b)
+        rows = [(b"a", b"v", "in", 0, i, ts, []) for i, ts in enumerate((0, 10, 5))]
+        directory = tmp_path / "in"
+        spark.createDataFrame(rows, RAW_RECORD_DDL).write.parquet(str(directory))
+        sink = Collect()
+        query, _, _ = start_streaming(
+            b.build(), lambda node: spark.readStream.schema(RAW_RECORD_DDL).parquet(str(directory)), sink,
+            checkpoint_location=str(tmp_path / "checkpoint"), trigger={"availableNow": True}, flush=flush)
+        query.awaitTermination()
+        return [(k, v, ts) for _, k, v, ts in sink.records]
+
+    def test_no_cache_forwards_every_write_of_one_micro_batch(self, spark: Any, tmp_path: Any) -> None:
+        """Three records of one key in one micro-batch (sessions [0], [10], then 5 rewrites
+        [0, 10]): without a cache every write is forwarded; with the cache the net change."""
+        def sessions(b: StreamsBuilder) -> None:
+            (b.stream("in", STRINGS).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(10, 0))
+             .count().to_stream().map(lambda k, v: (f"{k.key}@{k.window.start}/{k.window.end}", v)).to("out"))
+
+        every = self._run(spark, tmp_path / "every", FlushPolicy.EVERY_WRITE, sessions)
+        net = self._run(spark, tmp_path / "net", FlushPolicy.PER_RECORD, sessions)
+        assert every == [("a@0/0", 1, 0), ("a@0/0", None, 0), ("a@0/10", 2, 10), ("a@0/10", None, 10),
+                         ("a@0/10", 3, 10)]
+        assert net == [("a@0/10", 3, 10)]
+
+    def test_no_cache_count_runs_on_the_operator(self, spark: Any, tmp_path: Any) -> None:
+        """An unwindowed count forwards each record's count without a cache (Spark's own
+        aggregation would forward only the batch's last)."""
+        def counts(b: StreamsBuilder) -> None:
+            b.stream("in", STRINGS).group_by_key().count().to_stream().to("out")
+
+        assert self._run(spark, tmp_path / "every", FlushPolicy.EVERY_WRITE, counts) == [
+            ("a", 1, 0), ("a", 2, 10), ("a", 3, 10)]
+        assert self._run(spark, tmp_path / "net", FlushPolicy.PER_RECORD, counts) == [("a", 3, 10)]

@@ -27,7 +27,7 @@ from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, Aggre
 from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
-from streamsdsl.errors import InvalidTypeError
+from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.suppress import FinalResultsWindowing
@@ -99,6 +99,13 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     windows = getattr(node, "windows", None)
     if windows is None:
         native = _native_column(node.agg)
+        if native is not None and self.flush is FlushPolicy.EVERY_WRITE and not self.native_per_record:
+            if not isinstance(node.agg, ir.CountAgg):
+                raise OperationNotDefinedError(
+                    f"{node.name}: a pyspark Column aggregation with statestore.cache.max.bytes = 0 on a streaming "
+                    "query: Spark's own aggregation forwards the latest value per key and micro-batch, not every "
+                    "write. Leave statestore.cache.max.bytes unset, or aggregate with Python functions.")
+            native = None  # count() on the operator, which forwards every write
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)

@@ -66,8 +66,13 @@ class Lowering:
     them (dead-letter records, DataFrames cached for a replay)."""
 
     mode: ClassVar[PlanMode]
-    #: When the aggregations forward their store writes (streaming: the net change per batch).
+    #: When the aggregations forward their store writes (``statestore.cache.max.bytes``; set by
+    #: `compile_topology` from its options): a cache flushed per record (streaming: per micro-batch),
+    #: or every write.
     flush: FlushPolicy = FlushPolicy.PER_RECORD
+    #: Whether Spark's native aggregation forwards one change per record (replay) rather than the
+    #: latest per key and micro-batch (streaming).
+    native_per_record: ClassVar[bool] = False
 
     def __init__(self, raw_source: RawSource,
                  handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,

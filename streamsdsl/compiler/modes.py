@@ -34,7 +34,6 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.errors import OperationNotDefinedError
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
@@ -118,14 +117,12 @@ class ReplayLowering(Lowering):
 
     mode = PlanMode.REPLAY
     rules = RULES
+    native_per_record = True
 
     def __init__(self, raw_source: RawSource, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
-                 carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None,
-                 flush: FlushPolicy = FlushPolicy.PER_RECORD) -> None:
+                 carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None) -> None:
         super().__init__(raw_source, handler, choices)
         self.carry = carry or ReplayCarry()
-        #: When the aggregations forward their store writes (``statestore.cache.max.bytes``).
-        self.flush = flush
         #: What the driver collects after the run for the next one: per node, a DataFrame of
         #: its carried state rows (processors) or of its input rows (native aggregations).
         self.carried_states: dict[str, DataFrame] = {}

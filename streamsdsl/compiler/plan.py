@@ -182,10 +182,10 @@ def compile_topology(topology: Topology, raw_source: RawSource, options: Compile
     handler = options.deserialization_handler
     choices = OperatorChoices(options.operator)
     if options.mode is PlanMode.REPLAY:
-        lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices,
-                                            flush=options.flush)
+        lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices)
     else:
         lowering = lowering_for(options.mode)(raw_source, handler, choices)
+    lowering.flush = options.flush
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
     _ship_user_code_by_value(topology)
     needed = _needed(topology)

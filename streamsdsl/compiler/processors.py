@@ -406,6 +406,8 @@ class StreamingAggregateProcessor(AggregateProcessor):
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:
+        if self.config.flush is FlushPolicy.EVERY_WRITE:  # no record cache: every write, at once
+            return self._flush(kcell, forwarded_updates(before, step, FlushPolicy.EVERY_WRITE), r)
         step.write_to(batch)
         return ()
 

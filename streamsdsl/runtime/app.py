@@ -322,6 +322,7 @@ class KafkaStreams:
             metrics=self._metrics,
             query_name=self.config.application_id,
             deserialization_handler=self.config.deserialization_handler,
+            flush=self.config.flush,
             operator=self.config.operator,
             before_start=self._check_topology,
         )

@@ -344,6 +344,15 @@ class StreamsConfig:
     spark_conf: dict[str, str] = attrs.field(factory=dict)
     consumer_conf: dict[str, str] = attrs.field(factory=dict)
     producer_conf: dict[str, str] = attrs.field(factory=dict)
+    #: ``statestore.cache.max.bytes`` (``None``: a cache, flushed at every micro-batch's commit).
+    cache_max_bytes: int | None = None
+
+    @property
+    def flush(self) -> FlushPolicy:
+        """When aggregations forward their store writes: the net change per micro-batch (Kafka's
+        cache flushed at commit), or with ``statestore.cache.max.bytes = 0`` every write."""
+        return FlushPolicy.PER_RECORD if self.cache_max_bytes is None else FlushPolicy.of_cache_bytes(
+            self.cache_max_bytes)
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any]) -> StreamsConfig:
@@ -385,11 +394,6 @@ class StreamsConfig:
         )
         handler = _deserialization_handler(config)
         dead_letter_topic = _dead_letter_topic(config, handler)
-        if _cache_max_bytes(config) == 0:
-            raise StreamsConfigError(
-                f"'{_CACHE_KEY}' = 0 is not supported on a streaming query yet: a micro-batch forwards the net "
-                "change per window since the previous batch (Kafka's record cache flushed at commit). Leave it "
-                "unset; the TopologyTestDriver accepts 0 and forwards every store write.")
         connector = _enum_value(
             config, "kafka.connector", Connector.PYTHON, quote='"',
             hint="\"python\" (the default) reads with the streamsdsl-kafka data source, \"jvm\" with Spark's "
@@ -410,6 +414,7 @@ class StreamsConfig:
             connector=connector,
             operator=_operator(config),
             **_passthrough(config),
+            cache_max_bytes=_cache_max_bytes(config),
         )
 
     # -- derived settings -----------------------------------------------------------------

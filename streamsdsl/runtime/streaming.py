@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compile_topology
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
     DEAD_LETTER_SINK,
     DLQ_HEADERS,
@@ -77,6 +78,7 @@ def start_streaming(
     deserialization_handler: DeserializationHandler | str = DeserializationHandler.LOG_AND_FAIL,
     operator: str | None = None,
     before_start: Callable[[dict[str, Any]], None] | None = None,
+    flush: FlushPolicy = FlushPolicy.PER_RECORD,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
@@ -93,7 +95,8 @@ def start_streaming(
     from streamsdsl.compiler.jvm_operator import check_checkpoint
     from streamsdsl.compiler.plan import CompileOptions
 
-    compiled = compile_topology(topology, raw_source, CompileOptions(PlanMode.STREAMING, operator, deserialization_handler))
+    compiled = compile_topology(topology, raw_source,
+                                CompileOptions(PlanMode.STREAMING, operator, deserialization_handler, flush=flush))
     operators = compiled.operators
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:
