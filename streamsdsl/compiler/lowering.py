@@ -12,6 +12,7 @@ import enum
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
+import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
@@ -86,6 +87,9 @@ class Lowering:
         self.persisted: list[DataFrame] = []
         #: The topology being lowered (set by `compile_topology`), for rules that read a parent's IR node.
         self.topology: Any = None
+        #: `drop_counted` outputs, by id: (the output, the DataFrame before its drop points, the
+        #: points), so that a drop point right after another one joins it (`drop_counted`).
+        self._drop_chains: dict[int, tuple[DataFrame, DataFrame, tuple[_DropPoint, ...]]] = {}
 
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
         return self.frames[node.parents[i]]
@@ -122,26 +126,75 @@ class Lowering:
         latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`. The
         first `MAX_LOGGED_DROPS` dropped records (position, timestamp, ``detail``) are observed
         too, for the runners' one log warning per dropped record."""
-        latency = final_latency if final_latency is not None else F.lit(None).cast("double")
         position = position if position is not None else F.col(SOURCE_POSITION)
         record = F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
                           (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
         name = observation_name(node, part)
+        if final_latency is None:
+            # a point without emit-final records: the values the aggregates below would give
+            # (count 0, sum 0.0, max null) as constants, not aggregated per row
+            final: list[Column] = [F.lit(0).cast("long").alias(OBSERVED_EMITTED_FINAL),
+                                   F.lit(0.0).alias(OBSERVED_LATENCY_SUM),
+                                   F.lit(None).cast("double").alias(OBSERVED_LATENCY_MAX)]
+        else:
+            final = [F.count(final_latency).alias(OBSERVED_EMITTED_FINAL),
+                     F.coalesce(F.sum(final_latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
+                     F.max(final_latency).cast("double").alias(OBSERVED_LATENCY_MAX)]
         return df.observe(
             name,
             F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED),
-            F.count(latency).alias(OBSERVED_EMITTED_FINAL),
-            F.coalesce(F.sum(latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
-            F.max(latency).cast("double").alias(OBSERVED_LATENCY_MAX),
+            *final,
             F.slice(F.collect_list(F.when(dropped.isNotNull(), record)), 1, MAX_LOGGED_DROPS).alias(
                 OBSERVED_DROPPED_RECORDS),
         )
 
     def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input",
                      detail: Column | None = None, position: Column | None = None) -> DataFrame:
-        """Keep the rows where ``keep`` holds; count (and log) the others as dropped by ``node``."""
-        observed = self.observe(df, node, part, dropped=F.when(~keep, F.lit(1)), detail=detail, position=position)
-        return observed.filter(keep)
+        """Keep the rows where ``keep`` holds; count (and log) the others as dropped by ``node``.
+
+        Each point's ``keep`` is computed into a flag column first, which its observation and its
+        filter read: the observation runs outside Spark's generated code, on rows Spark
+        materializes, and reads the flag rather than every column ``keep`` reads. A point right
+        after another one (`_joins_chain`: e.g. a repartition's null-key drop and the aggregation
+        right after it) joins it: both flags are computed in one projection, the observations
+        follow one another and one filter follows them, the later point counting only the rows
+        the earlier ones keep (its flag is null for the others, so ``keep`` is evaluated only on
+        the rows the point sees, as with one filter per point). The counts, the logged records
+        and the rows kept are the same as with a filter per point; the plan has one break in
+        Spark's generated code instead of one per point, materializes narrower rows, and Spark's
+        optimizer does not copy a computed key (``selectKey``) into an earlier filter, where it
+        would be evaluated twice."""
+        point = _DropPoint(node, part, keep, detail, position)
+        chain = self._joins_chain(df, node)
+        base, points = (chain[1], (*chain[2], point)) if chain is not None else (df, (point,))
+        flags = [f"{_KEEP_FLAG}{i}" for i in range(len(points))]
+        computed: list[Column] = []
+        for i, p in enumerate(points):
+            computed.append((p.keep if i == 0 else F.when(F.col(flags[i - 1]), p.keep)).alias(flags[i]))
+        out = base.select("*", *computed)
+        for flag, p in zip(flags, points):
+            out = self.observe(out, p.node, p.part, dropped=F.when(~F.col(flag), F.lit(1)), detail=p.detail,
+                               position=p.position)
+        # (the last flag alone is true exactly where all are; the filter reads every flag so that
+        # Spark does not project the earlier ones away between the observations, copying each row)
+        kept = F.col(flags[0])
+        for flag in flags[1:]:
+            kept = kept & F.col(flag)
+        result = out.filter(kept).drop(*flags)
+        self._drop_chains[id(result)] = (result, base, points)
+        return result
+
+    def _joins_chain(self, df: DataFrame, node: str) -> tuple[DataFrame, DataFrame, tuple[_DropPoint, ...]] | None:
+        """The drop points ``df`` is the result of (`drop_counted`), when ``node``'s point can join
+        them: ``df`` is the frame of one lowered node whose only child is ``node``, so that nothing
+        else reads ``df`` (another reader would see the earlier observations twice)."""
+        chain = self._drop_chains.get(id(df))
+        if chain is None or chain[0] is not df or self.topology is None:
+            return None
+        holders = [name for name, f in self.frames.items() if f.df is df or f.table_records is df]
+        if len(holders) != 1 or tuple(self.topology.children(holders[0])) != (node,):
+            return None
+        return chain
 
     # -- mode-specific steps (`streamsdsl.compiler.modes`) ----------------------------------------
     def with_event_time(self, df: DataFrame) -> DataFrame:
@@ -165,6 +218,21 @@ class Lowering:
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
         """A count / Column aggregation per key on Spark's own aggregation, as a changelog."""
         raise NotImplementedError
+
+
+#: Prefix of the flag columns `Lowering.drop_counted` computes (one per drop point).
+_KEEP_FLAG = "_keep_"
+
+
+@attrs.frozen(eq=False)
+class _DropPoint:
+    """A point where `Lowering.drop_counted` drops (and counts) records."""
+
+    node: str
+    part: str
+    keep: Column
+    detail: Column | None
+    position: Column | None
 
 
 # --- sources and sinks ----------------------------------------------------------------------------
