@@ -67,6 +67,25 @@ def test_no_cache_forwards_a_tombstone_for_an_absent_table_key(make_driver: Any)
     assert run(NO_CACHE) == [("a", "x", 1), ("b", None, 2), ("a", None, 3)]
 
 
+def test_no_cache_forwards_a_materialized_join_delete_of_an_absent_row(make_driver: Any) -> None:
+    """A left table-table join with a materialized result: a left tombstone of a key the left
+    table never held, while the right table holds it, gives a null result for a row that never
+    existed. The cached store drops that delete; without a cache it is forwarded."""
+    def run(config: dict[str, Any] | None) -> list[tuple[Any, ...]]:
+        b = StreamsBuilder()
+        left, right = b.table("left", STRINGS), b.table("right", STRINGS)
+        (left.left_join(right, lambda lv, rv: f"{lv}+{rv}", materialized=Materialized.as_("joined"))
+         .to_stream().to("out"))
+        with make_driver(b.build(), config) as d:
+            d.create_input_topic("right").pipe_input("a", "y", 1)
+            d.create_input_topic("left").pipe_input("a", None, 2)
+            d.create_input_topic("left").pipe_input("a", "x", 3)
+            return [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out").read_records_to_list()]
+
+    assert run(None) == [("a", "x+y", 3)]
+    assert run(NO_CACHE) == [("a", None, 2), ("a", "x+y", 3)]
+
+
 class TestConfig:
     def test_deprecated_name_and_the_flush_policy(self) -> None:
         """``cache.max.bytes.buffering`` is the deprecated name; 0 means every write is forwarded,

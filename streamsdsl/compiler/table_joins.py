@@ -40,6 +40,7 @@ from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue
 
@@ -66,6 +67,8 @@ class TableJoinConfig:
     joiner: Any
     materialized: bool = False
     replay: bool = False
+    #: ``False`` with ``statestore.cache.max.bytes = 0``: every write is forwarded.
+    cached: bool = True
 
     @property
     def _state(self) -> tuple[tuple[str, str], ...]:
@@ -90,7 +93,8 @@ class TableJoinOperator(KeyedOperator):
         super().__init__(config)
         # A joined table's old values are not forwarded (see the module docstring); only the
         # new values, which old values do not change, leave the operator.
-        self.spec = TableJoinSpec(config.kind, send_old_values=False, materialized=config.materialized)  # type: ignore[arg-type]
+        self.spec = TableJoinSpec(config.kind, send_old_values=False, materialized=config.materialized,  # type: ignore[arg-type]
+                                  cached=config.cached)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("join", self.config.state_fields)
@@ -182,6 +186,7 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     key = left.key.serde
     value_out = node.value_serde or DEFAULT_SERDE
     config = TableJoinConfig(node.name, node.kind, key, left.value, right.value, value_out, node.joiner.fn,
+                             cached=self.flush is FlushPolicy.PER_RECORD,
                              materialized=node.store is not None)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)

@@ -314,7 +314,8 @@ class TableJoinStep(StatefulStep):
     def __init__(self, node: ir.TableTableJoinNode, typed: Typed, run: Host, sides: list[Typed]) -> None:
         super().__init__(node, typed, run)
         self.sides = sides
-        self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None)  # type: ignore[arg-type]
+        self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None,  # type: ignore[arg-type]
+                                  cached=run.flush is FlushPolicy.PER_RECORD)
         self.joiner = node.joiner.fn
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:

@@ -71,6 +71,9 @@ class TableJoinSpec:
     kind: Literal["inner", "left", "outer"] = attrs.field(validator=_kind)
     send_old_values: bool = False
     materialized: bool = False
+    #: The stores have a record cache (Kafka's default): a delete of a key that has no row is not
+    #: forwarded. ``False`` (``statestore.cache.max.bytes = 0``): every write is forwarded.
+    cached: bool = True
 
 
 @attrs.frozen
@@ -140,7 +143,7 @@ def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str
         raise InvalidArgumentError(f"a join record's side must be 'left' or 'right' (got {side!r}).")
     state = state or TableJoinState()
     this = state.left if side == LEFT else state.right
-    source = table_source_step(this, key, value, ts, send_old_values=True, materialized=True)
+    source = table_source_step(this, key, value, ts, send_old_values=True, materialized=spec.cached)
     if source.dropped:
         return TableJoinStep(state, dropped=source.dropped)
     state = attrs.evolve(state, left=source.state) if side == LEFT else attrs.evolve(state, right=source.state)
@@ -153,7 +156,7 @@ def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str
         return TableJoinStep(state)
     out_ts = ts if other is None else max(ts, other.ts)
     if spec.materialized:
-        if change.new is None and not state.has_result:
+        if change.new is None and not state.has_result and spec.cached:
             return TableJoinStep(state)
         old = state.result if spec.send_old_values else None
         state = attrs.evolve(state, has_result=change.new is not None, result=change.new)
