@@ -29,7 +29,7 @@ from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
-from streamsdsl.compiler.columns import SOURCE_POSITION
+from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
@@ -42,7 +42,7 @@ from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.tables import TableValue, table_source_step
 
-__all__ = ["TableOperatorConfig", "run_keyed_operator"]
+__all__ = ["KeyedOperatorConfig", "TableOperatorConfig", "run_keyed_operator"]
 
 #: `INPUT_INDEX` of a stream record and of a table record in the operator's input.
 STREAM_SIDE = 0
@@ -50,27 +50,40 @@ TABLE_SIDE = 1
 #: Processor modes: forward a table's changelog, or join a stream with a table.
 SOURCE = "source"
 
-OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-                 EVENT_METRIC, EVENT_VALUE)
+OUTPUT_FIELDS = OPERATOR_OUTPUT_FIELDS
 
 
 @attrs.frozen
-class TableOperatorConfig:
-    """What the table operator needs on the executors (pickled with it).
-
-    ``kind``: ``"source"`` (forward the table's changelog), ``"inner"`` or ``"left"`` (a join)."""
+class KeyedOperatorConfig:
+    """What an operator that `run_keyed_operator` runs needs on the executors (pickled with it):
+    the processor ``node``, the operation ``kind``, the serdes of the key and of the output
+    value, and the Spark type of a key's state row (`state_type`); a subclass adds the inputs'
+    value serdes. ``replay`` is set by `run_keyed_operator`."""
 
     node: str
     kind: str
     key: PlanSerde
+    value_out: PlanSerde
+    replay: bool = attrs.field(default=False, kw_only=True)
+    #: The store has a record cache (a write that changes nothing is not forwarded);
+    #: ``False`` with ``statestore.cache.max.bytes = 0``: every write is forwarded.
+    cached: bool = attrs.field(default=True, kw_only=True)
+
+    @property
+    def state_type(self) -> str:
+        raise NotImplementedError
+
+
+@attrs.frozen
+class TableOperatorConfig(KeyedOperatorConfig):
+    """What the table operator needs.
+
+    ``kind``: ``"source"`` (forward the table's changelog), ``"inner"`` or ``"left"`` (a join).
+    ``cached`` (source mode): a tombstone of an absent key is not forwarded."""
+
     stream_value: PlanSerde
     table_value: PlanSerde
-    value_out: PlanSerde
     joiner: Any = None
-    replay: bool = False
-    #: Source mode: the store has a record cache (a tombstone of an absent key is not forwarded);
-    #: ``False`` with ``statestore.cache.max.bytes = 0``: every record is forwarded.
-    cached: bool = True
 
     @property
     def state_type(self) -> str:
@@ -173,12 +186,11 @@ def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, t
                            OUTPUT_POSITION, F.lit(side).alias(INPUT_INDEX))
 
 
-def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: Any, operator: type[StatefulProcessor],
-                       carried_side: int, count_drops: bool = True) -> DataFrame:
+def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperatorConfig,
+                       operator: type[StatefulProcessor], carried_side: int, count_drops: bool = True) -> DataFrame:
     """Run ``operator(config)`` (one state row per key, no timers) over ``inp``; in replay with
     the state carried from the previous run (its rows on input side ``carried_side``) and handed
-    to the next. ``config`` names ``node``, ``key``, ``value_out`` and ``state_type``. Drops are
-    counted (and logged) right after it when ``count_drops``."""
+    to the next. Drops are counted (and logged) right after it when ``count_drops``."""
     replay = lowering.mode is PlanMode.REPLAY
     config = attrs.evolve(config, replay=replay)
     types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
@@ -215,7 +227,8 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     record cache) through the operator in source mode. A join reads ``records`` either way."""
     if not materialized:
         return attrs.evolve(records, table_records=records.df)
-    config = TableOperatorConfig(node.name, SOURCE, records.key.serde, records.value, records.value, records.value,
+    config = TableOperatorConfig(node.name, SOURCE, records.key.serde, value_out=records.value,
+                                 stream_value=records.value, table_value=records.value,
                                  cached=lowering.flush is FlushPolicy.PER_RECORD)
     lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
     inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
@@ -241,8 +254,8 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
         raise InvalidTypeError(f"{node.name}: a stream-table join needs plain (not windowed) keys on both sides.")
     table_df = table.table_records if table.table_records is not None else table.df
     key = stream.key.serde
-    config = TableOperatorConfig(node.name, node.kind, key, stream.value, table.value, DEFAULT_SERDE,
-                                 joiner=node.joiner.fn)
+    config = TableOperatorConfig(node.name, node.kind, key, value_out=DEFAULT_SERDE, stream_value=stream.value,
+                                 table_value=table.value, joiner=node.joiner.fn)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))

@@ -62,21 +62,30 @@ def _no_rule(serde: PlanSerde, what: str) -> OperationNotDefinedError:
 # --- bytes → column, without validation ----------------------------------------------------------
 
 
-@singledispatch
-def _decode(serde: PlanSerde, col: Column) -> Column:
-    raise _no_rule(serde, "decoding")
+def _unchanged(serde: PlanSerde, col: Column) -> Column:
+    return col
+
+
+def _column_rule(what: str) -> Any:
+    """A rule per serde class between bytes and the internal column (``singledispatch``): a serde
+    without one raises `_no_rule`; Bytes and Custom serdes keep the bytes as their column."""
+
+    @singledispatch
+    def rule(serde: PlanSerde, col: Column) -> Column:
+        raise _no_rule(serde, what)
+
+    rule.register(BytesSerde, _unchanged)
+    rule.register(CustomSerde, _unchanged)
+    return rule
+
+
+_decode = _column_rule("decoding")
 
 
 @_decode.register(StringSerde)
 @_decode.register(JsonSerde)
 def _(serde: PlanSerde, col: Column) -> Column:
     return col.cast("string")
-
-
-@_decode.register(BytesSerde)
-@_decode.register(CustomSerde)
-def _(serde: PlanSerde, col: Column) -> Column:
-    return col
 
 
 @_decode.register(LongSerde)
@@ -149,21 +158,13 @@ def _(serde: CustomSerde, col: Column) -> tuple[Column, Column]:
 # --- column → bytes of the same serde ---------------------------------------------------------------
 
 
-@singledispatch
-def _encode(serde: PlanSerde, col: Column) -> Column:
-    raise _no_rule(serde, "encoding")
+_encode = _column_rule("encoding")
 
 
 @_encode.register(StringSerde)
 @_encode.register(JsonSerde)
 def _(serde: PlanSerde, col: Column) -> Column:
     return F.encode(col, "UTF-8")
-
-
-@_encode.register(BytesSerde)
-@_encode.register(CustomSerde)
-def _(serde: PlanSerde, col: Column) -> Column:
-    return col
 
 
 @_encode.register(LongSerde)

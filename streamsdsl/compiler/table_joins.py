@@ -30,11 +30,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED
 from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.joins import KeyedOperator, run_keyed_operator
+from streamsdsl.compiler.joins import KeyedOperator, KeyedOperatorConfig, run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
@@ -50,25 +50,15 @@ __all__ = ["TableJoinConfig", "TableJoinOperator"]
 LEFT_SIDE = 0
 RIGHT_SIDE = 1
 
-OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
-                 EVENT_METRIC, EVENT_VALUE)
-
 
 @attrs.frozen
-class TableJoinConfig:
-    """What the table–table join operator needs on the executors (pickled with it)."""
+class TableJoinConfig(KeyedOperatorConfig):
+    """What the table–table join operator needs."""
 
-    node: str
-    kind: str
-    key: PlanSerde
     left_value: PlanSerde
     right_value: PlanSerde
-    value_out: PlanSerde
     joiner: Any
     materialized: bool = False
-    replay: bool = False
-    #: ``False`` with ``statestore.cache.max.bytes = 0``: every write is forwarded.
-    cached: bool = True
 
     @property
     def _state(self) -> tuple[tuple[str, str], ...]:
@@ -185,7 +175,7 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
         raise InvalidTypeError(f"{node.name}: a table-table join needs plain (not windowed) keys on both sides.")
     key = left.key.serde
     value_out = node.value_serde or DEFAULT_SERDE
-    config = TableJoinConfig(node.name, node.kind, key, left.value, right.value, value_out, node.joiner.fn,
+    config = TableJoinConfig(node.name, node.kind, key, value_out, left.value, right.value, node.joiner.fn,
                              cached=self.flush is FlushPolicy.PER_RECORD,
                              materialized=node.store is not None)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)

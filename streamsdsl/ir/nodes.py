@@ -119,6 +119,17 @@ class UnaryNode(Node):
     arity = 1
 
 
+class _OneStore:
+    """Mixin of a node whose state is held in one store, its ``store`` field."""
+
+    __slots__ = ()
+    store: str
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        return (self.store,)
+
+
 @attrs.frozen
 class SourceNode(Node):
     """Reads ``topics``; keys and values are deserialized with the given serdes."""
@@ -133,18 +144,28 @@ class SourceNode(Node):
 
 
 @attrs.frozen
-class FilterNode(UnaryNode):
-    """``filter`` / ``filter_not``: keep records whose predicate is true (false when ``negate``)."""
+class _PredicateNode(UnaryNode):
+    """A one-parent node testing each record with ``predicate`` (negated when ``negate``)."""
 
     predicate: Fn = attrs.field(kw_only=True, validator=_fn)
     negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
 
 
 @attrs.frozen
-class MapValuesNode(UnaryNode):
-    """``map_values``: value → new value (key unchanged)."""
+class _ValueMapperNode(UnaryNode):
+    """A one-parent node mapping each value with ``mapper`` (a Python callable or a Column)."""
 
     mapper: Fn = attrs.field(kw_only=True, validator=_fn)
+
+
+@attrs.frozen
+class FilterNode(_PredicateNode):
+    """``filter`` / ``filter_not``: keep records whose predicate is true (false when ``negate``)."""
+
+
+@attrs.frozen
+class MapValuesNode(_ValueMapperNode):
+    """``map_values``: value → new value (key unchanged)."""
 
 
 @attrs.frozen
@@ -253,17 +274,13 @@ def _agg_fits_node(inst: AggregateNode, attribute: attrs.Attribute[Any], value: 
 
 
 @attrs.frozen
-class AggregateNode(UnaryNode):
+class AggregateNode(_OneStore, UnaryNode):
     """An unwindowed aggregation of a grouped stream into a KTable held in ``store``."""
 
     agg: AggSpec = attrs.field(kw_only=True, validator=[instance_of(CountAgg, ReduceAgg, AggregateAgg), _agg_fits_node])
     store: str = attrs.field(kw_only=True, validator=is_name)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
 
 
 _emit = instance_of(EmitStrategy)
@@ -306,7 +323,7 @@ def _emit_needs_windows(inst: CogroupAggregateNode, attribute: attrs.Attribute[A
 
 
 @attrs.frozen
-class CogroupAggregateNode(Node):
+class CogroupAggregateNode(_OneStore, Node):
     """KIP-150 cogroup: one aggregation over several grouped streams, one store.
 
     ``parents[i]`` feeds ``aggregators[i]``; describe() shows one ``agg_names[i]`` processor
@@ -329,10 +346,6 @@ class CogroupAggregateNode(Node):
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
 
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
-
     def describe_into(self, builder: DescriptionBuilder) -> None:
         for agg_name, parent in zip(self.agg_names, self.parents):
             builder.add_processor(agg_name, self.stores, (parent,))
@@ -346,18 +359,13 @@ class TableToStreamNode(UnaryNode):
 
 
 @attrs.frozen
-class TableFilterNode(UnaryNode):
+class TableFilterNode(_PredicateNode):
     """``KTable.filter``: a record that fails the predicate becomes a tombstone."""
-
-    predicate: Fn = attrs.field(kw_only=True, validator=_fn)
-    negate: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
 
 
 @attrs.frozen
-class TableMapValuesNode(UnaryNode):
+class TableMapValuesNode(_ValueMapperNode):
     """``KTable.map_values``: tombstones stay tombstones; other values are mapped."""
-
-    mapper: Fn = attrs.field(kw_only=True, validator=_fn)
 
 
 def _one_topic(inst: TableSourceNode, attribute: attrs.Attribute[Any], value: tuple[str, ...]) -> None:
@@ -593,7 +601,7 @@ def _distinct_names(inst: GroupedTableAggregateNode, attribute: attrs.Attribute[
 
 
 @attrs.frozen
-class GroupedTableAggregateNode(UnaryNode):
+class GroupedTableAggregateNode(_OneStore, UnaryNode):
     """``KGroupedTable.count`` / ``reduce`` / ``aggregate``: describe() shows the repartition sink
     ``sink_name`` writing ``topic`` (fed by the ``KTABLE-SELECT`` parent), the source
     ``source_name`` reading it, and this node (``KTABLE-AGGREGATE`` / ``KTABLE-REDUCE``) with
@@ -606,10 +614,6 @@ class GroupedTableAggregateNode(UnaryNode):
     source_name: str = attrs.field(kw_only=True, validator=[is_name, _distinct_names])
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_sink(self.sink_name, self.topic, self.parents)
@@ -631,7 +635,7 @@ def _suppress_limit(inst: SuppressNode, attribute: attrs.Attribute[Any], value: 
 
 
 @attrs.frozen
-class SuppressNode(UnaryNode):
+class SuppressNode(_OneStore, UnaryNode):
     """``KTable.suppress(suppressed)`` (``KTABLE-SUPPRESS``, buffer store ``store``): ``mode``
     ``until_window_closes`` (final results of a windowed table) or ``until_time_limit``
     (``time_limit`` ms)."""
@@ -639,10 +643,6 @@ class SuppressNode(UnaryNode):
     mode: str = attrs.field(kw_only=True, validator=_suppress_mode)
     time_limit: int | None = attrs.field(kw_only=True, default=None, validator=_suppress_limit)
     store: str = attrs.field(kw_only=True, validator=is_name)
-
-    @property
-    def stores(self) -> tuple[str, ...]:
-        return (self.store,)
 
 
 def _concrete_node_types() -> frozenset[type[Node]]:

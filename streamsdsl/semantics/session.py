@@ -86,9 +86,5 @@ class SessionWindowing(WindowingRules):
         """A session ``[s, e]`` is final once ``e < stream_time - grace - gap``."""
         return window.end + self.gap + self.grace
 
-    def expiry_threshold(self, window: WindowAgg) -> int:
-        """No record merges into a closed session: it leaves the state when it closes."""
-        return self.close_threshold(window)
-
     def final_order(self, window: WindowAgg) -> tuple[int, ...]:
         return (window.end, window.start)

@@ -401,9 +401,6 @@ class TimeLimitBuffer(WindowingRules):
     def close_threshold(self, window: WindowAgg) -> int:
         return window.end + self.limit - 1
 
-    def expiry_threshold(self, window: WindowAgg) -> int:
-        return self.close_threshold(window)
-
     def final_order(self, window: WindowAgg) -> tuple[int, ...]:
         return (window.end,)
 

@@ -76,9 +76,5 @@ class TimeWindowing(WindowingRules):
         """``[s, e)`` closes when stream time reaches ``e + grace``."""
         return window.end + self.grace - 1
 
-    def expiry_threshold(self, window: WindowAgg) -> int:
-        """No record reads a closed time window again: it leaves the state when it closes."""
-        return self.close_threshold(window)
-
     def final_order(self, window: WindowAgg) -> tuple[int, ...]:
         return (window.start,)

@@ -114,7 +114,9 @@ class WindowingRules:
         raise NotImplementedError
 
     def expiry_threshold(self, window: WindowAgg) -> int:
-        raise NotImplementedError
+        """By default no record reads a closed window again: it leaves the state when it closes
+        (sliding windows stay readable longer)."""
+        return self.close_threshold(window)
 
 
 def advance_stream_time(windowing: Windowing, stream_time: int, ts: int, value: Any) -> int:
