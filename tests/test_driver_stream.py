@@ -214,6 +214,18 @@ class TestAggregations:
         assert out == [R("a", 1, 10), R("b", 1, 5), R("a", 2, 10)]
         assert metrics["dropped-records-total"] == 2.0
 
+    def test_count_after_a_key_change_counts_the_drops_of_both_points(self, run_driver: Any) -> None:
+        """group_by a new key, then count: the repartition drops a record whose new key is null,
+        the aggregation one whose value is null; both are counted (on Spark, one observation
+        of both points, read back as the two)."""
+        b = StreamsBuilder()
+        (b.stream("in", _strings()).group_by(lambda k, v: None if k == "drop" else k.upper()).count()
+         .to_stream().to("out"))
+        records = [("a", "x", 10), ("drop", "y", 5), ("b", None, 7), ("a", "z", 3), ("drop", "w", 50)]
+        out, metrics = run_driver(b.build(), records, with_metrics=True)
+        assert out == [R("A", 1, 10), R("A", 2, 10)]
+        assert metrics["dropped-records-total"] == 3.0
+
     def test_reduce_python(self, run_driver: Any) -> None:
         """reduce(reducer(agg, value)) with a Python function (stateful operator)."""
         b = StreamsBuilder()

@@ -9,6 +9,8 @@ from the batch job the test driver runs).
 
 from __future__ import annotations
 
+from streamsdsl.values.serdes import JSON_MAX_DEPTH
+
 #: Position of the source record in its input: pipe order in the test driver,
 #: ``partition << 40 | offset`` when streaming (records of one key keep their source order).
 SOURCE_POSITION = "_source_position"
@@ -94,6 +96,16 @@ def observation_name(node: str, part: str) -> str:
     return f"{OBSERVATION_PREFIX}{node}:{part}"
 
 
+#: Prefix of an observation of several points: one field per point, named by the point's own
+#: observation name, holding its `OBSERVED_FIELDS` (the runtime reads it as the separate points).
+MERGED_OBSERVATION_PREFIX = "streamsdsl+:"
+
+
+def merged_observation_name(names: list[str]) -> str:
+    """The name of one observation of the points ``names`` (the first names it: unique in a plan)."""
+    return f"{MERGED_OBSERVATION_PREFIX}{names[0]}"
+
+
 #: Prefix of the observations that carry a processor's stream time to the next run.
 STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 
@@ -101,7 +113,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 1
+JVM_PROTOCOL = 2
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
@@ -126,4 +138,5 @@ JVM_CONTRACT: dict[str, object] = {
     "CARRY": CARRY,
     "OUTPUT_FIELDS": OPERATOR_OUTPUT_FIELDS,
     "REPLAY_OUTPUT_FIELDS": (*OPERATOR_OUTPUT_FIELDS, *REPLAY_FIELDS),
+    "JSON_MAX_DEPTH": JSON_MAX_DEPTH,
 }

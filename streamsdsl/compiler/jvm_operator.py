@@ -48,6 +48,8 @@ log = logging.getLogger("streamsdsl")
 
 #: The Java entry point (``jvm/src/main/java/io/streamsdsl/jvm/AggregateOperator.java``).
 JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
+#: The jar's JSON validity check of a source's bytes (`json_check`).
+JSON_CHECK_CLASS = "io.streamsdsl.jvm.JsonCheck"
 #: The Python-JVM contract version the Java side must report (`streamsdsl.compiler.columns.JVM_CONTRACT`).
 PROTOCOL = JVM_PROTOCOL
 
@@ -257,6 +259,20 @@ def _unavailable(spark: Any) -> str | None:
             except JvmOperatorError:
                 _available[key] = "the jar is not built (no JDK 17 at install: see `python jvm/build.py`)"
     return _available[key]
+
+
+def json_check(col: Column) -> Column | None:
+    """The jar's JSON validity check of a bytes column (``io.streamsdsl.jvm.JsonCheck``): true for
+    one RFC 8259 text in valid UTF-8, and for null. One pass over the bytes, where Spark's
+    ``try_parse_json`` builds a Variant of every record. None when the active session has not
+    loaded the jar (the caller falls back to ``try_parse_json``)."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    spark = SparkSession.getActiveSession()
+    if spark is None or not isinstance(col, ClassicColumn) or _unavailable(spark) is not None:
+        return None
+    return ClassicColumn(getattr(spark._jvm, JSON_CHECK_CLASS).valid(col._jc))
 
 
 def _key_kind(serde: PlanSerde) -> str:

@@ -35,6 +35,7 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SINK_INDEX,
     SOURCE_POSITION,
+    merged_observation_name,
     observation_name,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
@@ -126,27 +127,8 @@ class Lowering:
         latency, null for other rows); see `streamsdsl.compiler.columns.OBSERVED_FIELDS`. The
         first `MAX_LOGGED_DROPS` dropped records (position, timestamp, ``detail``) are observed
         too, for the runners' one log warning per dropped record."""
-        position = position if position is not None else F.col(SOURCE_POSITION)
-        record = F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
-                          (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
-        name = observation_name(node, part)
-        if final_latency is None:
-            # a point without emit-final records: the values the aggregates below would give
-            # (count 0, sum 0.0, max null) as constants, not aggregated per row
-            final: list[Column] = [F.lit(0).cast("long").alias(OBSERVED_EMITTED_FINAL),
-                                   F.lit(0.0).alias(OBSERVED_LATENCY_SUM),
-                                   F.lit(None).cast("double").alias(OBSERVED_LATENCY_MAX)]
-        else:
-            final = [F.count(final_latency).alias(OBSERVED_EMITTED_FINAL),
-                     F.coalesce(F.sum(final_latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
-                     F.max(final_latency).cast("double").alias(OBSERVED_LATENCY_MAX)]
-        return df.observe(
-            name,
-            F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED),
-            *final,
-            F.slice(F.collect_list(F.when(dropped.isNotNull(), record)), 1, MAX_LOGGED_DROPS).alias(
-                OBSERVED_DROPPED_RECORDS),
-        )
+        return df.observe(observation_name(node, part),
+                          *_observed_fields(dropped, final_latency, detail, position))
 
     def drop_counted(self, df: DataFrame, node: str, keep: Column, part: str = "input",
                      detail: Column | None = None, position: Column | None = None) -> DataFrame:
@@ -156,8 +138,8 @@ class Lowering:
         filter read: the observation runs outside Spark's generated code, on rows Spark
         materializes, and reads the flag rather than every column ``keep`` reads. A point right
         after another one (`_joins_chain`: e.g. a repartition's null-key drop and the aggregation
-        right after it) joins it: both flags are computed in one projection, the observations
-        follow one another and one filter follows them, the later point counting only the rows
+        right after it) joins it: both flags are computed in one projection, one observation
+        counts both points (`merged_observation_name`) and one filter follows it, the later point counting only the rows
         the earlier ones keep (its flag is null for the others, so ``keep`` is evaluated only on
         the rows the point sees, as with one filter per point). The counts, the logged records
         and the rows kept are the same as with a filter per point; the plan has one break in
@@ -172,9 +154,16 @@ class Lowering:
         for i, p in enumerate(points):
             computed.append((p.keep if i == 0 else F.when(F.col(flags[i - 1]), p.keep)).alias(flags[i]))
         out = base.select("*", *computed)
-        for flag, p in zip(flags, points):
-            out = self.observe(out, p.node, p.part, dropped=F.when(~F.col(flag), F.lit(1)), detail=p.detail,
-                               position=p.position)
+        fields = [_observed_fields(F.when(~F.col(flag), F.lit(1)), None, p.detail, p.position)
+                  for flag, p in zip(flags, points)]
+        names = [observation_name(p.node, p.part) for p in points]
+        if len(points) == 1:
+            out = out.observe(names[0], *fields[0])
+        else:
+            # one observation of all the points: each is an operator outside Spark's generated
+            # code that handles every row, so one costs about half of two
+            out = out.observe(merged_observation_name(names),
+                              *[F.struct(*f).alias(name) for f, name in zip(fields, names)])
         # (the last flag alone is true exactly where all are; the filter reads every flag so that
         # Spark does not project the earlier ones away between the observations, copying each row)
         kept = F.col(flags[0])
@@ -222,6 +211,27 @@ class Lowering:
 
 #: Prefix of the flag columns `Lowering.drop_counted` computes (one per drop point).
 _KEEP_FLAG = "_keep_"
+
+
+def _observed_fields(dropped: Column, final_latency: Column | None, detail: Column | None,
+                     position: Column | None) -> list[Column]:
+    """The aggregates of one observation (`Lowering.observe`)."""
+    position = position if position is not None else F.col(SOURCE_POSITION)
+    record = F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
+                      (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
+    if final_latency is None:
+        # a point without emit-final records: the values the aggregates below would give
+        # (count 0, sum 0.0, max null) as constants, not aggregated per row
+        final: list[Column] = [F.lit(0).cast("long").alias(OBSERVED_EMITTED_FINAL),
+                               F.lit(0.0).alias(OBSERVED_LATENCY_SUM),
+                               F.lit(None).cast("double").alias(OBSERVED_LATENCY_MAX)]
+    else:
+        final = [F.count(final_latency).alias(OBSERVED_EMITTED_FINAL),
+                 F.coalesce(F.sum(final_latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
+                 F.max(final_latency).cast("double").alias(OBSERVED_LATENCY_MAX)]
+    return [F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED), *final,
+            F.slice(F.collect_list(F.when(dropped.isNotNull(), record)), 1, MAX_LOGGED_DROPS).alias(
+                OBSERVED_DROPPED_RECORDS)]
 
 
 @attrs.frozen(eq=False)

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
 from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
+from streamsdsl.compiler.jvm_operator import json_check
 from streamsdsl.values.serdes import (
     BytesSerde,
     CustomSerde,
@@ -132,7 +133,10 @@ def _(serde: FixedWidthSerde, col: Column) -> tuple[Column, Column]:
 
 @_invalid.register(JsonSerde)
 def _(serde: JsonSerde, col: Column) -> tuple[Column, Column]:
-    return col.isNotNull() & F.try_parse_json(col.cast("string")).isNull(), F.lit("not valid UTF-8 JSON")
+    valid = json_check(col)
+    if valid is None:  # a session without the jar: Spark's parser (duplicate object keys are invalid there)
+        valid = F.try_parse_json(col.cast("string")).isNotNull()
+    return col.isNotNull() & ~valid, F.lit("not valid UTF-8 JSON")
 
 
 @_invalid.register(StringSerde)

@@ -15,7 +15,7 @@ from typing import Any, Callable, Protocol
 import attrs
 
 from streamsdsl.codecs import KeyCodec
-from streamsdsl.values.serdes import BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
+from streamsdsl.values.serdes import JSON_MAX_DEPTH, BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
 from streamsdsl.errors import RecordError, RecordSerializationError, UserFunctionError
 
 __all__ = ["Headers", "Host", "Record", "Typed", "hold", "invalid_reason", "result_error", "user_error"]
@@ -94,6 +94,25 @@ def call_user(processor: str, function: str, key: Any, position: int, fn: Callab
         raise user_error(processor, function, exc, key, position) from exc
 
 
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not JSON (RFC 8259)")
+
+
+def _nested_too_deeply(data: bytes, parsed: Any) -> bool:
+    """More than `JSON_MAX_DEPTH` arrays and objects inside one another in ``parsed`` (walked
+    only when its bytes ``data`` hold that many brackets at all)."""
+    if data.count(b"[") + data.count(b"{") <= JSON_MAX_DEPTH:
+        return False
+    stack = [(parsed, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (list, dict)):
+            if depth > JSON_MAX_DEPTH:
+                return True
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return False
+
+
 def invalid_reason(serde: PlanSerde, data: bytes) -> str | None:
     """Why ``serde`` cannot read ``data`` (``None``: it can), in the words the Spark plan's
     validation uses (`streamsdsl.compiler.serde_exprs`)."""
@@ -103,10 +122,10 @@ def invalid_reason(serde: PlanSerde, data: bytes) -> str | None:
         return None if len(data) == serde.width else f"expected {serde.width} bytes, got {len(data)}"
     if isinstance(serde, JsonSerde):
         try:
-            json.loads(data.decode("utf-8"))
-        except ValueError:
+            parsed = json.loads(data.decode("utf-8"), parse_constant=_not_json)
+        except (ValueError, RecursionError):
             return "not valid UTF-8 JSON"
-        return None
+        return "not valid UTF-8 JSON" if _nested_too_deeply(data, parsed) else None
     if isinstance(serde, StringSerde):
         try:
             data.decode("utf-8")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamsdsl.compiler.columns import (
     DROP_REASONS,
+    MERGED_OBSERVATION_PREFIX,
     OBSERVATION_PREFIX,
     OBSERVED_DROPPED,
     OBSERVED_DROPPED_RECORDS,
@@ -71,6 +72,18 @@ def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
     while entries.hasNext():
         entry = entries.next()
         out[str(entry._1())] = json.loads(entry._2().json())
+    return _points(out)
+
+
+def _points(observed: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``observed`` with each observation of several points (`MERGED_OBSERVATION_PREFIX`) read as
+    the points' own observations."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, row in observed.items():
+        if name.startswith(MERGED_OBSERVATION_PREFIX):
+            out.update({point: dict(fields) for point, fields in row.items() if fields is not None})
+        else:
+            out[name] = dict(row)
     return out
 
 
@@ -82,7 +95,7 @@ TASK_METRICS = ("dropped-records-total", "emit-final-records-total", "emit-final
 
 def progress_observations(progress: Any) -> dict[str, dict[str, Any]]:
     """The observations a streaming query's progress report carries, by name."""
-    return {name: row.asDict() for name, row in (progress.observedMetrics or {}).items()}
+    return _points({name: row.asDict(recursive=True) for name, row in (progress.observedMetrics or {}).items()})
 
 
 def dropped_in(observed: Mapping[str, Mapping[str, Any]]) -> int:

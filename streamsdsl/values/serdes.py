@@ -173,9 +173,16 @@ def json_dumps(value: Any) -> str:
         ) from exc
 
 
+#: How deeply a JSON text may nest arrays and objects: a deeper one is not valid JSON to a
+#: ``Serdes.Json()`` source on either engine (Jackson's own default limit is 1,000).
+JSON_MAX_DEPTH = 500
+
+
 @attrs.frozen(repr=False)
 class JsonSerde(PlanSerde):
-    """JSON values as UTF-8 text; the column holds the JSON text."""
+    """JSON values as UTF-8 text; the column holds the JSON text. A source reads one RFC 8259
+    text in valid UTF-8 (no ``NaN``, nesting at most `JSON_MAX_DEPTH`); duplicate object keys
+    are valid, the last one wins."""
 
     name = "Json"
     spark_type = "string"
