@@ -67,6 +67,8 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     from streamsdsl.runtime.session import get_session
 
     session = get_session()
+    # as an application's session: two shuffle partitions (the unit tests' fixture runs one)
+    session.conf.set("spark.sql.shuffle.partitions", "2")
     register(session)
     # Warm up once (Python worker daemon, planner imports: ~10 s on a cold session) so that
     # each test's duration measures the test, not the session's first Python job.

@@ -11,10 +11,14 @@ from streamsdsl import Consumed, Serdes, StreamsBuilder, Topology
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """The one SparkSession of the test run (local[2], RocksDB state)."""
+    """The one SparkSession of the test run (local[2], RocksDB state), with one shuffle
+    partition: the unit tests' inputs are a few records, and a second partition only doubles
+    the tasks of every stage (about a quarter of a Spark test's time). The integration suite
+    (its own fixture) and the local-cluster tests run with two."""
     from streamsdsl.runtime.session import get_session
 
     session = get_session()
+    session.conf.set("spark.sql.shuffle.partitions", "1")
     yield session
 
 

@@ -39,10 +39,12 @@ EXPECTED = [("a", 0, 0, 1), ("a", 0, 0, None), ("a", 0, 3, 2), ("b", 1, 1, 1), (
 
 
 def _python(code: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": root}
     env.pop("STREAMSDSL_OPERATOR", None)
     return subprocess.run([sys.executable, "-c", PRELUDE + textwrap.dedent(code)], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                          timeout=timeout, env=env, cwd=root)
 
 
 class TestLoading:
@@ -52,7 +54,8 @@ class TestLoading:
         proc = _python("""
             from pyspark.sql import SparkSession
             from streamsdsl.jvm import JvmOperatorError
-            builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+            builder = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").config(
+                "spark.sql.shuffle.partitions", "1")
             for k, v in REQUIRED_CONF.items():
                 builder = builder.config(k, v)
             spark = builder.getOrCreate()
@@ -72,19 +75,43 @@ class TestLoading:
         assert "ERROR KSTREAM-AGGREGATE-0000000002: streamsdsl.operator is 'jvm' but the JVM operator cannot run" in out
 
     @pytest.mark.cluster
-    def test_jar_ships_to_executors_on_a_local_cluster(self) -> None:
-        """On ``local-cluster[2,1,1024]`` (a driver and two executor JVMs) a session configured
-        with ``streamsdsl.configure_spark`` runs the JVM operator in the executors."""
+    def test_code_ships_to_executors_on_a_local_cluster(self) -> None:
+        """On ``local-cluster[2,1,1024]`` (a driver and two executor JVMs with their own Python
+        workers), in one session configured with ``streamsdsl.configure_spark``: the JVM operator
+        runs in the executors, and a streaming query's packing step and Python processor ship
+        there and give the exact records: batch 0 [0, 5] "pq" and [1, 1] "x"; batch 1 a
+        tombstone for [0, 5], then [0, 12] "pqr" and [30, 30] "y"."""
         proc = _python("""
             from pyspark.sql import SparkSession
-            import streamsdsl
+            import streamsdsl, tempfile
+            from streamsdsl.runtime.streaming import start_streaming
+            from streamsdsl.testing.files import FileTopic
+            from tests._support import Collect
             builder = SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
             spark = streamsdsl.configure_spark(builder.config("spark.sql.shuffle.partitions", "2")).getOrCreate()
             assert run(spark, {"streamsdsl.operator": "jvm"}) == EXPECTED
-            executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
-            print("EXECUTORS", executors)
+            print("EXECUTORS", spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size())
             assert "JVM operator (count, session windows)" in explain(topology(), spark, mode="simple")
+
+            b = StreamsBuilder()
+            (b.stream("clicks", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key()
+             .windowed_by(SessionWindows.with_gap(10)).aggregate(lambda: "", lambda k, v, a: a + v, lambda k, a, b: a + b)
+             .to_stream().to("sessions"))
+            d = tempfile.mkdtemp()
+            topic = FileTopic(d + "/in")
+            topic.append("clicks", [("a", "p", 0), ("b", "x", 1), ("a", "q", 5)], Serdes.String(), Serdes.String())
+            topic.append("clicks", [("a", "r", 12), ("b", "y", 30)], Serdes.String(), Serdes.String())
+            out = Collect()
+            q, _, _ = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+                                      checkpoint_location=d + "/cp")
+            q.processAllAvailable()
+            q.stop()
+            for batch, k, v, ts in sorted(out.records, key=repr):
+                print("RECORD", batch, k.key, k.window.start, k.window.end, v, ts)
             spark.stop()
         """, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert "EXECUTORS 3" in proc.stdout  # the driver's block manager and two executors
+        assert [line for line in proc.stdout.splitlines() if line.startswith("RECORD")] == [
+            "RECORD 0 a 0 5 pq 5", "RECORD 0 b 1 1 x 1",
+            "RECORD 1 a 0 12 pqr 12", "RECORD 1 a 0 5 None 5", "RECORD 1 b 30 30 y 30"]
