@@ -249,9 +249,8 @@ class TestStreamingJoin:
 
 
 class TestOnCloseAfterAStatefulOperator:
-    """A windowed aggregation that emits on close, downstream of a join: exact in the driver; a
-    streaming query refuses it when started (Spark passes no watermark past the join's operator,
-    so its windows would never close) and names the fix."""
+    """A windowed aggregation that emits on close, downstream of a join: exact in the driver and
+    on a streaming query (the join's operator passes the watermark on)."""
 
     @staticmethod
     def topology() -> Any:
@@ -273,36 +272,71 @@ class TestOnCloseAfterAStatefulOperator:
                          value_serde=Serdes.Long())
         assert [(r.key, r.value, r.timestamp) for r in out] == [("EU", 1, 10), ("US", 1, 20)]
 
-    def test_streaming_query_refuses_it_naming_the_operator_and_the_fix(self, spark: Any, tmp_path: Any) -> None:
+    def test_streaming_query_closes_the_windows_past_the_join(self, spark: Any, tmp_path: Any) -> None:
+        """On a streaming query the join passes event time on: the windows below it close once
+        the watermark passes them, across a restart from the checkpoint, although the customers
+        table is written once and stays quiet (the global watermark is the largest input's)."""
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
 
+        s = Serdes.String()
         topic = FileTopic(str(tmp_path / "in"))
-        topic.append("orders", [("c1", "o1", 10)], Serdes.String(), Serdes.String())
-        topic.append("customers", [("c1", "EU", 1)], Serdes.String(), Serdes.String())
-        with pytest.raises(OperationNotDefinedError,
-                           match=r"KSTREAM-AGGREGATE-\d+: emitting on window close after the stateful operator "
-                                 r"KSTREAM-JOIN-\d+ is not supported on a streaming query yet: .*Emit on update"):
-            start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), Collect(),
-                            checkpoint_location=str(tmp_path / "cp"))
+        cp = str(tmp_path / "cp")
+        topic.append("customers", [("c1", "EU", 1), ("c2", "US", 1)], s, s)
+        topic.append("orders", [("c1", "o1", 10), ("c2", "o2", 20)], s, s)
+        first = Collect()
+        q, _, _ = start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), first,
+                                  checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert first.records == []  # no window has closed yet
+        topic.append("orders", [("c2", "o3", 250)], s, s)
+        second = Collect()
+        q, _, _ = start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), second,
+                                  checkpoint_location=cp)
+        q.processAllAvailable()
+        q.stop()
+        assert sorted((k, v, ts) for _, k, v, ts in second.records) == [("EU", 1, 10), ("US", 1, 20)]
 
-    def test_streaming_left_join_after_an_aggregation_is_refused(self, spark: Any, tmp_path: Any) -> None:
-        """A left stream-stream join emits unmatched records by event time: below another stateful
-        operator a streaming query refuses it (an inner join, which needs no timer, runs)."""
-        from streamsdsl import JoinWindows
+    def test_streaming_left_join_after_an_aggregation(self, spark: Any, tmp_path: Any) -> None:
+        """A left stream-stream join below an aggregation emits its unmatched records once the
+        join window has closed (KIP-633), on a streaming query as in the driver: the same
+        records, the unmatched one after a later record moved stream time past its window."""
+        from streamsdsl import JoinWindows, TopologyTestDriver
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
 
+        s, n = Serdes.String(), Serdes.Long()
         b = StreamsBuilder()
-        counts = b.stream("a", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key().count().to_stream()
-        counts.left_join(b.stream("b", Consumed.with_serdes(Serdes.String(), Serdes.Long())), lambda c, v: c,
-                         JoinWindows.of_time_difference_with_no_grace(10)).to("out")
+        counts = b.stream("a", Consumed.with_serdes(s, s)).group_by_key().count().to_stream()
+        counts.left_join(b.stream("b", Consumed.with_serdes(s, n)), lambda c, v: f"{c}/{v}",
+                         JoinWindows.of_time_difference_with_no_grace(10)).to("out", Produced.with_serdes(s, s))
+        topology = b.build()
+        a_records, b_records, later = [("k", "x", 1), ("j", "y", 2)], [("k", 7, 1)], [("z", "w", 100)]
+        with TopologyTestDriver(topology) as driver:
+            ina, inb = driver.create_input_topic("a"), driver.create_input_topic("b")
+            for k, v, ts in a_records:
+                ina.pipe_input(k, v, ts)
+            for k, v, ts in b_records:
+                inb.pipe_input(k, v, ts)
+            for k, v, ts in later:
+                ina.pipe_input(k, v, ts)
+            expected = sorted((r.key, r.value, r.timestamp)
+                              for r in driver.create_output_topic("out", s, s).read_records_to_list())
+        assert ("j", "1/None", 2) in expected  # the unmatched record, once its window closed
         topic = FileTopic(str(tmp_path / "in"))
-        topic.append("a", [("k", "x", 1)], Serdes.String(), Serdes.String())
-        topic.append("b", [("k", 1, 1)], Serdes.String(), Serdes.Long())
-        with pytest.raises(OperationNotDefinedError, match=r"KSTREAM-MERGE-\d+: a stream-stream left join after the "
-                                                           r"stateful operator KSTREAM-AGGREGATE-\d+ is not supported"):
-            start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), Collect(),
-                            checkpoint_location=str(tmp_path / "cp"))
+        topic.append("a", a_records, s, s)
+        topic.append("b", b_records, s, n)
+        out = Collect()
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                  checkpoint_location=str(tmp_path / "cp"))
+        q.processAllAvailable()
+        q.stop()
+        topic.append("a", later, s, s)
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                  checkpoint_location=str(tmp_path / "cp"))
+        q.processAllAvailable()
+        q.stop()
+        assert sorted((k, v, ts) for _, k, v, ts in out.records) == expected

@@ -327,8 +327,10 @@ class TestStreamingStreamJoin:
     def test_micro_batches_timers_and_restart(self, spark: Any, tmp_path: Any) -> None:
         """On a streaming query (one file per micro-batch): matches across micro-batches in both
         directions; a non-joined left record is emitted by its event-time timer once the global
-        watermark (the minimum over both inputs) passes its window; after a restart from the
-        checkpoint the buffered and held records are still there."""
+        watermark (the largest timestamp of either input, as Kafka's stream time) passes its
+        window, and a record of the other side arriving after that is too late to join, as in a
+        Kafka task that processed the first side's records before the other's arrived; after a
+        restart from the checkpoint the buffered and held records are still there."""
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
@@ -350,10 +352,12 @@ class TestStreamingStreamJoin:
             q.stop()
             return [(k, v, ts) for _, k, v, ts in out.records]
 
-        # A2 waits for the watermark (min over both inputs) to pass 20 + 100: only after the 4th file
+        # the 3rd file moves the watermark to 1010: A2's and x's windows close (x's match, y at
+        # 500 in the 4th file, comes too late)
         assert run(("left", [(1, "A1", 10), (2, "A2", 20)]), ("right", [(1, "a1", 50), (3, "a3", 60)]),
                    ("left", [(9, "x", 500), (5, "B5", 1000), (6, "C6", 1010)]), ("right", [(9, "y", 500)])) == [
-            (1, "A1+a1", 50), (9, "x+y", 500), (2, "A2+null", 20)]
-        # restarted: B5 is still buffered (and held), C6 still held until the watermark passes 1110
+            (1, "A1+a1", 50), (9, "x+null", 500), (2, "A2+null", 20)]
+        # restarted: B5 is still buffered (and held), C6 held until the watermark passes 1110
+        # (z's file moves it to 2000)
         assert run(("right", [(5, "b5", 1050)]), ("left", [(9, "z", 2000)]), ("right", [(9, "w", 2000)])) == [
-            (5, "B5+b5", 1050), (9, "z+w", 2000), (6, "C6+null", 1010)]
+            (5, "B5+b5", 1050), (6, "C6+null", 1010), (9, "z+w", 2000)]

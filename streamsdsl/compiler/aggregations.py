@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from streamsdsl import ir
+from streamsdsl.compiler.event_time import stateful_downstream, transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
@@ -73,14 +74,23 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
         processor = lowering.processor(config, state_schema(config.value_out.spark_type))
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
         packed = records_by_key(operator_rows(inp), pack=lowering.mode is PlanMode.STREAMING)
-        out = packed.groupBy("key").transformWithState(
-            statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="EventTime"
-        )
+        out = transform_with_state(lowering.mode is PlanMode.STREAMING, lowering.topology, node, packed.groupBy("key"),
+                                   processor, schema, "EventTime")
     out = lowering.after_processor(out, inp, config)
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)),
                            final_latency=F.when(metric == EMIT_FINAL, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _event_time_out(lowering: Lowering, node: str, form: JvmAggregate | str) -> JvmAggregate | str:
+    """``form``, or why the JVM operator does not run ``node``: on a streaming query with a
+    stateful operator below it, the operator must pass its event time on
+    (`streamsdsl.compiler.event_time`), which only the Python operator does yet."""
+    if (not isinstance(form, str) and lowering.mode is PlanMode.STREAMING
+            and stateful_downstream(lowering.topology, node)):
+        return "a stateful operator below it on a streaming query: the JVM operator does not pass event time on yet"
+    return form
 
 
 def _operator_columns(df: DataFrame, *extra: str) -> DataFrame:
@@ -106,6 +116,8 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
                     "query: Spark's own aggregation forwards the latest value per key and micro-batch, not every "
                     "write. Leave statestore.cache.max.bytes unset, or aggregate with Python functions.")
             native = None  # count() on the operator, which forwards every write
+        if native is not None and self.mode is PlanMode.STREAMING and stateful_downstream(self.topology, node.name):
+            native = None  # on the operator, which passes its event time on to the stateful operators below
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
@@ -127,6 +139,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         form = "suppress(until_window_closes) folded in: the JVM operator does not implement its release rule"
     elif self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
+    form = _event_time_out(self, node.name, form)
     jvm = self.choices.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
     df = _operator_columns(frame.df)
     if jvm is not None:
@@ -160,6 +173,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
                                      isinstance(node.windows, SessionWindows), cogroup=node)
     if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
+    form = _event_time_out(self, node.name, form)
     jvm = self.choices.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
     payload_types = [f.value.spark_type for f in frames]
     parts = []

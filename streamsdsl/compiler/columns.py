@@ -36,6 +36,9 @@ INPUT_INDEX = "_input_index"
 SINK_INDEX = "_sink_index"
 #: Event time as a timestamp, for the source watermark only.
 EVENT_TIME = "_event_time"
+#: A streaming stateful operator's output event time (a timestamp: its record's, never older than
+#: the watermark), Spark's ``eventTimeColumnName``: the watermark passes the operator with it.
+EVENT_TIME_OUT = "_event_time_out"
 #: A stateful processor's metric event rows (split off right after the operator): the metric
 #: name, null for records, and its value.
 EVENT_METRIC = "_event_metric"

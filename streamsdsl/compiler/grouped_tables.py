@@ -35,6 +35,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
+from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER, FRAME_COLUMNS
 from streamsdsl.compiler.columns import HEADERS_TYPE, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import Backend
@@ -187,8 +188,8 @@ def _run(lowering: Lowering, inp: DataFrame, config: GroupedTableConfig) -> Data
     inp = inp.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
     if replay:
         inp = with_carried_states(lowering, inp, config.node, config.key_in.spark_type, config.carried_type)
-    out = inp.groupBy("key").transformWithState(
-        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
+    out = transform_with_state(not replay, lowering.topology, config.node, inp.groupBy("key"), processor, schema,
+                               "None")
     if replay:
         out = carry_out(lowering, out, config.node, F.col(CARRIED_KEY), config.key_in.spark_type,
                         config.carried_type).drop(CARRIED_KEY)

@@ -27,6 +27,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out, with_carried_states
+from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
@@ -202,8 +203,8 @@ def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperator
     if replay:
         inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
                                   **{INPUT_INDEX: F.lit(carried_side)})
-    out = inp.groupBy("key").transformWithState(
-        statefulProcessor=processor, outputStructType=schema, outputMode="Update", timeMode="None")
+    out = transform_with_state(not replay, lowering.topology, config.node, inp.groupBy("key"), processor, schema,
+                               "None")
     if replay:
         out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)

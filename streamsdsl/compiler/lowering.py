@@ -51,7 +51,7 @@ from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 if TYPE_CHECKING:
     from streamsdsl.compiler.processors import AggregateConfig, AggregateProcessor
 
-__all__ = ["Lowering", "PlanMode", "stateful_upstream"]
+__all__ = ["Lowering", "PlanMode"]
 
 RawSource = Callable[[ir.SourceNode], DataFrame]
 
@@ -539,28 +539,3 @@ def _table_map_values_frame(frame: Frame, node: ir.TableMapValuesNode) -> Frame:
     mapper = node.mapper.fn
     return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(v))],
                         out_value=DEFAULT_SERDE, function="mapper")
-
-
-#: IR nodes that run a stateful operator (a table source or `to_table()` only with a store).
-_STATEFUL = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
-             ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode)
-
-
-def stateful_upstream(topology: Any, name: str) -> str | None:
-    """The nearest stateful operator upstream of node ``name`` (a suppress node stands for the
-    aggregation it follows), or None."""
-    if topology is None:
-        return None
-    node = topology.node(name)
-    todo = list(topology.node(node.parents[0]).parents if isinstance(node, ir.SuppressNode) else node.parents)
-    seen: set[str] = set()
-    while todo:
-        parent = topology.node(todo.pop(0))
-        if parent.name in seen:
-            continue
-        seen.add(parent.name)
-        if isinstance(parent, _STATEFUL) or (isinstance(parent, (ir.TableSourceNode, ir.StreamToTableNode))
-                                             and parent.materialized):
-            return parent.name
-        todo.extend(parent.parents)
-    return None

@@ -24,7 +24,7 @@ from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.suppress import suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
-from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, stateful_upstream
+from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
     AggregateProcessor,
@@ -34,7 +34,6 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.errors import OperationNotDefinedError
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
@@ -52,14 +51,8 @@ class StreamingLowering(Lowering):
         return df.withWatermark(EVENT_TIME, "0 milliseconds").drop(EVENT_TIME)
 
     def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
-        upstream = stateful_upstream(self.topology, config.node) if config.emit_on_close else None
-        if upstream is not None:
-            raise OperationNotDefinedError(
-                f"{config.node}: emitting on window close after the stateful operator {upstream} is not supported on "
-                "a streaming query yet: Spark passes no event-time watermark past a transformWithState operator, so "
-                "the windows would never close. Emit on update (the default), or write the records to a topic with "
-                f"to(topic) before {config.node}'s group_by and aggregate builder.stream(topic). (The "
-                "TopologyTestDriver runs this topology.)")
+        # below another stateful operator, stream time is the watermark that operator passes on
+        # (`streamsdsl.compiler.event_time`)
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:

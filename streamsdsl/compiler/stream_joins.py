@@ -41,16 +41,17 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
+from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode, stateful_upstream
+from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, UserFunctionError
+from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.stream_stream import (
     LEFT,
     RIGHT,
@@ -394,9 +395,9 @@ def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, conf
     else:
         processor = StreamingStreamJoinProcessor(config)
     schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
-    out = inp.filter(F.col("key").isNotNull()).groupBy("key").transformWithState(
-        statefulProcessor=processor, outputStructType=schema, outputMode="Update",
-        timeMode="None" if replay else "EventTime")
+    keyed = inp.filter(F.col("key").isNotNull()).groupBy("key")
+    out = transform_with_state(not replay, lowering.topology, config.node, keyed, processor, schema,
+                               "None" if replay else "EventTime")
     if replay:
         out = _place_held(lowering, out, inp, config)
     out = out.unionByName(_null_key_rows(inp, config))
@@ -432,13 +433,6 @@ def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
     key = node.key_serde or this.key.serde
     left_value = node.value_serde or this.value
     right_value = node.other_value_serde or other.value
-    upstream = stateful_upstream(self.topology, node.name) if self.mode is PlanMode.STREAMING else None
-    if upstream is not None and node.kind != "inner":
-        raise OperationNotDefinedError(
-            f"{node.name}: a stream-stream {node.kind} join after the stateful operator {upstream} is not supported on "
-            "a streaming query yet: Spark passes no event-time watermark past a transformWithState operator, so "
-            "records without a match would never be emitted. Write the stream to a topic with to(topic) and join "
-            "builder.stream(topic). (The TopologyTestDriver runs this topology.)")
     spec = StreamJoinSpec(node.kind, node.windows.spec)  # type: ignore[arg-type]
     config = StreamJoinConfig(node.name, spec, key, left_value, right_value, node.joiner.fn)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from streamsdsl.compiler.event_time import WATERMARK_POLICY
 from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compile_topology
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
@@ -129,6 +130,9 @@ def start_streaming(
         writer = writer.queryName(query_name)
     if trigger:
         writer = writer.trigger(**trigger)
+    # the global watermark is the largest of the plan's (streamsdsl.compiler.event_time); Spark
+    # keeps a query's policy in its checkpoint, so a restarted query keeps the one it began with
+    compiled.output.sparkSession.conf.set(*WATERMARK_POLICY)
     query = writer.start()
     metrics.query = query
     return query, compiled, metrics

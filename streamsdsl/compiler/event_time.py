@@ -1,0 +1,117 @@
+"""Event time past a stateful operator in a streaming query.
+
+Spark computes one global watermark from the event-time columns of a plan. A source's is its
+records' timestamps; a ``transformWithState`` operator's is the column it names as its
+``eventTimeColumnName``, which gives the operators below it a watermark again (SPARK-49676).
+streamsdsl's operators emit it (`EVENT_TIME_OUT`) when a stateful operator is below them:
+
+* its value is the output record's timestamp, raised to the watermark when older: Spark fails a
+  query whose operator emits a row older than the watermark (``EMITTING_ROWS_OLDER_THAN_
+  WATERMARK_NOT_ALLOWED``), while Kafka Streams forwards late records for the next operator to
+  drop by its own grace. The record keeps its own timestamp (``timestamp``), which is what the
+  next operator's rules read; the column is dropped right after the operator, so no Spark
+  operator below filters rows by it (PLATFORM.md's late-data trap);
+* the query runs with ``spark.sql.streaming.multipleWatermarkPolicy = max``: the global
+  watermark is the largest of the plan's, as Kafka's stream time is the largest timestamp a task
+  has seen, and an input that stays quiet (a table written once, a rarely written side of a
+  join) does not hold back the windows of the others. Every operator's event time is at most the
+  largest source timestamp, so the global watermark is the sources' largest timestamp.
+
+Nothing here changes a plan whose stateful operators have none below them.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Iterator
+
+from pyspark.sql import DataFrame, GroupedData, Row
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+from pyspark.sql.types import StructField, StructType, TimestampType
+
+from streamsdsl import ir
+from streamsdsl.compiler.columns import EVENT_TIME_OUT
+
+__all__ = ["STATEFUL_NODES", "WATERMARK_POLICY", "EventTimeOut", "stateful", "stateful_downstream",
+           "transform_with_state"]
+
+#: The session setting and value every streamsdsl streaming query runs with (see the module).
+WATERMARK_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+#: The operators that keep state (a materialized table source is one too).
+STATEFUL_NODES = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
+                  ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode)
+
+
+def stateful(node: Any) -> bool:
+    """Whether ``node`` keeps state on Spark (an operator of `STATEFUL_NODES`, or a
+    materialized table source)."""
+    return isinstance(node, STATEFUL_NODES) or (
+        isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)) and node.materialized)
+
+
+def stateful_downstream(topology: Any, name: str) -> bool:
+    """Whether a stateful operator is below node ``name``."""
+    if topology is None:
+        return False
+    todo, seen = list(topology.children(name)), set()
+    while todo:
+        child = todo.pop()
+        if child not in seen:
+            seen.add(child)
+            if stateful(topology.node(child)):
+                return True
+            todo.extend(topology.children(child))
+    return False
+
+
+class EventTimeOut(StatefulProcessor):
+    """``inner``'s rows with `EVENT_TIME_OUT` appended: the row's ``timestamp``, raised to the
+    watermark when older (or the watermark, for a row without one)."""
+
+    def __init__(self, inner: StatefulProcessor, fields: list[str]) -> None:
+        self.inner = inner
+        self.fields = [*fields, EVENT_TIME_OUT]
+        self._ts = fields.index("timestamp")
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.inner.init(handle)
+
+    def _with_time(self, rows: Iterator[Row], watermark: int) -> Iterator[Row]:
+        fields, ts_at = self.fields, self._ts
+        floor = max(watermark, 0)
+        for r in rows:
+            ts = r[ts_at]
+            row = tuple.__new__(Row, (*r, _EPOCH + datetime.timedelta(
+                milliseconds=floor if ts is None or ts < floor else ts)))
+            row.__fields__ = fields
+            yield row
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        watermark = timerValues.getCurrentWatermarkInMs()
+        return self._with_time(self.inner.handleInputRows(key, rows, timerValues), watermark)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
+        watermark = timerValues.getCurrentWatermarkInMs()
+        return self._with_time(
+            self.inner.handleExpiredTimer(key=key, timerValues=timerValues, expiredTimerInfo=expiredTimerInfo),
+            watermark)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def transform_with_state(streaming: bool, topology: Any, node: str, grouped: GroupedData,
+                         processor: StatefulProcessor, schema: StructType, time_mode: str) -> DataFrame:
+    """``grouped.transformWithState`` of ``processor`` (Update mode), emitting `EVENT_TIME_OUT`
+    on a ``streaming`` plan where a stateful operator is below ``node``."""
+    if not (streaming and stateful_downstream(topology, node)):
+        return grouped.transformWithState(statefulProcessor=processor, outputStructType=schema,
+                                          outputMode="Update", timeMode=time_mode)
+    wrapped = EventTimeOut(processor, schema.fieldNames())
+    out_schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
+    out = grouped.transformWithState(statefulProcessor=wrapped, outputStructType=out_schema, outputMode="Update",
+                                     timeMode="EventTime", eventTimeColumnName=EVENT_TIME_OUT)
+    return out.drop(EVENT_TIME_OUT)
