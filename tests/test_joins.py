@@ -272,10 +272,11 @@ class TestOnCloseAfterAStatefulOperator:
                          value_serde=Serdes.Long())
         assert [(r.key, r.value, r.timestamp) for r in out] == [("EU", 1, 10), ("US", 1, 20)]
 
-    def test_streaming_query_closes_the_windows_past_the_join(self, spark: Any, tmp_path: Any) -> None:
+    def test_streaming_query_closes_the_windows_past_the_join(self, spark: Any, tmp_path: Any, operator: str) -> None:
         """On a streaming query the join passes event time on: the windows below it close once
         the watermark passes them, across a restart from the checkpoint, although the customers
-        table is written once and stays quiet (the global watermark is the largest input's)."""
+        table is written once and stays quiet (the global watermark is the largest input's); on
+        both operators of the count."""
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect

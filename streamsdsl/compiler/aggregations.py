@@ -69,7 +69,8 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
         replay = lowering.mode is PlanMode.REPLAY
         fields = ReplayAggregateProcessor.fields if replay else OUTPUT_FIELDS
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, fields)
-        out = jvm_operator.apply_jvm(inp, config, jvm, schema, replay=replay)
+        out = jvm_operator.apply_jvm(inp, config, jvm, schema, replay=replay, event_time_out=not replay and
+                                     stateful_downstream(lowering.topology, node))
     else:
         processor = lowering.processor(config, state_schema(config.value_out.spark_type))
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
@@ -81,16 +82,6 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)),
                            final_latency=F.when(metric == EMIT_FINAL, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
-
-
-def _event_time_out(lowering: Lowering, node: str, form: JvmAggregate | str) -> JvmAggregate | str:
-    """``form``, or why the JVM operator does not run ``node``: on a streaming query with a
-    stateful operator below it, the operator must pass its event time on
-    (`streamsdsl.compiler.event_time`), which only the Python operator does yet."""
-    if (not isinstance(form, str) and lowering.mode is PlanMode.STREAMING
-            and stateful_downstream(lowering.topology, node)):
-        return "a stateful operator below it on a streaming query: the JVM operator does not pass event time on yet"
-    return form
 
 
 def _operator_columns(df: DataFrame, *extra: str) -> DataFrame:
@@ -139,7 +130,6 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         form = "suppress(until_window_closes) folded in: the JVM operator does not implement its release rule"
     elif self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
-    form = _event_time_out(self, node.name, form)
     jvm = self.choices.choose(node.name, form, frame.df.sparkSession, _window_kind(windows))
     df = _operator_columns(frame.df)
     if jvm is not None:
@@ -173,7 +163,6 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
                                      isinstance(node.windows, SessionWindows), cogroup=node)
     if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
-    form = _event_time_out(self, node.name, form)
     jvm = self.choices.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
     payload_types = [f.value.spark_type for f in frames]
     parts = []

@@ -25,10 +25,10 @@ from typing import Any
 import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, LongType, StructField, StructType
+from pyspark.sql.types import DoubleType, LongType, StructField, StructType, TimestampType
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import JVM_PROTOCOL, NUMBER
+from streamsdsl.compiler.columns import EVENT_TIME_OUT, JVM_PROTOCOL, NUMBER
 from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
 from streamsdsl.values.serdes import (
     BytesSerde,
@@ -293,18 +293,24 @@ def _windowing_json(windowing: Any) -> dict[str, Any]:
     return {"kind": "none"}
 
 
-def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructType, *, replay: bool) -> DataFrame:
+def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructType, *, replay: bool,
+              event_time_out: bool = False) -> DataFrame:
     """Run the JVM operator over ``inp`` (the operator input: `NUMBER` and the presence of the
-    value in ``value``) and return its output rows (``schema``: the Python operator's)."""
+    value in ``value``) and return its output rows (``schema``: the Python operator's). With
+    ``event_time_out`` (streaming, a stateful operator below) it names its rows' event time as
+    Spark's ``eventTimeColumnName`` (`streamsdsl.compiler.event_time`)."""
     spec = {
-        "node": config.node, "replay": replay, "emit_on_close": config.emit_on_close,
+        "node": config.node, "replay": replay, "event_time_out": event_time_out, "emit_on_close": config.emit_on_close,
         "windowed_key": config.key.windowed, "key_kind": _key_kind(config.key.serde),
         "out_type": config.value_out.spark_type, "windowing": _windowing_json(config.windowing),
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
     }
+    if event_time_out:
+        schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     spark = inp.sparkSession
     jdf = getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json())
-    return DataFrame(jdf, spark)
+    out = DataFrame(jdf, spark)
+    return out.drop(EVENT_TIME_OUT) if event_time_out else out
 
 
 def prepare_input(df: DataFrame, form: JvmAggregate, index: int = 0) -> DataFrame:

@@ -32,6 +32,10 @@ public final class AggregateOperator {
         Spec spec = new Spec(specJson, input);
         StructType output = (StructType) DataType.fromJson(outputSchemaJson);
         String[] expected = spec.replay ? Contract.REPLAY_OUTPUT_FIELDS : Contract.OUTPUT_FIELDS;
+        if (spec.eventTimeOut) {
+            expected = java.util.Arrays.copyOf(expected, expected.length + 1);
+            expected[expected.length - 1] = Contract.EVENT_TIME_OUT;
+        }
         if (!java.util.Arrays.equals(output.fieldNames(), expected)) {
             throw new IllegalArgumentException(spec.node + ": the output row " + java.util.Arrays.toString(output.fieldNames())
                 + " is not the contract's " + java.util.Arrays.toString(expected) + " (a jar of another streamsdsl version?)");
@@ -39,6 +43,11 @@ public final class AggregateOperator {
         StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
         int k = spec.keyIdx;
         MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));
+        if (spec.eventTimeOut) {
+            // the operators below see a watermark again (the rows' output event time)
+            return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
+                new AggregateProcessor(spec), Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
+        }
         return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
             new AggregateProcessor(spec), spec.replay ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Update(),
             Encoders.row(output));

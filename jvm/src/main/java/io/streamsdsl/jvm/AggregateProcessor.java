@@ -50,6 +50,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     static final String CARRY = Contract.CARRY;
 
     private final Spec spec;
+    /** The watermark of the batch being processed (streaming), for the rows' output event time. */
+    private transient long watermark;
     private final Windowing windowing;
     private final Agg agg;
     private transient ValueState<byte[]> state;
@@ -155,6 +157,9 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     private Row record(Object key, Object value, long ts, Object headers, long pos, Object outPos, String finalKey,
                        Long threshold) {
         if (spec.replay) return RowFactory.create(key, value, ts, headers, pos, outPos, finalKey, null, null, threshold, null);
+        if (spec.eventTimeOut) {
+            return RowFactory.create(key, value, ts, headers, pos, outPos, finalKey, null, null, eventTime(ts));
+        }
         return RowFactory.create(key, value, ts, headers, pos, outPos, finalKey, null, null);
     }
 
@@ -162,7 +167,16 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         if (spec.replay) {
             return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value, null, null);
         }
+        if (spec.eventTimeOut) {
+            return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value, eventTime(ts));
+        }
         return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value);
+    }
+
+    /** A row's output event time: its timestamp, raised to the watermark when older (Spark
+     * refuses an operator that emits a row older than the watermark). */
+    private java.sql.Timestamp eventTime(long ts) {
+        return new java.sql.Timestamp(Math.max(ts, Math.max(watermark, 0L)));
     }
 
     private void flush(List<Row> out, Object kcell, ChangeBuffer buffer, Rec r) {
@@ -278,6 +292,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     // -- the record loop --------------------------------------------------------------------------
     @Override
     public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
+        watermark = timerValues.getCurrentWatermarkInMs();
         List<Rec> data = new ArrayList<>();
         while (rows.hasNext()) data.add(read(rows.next()));
         if (data.isEmpty()) return CollectionConverters.asScala(Collections.<Row>emptyIterator());
@@ -335,7 +350,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public Iterator<Row> handleExpiredTimer(Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
-        long watermark = timerValues.getCurrentWatermarkInMs();
+        watermark = timerValues.getCurrentWatermarkInMs();
         Loaded loaded = load();
         Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
         List<Row> out = new ArrayList<>();

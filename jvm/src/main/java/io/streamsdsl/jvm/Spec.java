@@ -15,6 +15,8 @@ final class Spec implements Serializable {
 
     final String node;
     final boolean replay;
+    /** Streaming, with a stateful operator below: the output rows end with {@code Contract.EVENT_TIME_OUT}. */
+    final boolean eventTimeOut;
     final boolean emitOnClose;
     final boolean windowedKey;
     final String keyKind;
@@ -28,6 +30,7 @@ final class Spec implements Serializable {
         JsonNode j = new ObjectMapper().readTree(json);
         node = j.get("node").asText();
         replay = j.get("replay").asBoolean();
+        eventTimeOut = j.has("event_time_out") && j.get("event_time_out").asBoolean();
         emitOnClose = j.get("emit_on_close").asBoolean();
         windowedKey = j.get("windowed_key").asBoolean();
         keyKind = j.get("key_kind").asText();
