@@ -177,12 +177,10 @@ def _time_limit(self: Lowering, node: ir.SuppressNode) -> Frame:
             "per window use suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
     if self.mode is not PlanMode.REPLAY:
         raise OperationNotDefinedError(
-            f"{node.name}: suppress(until_time_limit) is not supported on a streaming query yet. Kafka releases a "
-            "key's update once the suppress node's own stream time (the largest timestamp of the table updates it "
-            "has received) is the time limit past the key's first buffered update, after every record; on Spark, "
-            "stream time is the sources' event-time watermark, which does not pass the stateful operators a table "
-            "comes out of, so updates would be held back differently or forever. Run the topology in the "
-            "TopologyTestDriver, or for final results of a windowed aggregation use "
+            f"{node.name}: suppress(until_time_limit) is not supported on a streaming query yet: the streaming "
+            "operator does not implement the time-limit buffer's release (a key's update once stream time is the "
+            "time limit past its first buffered update). Run the topology in the TopologyTestDriver, or for final "
+            "results of a windowed aggregation use "
             "suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
     key = KeyCodec(table.key.serde)
     config = AggregateConfig(node.name, key, table.value, TimeLimitBuffer(node.time_limit),
