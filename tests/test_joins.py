@@ -277,35 +277,38 @@ class TestOnCloseAfterAStatefulOperator:
         the watermark passes them, across a restart from the checkpoint, although the customers
         table is written once and stays quiet (the global watermark is the largest input's); on
         both operators of the count."""
-        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
 
         s = Serdes.String()
+        topology = self.topology()
         topic = FileTopic(str(tmp_path / "in"))
         cp = str(tmp_path / "cp")
         topic.append("customers", [("c1", "EU", 1), ("c2", "US", 1)], s, s)
         topic.append("orders", [("c1", "o1", 10), ("c2", "o2", 20)], s, s)
         first = Collect()
-        q, _, _ = start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), first,
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), first,
                                   checkpoint_location=cp)
         q.processAllAvailable()
+        await_event_time_timers(q, topology)
         q.stop()
         assert first.records == []  # no window has closed yet
         topic.append("orders", [("c2", "o3", 250)], s, s)
         second = Collect()
-        q, _, _ = start_streaming(self.topology(), lambda n: topic.read_stream(spark, n.topics), second,
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), second,
                                   checkpoint_location=cp)
         q.processAllAvailable()
+        await_event_time_timers(q, topology)
         q.stop()
         assert sorted((k, v, ts) for _, k, v, ts in second.records) == [("EU", 1, 10), ("US", 1, 20)]
 
     def test_streaming_left_join_after_an_aggregation(self, spark: Any, tmp_path: Any) -> None:
         """A left stream-stream join below an aggregation emits its unmatched records once the
         join window has closed (KIP-633), on a streaming query as in the driver: the same
-        records, the unmatched one after a later record moved stream time past its window."""
+        records, the unmatched one after a later micro-batch moved stream time past its window."""
         from streamsdsl import JoinWindows, TopologyTestDriver
-        from streamsdsl.runtime.streaming import start_streaming
+        from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
 
@@ -334,10 +337,9 @@ class TestOnCloseAfterAStatefulOperator:
         q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
                                   checkpoint_location=str(tmp_path / "cp"))
         q.processAllAvailable()
-        q.stop()
+        await_event_time_timers(q, topology)
         topic.append("a", later, s, s)
-        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
-                                  checkpoint_location=str(tmp_path / "cp"))
         q.processAllAvailable()
+        await_event_time_timers(q, topology)
         q.stop()
         assert sorted((k, v, ts) for _, k, v, ts in out.records) == expected

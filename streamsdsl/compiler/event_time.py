@@ -32,8 +32,8 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 from streamsdsl import ir
 from streamsdsl.compiler.columns import EVENT_TIME_OUT
 
-__all__ = ["STATEFUL_NODES", "WATERMARK_POLICY", "EventTimeOut", "stateful", "stateful_downstream",
-           "transform_with_state"]
+__all__ = ["STATEFUL_NODES", "WATERMARK_POLICY", "EventTimeOut", "fires_event_time_timers", "stateful",
+           "stateful_downstream", "transform_with_state"]
 
 #: The session setting and value every streamsdsl streaming query runs with (see the module).
 WATERMARK_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
@@ -50,6 +50,14 @@ def stateful(node: Any) -> bool:
     materialized table source)."""
     return isinstance(node, STATEFUL_NODES) or (
         isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)) and node.materialized)
+
+
+def fires_event_time_timers(topology: Any) -> bool:
+    """Whether a streaming query of ``topology`` has operators that act on the watermark alone
+    (windows closing or expiring, a stream–stream join's held records, a suppress buffer): after
+    a micro-batch that moved the watermark, Spark runs one more, without data, where they fire."""
+    return any(getattr(node, "windows", None) is not None or isinstance(node, (ir.SuppressNode, ir.StreamStreamJoinNode))
+               for node in topology.nodes)
 
 
 def stateful_downstream(topology: Any, name: str) -> bool:

@@ -453,6 +453,9 @@ class KafkaStreams:
                     query = self._require_started("process_all_available")  # replaced: go on with it
                     continue
                 raise self._failure(exc) from exc
+        from streamsdsl.runtime.streaming import await_event_time_timers
+
+        await_event_time_timers(query, self.topology)
         if self._metrics is not None:
             self._metrics.refresh()
 

@@ -7,10 +7,12 @@ through ``foreachBatch``: the rows of each sink topic, and the dead-letter recor
 
 from __future__ import annotations
 
+import datetime
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from streamsdsl.compiler.event_time import WATERMARK_POLICY
+from streamsdsl.compiler.event_time import WATERMARK_POLICY, fires_event_time_timers
 from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compile_topology
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
@@ -136,3 +138,30 @@ def start_streaming(
     query = writer.start()
     metrics.query = query
     return query, compiled, metrics
+
+
+def await_event_time_timers(query: StreamingQuery, topology: Topology, timeout_s: float = 5.0) -> None:
+    """After ``query.processAllAvailable()``: wait (up to ``timeout_s``) for the micro-batch
+    that runs at the watermark the last data reached. Spark runs it, without data, right after
+    a batch that moved the watermark, when an operator acts on the watermark alone (windows
+    closing, a join's held records: `fires_event_time_timers`); ``processAllAvailable`` can
+    return before it."""
+    if not fires_event_time_timers(topology):
+        return
+    deadline = time.monotonic() + timeout_s
+    while query.isActive and time.monotonic() < deadline:
+        recent = query.recentProgress
+        seen = [_event_ms(p.eventTime.get("max")) for p in recent if p.eventTime and p.eventTime.get("max")]
+        if not seen:
+            return
+        watermark = _event_ms(recent[-1].eventTime.get("watermark")) if recent[-1].eventTime else None
+        if watermark is not None and watermark >= max(seen):
+            return
+        time.sleep(0.05)
+
+
+def _event_ms(text: str | None) -> int | None:
+    """Epoch milliseconds of a progress report's event time (``2024-01-01T09:02:05.000Z``)."""
+    if not text:
+        return None
+    return int(datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
