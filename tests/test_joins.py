@@ -12,7 +12,6 @@ from streamsdsl import (
     Consumed,
     InvalidTypeError,
     Materialized,
-    OperationNotDefinedError,
     Produced,
     Serdes,
     StreamsBuilder,
@@ -285,23 +284,21 @@ class TestOnCloseAfterAStatefulOperator:
         topology = self.topology()
         topic = FileTopic(str(tmp_path / "in"))
         cp = str(tmp_path / "cp")
+        def run() -> list[tuple[Any, Any, int]]:
+            """One run of the query from the checkpoint over what the topics hold."""
+            out = Collect()
+            q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                      checkpoint_location=cp)
+            q.processAllAvailable()
+            await_event_time_timers(q, topology)
+            q.stop()
+            return sorted((k, v, ts) for _, k, v, ts in out.records)
+
         topic.append("customers", [("c1", "EU", 1), ("c2", "US", 1)], s, s)
         topic.append("orders", [("c1", "o1", 10), ("c2", "o2", 20)], s, s)
-        first = Collect()
-        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), first,
-                                  checkpoint_location=cp)
-        q.processAllAvailable()
-        await_event_time_timers(q, topology)
-        q.stop()
-        assert first.records == []  # no window has closed yet
+        assert run() == []  # no window has closed yet
         topic.append("orders", [("c2", "o3", 250)], s, s)
-        second = Collect()
-        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), second,
-                                  checkpoint_location=cp)
-        q.processAllAvailable()
-        await_event_time_timers(q, topology)
-        q.stop()
-        assert sorted((k, v, ts) for _, k, v, ts in second.records) == [("EU", 1, 10), ("US", 1, 20)]
+        assert run() == [("EU", 1, 10), ("US", 1, 20)]
 
     def test_streaming_left_join_after_an_aggregation(self, spark: Any, tmp_path: Any) -> None:
         """A left stream-stream join below an aggregation emits its unmatched records once the
