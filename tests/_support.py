@@ -30,14 +30,17 @@ def assert_driver_equals_reference(spark: Any, topology: Any, inputs: list[tuple
 
 class Collect:
     """A BatchSink that decodes and keeps every record with its micro-batch id:
-    ``records`` holds ``(batch id, key, value, timestamp)`` in output order."""
+    ``records`` holds ``(batch id, key, value, timestamp)`` in output order, ``by_topic`` the
+    same per output topic."""
 
     def __init__(self) -> None:
         self.records: list[tuple[int, Any, Any, int]] = []
+        self.by_topic: dict[str, list[tuple[int, Any, Any, int]]] = {}
 
     def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
         key_serde, value_serde = sink.key_deserializer(), sink.value_serde
         for r in rows.orderBy(SOURCE_POSITION, OUTPUT_POSITION).collect():
-            self.records.append((batch_id, key_serde.deserialize(bytes(r["key"])),
-                                 None if r["value"] is None else value_serde.deserialize(bytes(r["value"])),
-                                 r["timestamp"]))
+            record = (batch_id, key_serde.deserialize(bytes(r["key"])),
+                      None if r["value"] is None else value_serde.deserialize(bytes(r["value"])), r["timestamp"])
+            self.records.append(record)
+            self.by_topic.setdefault(sink.topic, []).append(record)

@@ -15,7 +15,14 @@ streamsdsl's operators emit it (`EVENT_TIME_OUT`) when a stateful operator is be
   watermark is the largest of the plan's, as Kafka's stream time is the largest timestamp a task
   has seen, and an input that stays quiet (a table written once, a rarely written side of a
   join) does not hold back the windows of the others. Every operator's event time is at most the
-  largest source timestamp, so the global watermark is the sources' largest timestamp.
+  largest source timestamp, so the global watermark is the sources' largest timestamp;
+* and with ``spark.sql.exchange.reuse = false``: where two branches of a topology share an
+  operator's input (a join's output written to a topic *and* regrouped into windows; two
+  aggregations of one grouped stream), Spark plans the shared part once per branch and lets the
+  second read the first's shuffle (a ``ReusedExchange``). Spark's watermark propagation cannot
+  see through that node: the operators above it get no watermark at all, and their windows
+  close only when a later record of their own key arrives. Without the reuse each branch
+  shuffles its own input and every operator gets the watermark.
 
 Nothing here changes a plan whose stateful operators have none below them.
 """
@@ -32,11 +39,15 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 from streamsdsl import ir
 from streamsdsl.compiler.columns import EVENT_TIME_OUT
 
-__all__ = ["STATEFUL_NODES", "WATERMARK_POLICY", "EventTimeOut", "fires_event_time_timers", "stateful",
+__all__ = ["STATEFUL_NODES", "STREAMING_SETTINGS", "WATERMARK_POLICY", "EventTimeOut", "fires_event_time_timers", "stateful",
            "stateful_downstream", "transform_with_state"]
 
 #: The session setting and value every streamsdsl streaming query runs with (see the module).
 WATERMARK_POLICY = ("spark.sql.streaming.multipleWatermarkPolicy", "max")
+
+#: The session settings a streaming query starts with (see the module): Spark copies the
+#: session's settings when the query's thread starts, so they stay set on the session.
+STREAMING_SETTINGS = (WATERMARK_POLICY, ("spark.sql.exchange.reuse", "false"))
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from streamsdsl.compiler.event_time import WATERMARK_POLICY, fires_event_time_timers
+from streamsdsl.compiler.event_time import STREAMING_SETTINGS, fires_event_time_timers
 from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compile_topology
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
@@ -132,9 +132,11 @@ def start_streaming(
         writer = writer.queryName(query_name)
     if trigger:
         writer = writer.trigger(**trigger)
-    # the global watermark is the largest of the plan's (streamsdsl.compiler.event_time); Spark
-    # keeps a query's policy in its checkpoint, so a restarted query keeps the one it began with
-    compiled.output.sparkSession.conf.set(*WATERMARK_POLICY)
+    # the global watermark is the largest of the plan's, and every operator sees it: no reused
+    # exchange hides a branch's watermark (streamsdsl.compiler.event_time). Spark keeps a query's
+    # watermark policy in its checkpoint, so a restarted query keeps the one it began with
+    for key, value in STREAMING_SETTINGS:
+        compiled.output.sparkSession.conf.set(key, value)
     query = writer.start()
     metrics.query = query
     return query, compiled, metrics
