@@ -11,10 +11,11 @@ the latest value per id). The topology
 2. writes the enriched orders ``{"item", "amount", "customer", "region"}`` (key customer id,
    the order's timestamp) to ``enriched-orders``;
 3. regroups them by region (``group_by``: a repartition), sums them in 1-minute tumbling windows
-   without grace, and writes each window's new totals ``{"start", "end", "orders", "revenue"}``
-   keyed by region to ``revenue-per-region`` (emit on update: one record per enriched order,
-   with the window's latest order's timestamp). Not emit on close: on Spark a window after the
-   join closes only when a later record of its own key arrives, not on the watermark (yet).
+   without grace, and writes each window's totals ``{"start", "end", "orders", "revenue"}``
+   keyed by region to ``revenue-per-region`` **when the window closes** (emit on close: one
+   final record per region and minute, with the window's latest order's timestamp, once stream
+   time reaches the window's end). On Spark the join passes event time on, so the watermark
+   closes the windows below it, also those of a region that gets no later order (EU here).
 
 The input has an order of an unknown customer (``c3``: no output) and a customer update between
 two orders of ``c1`` (Ann moves from EU to US at 09:00:40): her tea at 09:00:10 counts for EU,
@@ -26,9 +27,10 @@ local one started by :func:`~streamsdsl.testing.local_kafka`. It creates the fou
 produces and processes the input in three steps (the customers and the orders before the update;
 the update; the orders after it), so that the update is processed between the orders around it,
 reads both output topics back and prints them, in timestamp order (records of different keys
-written in one micro-batch may come in any order). Spark emits one update per window and
-micro-batch (each batch's latest totals); no window gets two orders in one step here, so the
-changelog is the same update per order as Kafka Streams' (and the driver's). ``--driver`` runs
+written in one micro-batch may come in any order). The last order (09:02:05) moves stream time
+past 09:02:00: the three windows before it close (EU and US from 09:00, US from 09:01), on Spark
+in the micro-batch that runs at the new watermark; the 09:02 window stays open until a record at
+09:03:00 or later arrives. ``--driver`` runs
 the same topology through the :class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no
 broker) and prints the same tables.
 
@@ -51,6 +53,7 @@ from typing import Any
 
 from streamsdsl import (
     Consumed,
+    EmitStrategy,
     Grouped,
     Produced,
     Serdes,
@@ -110,7 +113,8 @@ def add(region: str, order: dict[str, Any], totals: dict[str, int]) -> dict[str,
 
 
 def build_topology(topics: dict[str, str] = TOPICS) -> Topology:
-    """orders ⋈ customers → enriched-orders; → group by region → 1-minute windows → revenue-per-region."""
+    """orders ⋈ customers → enriched-orders; → group by region → 1-minute windows, each emitted
+    when it closes → revenue-per-region."""
     builder = StreamsBuilder()
     customers = builder.table(topics["customers"], JSON)
     enriched = builder.stream(topics["orders"], JSON).join(customers, enrich)
@@ -118,6 +122,7 @@ def build_topology(topics: dict[str, str] = TOPICS) -> Topology:
     (
         enriched.group_by(lambda customer_id, order: order["region"], Grouped.with_serdes(Serdes.String(), Serdes.Json()))
         .windowed_by(TimeWindows.of_size_with_no_grace(WINDOW))
+        .emit_strategy(EmitStrategy.on_window_close())
         .aggregate(lambda: {"orders": 0, "revenue": 0}, add)
         .to_stream()
         .map(lambda window, totals: (window.key, {"start": window.window.start, "end": window.window.end, **totals}))
@@ -130,7 +135,7 @@ Record = tuple[str, dict[str, Any], int]  # (key, value, timestamp)
 
 
 def print_tables(enriched: list[Record], revenue: list[Record]) -> None:
-    """Print the enriched orders, then the revenue updates per region and window."""
+    """Print the enriched orders, then the revenue of each closed window per region."""
     print(f"{'customer':<8} {'item':<7} {'amount':>6} {'name':<5} {'region':<6} {'time':>8}")
     for key, value, ts in enriched:
         print(f"{key:<8} {value['item']:<7} {value['amount']:>6} {value['customer']:<5} {value['region']:<6} "
@@ -204,11 +209,9 @@ def running(topology: Topology, config: dict[str, Any], spark: Any = None) -> It
 def run_steps(kafka: Any, topics: dict[str, str], config: dict[str, Any], spark: Any = None,
               process: Callable[[Any], None] = lambda app: app.process_all_available()) -> None:
     """Run the topology on ``kafka`` (its topics created): produce each step, then process
-    everything available (``process``), so that each step is processed before the next.
-
-    Spark forwards one update per window and micro-batch (Kafka Streams' record cache flushed
-    at commit); no window gets two orders in one step, so however a step is cut into micro-batches
-    the changelog is the driver's, one update per order."""
+    everything available (``process``: `KafkaStreams.process_all_available` also waits for
+    the micro-batch at the watermark the step reached, where windows close), so that each step
+    is processed before the next."""
     with running(build_topology(topics), config, spark) as app:
         for step in STEPS:
             produce_step(kafka, topics, step)
