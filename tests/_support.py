@@ -40,7 +40,7 @@ class Collect:
     def write_batch(self, sink: CompiledSink, rows: Any, batch_id: int) -> None:
         key_serde, value_serde = sink.key_deserializer(), sink.value_serde
         for r in rows.orderBy(SOURCE_POSITION, OUTPUT_POSITION).collect():
-            record = (batch_id, key_serde.deserialize(bytes(r["key"])),
+            record = (batch_id, None if r["key"] is None else key_serde.deserialize(bytes(r["key"])),
                       None if r["value"] is None else value_serde.deserialize(bytes(r["value"])), r["timestamp"])
             self.records.append(record)
             self.by_topic.setdefault(sink.topic, []).append(record)

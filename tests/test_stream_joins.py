@@ -353,10 +353,12 @@ class TestStreamingStreamJoin:
             return [(k, v, ts) for _, k, v, ts in out.records]
 
         # the 3rd file moves the watermark to 1010: A2's and x's windows close (x's match, y at
-        # 500 in the 4th file, comes too late)
-        assert run(("left", [(1, "A1", 10), (2, "A2", 20)]), ("right", [(1, "a1", 50), (3, "a3", 60)]),
+        # 500 in the 4th file, comes too late); a left record with a None key is joined with
+        # None at once (KIP-962), a right one dropped
+        assert run(("left", [(1, "A1", 10), (2, "A2", 20), (None, "n", 30)]),
+                   ("right", [(1, "a1", 50), (3, "a3", 60), (None, "m", 40)]),
                    ("left", [(9, "x", 500), (5, "B5", 1000), (6, "C6", 1010)]), ("right", [(9, "y", 500)])) == [
-            (1, "A1+a1", 50), (9, "x+null", 500), (2, "A2+null", 20)]
+            (None, "n+null", 30), (1, "A1+a1", 50), (9, "x+null", 500), (2, "A2+null", 20)]
         # restarted: B5 is still buffered (and held), C6 held until the watermark passes 1110
         # (z's file moves it to 2000)
         assert run(("right", [(5, "b5", 1050)]), ("left", [(9, "z", 2000)]), ("right", [(9, "w", 2000)])) == [

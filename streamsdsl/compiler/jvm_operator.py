@@ -352,12 +352,18 @@ def _checkpoint_jvm_operators(checkpoint: str) -> int | None:
 def check_checkpoint(checkpoint: str, report: Mapping[str, OperatorChoice]) -> None:
     """Raise `CheckpointOperatorError` when the checkpoint's aggregations ran on the other
     operator than this run would use (Spark would fail with
-    ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``)."""
+    ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``).
+
+    The checkpoint records operator *instances*: Spark plans an operator once per branch that
+    reads its output (two sinks below one aggregation), so one node can have several. A
+    checkpoint with JVM instances and none now, with none and some now, or with fewer than this
+    run's JVM nodes, was written with another choice; more instances than nodes is left to
+    Spark's own check."""
     written = _checkpoint_jvm_operators(checkpoint)
     if written is None:
         return
     now = [node for node, how in report.items() if how.backend is Backend.JVM]
-    if written == len(now):
+    if (written > 0) == bool(now) and written >= len(now):
         return
     python = [node for node, how in report.items() if how.backend is Backend.PYTHON]
     if written > len(now):

@@ -32,7 +32,7 @@ the operator).
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import attrs
 from pyspark.sql import DataFrame, Row, Window
@@ -179,6 +179,17 @@ class _JoinProcessor(StatefulProcessor):
             yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
                             [*opos, 1, i])
 
+    def _null_key(self, rows: Iterable[Row]) -> Iterator[Row]:
+        """The records with a ``None`` key (Spark groups them under one key): no state, each
+        joined with ``None`` at once when its side is an outer one and it has a value
+        (KIP-962), else a drop event (`stream_join_step`)."""
+        cfg = self.config
+        for r in sorted(rows, key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX])):
+            position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
+            side, value = self._value_in(r)
+            step = self._call(stream_join_step, None, position, cfg.spec, None, side, None, value, ts, ts, cfg.joiner)
+            yield from self._step_rows(step, None, None, r, position, opos, ts)
+
     def _call(self, fn: Any, k: Any, position: int, *args: Any, **kwargs: Any) -> Any:
         """A core step; an exception from the joiner names the processor, function and record."""
         try:
@@ -199,6 +210,9 @@ class ReplayStreamJoinProcessor(_JoinProcessor):
     fields = REPLAY_FIELDS
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        if key[0] is None:
+            yield from self._null_key(rows)
+            return
         cfg, spec = self.config, self.config.spec
         data = sorted(rows, key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX]))
         kcell = key[0]
@@ -271,6 +285,9 @@ class StreamingStreamJoinProcessor(_JoinProcessor):
             yield self._row(kcell, self._out_value(o.value, k, -1), o.timestamp, [], -1, [0, i])
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        if key[0] is None:
+            yield from self._null_key(rows)
+            return
         cfg, spec = self.config, self.config.spec
         data = sorted(rows, key=lambda r: (r["timestamp"], r[INPUT_INDEX], r[SOURCE_POSITION], r[OUTPUT_POSITION] or []))
         kcell = key[0]
@@ -318,35 +335,6 @@ def _has_value() -> Any:
     return F.when(F.col(INPUT_INDEX) == 0, F.col("value.l").isNotNull()).otherwise(F.col("value.r").isNotNull())
 
 
-def _null_key_rows(inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
-    """Records with a null key, in the operator's output layout: an outer side's record with a
-    value is joined with ``None`` at once (KIP-962), every other one is a drop event."""
-    spec, joiner, node = config.spec, config.joiner, config.node
-    left_of, right_of, out = config.left_value.from_internal, config.right_value.from_internal, config.value_out
-    outer_side = F.lit(spec.kind == "outer") | ((F.col(INPUT_INDEX) == 0) & F.lit(spec.kind == "left"))
-    joinable = outer_side & _has_value()
-
-    def null_join(ok: bool, cell: Any, index: int, position: int) -> Any:
-        if not ok:  # Spark evaluates a Python UDF for every row, whatever the when() around it
-            return None
-        try:
-            result = joiner(left_of(cell["l"]), None) if index == 0 else joiner(None, right_of(cell["r"]))
-        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-            raise UserFunctionError.of(node, "joiner", exc, None, position).in_worker() from exc
-        return out.to_internal(result)
-
-    null_join_udf = F.udf(null_join, _parse_datatype_string(out.spark_type), useArrow=False)
-    nulls = inp.filter(F.col("key").isNull()).withColumn("_joinable", joinable)
-    ok = F.col("_joinable")
-    return nulls.select(
-        F.lit(None).cast(config.key.spark_type).alias("key"),
-        null_join_udf(ok, "value", INPUT_INDEX, SOURCE_POSITION).alias("value"), "timestamp",
-        F.when(ok, F.col("headers")).otherwise(F.array().cast(HEADERS_TYPE)).alias("headers"), SOURCE_POSITION,
-        F.concat(F.col(OUTPUT_POSITION), F.array(F.lit(1).cast("bigint"), F.lit(0).cast("bigint"))).alias(OUTPUT_POSITION),
-        F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
-        F.when(~ok, F.lit(DROPPED)).alias(EVENT_METRIC), F.when(~ok, F.lit(1.0)).alias(EVENT_VALUE))
-
-
 def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
     """Kafka's times after each record (pipe order, continuing from the previous run), observed
     for the next run, and the run's end times in `RUN_TIMES` (on carried-state rows too)."""
@@ -374,7 +362,8 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) 
 
 
 def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
-    """The join over the union ``inp``: null keys split off, the operator, its events counted."""
+    """The join over the union ``inp``: the operator (``None`` keys included), its events counted.
+    ``inp`` is read once: a second read would plan the operators above it twice."""
     replay = lowering.mode is PlanMode.REPLAY
     types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
              "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
@@ -395,12 +384,11 @@ def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, conf
     else:
         processor = StreamingStreamJoinProcessor(config)
     schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
-    keyed = inp.filter(F.col("key").isNotNull()).groupBy("key")
+    keyed = inp.groupBy("key")  # None keys too: the operator forwards or drops them (`_null_key`)
     out = transform_with_state(not replay, lowering.topology, config.node, keyed, processor, schema,
                                "None" if replay else "EventTime")
     if replay:
         out = _place_held(lowering, out, inp, config)
-    out = out.unionByName(_null_key_rows(inp, config))
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, node.name, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)

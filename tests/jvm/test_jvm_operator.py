@@ -175,6 +175,38 @@ class TestStreamingState:
             _stream(spark, topic, cp, then)
 
 
+class TestCheckpointCheck:
+    """`check_checkpoint` reads the operator instances a checkpoint's state metadata records."""
+
+    @staticmethod
+    def _checkpoint(tmp_path: Any, names: list[str]) -> str:
+        for i, name in enumerate(names):
+            meta = tmp_path / "cp" / "state" / str(i) / "_metadata" / "v2"
+            meta.mkdir(parents=True)
+            (meta / "0").write_text(f'v2\n{{"operatorInfo":{{"operatorId":{i},"operatorName":"{name}"}}}}\n')
+        return str(tmp_path / "cp")
+
+    @pytest.mark.parametrize("written, now, error", [
+        (["transformWithStateExec"] * 2, ["jvm"], None),  # one node planned twice (two branches below it)
+        (["transformWithStateExec", "transformWithStateInPySparkExec"], ["jvm", "python"], None),
+        (["transformWithStateInPySparkExec"], ["jvm"], "set streamsdsl.operator to 'python'"),
+        (["transformWithStateExec"], ["python"], "set streamsdsl.operator to 'jvm'"),
+        (["transformWithStateExec"], ["jvm", "jvm"], "set streamsdsl.operator to 'python'"),
+    ])
+    def test_instances_against_this_runs_choices(self, tmp_path: Any, written: list[str], now: list[str],
+                                                 error: str | None) -> None:
+        from streamsdsl.compiler.jvm_operator import Backend, OperatorChoice, check_checkpoint
+
+        report = {f"node-{i}": OperatorChoice(Backend.JVM if how == "jvm" else Backend.PYTHON)
+                  for i, how in enumerate(now)}
+        cp = self._checkpoint(tmp_path, written)
+        if error is None:
+            check_checkpoint(cp, report)
+        else:
+            with pytest.raises(CheckpointOperatorError, match=error):
+                check_checkpoint(cp, report)
+
+
 class TestConfiguration:
     def test_key_accepted_by_both_configs(self) -> None:
         """streamsdsl.operator is a known key of KafkaStreams' and the driver's configuration."""
