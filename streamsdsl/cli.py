@@ -9,6 +9,13 @@ Sub-commands
     ``STREAMSDSL_BROKER`` forces a kind), print its ``bootstrap.servers`` and
     ``kafka.broker.compat``, and keep it running until Ctrl-C.
 
+``streamsdsl describe MODULE:ATTR [--format text|mermaid]``
+    Print a topology's ``describe()``: Kafka Streams' text (the default) or a Mermaid flowchart
+    (``--format mermaid``, `TopologyDescription.to_mermaid`). ``MODULE`` is an importable module
+    (``examples.order_enrichment``) or a ``.py`` file; ``ATTR`` names a `Topology`, a
+    `StreamsBuilder` (built) or a function taking no arguments that returns either. Exit code 2
+    on a usage error or when ``MODULE:ATTR`` cannot be loaded or is not a topology.
+
 ``streamsdsl jar-path``
     Print the path of the JVM operator's jar (for ``spark-submit --jars "$(streamsdsl jar-path)"``);
     exit code 1, with how to build it, when it is not built.
@@ -29,12 +36,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
 _USAGE = """usage: streamsdsl <command> [options]
 
 commands:
+  describe     print a topology's describe(), as text or Mermaid (streamsdsl describe --help)
   dev-broker   start a local Kafka-compatible broker until Ctrl-C (streamsdsl dev-broker --help)
   jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
   reset        remove an application's checkpoint and state (streamsdsl reset --help)
@@ -48,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_USAGE, end="")
         return 0 if args else 2
     command, rest = args[0], args[1:]
+    if command == "describe":
+        return _describe_main(rest)
     if command == "dev-broker":
         from streamsdsl.testing.local_kafka import dev_broker_main
 
@@ -67,6 +78,75 @@ def main(argv: Sequence[str] | None = None) -> int:
         return reset_main(rest)
     print(f"streamsdsl: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
+
+
+_DESCRIBE_USAGE = """usage: streamsdsl describe MODULE:ATTR [--format text|mermaid]
+
+  MODULE   an importable module (examples.order_enrichment) or a .py file
+  ATTR     a Topology, a StreamsBuilder, or a function of no arguments returning either
+  --format text (Kafka Streams' describe(), the default) or mermaid (a flowchart)
+"""
+
+
+def _describe_main(args: list[str]) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="streamsdsl describe", add_help=False)
+    parser.add_argument("target")
+    parser.add_argument("--format", choices=("text", "mermaid"), default="text")
+    if not args or args[0] in ("-h", "--help"):
+        print(_DESCRIBE_USAGE, end="")
+        return 0 if args else 2
+    try:
+        parsed = parser.parse_args(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    try:
+        topology = _load_topology(parsed.target)
+    except (ImportError, AttributeError, OSError, TypeError, ValueError) as exc:
+        print(f"streamsdsl describe: {exc}", file=sys.stderr)
+        return 2
+    description = topology.describe()
+    print(description.to_mermaid() if parsed.format == "mermaid" else description, end="")
+    if parsed.format == "mermaid":
+        print()
+    return 0
+
+
+def _load_topology(target: str) -> Any:
+    """The `Topology` that ``MODULE:ATTR`` names (a builder is built, a function called)."""
+    import importlib
+    import importlib.util
+    from pathlib import Path
+
+    from streamsdsl.dsl.api import StreamsBuilder
+    from streamsdsl.ir.topology import Topology
+
+    module_name, sep, attr = target.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected MODULE:ATTR (got {target!r}), e.g. examples.order_enrichment:build_topology")
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise ImportError(f"no Python file {module_name}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        if "" not in sys.path:
+            sys.path.insert(0, "")  # as `python -m` does: MODULE may live in the current directory
+        module = importlib.import_module(module_name)
+    value: Any = module
+    for part in attr.split("."):
+        value = getattr(value, part)
+    if callable(value) and not isinstance(value, (Topology, StreamsBuilder)):
+        value = value()
+    if isinstance(value, StreamsBuilder):
+        value = value.build()
+    if not isinstance(value, Topology):
+        raise TypeError(f"{target} is a {type(value).__name__}, not a Topology, a StreamsBuilder "
+                        "or a function returning one")
+    return value
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,15 +9,13 @@ compiler and runtime layers.
 
 from __future__ import annotations
 
-from typing import Iterable
-
 import attrs
 
 from streamsdsl.errors import TopologyError
 from streamsdsl.ir import nodes as ir
-from streamsdsl.ir.description import DescriptionBuilder, _DNode
+from streamsdsl.ir.description import DescribedNode, DescriptionBuilder, Subtopology, TopologyDescription, _DNode
 
-__all__ = ["DescriptionBuilder", "Topology"]
+__all__ = ["DescriptionBuilder", "Topology", "TopologyDescription"]
 
 
 def _is_node_tuple(inst: Topology, attribute: attrs.Attribute[tuple[ir.Node, ...]], value: object) -> None:
@@ -110,8 +108,10 @@ class Topology:
             n.describe_into(builder)
         return builder.build()
 
-    def describe(self) -> str:
-        """Render the topology exactly as Kafka Streams' ``Topology.describe().toString()``.
+    def describe(self) -> TopologyDescription:
+        """The topology as Kafka Streams' ``Topology.describe()`` shows it: a
+        `TopologyDescription`, which is the text of ``Topology.describe().toString()``, exactly,
+        and holds the sub-topologies as data (``to_mermaid()`` draws them).
 
         Nodes connected by edges or by a shared state store form one sub-topology; a
         repartition topic starts a new one. Within a sub-topology nodes are ordered as Kafka
@@ -160,30 +160,29 @@ class Topology:
         def sort_key(name: str) -> tuple[int, str]:
             return (-size[name], name)
 
-        def names(xs: Iterable[str]) -> str:
-            xs = list(xs)
-            return ", ".join(xs) if xs else "none"
+        def described(name: str) -> DescribedNode:
+            d = by[name]
+            successors, predecessors = linked[name]
+            return DescribedNode(
+                name=d.name,
+                kind=d.kind,
+                topics=() if d.kind == "Processor" else d.names,
+                stores=d.names if d.kind == "Processor" else (),
+                successors=tuple(successors),
+                predecessors=d.predecessors if d.predecessors_in_order else tuple(predecessors),
+            )
 
-        out = ["Topologies:\n "]
-        for gid, members in enumerate(ordered_groups):
-            out.append(f"  Sub-topology: {gid}\n")
-            for name in sorted(members, key=sort_key):
-                d = by[name]
-                if d.kind == "Source":
-                    text = f"Source: {d.name} ({d.detail})\n      --> {names(linked[name][0])}"
-                elif d.kind == "Sink":
-                    text = f"Sink: {d.name} ({d.detail})\n      <-- {names(linked[name][1])}"
-                else:
-                    text = (
-                        f"Processor: {d.name} ({d.detail})\n      --> {names(linked[name][0])}"
-                        f"\n      <-- {', '.join(d.predecessors) if d.predecessors_in_order else names(linked[name][1])}"
-                    )
-                out.append(f"    {text}\n")
-            out.append("\n")
-        return "".join(out)
+        repartition = tuple(n.topic for n in self.nodes if isinstance(n, ir.RepartitionNode))
+        return TopologyDescription(
+            (
+                Subtopology(gid, tuple(described(name) for name in sorted(members, key=sort_key)))
+                for gid, members in enumerate(ordered_groups)
+            ),
+            repartition,
+        )
 
     def __str__(self) -> str:
-        return self.describe()
+        return str(self.describe())
 
 
 def _java_string_hash(s: str) -> int:
