@@ -104,3 +104,14 @@ class TestStreamingAggregations:
         assert sorted(out.records) == [(0, "a", 2, 5), (0, "b", 1, 1), (1, "a", 3, 5)]
         # one null key per batch; each counted once (the native count reports a running total)
         assert metrics.snapshot()["dropped-records-total"] == 2.0
+
+
+class TestQuietTable:
+    def test_every_session_closes_although_the_users_table_stays_quiet(self, spark: Any) -> None:
+        """The clicks-and-users application (`tests._quiet_table`): after a click far in the
+        future all 20 users' sessions come out, not only the one whose own key moved on (with
+        Spark's default watermark policy, the minimum over the inputs, the quiet users table
+        held every other session back)."""
+        from tests import _quiet_table
+
+        assert _quiet_table.run(spark) == _quiet_table.expected_sessions()

@@ -80,7 +80,9 @@ class TestLoading:
         workers), in one session configured with ``streamsdsl.configure_spark``: the JVM operator
         runs in the executors, and a streaming query's packing step and Python processor ship
         there and give the exact records: batch 0 [0, 5] "pq" and [1, 1] "x"; batch 1 a
-        tombstone for [0, 5], then [0, 12] "pqr" and [30, 30] "y"."""
+        tombstone for [0, 5], then [0, 12] "pqr" and [30, 30] "y". And the clicks-and-users
+        application (`tests._quiet_table`) closes all 20 sessions there too, although its users
+        table stays quiet."""
         proc = _python("""
             from pyspark.sql import SparkSession
             import streamsdsl, tempfile
@@ -108,6 +110,9 @@ class TestLoading:
             q.stop()
             for batch, k, v, ts in sorted(out.records, key=repr):
                 print("RECORD", batch, k.key, k.window.start, k.window.end, v, ts)
+            from tests import _quiet_table
+            sessions = _quiet_table.run(spark)
+            print("QUIET", len(sessions), sessions == _quiet_table.expected_sessions())
             spark.stop()
         """, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -115,3 +120,4 @@ class TestLoading:
         assert [line for line in proc.stdout.splitlines() if line.startswith("RECORD")] == [
             "RECORD 0 a 0 5 pq 5", "RECORD 0 b 1 1 x 1",
             "RECORD 1 a 0 12 pqr 12", "RECORD 1 a 0 5 None 5", "RECORD 1 b 30 30 y 30"]
+        assert "QUIET 20 True" in proc.stdout
