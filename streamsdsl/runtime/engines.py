@@ -200,6 +200,11 @@ class SparkDriverEngine:
         except Exception as exc:
             error = RecordError.find(exc)
             if error is None:
+                from streamsdsl.runtime.session import python_worker_error
+
+                worker_error = python_worker_error(exc)  # the workers' interpreter lacks streamsdsl
+                if worker_error is not None:
+                    raise worker_error from exc
                 raise StreamsError(f"the topology failed: {_spark_cause(exc)}") from exc
             raise error from exc
         finally:

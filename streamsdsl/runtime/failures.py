@@ -12,6 +12,7 @@ from streamsdsl.errors import RecordError, StreamsDslError
 from streamsdsl.io.errors import find_source_error
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.errors import StreamsError
+from streamsdsl.runtime.session import python_worker_error
 
 __all__ = ["locate", "query_error"]
 
@@ -20,7 +21,9 @@ def query_error(exc: BaseException, topology: Topology, application_id: str) -> 
     """The error a failed query raises: the `RecordError` a worker carried (with the record's
     topic, partition and offset from `locate`), else the Kafka source's error
     (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
-    `StreamsError` with the first line of Spark's error."""
+    `streamsdsl.runtime.session.PythonWorkerError` when the Python workers cannot import
+    streamsdsl or a package it needs (they run another interpreter), else a `StreamsError` with
+    the first line of Spark's error."""
     error = RecordError.find(exc)
     if error is not None and error.topic is None and error.position is not None:
         return error.located(*locate(topology, error.processor, error.position))
@@ -29,6 +32,9 @@ def query_error(exc: BaseException, topology: Topology, application_id: str) -> 
     source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
     if source_error is not None:
         return source_error
+    worker_error = python_worker_error(exc)  # the workers' interpreter lacks streamsdsl (PYSPARK_PYTHON)
+    if worker_error is not None:
+        return worker_error
     text = str(exc).strip()
     detail = text.splitlines()[0] if text else type(exc).__name__
     return StreamsError(f"KafkaStreams {application_id!r} failed: {detail}")

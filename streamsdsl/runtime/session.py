@@ -9,7 +9,9 @@ store ``transformWithState`` needs, and says how to set it if not.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -20,8 +22,9 @@ from streamsdsl.jvm import ensure_built, jar_path
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "REQUIRED_CONF", "SparkSessionError", "configure_spark", "get_session",
-           "require_state_store"]
+__all__ = ["LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "PythonWorkerError",
+           "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
+           "require_state_store", "worker_python"]
 
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -54,11 +57,117 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
+#: The interpreter Spark starts its Python workers with: the configuration key and the
+#: environment variable (the key wins, as with ``spark-submit``).
+PYTHON_CONF = "spark.pyspark.python"
+PYTHON_ENV = "PYSPARK_PYTHON"
+
+#: Settings that keep a session quiet, applied when the caller has not set them: no console
+#: progress bars, and streamsdsl's log4j2 configuration (`log4j2_config_path`) for the driver
+#: JVM (and, with a ``local*`` master, its executors).
+QUIET_CONF: dict[str, str] = {
+    "spark.ui.showConsoleProgress": "false",
+}
+
 _lock = threading.Lock()
 
 
 class SparkSessionError(StreamsDslError, RuntimeError):
     """The SparkSession lacks a setting streamsdsl needs (the message says which and how)."""
+
+
+class PythonWorkerError(SparkSessionError):
+    """Spark's Python workers run an interpreter that cannot import what the topology needs
+    (streamsdsl, or a package it uses): the message names the module, the workers' interpreter
+    and the fix (``PYSPARK_PYTHON`` / ``spark.pyspark.python``, or `configure_spark`)."""
+
+
+def worker_python(conf: dict[str, Any] | None = None) -> str:
+    """The interpreter Spark's Python workers will run, decided before a session is built, and
+    made effective: ``spark.pyspark.python`` in ``conf`` if set (it wins, as with ``spark-submit``),
+    else the environment's ``PYSPARK_PYTHON``, else this process's interpreter
+    (``sys.executable``); ``PYSPARK_PYTHON`` is set to it.
+
+    PySpark reads only the environment variable when Python starts the JVM, so a
+    ``spark.pyspark.python`` set on a builder is otherwise ignored, and without either Spark
+    starts the workers with the ``python3`` on the ``PATH``: an interpreter that usually lacks
+    streamsdsl (``ModuleNotFoundError: No module named 'streamsdsl'`` in every worker).
+
+    Examples
+    --------
+    >>> import os, sys
+    >>> saved = os.environ.pop("PYSPARK_PYTHON", None)
+    >>> worker_python() == sys.executable == os.environ["PYSPARK_PYTHON"]
+    True
+    >>> worker_python({"spark.pyspark.python": "/opt/py/bin/python"})
+    '/opt/py/bin/python'
+    >>> _ = os.environ.pop("PYSPARK_PYTHON"); os.environ.update({} if saved is None else {"PYSPARK_PYTHON": saved})
+    """
+    configured = str((conf or {}).get(PYTHON_CONF) or "").strip()
+    python = configured or os.environ.get(PYTHON_ENV, "").strip() or sys.executable
+    os.environ[PYTHON_ENV] = python
+    return python
+
+
+#: ``No module named 'x'`` / ``cannot import name 'y' from 'x'`` in a Python worker's traceback.
+_WORKER_IMPORT = re.compile(
+    r"\b(?P<kind>ModuleNotFoundError|ImportError): (?P<text>(?:No module named|cannot import name [^\n]*? from) "
+    r"'(?P<module>[\w.]+)'[^\n]*)"
+)
+
+
+def python_worker_error(error: BaseException, python: str | None = None) -> PythonWorkerError | None:
+    """The `PythonWorkerError` for a Spark error whose Python worker failed to import a module
+    (outside any user function: a user function's own failure is a ``UserFunctionError``);
+    ``None`` for any other error. ``python`` is the workers' interpreter, if known
+    (``SparkContext.pythonExec``).
+
+    Examples
+    --------
+    >>> e = python_worker_error(RuntimeError("PythonException: ... ModuleNotFoundError: No module named 'streamsdsl'"),
+    ...                         "/usr/bin/python3")
+    >>> print(str(e).replace(sys.executable, "<this python>"))  # doctest: +NORMALIZE_WHITESPACE
+    Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: No module named 'streamsdsl'): they run
+    /usr/bin/python3, not the interpreter running streamsdsl (<this python>). Set PYSPARK_PYTHON (or the Spark
+    setting spark.pyspark.python) to <this python> before the SparkSession is built, or build it with
+    streamsdsl.configure_spark(builder), which does that.
+    >>> python_worker_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
+    True
+    """
+    if python is None:
+        python = _workers_python()
+    texts: list[str] = []
+    seen: set[int] = set()
+    todo: list[BaseException] = [error]
+    while todo and len(seen) < 16:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        texts.append(str(e))
+        stack = getattr(e, "_stackTrace", None)  # pyspark's CapturedException: the JVM's exception text
+        if isinstance(stack, str):
+            texts.append(stack)
+        todo.extend(c for c in (getattr(e, "_cause", None), e.__cause__) if isinstance(c, BaseException))
+    for text in texts:
+        match = _WORKER_IMPORT.search(text)
+        if match is None:
+            continue
+        module = match.group("module").split(".")[0]
+        runs = f"they run {python}" if python else "they run another interpreter"
+        same = python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
+        if same:
+            advice = (f"the workers run the same interpreter as the driver ({python}), so install {module!r} into it, "
+                      "or check PYTHONPATH and spark.executorEnv.PYTHONPATH.")
+        else:
+            advice = (f"{runs}, not the interpreter running streamsdsl ({sys.executable}). Set {PYTHON_ENV} (or "
+                      f"the Spark setting {PYTHON_CONF}) to {sys.executable} before the SparkSession is built, or "
+                      "build it with streamsdsl.configure_spark(builder), which does that.")
+        return PythonWorkerError(
+            f"Spark's Python workers cannot import {module!r} ({match.group('kind')}: {match.group('text')}): "
+            f"{advice}"
+        )
+    return None
 
 
 def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -> SparkSession:
@@ -67,8 +176,11 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
     A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`, and loads the JVM
     operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it is built; its master is
     ``master``, else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``. The Python workers run the
-    interpreter of this process (``PYSPARK_PYTHON`` defaults to ``sys.executable``), so user
-    functions see the same packages as the caller. An active session is returned unchanged.
+    interpreter of this process unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` (in
+    ``conf``) names another (`worker_python`), so user functions see the same packages as the
+    caller. The session is quiet: no console progress, streamsdsl's log4j2 configuration
+    (`log4j2_config_path`), Spark's log level ``STREAMSDSL_SPARK_LOG_LEVEL`` (default
+    ``ERROR``), and the ``py4j`` logger at ``WARNING``. An active session is returned unchanged.
     """
     from pyspark.sql import SparkSession
 
@@ -76,19 +188,71 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        builder = SparkSession.builder.master(master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]"))
-        builder = builder.appName("streamsdsl")
         settings = {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}
+        worker_python(settings)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        master = master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]")
+        builder = SparkSession.builder.master(master)
+        builder = builder.appName("streamsdsl")
+        settings.update(_quiet_settings(settings, master))
         jars = _with_operator_jar(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
         for k, v in settings.items():
             builder = builder.config(k, str(v))
+        quiet_py4j()
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSDSL_SPARK_LOG_LEVEL", "ERROR"))
         return spark
+
+
+def log4j2_config_path() -> str:
+    """The log4j2 configuration the sessions streamsdsl builds use (``streamsdsl/log4j2.properties``):
+    Spark's default with the known-harmless WARNs left out, and without Spark's stack traces of the
+    errors streamsdsl reports itself (a failing record).
+
+    Examples
+    --------
+    >>> log4j2_config_path().endswith("log4j2.properties")
+    True
+    """
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "log4j2.properties")
+
+
+def _workers_python() -> str | None:
+    """The interpreter the running SparkContext starts its Python workers with, if one runs."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - pyspark is a dependency
+        return None
+    context = SparkContext._active_spark_context
+    return None if context is None else str(context.pythonExec)
+
+
+_LOG4J_OPTIONS = ("log4j2.configurationFile", "log4j.configurationFile", "log4j2.configuration")
+
+
+def _quiet_settings(settings: dict[str, Any], master: str | None) -> dict[str, str]:
+    """`QUIET_CONF` and the ``-Dlog4j2.configurationFile`` option, for the keys ``settings``
+    leaves out; a JVM option string that already names a log4j configuration is kept as is.
+    Executors get the option only with a ``local*`` master (the file is on this machine)."""
+    out = {k: v for k, v in QUIET_CONF.items() if k not in settings}
+    option = f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+    roles = ["driver"] + (["executor"] if str(master or "").startswith("local") else [])
+    for role in roles:
+        key = f"spark.{role}.extraJavaOptions"
+        current = str(settings.get(key, "") or "").strip()
+        if not any(name in current for name in _LOG4J_OPTIONS):
+            out[key] = f"{current} {option}".strip()
+    return out
+
+
+def quiet_py4j() -> None:
+    """Keep the ``py4j`` logger at ``WARNING`` unless the application set its level: under
+    ``logging.basicConfig(level=logging.INFO)`` py4j logs a line per JVM call."""
+    py4j = logging.getLogger("py4j")
+    if py4j.level == logging.NOTSET:
+        py4j.setLevel(logging.WARNING)
 
 
 def _with_operator_jar(jars: str) -> str:
@@ -118,26 +282,42 @@ def require_state_store(spark: SparkSession) -> None:
 
 
 def configure_spark(builder: Any) -> Any:
-    """Add the JVM operator's jar (``spark.jars``) and the settings streamsdsl needs (RocksDB
-    state store, Arrow, UTC) to a ``SparkSession.Builder``; returns the builder.
+    """Configure a ``SparkSession.Builder`` for streamsdsl; returns the builder.
 
-    The style of ``configure_spark_with_delta_pip``: keeps the jars already configured.
+    Adds the JVM operator's jar (``spark.jars``, keeping the jars already configured) and the
+    settings streamsdsl needs (`REQUIRED_CONF`: RocksDB state store, Arrow, UTC); makes the
+    Python workers run this interpreter unless ``PYSPARK_PYTHON`` or the builder's
+    ``spark.pyspark.python`` names another (`worker_python`: it sets ``PYSPARK_PYTHON``, which is
+    what PySpark reads); and, for the settings the builder leaves out, the quiet ones of the
+    sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
+    (`log4j2_config_path`). Keeps the ``py4j`` logger at ``WARNING`` (`quiet_py4j`).
+
+    The style of ``configure_spark_with_delta_pip``.
 
     Examples
     --------
     >>> class Builder:  # a stand-in for SparkSession.builder
-    ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar"}
+    ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar", "spark.master": "local[2]"}
     ...     def config(self, key, value): self._options[key] = value; return self
     >>> b = configure_spark(Builder())
     >>> b._options["spark.jars"].startswith("/opt/other.jar,") and b._options["spark.jars"].endswith("streamsdsl-operator.jar")
     True
+    >>> b._options["spark.pyspark.python"] == os.environ["PYSPARK_PYTHON"]
+    True
+    >>> b._options["spark.ui.showConsoleProgress"]
+    'false'
     """
     ensure_built()
     jar = jar_path()
-    existing = [j for j in str(getattr(builder, "_options", {}).get("spark.jars", "")).split(",") if j.strip()]
+    options = dict(getattr(builder, "_options", {}) or {})
+    existing = [j for j in str(options.get("spark.jars", "")).split(",") if j.strip()]
     if jar not in existing:
         existing.append(jar)
     builder = builder.config("spark.jars", ",".join(existing))
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
+    builder = builder.config(PYTHON_CONF, worker_python(options))
+    for key, value in _quiet_settings(options, options.get("spark.master")).items():
+        builder = builder.config(key, value)
+    quiet_py4j()
     return builder

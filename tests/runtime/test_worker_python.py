@@ -1,0 +1,149 @@
+"""The interpreter of Spark's Python workers, and a quiet session (issue 26, items 1 and 2).
+
+One subprocess starts one SparkSession the way the docs say (``streamsdsl.configure_spark``),
+with ``PYSPARK_PYTHON`` unset and a ``python3`` first on the ``PATH`` that cannot import
+streamsdsl (what Spark starts its workers with when nobody says otherwise). In that one
+session it checks: the workers run this interpreter; workers that run the ``PATH`` ``python3``
+fail with one `PythonWorkerError` naming ``PYSPARK_PYTHON``; a failing record prints at most a few
+lines on stderr; the session prints no WARN while it starts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A ``sitecustomize`` that makes streamsdsl unimportable (the ``python3`` on the PATH of a
+#: machine where streamsdsl is installed in a virtualenv only).
+BLOCK_STREAMSDSL = """
+import sys
+
+class _NoStreamsDsl:
+    def find_spec(self, name, path=None, target=None):
+        if name == "streamsdsl" or name.startswith("streamsdsl."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, _NoStreamsDsl())
+"""
+
+APP = """
+import os, sys
+from pyspark.sql import SparkSession
+import streamsdsl
+from streamsdsl import StreamsBuilder, TopologyTestDriver
+from streamsdsl.runtime.session import PythonWorkerError
+
+def mark(text):
+    print(text, file=sys.stderr, flush=True)
+
+def run(mapper):
+    b = StreamsBuilder()
+    b.stream("in").map_values(mapper).to("out")
+    with TopologyTestDriver(b.build(), engine="spark", spark=spark) as driver:
+        driver.create_input_topic("in").pipe_input("k", "v", 1_000)
+        return driver.create_output_topic("out").read_values_to_list()
+
+spark = streamsdsl.configure_spark(SparkSession.builder.master("local[1]").config(
+    "spark.sql.shuffle.partitions", "1")).getOrCreate()
+mark("SESSION-READY")
+print("workers:", spark.sparkContext.pythonExec == sys.executable)
+print("upper:", run(lambda v: v.upper()))
+
+mark("WORKER-ERROR")
+spark.sparkContext.pythonExec = "python3"  # as a session built without configure_spark
+try:
+    run(lambda v: v.upper())
+except Exception as exc:
+    print("error:", type(exc).__name__, isinstance(exc, streamsdsl.StreamsDslError))
+    print("message:", str(exc))
+spark.sparkContext.pythonExec = sys.executable
+
+mark("FAILING-RECORD")
+try:
+    run(lambda v: 1 // 0)
+except Exception as exc:
+    print("record error:", type(exc).__name__)
+mark("DONE")
+"""
+
+
+@pytest.fixture(scope="module")
+def app_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """Run `APP` in a fresh interpreter whose PATH ``python3`` lacks streamsdsl; its stdout, stderr."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    block = tmp_path_factory.mktemp("block")
+    (block / "sitecustomize.py").write_text(BLOCK_STREAMSDSL)
+    python3 = bin_dir / "python3"
+    python3.write_text(f'#!/bin/sh\nPYTHONPATH="{block}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" "$@"\n')
+    python3.chmod(0o755)
+    check = subprocess.run(["python3", "-c", "import streamsdsl"], env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
+                           capture_output=True, text=True)
+    assert "No module named 'streamsdsl'" in check.stderr  # the PATH python3 cannot import streamsdsl
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+                                                            "STREAMSDSL_SPARK_LOG_LEVEL")}
+    env.update(PATH=f"{bin_dir}:{os.environ['PATH']}", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(APP)], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout, proc.stderr
+
+
+class TestWorkerPython:
+    def test_configure_spark_runs_the_workers_on_this_interpreter(self, app_run: tuple[str, str]) -> None:
+        """``configure_spark`` sets the workers' interpreter to the running one (``PYSPARK_PYTHON``
+        was unset): a user function runs, although the PATH ``python3`` lacks streamsdsl."""
+        out, _ = app_run
+        assert "workers: True\n" in out
+        assert "upper: ['V']\n" in out
+
+    def test_workers_without_streamsdsl_fail_with_one_error_naming_the_fix(self, app_run: tuple[str, str]) -> None:
+        """Workers that run the PATH ``python3`` fail with one `PythonWorkerError` (a
+        ``StreamsDslError``) naming the module, the interpreter and ``PYSPARK_PYTHON``."""
+        out, _ = app_run
+        assert "error: PythonWorkerError True\n" in out
+        message = out.split("message: ", 1)[1].splitlines()[0]
+        assert message == (
+            "Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: No module named 'streamsdsl'): "
+            f"they run python3, not the interpreter running streamsdsl ({sys.executable}). Set PYSPARK_PYTHON "
+            f"(or the Spark setting spark.pyspark.python) to {sys.executable} before the SparkSession is built, "
+            "or build it with streamsdsl.configure_spark(builder), which does that."
+        )
+
+
+class TestQuietSession:
+    def test_a_failing_record_prints_a_few_lines(self, app_run: tuple[str, str]) -> None:
+        """A record whose user function raises: the `UserFunctionError` is raised, and Spark prints
+        at most two lines on stderr (no Java or Python stack trace)."""
+        out, err = app_run
+        assert "record error: UserFunctionError\n" in out
+        printed = err.split("FAILING-RECORD\n", 1)[1].split("DONE\n", 1)[0].splitlines()
+        assert len(printed) <= 2, "\n".join(printed)
+        assert [line.split(" ", 2)[2] for line in printed] == [
+            "ERROR Executor: Exception in task 0.0 in stage 2.0 (TID 2)",
+            "ERROR TaskSetManager: Task 0 in stage 2.0 failed 1 times; aborting job",
+        ]
+
+    def test_a_worker_without_streamsdsl_prints_a_few_lines(self, app_run: tuple[str, str]) -> None:
+        """The workers' import error, which streamsdsl reports as a `PythonWorkerError`: Spark
+        prints no stack trace for it either."""
+        _, err = app_run
+        printed = err.split("WORKER-ERROR\n", 1)[1].split("FAILING-RECORD\n", 1)[0].splitlines()
+        assert len(printed) <= 2, "\n".join(printed)
+
+    def test_the_session_starts_without_warnings(self, app_run: tuple[str, str]) -> None:
+        """No WARN line, no console progress bar and no log4j banner while the session starts and
+        runs (the JVM's own ``WARNING: Using incubator modules`` line aside)."""
+        _, err = app_run
+        lines = [line for line in err.split("WORKER-ERROR\n", 1)[0].splitlines()
+                 if not line.startswith("WARNING: Using incubator modules")]
+        assert lines == ["SESSION-READY"]
