@@ -68,9 +68,27 @@ if TYPE_CHECKING:
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
 
-__all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse"]
+__all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse", "rows_per_second"]
 
 log = logging.getLogger("streamsdsl")
+#: One line per micro-batch (`KafkaStreams` logs it at INFO): silence it alone with
+#: ``logging.getLogger("streamsdsl.progress").setLevel(logging.WARNING)``.
+progress_log = logging.getLogger("streamsdsl.progress")
+
+
+def rows_per_second(rows: int, duration_ms: int) -> str:
+    """A micro-batch's rate as the progress line shows it: whole rows per second from 100 on,
+    else three significant digits (a slow batch of a few rows is not ``0 rows/s``).
+
+    Examples
+    --------
+    >>> rows_per_second(500, 210), rows_per_second(37, 3_000), rows_per_second(3, 9_000), rows_per_second(0, 0)
+    ('2381', '12.3', '0.333', '0')
+    """
+    if rows <= 0 or duration_ms <= 0:
+        return "0"
+    rate = rows * 1000 / duration_ms
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}" if rate >= 1 else f"{rate:.3f}".rstrip("0").rstrip(".")
 
 
 class KafkaStreams:
@@ -679,9 +697,9 @@ class KafkaStreams:
         emitted = sink.emitted.pop(progress.batchId, 0) if sink else 0
         ops = progress.stateOperators or []
         dropped = dropped_in(progress_observations(progress)) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
-        log.info(
-            "%s batch %d: %d input rows (%.0f rows/s), %d state rows, %d dropped, %d emitted, %d ms",
-            self.config.application_id, progress.batchId, int(progress.numInputRows or 0),
-            progress.processedRowsPerSecond or 0.0, sum(int(op.numRowsTotal or 0) for op in ops), dropped, emitted,
-            progress.batchDuration or 0,
+        rows, duration = int(progress.numInputRows or 0), int(progress.batchDuration or 0)
+        progress_log.info(
+            "%s batch %d: %d input rows (%s rows/s), %d state rows, %d dropped, %d emitted, %d ms",
+            self.config.application_id, progress.batchId, rows, rows_per_second(rows, duration),
+            sum(int(op.numRowsTotal or 0) for op in ops), dropped, emitted, duration,
         )
