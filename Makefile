@@ -11,7 +11,7 @@ JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install run test test-spark unit integration integration-process docs docs-serve bench clean lint
+.PHONY: install run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint
 
 install: $(STAMP) $(JAR)
 
@@ -65,6 +65,13 @@ integration-process: install
 
 docs: install
 	$(PY) -m mkdocs build --strict --site-dir build/site
+
+# The built site in headless Chromium with the network off: no asset from another host, every
+# Mermaid diagram and SVG drawn, no code block scrolling sideways at 1280 px; screenshots of
+# every page and diagram in build/screenshots. Needs a Chromium (apt-get install
+# chromium-headless-shell, or $(PY) -m playwright install chromium).
+docs-check: docs
+	$(PY) tools/check_site.py build/site --screenshots build/screenshots
 
 docs-serve: install
 	$(PY) -m mkdocs serve
