@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from streamsdsl.compiler import CompiledSink
@@ -44,3 +45,24 @@ class Collect:
                       None if r["value"] is None else value_serde.deserialize(bytes(r["value"])), r["timestamp"])
             self.records.append(record)
             self.by_topic.setdefault(sink.topic, []).append(record)
+
+
+def state_rows(spark: Any, checkpoint: str) -> dict[str, list[int]]:
+    """The rows each stateful operator of a streaming query's checkpoint holds, read with
+    Spark's state data source (``state-metadata``, then ``statestore`` per state variable and
+    the registered timers): ``{"windows": [1], "join": [1, 1], "timers": [...], ...}``, one
+    count per operator instance, in operator id order. Spark plans an operator once per branch
+    below it, so one node can have several instances."""
+    counts: dict[str, list[int]] = {}
+    for meta in sorted(spark.read.format("state-metadata").load(checkpoint).collect(), key=lambda r: r.operatorId):
+        props = json.loads(meta.operatorProperties or "{}")
+        def read(option: str, value: str, operator: int = meta.operatorId) -> int:
+            return int(spark.read.format("statestore").option("operatorId", operator).option(option, value)
+                       .load(checkpoint).count())
+
+        for var in props.get("stateVariables", []):
+            if not var["stateName"].startswith("$"):
+                counts.setdefault(var["stateName"], []).append(read("stateVarName", var["stateName"]))
+        if props.get("timeMode") == "EventTime":
+            counts.setdefault("timers", []).append(read("readRegisteredTimers", "true"))
+    return counts

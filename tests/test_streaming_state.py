@@ -1,0 +1,62 @@
+"""State stays bounded on a streaming query: what stream time has passed leaves the state of
+every operator, wherever it sits in the topology, read back with Spark's state data source."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamsdsl import (Consumed, EmitStrategy, Grouped, JoinWindows, Produced, Serdes, StreamsBuilder,
+                        TimeWindows, Topology)
+from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
+from streamsdsl.testing.files import FileTopic
+from tests._support import Collect, state_rows
+
+pytestmark = pytest.mark.spark
+
+S = Serdes.String()
+
+
+def _topology() -> Topology:
+    """orders ⋈ customers (a table); below it a region count in 100 ms windows (on close) and
+    a left join with payments (10 ms, no grace)."""
+    strings = Consumed.with_serdes(S, S)
+    b = StreamsBuilder()
+    enriched = b.stream("orders", strings).join(b.table("customers", strings), lambda order, region: region)
+    (enriched.group_by(lambda k, region: region, Grouped.with_serdes(S, S))
+     .windowed_by(TimeWindows.of_size_with_no_grace(100)).emit_strategy(EmitStrategy.on_window_close())
+     .count().to_stream().map(lambda w, n: (f"{w.key}@{w.window.start}", n))
+     .to("counts", Produced.with_serdes(S, Serdes.Long())))
+    enriched.left_join(b.stream("payments", strings), lambda region, paid: f"{region}/{paid}",
+                       JoinWindows.of_time_difference_with_no_grace(10)).to("paid", Produced.with_serdes(S, S))
+    return b.build()
+
+
+@pytest.mark.usefixtures("operator")
+def test_windows_and_join_records_leave_the_state_once_stream_time_passes_them(spark: Any, tmp_path: Any) -> None:
+    """After stream time reaches 1000, each operator holds only what is still open: the count
+    one key (EU, its window [1000, 1100)) and one timer, the stream-stream join one key (c3's
+    order at 1000, held for its window) and one timer; the table its three customers (a
+    table's rows never expire). Every instance of an operator holds the same."""
+    topic = FileTopic(str(tmp_path / "in"))
+    topic.append("customers", [("c1", "EU", 1), ("c2", "US", 1), ("c3", "EU", 1)], S, S)
+    topic.append("orders", [("c1", "o1", 10), ("c2", "o2", 20), ("c3", "o3", 30)], S, S)
+    topic.append("payments", [("c1", "p1", 12)], S, S)
+    topic.append("orders", [("c3", "o4", 1000)], S, S)
+    topology = _topology()
+    out = Collect()
+    cp = str(tmp_path / "cp")
+    q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+    q.processAllAvailable()
+    await_event_time_timers(q, topology)
+    q.stop()
+    assert sorted((k, v, ts) for _, k, v, ts in out.by_topic["counts"]) == [("EU@0", 2, 30), ("US@0", 1, 20)]
+    # p1 (12) comes after stream time reached 30: o1's window had closed, as in Kafka
+    assert sorted((k, v, ts) for _, k, v, ts in out.by_topic["paid"]) == [
+        ("c1", "EU/None", 10), ("c2", "US/None", 20), ("c3", "EU/None", 30)]
+    rows = state_rows(spark, cp)
+    assert rows["windows"] == [1]
+    assert set(rows["join"]) == {1}
+    assert set(rows["table"]) == {3}
+    assert sorted(rows["timers"]) == [0] * len(rows["table"]) + [1, 1]
