@@ -55,7 +55,7 @@ PAGE_VIEWS = [
 ]
 
 
-def build_topology(emit: EmitStrategy) -> Topology:
+def build_topology(emit: EmitStrategy = EmitStrategy.on_window_update()) -> Topology:
     """page-views → group by user → 1-minute tumbling windows (10 s grace) → count."""
     builder = StreamsBuilder()
     (

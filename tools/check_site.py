@@ -9,7 +9,7 @@ any request elsewhere aborted. A page fails when:
 - it requested anything from another host (a CDN script, a web font, an image);
 - a Mermaid diagram was not drawn (its ``pre.mermaid`` source is still there, or the drawing
   has no height): the vendored Mermaid must load and parse every diagram offline;
-- an image (the generated SVG timelines) did not load;
+- an image (the generated SVG timelines) did not load, or its Markdown is shown as text;
 - a code block is wider than its box (it would scroll sideways at 1280 px).
 
 Screenshots go to ``DIR`` (default ``build/screenshots``): each page's first screen
@@ -41,6 +41,11 @@ _PROBE = """() => ({
     .map(d => Math.round(d.getBoundingClientRect().height)),
   brokenImages: [...document.querySelectorAll("article img")]
     .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute("src")),
+  rawImages: [...document.querySelectorAll("article p, article li")].map(e => {
+      const prose = e.cloneNode(true);
+      prose.querySelectorAll("code").forEach(c => c.remove());
+      return prose.textContent;
+    }).filter(t => t.includes("![")).map(t => t.slice(0, 80)),
   wideCode: [...document.querySelectorAll("article pre > code")]
     .filter(c => c.scrollWidth > c.clientWidth + 1)
     .map(c => c.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "")),
@@ -119,6 +124,7 @@ def check(site: Path, shots: Path) -> list[str]:
                     failures.append(f"{label}: {probe['mermaidSources']} Mermaid diagram(s) not drawn")
                 failures += [f"{label}: a Mermaid diagram drawn with no height" for h in probe["diagrams"] if h == 0]
                 failures += [f"{label}: image {src} did not load" for src in probe["brokenImages"]]
+                failures += [f"{label}: image markdown shown as text: {t!r}" for t in probe["rawImages"]]
                 failures += [f"{label}: code scrolls sideways at 1280 px: {line!r}" for line in probe["wideCode"]]
             browser.close()
     finally:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from html import escape
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from streamsdsl.semantics.aggregation import AggFunctions
@@ -26,6 +27,7 @@ from streamsdsl.semantics.timewindow import TimeWindowing
 from streamsdsl.values.joins import JoinWindows
 
 GENERATED = "img/generated"
+ROOT = Path(__file__).resolve().parents[1]
 
 _COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
 
@@ -265,13 +267,17 @@ WINDOW_DIAGRAMS: dict[str, Callable[[], str]] = {
 _TOPOLOGY = re.compile(r"^<!--\s*topology:\s*(?P<target>\S+)\s*-->\s*$", re.MULTILINE)
 
 
-def topology_mermaid(markdown: str) -> str:
+def topology_mermaid(markdown: str, root: Path = ROOT) -> str:
     """``markdown`` with each ``<!-- topology: MODULE:ATTR -->`` line replaced by a Mermaid
-    fence of that topology's ``describe().to_mermaid()``."""
+    fence of that topology's ``describe().to_mermaid()`` (a ``.py`` path is relative to
+    ``root``, the project's directory)."""
     from streamsdsl.cli import _load_topology
 
     def fence(found: re.Match[str]) -> str:
-        return "```mermaid\n" + _load_topology(found["target"]).describe().to_mermaid() + "\n```"
+        target = found["target"]
+        if target.partition(":")[0].endswith(".py"):
+            target = str(root / target)
+        return "```mermaid\n" + _load_topology(target).describe().to_mermaid() + "\n```"
 
     return _TOPOLOGY.sub(fence, markdown)
 
