@@ -442,25 +442,51 @@ class TestSuppressTimeLimitDriver:
             inp.pipe_input("tick", "tick1", 21)
             assert _plain(out) == [("tick", "tick1", 21), ("A", None, 15)]
 
-    def test_refused_on_streaming_and_windowed(self, spark: Any, tmp_path: Any) -> None:
-        """A streaming query with suppress(until_time_limit) is refused when it starts, naming
-        the fix; a windowed table's until_time_limit is refused when written."""
-        from streamsdsl.runtime.streaming import start_streaming
-        from streamsdsl.testing.files import FileTopic
-        from tests._support import Collect
-
-        b = StreamsBuilder()
-        b.table("input", STR).suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded())).to_stream().to("o")
-        topic = FileTopic(str(tmp_path / "in"))
-        with pytest.raises(OperationNotDefinedError, match="not supported on a streaming query yet.*TopologyTestDriver"):
-            start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), Collect(),
-                            checkpoint_location=str(tmp_path / "cp"))
+    def test_refused_on_a_windowed_table(self) -> None:
+        """A windowed table's until_time_limit is refused when written, naming the fix."""
         with pytest.raises(OperationNotDefinedError, match="of a windowed table is not implemented yet"):
             _counts()[1].suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
 
 
 @pytest.mark.spark
 class TestSuppressStreaming:
+    def test_time_limit_across_micro_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
+        """suppress(until_time_limit(10)) of a source table on a streaming query, the input of
+        `test_before_join_and_tombstones` one file per micro-batch, stopped and restarted from the
+        checkpoint in the middle: B and A (buffered at 0) come out once the watermark reaches 10,
+        on their timers; after the restart tick's update at 21 releases it at once (its buffer
+        time, 10, is 11 ms behind), and A's tombstone (buffer time 11) on its timer at
+        watermark 21. The same records as the driver's."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+        from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
+        from streamsdsl.testing.files import FileTopic
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        b.table("right", STR).suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded())).to_stream().to("out")
+        topology = b.build()
+        files = [[("B", "1", 0), ("A", "1", 0)], [("tick", "tick", 10)], [("A", "2", 11), ("A", None, 15)],
+                 [("tick", "tick1", 21)]]
+        with TopologyTestDriver(topology) as d:
+            inp = d.create_input_topic("right", Serdes.String(), Serdes.String())
+            for records in files:
+                for k, v, ts in records:
+                    inp.pipe_input(k, v, ts)
+            expected = _plain(d.create_output_topic("out"))
+        assert expected == [("A", "1", 0), ("B", "1", 0), ("tick", "tick1", 21), ("A", None, 15)]
+        topic, cp = FileTopic(str(tmp_path / "in")), str(tmp_path / "cp")
+        runs = []
+        for part in (files[:2], files[2:]):
+            for records in part:
+                topic.append("right", records, Serdes.String(), Serdes.String())
+            out = Collect()
+            q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out, checkpoint_location=cp)
+            q.processAllAvailable()
+            await_event_time_timers(q, topology)
+            q.stop()
+            runs.append(sorted(((k, v, ts) for _, k, v, ts in out.records), key=repr))
+        assert runs == [sorted(expected[:2], key=repr), sorted(expected[2:], key=repr)]
+
     def test_micro_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
         """On a streaming query each window's final count comes out once, after the watermark
         passes end + grace (on an event-time timer); the pending windows survive a restart."""

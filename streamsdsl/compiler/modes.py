@@ -22,7 +22,7 @@ from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, F
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
 from streamsdsl.compiler.rules import RULES
-from streamsdsl.compiler.suppress import suppress_processor
+from streamsdsl.compiler.suppress import streaming_suppress_processor, suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
@@ -56,7 +56,7 @@ class StreamingLowering(Lowering):
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
-        return StreamingAggregateProcessor(config, state_type)
+        return streaming_suppress_processor(config, state_type) or StreamingAggregateProcessor(config, state_type)
 
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
         """Spark's streaming aggregation in update mode: the latest aggregate per key per batch."""

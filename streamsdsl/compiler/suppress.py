@@ -32,9 +32,9 @@ from streamsdsl.compiler.aggregations import _aggregate, _run_processor
 from streamsdsl.compiler.columns import EMIT_FINAL, OUTPUT_POSITION, SOURCE_POSITION, STREAM_TIME_BEFORE
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.processors import AggregateConfig, AggregateInput, ReplayAggregateProcessor
-from streamsdsl.compiler.processors import _rows_in_source_order
+from streamsdsl.compiler.processors import StreamingAggregateProcessor, _rows_in_source_order
 from streamsdsl.values.windows import EmitStrategy
 from streamsdsl.errors import OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
@@ -44,7 +44,8 @@ from streamsdsl.semantics.suppress import final_results_release, time_limit_rele
 from streamsdsl.semantics.windowing import KeyState, RecordStep, close_step
 from streamsdsl.operators import final_results_delay
 
-__all__ = ["ReplayFinalResultsProcessor", "ReplayTimeLimitProcessor", "final_results_delay", "suppress_processor"]
+__all__ = ["ReplayFinalResultsProcessor", "ReplayTimeLimitProcessor", "StreamingTimeLimitProcessor",
+           "final_results_delay", "streaming_suppress_processor", "suppress_processor"]
 
 
 class _ReleasingProcessor(ReplayAggregateProcessor):
@@ -129,6 +130,45 @@ class ReplayTimeLimitProcessor(_ReleasingProcessor):
             yield from self._end_of_key(kcell, self.config.key.serde.from_internal(kcell), state, None, data[-1] if data else ())
 
 
+class StreamingTimeLimitProcessor(StreamingAggregateProcessor):
+    """The streaming operator of ``suppress(until_time_limit)``, keyed by the table's key: one
+    buffered update per key (`time_limit_release`). Stream time is the watermark, raised by the
+    key's own updates in the micro-batch; a buffered update comes out with the update that
+    reaches its limit, or on the key's event-time timer once the watermark does (in the
+    micro-batch that runs at it), and leaves the state then."""
+
+    def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
+        data, cols = _rows_in_source_order(rows, self._cols)
+        if not data:
+            return
+        self._cols = cols
+        kcell, buffer = key[0], self.config.windowing
+        assert isinstance(buffer, TimeLimitBuffer)
+        state = self._load(data)
+        self._timer_before = self._timer(state)
+        stream_time = timerValues.getCurrentWatermarkInMs()
+        decode = self.config.value_out.from_internal
+        for r in data:
+            ts, position = r[cols.meta][:2]
+            self._at = (kcell, position)
+            before, stream_time = stream_time, max(stream_time, ts)
+            state, release = time_limit_release(buffer, state, decode(r[cols.value]), ts, before, stream_time)
+            released = (*release.passed, *release.immediate)
+            if released:
+                key_value = self.config.key.serde.from_internal(kcell)
+                yield from self._finals(kcell, key_value, released, stream_time, position, cols.output_position(r))
+        self._save(state)
+        self._set_timer(state)
+
+
+def streaming_suppress_processor(config: AggregateConfig, state_type: str) -> StreamingAggregateProcessor | None:
+    """The streaming operator for a suppress node's config, or None for an aggregation's (a
+    session or sliding suppress runs in the aggregation's own streaming operator)."""
+    if isinstance(config.windowing, TimeLimitBuffer):
+        return StreamingTimeLimitProcessor(config, state_type)
+    return None
+
+
 def suppress_processor(config: AggregateConfig, state_type: str) -> ReplayAggregateProcessor | None:
     """The test driver's operator for a suppress node's config, or None for an aggregation's."""
     if isinstance(config.windowing, FinalResultsWindowing):
@@ -168,20 +208,13 @@ def _keep_latest(key: Any, value: Any, aggregate: Any) -> Any:
 
 
 def _time_limit(self: Lowering, node: ir.SuppressNode) -> Frame:
-    """``suppress(until_time_limit)``: a keyed operator over the table's changelog, in the test
-    driver only (refused on a streaming query when it starts)."""
+    """``suppress(until_time_limit)``: a keyed operator over the table's changelog
+    (`ReplayTimeLimitProcessor` in the test driver, `StreamingTimeLimitProcessor` streaming)."""
     table = self.parent(node)
     if table.key.windowed:
         raise OperationNotDefinedError(
             f"{node.name}: suppress(until_time_limit) of a windowed table is not implemented yet; for one result "
             "per window use suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
-    if self.mode is not PlanMode.REPLAY:
-        raise OperationNotDefinedError(
-            f"{node.name}: suppress(until_time_limit) is not supported on a streaming query yet: the streaming "
-            "operator does not implement the time-limit buffer's release (a key's update once stream time is the "
-            "time limit past its first buffered update). Run the topology in the TopologyTestDriver, or for final "
-            "results of a windowed aggregation use "
-            "suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
     key = KeyCodec(table.key.serde)
     config = AggregateConfig(node.name, key, table.value, TimeLimitBuffer(node.time_limit),
                              (AggregateInput(table.value, AggFunctions(lambda: None, _keep_latest)),),

@@ -5,8 +5,8 @@ KIP-328), validated when they are written.
 of a windowed table (time, session or sliding windows) and forwards one final result per window
 once stream time reaches the window's end plus its grace period (plus the gap for sessions).
 ``Suppressed.until_time_limit(ms, Suppressed.BufferConfig.unbounded())`` keeps back each key's
-updates of a table until stream time is ``ms`` past the first of them (in the TopologyTestDriver;
-a streaming query refuses it when it starts). Only the unbounded buffer exists: Kafka bounds a
+updates of a table until stream time is ``ms`` past the first of them (on a streaming query:
+until the watermark is, or an update of the key itself is). Only the unbounded buffer exists: Kafka bounds a
 buffer (``max_records``, ``max_bytes``) over all the keys of the suppress node, evicting the
 earliest buffered record when the bound is exceeded, while streamsdsl's suppress operators hold
 each key apart, so `BufferConfig.max_records` and `BufferConfig.max_bytes` raise
