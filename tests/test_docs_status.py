@@ -1,0 +1,170 @@
+"""What the docs say is implemented, and not yet, is what the public API has.
+
+- The status table of ``docs/index.md`` ("What is implemented") is the one table: README.md's
+  "Status" holds the same rows (its links relative to the repository's root).
+- Every name in a ``yes`` row of it exists in the API; no name in a ``not yet`` row does.
+- Every name in a ``not yet`` row of ``docs/differences.md``'s "Not yet implemented" table is
+  absent from the API.
+- ``docs/concepts/stages.md``'s stage table lists exactly the public methods of each stage.
+
+A name is the leading dotted identifier of a code span: ```KTable.suppress```,
+```windowed_by(SessionWindows...)``` (``windowed_by``), ```streamsdsl.explain(topology)```
+(``explain``). ``Class.member`` resolves on the class; a bare name on ``streamsdsl`` itself or
+on any public class of the API.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from pathlib import Path
+
+import attrs
+import pytest
+
+import streamsdsl
+import streamsdsl.dsl
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+_CODE = re.compile(r"`([^`]+)`")
+_NAME = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _public_classes() -> dict[str, type]:
+    """The classes of ``streamsdsl`` and the DSL's stage classes (some, such as
+    ``CogroupedKStream``, are reached through a method, not imported by name)."""
+    classes = {n: c for n, c in vars(streamsdsl).items() if inspect.isclass(c) and not n.startswith("_")}
+    for info in pkgutil.iter_modules(streamsdsl.dsl.__path__):
+        module = importlib.import_module(f"streamsdsl.dsl.{info.name}")
+        for n, c in vars(module).items():
+            if inspect.isclass(c) and c.__module__ == module.__name__ and not n.startswith("_"):
+                classes.setdefault(n, c)
+    return classes
+
+
+CLASSES = _public_classes()
+
+
+def resolves(name: str) -> bool:
+    """Whether ``name`` (``Class.member``, ``streamsdsl.name`` or a bare name) is in the API."""
+    name = name.removeprefix("streamsdsl.").rstrip(".")
+    head, _, rest = name.partition(".")
+    if not rest:
+        return hasattr(streamsdsl, head) or any(
+            hasattr(c, head) and not head.startswith("_") for c in CLASSES.values()
+        )
+    obj: object = CLASSES.get(head, getattr(streamsdsl, head, None))
+    for part in rest.split("."):
+        if obj is None:
+            return False
+        obj = getattr(obj, part, None)
+    return obj is not None
+
+
+def names(cell: str) -> list[str]:
+    """The leading identifiers of a table cell's code spans, in order."""
+    found = (_NAME.match(span.strip()) for span in _CODE.findall(cell))
+    return [m.group(0) for m in found if m]
+
+
+def table_after(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells, header and rule excluded) of the first table after ``heading``."""
+    lines = text[text.index(heading):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+def _status_table(text: str) -> str:
+    start = text.index("| area | status |")
+    return text[start:text.index("\n\n", start)]
+
+
+INDEX = (DOCS / "index.md").read_text(encoding="utf-8")
+STATUS = table_after(INDEX, "## What is implemented")
+NOT_YET = [r for r in table_after((DOCS / "differences.md").read_text(encoding="utf-8"),
+                                   "## Not yet implemented") if r[1] == "not yet"]
+STAGES = table_after((DOCS / "concepts" / "stages.md").read_text(encoding="utf-8"), "| stage | made by |")
+
+
+def public_methods(cls: type) -> set[str]:
+    fields = {f.name for f in attrs.fields(cls)} if attrs.has(cls) else set()
+    return {n for n in dir(cls) if not n.startswith("_") and n not in fields and callable(getattr(cls, n))}
+
+
+class TestResolver:
+    """The resolver the checks below rely on tells existing names from missing ones."""
+
+    @pytest.mark.parametrize("name", ["KTable.suppress", "explain", "streamsdsl.explain", "windowed_by",
+                                      "CogroupedKStream.windowed_by", "Suppressed.until_time_limit"])
+    def test_existing(self, name: str) -> None:
+        assert resolves(name)
+
+    @pytest.mark.parametrize("name", ["KStream.foreach", "foreach", "KafkaStreams.store", "NoSuchClass.count",
+                                      "KTable.suppress.nothing"])
+    def test_missing(self, name: str) -> None:
+        assert not resolves(name)
+
+    def test_names_of_a_cell(self) -> None:
+        """Code spans give their leading identifier; prose and parentheses are left out."""
+        assert names("`KTable.group_by` → `KGroupedTable`: `count(...)`, the `streamsdsl.explain(t)` x") == [
+            "KTable.group_by", "KGroupedTable", "count", "streamsdsl.explain",
+        ]
+
+
+class TestStatusTable:
+    def test_has_both_kinds_of_rows(self) -> None:
+        """The table was found and has rows of both kinds (so the checks below check something)."""
+        assert {row[1] for row in STATUS} == {"yes", "not yet"}
+
+    @pytest.mark.parametrize("row", [r for r in STATUS if r[1] == "yes"], ids=lambda r: r[0][:40])
+    def test_yes_rows_exist(self, row: list[str]) -> None:
+        """Every name a "yes" row shows is in the public API."""
+        assert names(row[0]) and [n for n in names(row[0]) if not resolves(n)] == []
+
+    @pytest.mark.parametrize("row", [r for r in STATUS if r[1] == "not yet"], ids=lambda r: r[0][:40])
+    def test_not_yet_rows_do_not_exist(self, row: list[str]) -> None:
+        """No name a "not yet" row shows is in the public API (once one is, move it to "yes")."""
+        assert names(row[0]) and [n for n in names(row[0]) if resolves(n)] == []
+
+    def test_readme_shows_the_same_table(self) -> None:
+        """README.md's Status is the home page's table, links made relative to the repository."""
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        expected = re.sub(r"\]\((?!https?:)", "](docs/", _status_table(INDEX))
+        assert _status_table(readme[readme.index("## Status"):]) == expected
+
+
+class TestDifferencesNotYet:
+    def test_rows_found(self) -> None:
+        assert len(NOT_YET) >= 5
+
+    @pytest.mark.parametrize("row", NOT_YET, ids=lambda r: r[0][:40])
+    def test_not_in_the_api(self, row: list[str]) -> None:
+        """What differences.md lists as not yet implemented does not exist (yet)."""
+        assert names(row[0]) and [n for n in names(row[0]) if resolves(n)] == []
+
+
+class TestStagesTable:
+    def test_every_stage_class_is_listed(self) -> None:
+        """Each stage of the DSL (a class of streamsdsl.dsl with public methods that return stages)
+        has a row."""
+        listed = {n for row in STAGES for n in names(row[0])}
+        assert listed == {
+            "StreamsBuilder", "KStream", "BranchedKStream", "KGroupedStream", "SessionWindowedKStream",
+            "TimeWindowedKStream", "CogroupedKStream", "SessionWindowedCogroupedKStream",
+            "TimeWindowedCogroupedKStream", "KTable", "KGroupedTable",
+        }
+
+    @pytest.mark.parametrize("row", STAGES, ids=lambda r: r[0][:40])
+    def test_methods_are_the_classes(self, row: list[str]) -> None:
+        """The methods column is exactly the stage's public methods, for each stage in the row."""
+        for stage in names(row[0]):
+            assert set(names(row[2])) == public_methods(CLASSES[stage]), stage
