@@ -37,6 +37,7 @@ run: install
 test: install
 	$(PY) -m pytest -p no:cacheprovider
 	$(PY) -m mkdocs build --strict --site-dir build/site
+	$(PY) tools/check_site.py build/site --static
 
 unit: install
 	$(PY) -m pytest -p no:cacheprovider tests
@@ -63,8 +64,11 @@ PROCESS_BROKER_TESTS := integration/test_local_broker.py \
 integration-process: install
 	STREAMSDSL_BROKER=process $(PY) -m pytest -p no:cacheprovider -k 'not container' $(PROCESS_BROKER_TESTS)
 
+# The site loads nothing from another host (Mermaid is vendored, diagrams generated at build
+# time by tools/docs_hooks.py): check_site --static fails on any outside asset.
 docs: install
 	$(PY) -m mkdocs build --strict --site-dir build/site
+	$(PY) tools/check_site.py build/site --static
 
 # The built site in headless Chromium with the network off: no asset from another host, every
 # Mermaid diagram and SVG drawn, no code block scrolling sideways at 1280 px; screenshots of

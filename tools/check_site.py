@@ -1,6 +1,14 @@
 """Check the built docs site in headless Chromium with the network off, and take screenshots.
 
     python tools/check_site.py [SITE_DIR] [--screenshots DIR]
+    python tools/check_site.py [SITE_DIR] --static
+
+``--static`` (no browser; ``make docs`` and ``make test`` run it after the build): every HTML
+page and stylesheet of the site is read, and any asset it loads from another host (a
+``<script src>``, ``<link href>``, ``<img src>``, ``<iframe>``, ``<source>``, ``<video>``,
+``<audio>``, a CSS ``url()`` or ``@import``) is a failure.
+
+With a browser:
 
 Serves ``SITE_DIR`` (default ``build/site``, what ``make docs`` builds) on 127.0.0.1 and opens
 every page at 1280 x 900 in headless Chromium, with every host but 127.0.0.1 unresolvable and
@@ -27,6 +35,7 @@ import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import sys
 import threading
@@ -34,6 +43,40 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+
+_TAG = re.compile(r"<(script|link|img|iframe|source|video|audio|embed)\b[^>]*>", re.IGNORECASE)
+_ASSET_ATTR = re.compile(r"""\b(?:src|href|srcset|poster|data)\s*=\s*["']?\s*((?:https?:)?//[^"'\s>]+)""",
+                         re.IGNORECASE)
+_CSS_URL = re.compile(r"""(?:url\(\s*["']?|@import\s+["'])((?:https?:)?//[^"')\s]+)""", re.IGNORECASE)
+
+
+def outside_assets(text: str, css: bool = False) -> list[str]:
+    """The URLs of another host that an HTML page (or, with ``css``, a stylesheet) loads.
+
+    A link a reader follows (``<a href>``) loads nothing and is not one; a ``<link>`` is,
+    whatever its ``rel`` (a stylesheet, an icon, a preload), except ``rel=canonical``.
+    """
+    if css:
+        return _CSS_URL.findall(text)
+    found = []
+    for tag in _TAG.finditer(text):
+        if re.search(r"""\brel\s*=\s*["']?canonical""", tag.group(0), re.IGNORECASE):
+            continue
+        found += _ASSET_ATTR.findall(tag.group(0))
+    for style in re.findall(r"<style\b[^>]*>(.*?)</style>", text, re.IGNORECASE | re.DOTALL):
+        found += _CSS_URL.findall(style)
+    return found
+
+
+def check_static(site: Path) -> list[str]:
+    """A failure for each asset of another host that a page or stylesheet of ``site`` loads."""
+    failures = []
+    for path in sorted(site.rglob("*")):
+        if path.suffix in (".html", ".css"):
+            text = path.read_text(encoding="utf-8", errors="replace")
+            failures += [f"{path.relative_to(site)}: loads {url} (another host)"
+                         for url in outside_assets(text, css=path.suffix == ".css")]
+    return failures
 
 _PROBE = """() => ({
   mermaidSources: document.querySelectorAll("pre.mermaid").length,
@@ -136,11 +179,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("site", nargs="?", default=str(ROOT / "build" / "site"))
     parser.add_argument("--screenshots", default=str(ROOT / "build" / "screenshots"))
+    parser.add_argument("--static", action="store_true", help="only scan the files (no browser)")
     args = parser.parse_args(argv)
     site = Path(args.site)
     if not (site / "index.html").is_file():
         print(f"check_site: no built site in {site} (run: make docs)", file=sys.stderr)
         return 2
+    if args.static:
+        failures = check_static(site)
+        for failure in failures:
+            print(failure)
+        print(f"check_site --static: {len(failures)} asset(s) from another host")
+        return 1 if failures else 0
     try:
         failures = check(site, Path(args.screenshots))
     except Exception as exc:  # no Playwright, or no browser it can start
@@ -149,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"check_site: cannot run headless Chromium: {exc}\n(apt-get install "
               "chromium-headless-shell, or python -m playwright install chromium)", file=sys.stderr)
         return 2
+    failures = check_static(site) + failures
     for failure in failures:
         print(failure)
     pages = len(pages_of(site))

@@ -8,9 +8,11 @@ Window timelines
     ``![...](img/generated/<name>.svg)``.
 
 Topology diagrams
-    A page line ``<!-- topology: MODULE:ATTR -->`` becomes a Mermaid flowchart of that
+    A page line ``<!-- topology: MODULE:ATTR -->`` is followed by a Mermaid flowchart of that
     topology's ``describe().to_mermaid()`` (``MODULE:ATTR`` as ``streamsdsl describe`` takes it:
     a module or a ``.py`` file, and a `Topology`, a `StreamsBuilder` or a function returning one).
+    Docs pages get it at build time; ``python tools/docs_hooks.py examples/README.md`` writes it
+    into a Markdown file GitHub shows as it is (a test checks that it is current).
 """
 
 from __future__ import annotations
@@ -264,20 +266,25 @@ WINDOW_DIAGRAMS: dict[str, Callable[[], str]] = {
 
 # -- the hooks -------------------------------------------------------------------------------------
 
-_TOPOLOGY = re.compile(r"^<!--\s*topology:\s*(?P<target>\S+)\s*-->\s*$", re.MULTILINE)
+_TOPOLOGY = re.compile(
+    r"^(?P<marker><!--\s*topology:\s*(?P<target>\S+)\s*-->)[ \t]*\n"
+    r"(?:\n*```mermaid\n.*?^```[ \t]*\n)?",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def topology_mermaid(markdown: str, root: Path = ROOT) -> str:
-    """``markdown`` with each ``<!-- topology: MODULE:ATTR -->`` line replaced by a Mermaid
-    fence of that topology's ``describe().to_mermaid()`` (a ``.py`` path is relative to
-    ``root``, the project's directory)."""
+    """``markdown`` with a Mermaid fence of ``describe().to_mermaid()`` after each
+    ``<!-- topology: MODULE:ATTR -->`` line (replacing the fence already there, if any); a
+    ``.py`` path is relative to ``root``, the project's directory."""
     from streamsdsl.cli import _load_topology
 
     def fence(found: re.Match[str]) -> str:
         target = found["target"]
         if target.partition(":")[0].endswith(".py"):
             target = str(root / target)
-        return "```mermaid\n" + _load_topology(target).describe().to_mermaid() + "\n```"
+        mermaid = _load_topology(target).describe().to_mermaid()
+        return f"{found['marker']}\n\n```mermaid\n{mermaid}\n```\n"
 
     return _TOPOLOGY.sub(fence, markdown)
 
@@ -292,3 +299,11 @@ def on_files(files: Any, config: Any) -> Any:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     return topology_mermaid(markdown)
+
+
+if __name__ == "__main__":  # python tools/docs_hooks.py FILE.md...: refresh the fences in place
+    import sys
+
+    for name in sys.argv[1:]:
+        path = Path(name)
+        path.write_text(topology_mermaid(path.read_text(encoding="utf-8")), encoding="utf-8")
