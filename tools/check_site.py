@@ -157,6 +157,8 @@ def check(site: Path, shots: Path) -> list[str]:
                     page.wait_for_function("!document.querySelector('pre.mermaid')", timeout=15000)
                 probe = page.evaluate(_PROBE)
                 page.screenshot(path=str(shots / f"{name}.png"))
+                # the sticky header would cover the top of a diagram scrolled into view
+                page.add_style_tag(content=".md-header{position:static!important}")
                 for i, diagram in enumerate(page.locator("div.mermaid, article img[src$='.svg']").all()):
                     diagram.scroll_into_view_if_needed()
                     diagram.screenshot(path=str(shots / f"{name}--diagram-{i + 1}.png"))
