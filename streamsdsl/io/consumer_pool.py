@@ -15,7 +15,9 @@ connections (no new client, no reconnect, no metadata round trip).
   prefetched data and puts no load on the broker). Not paused: librdkafka took ~0.7 s from
   ``resume()`` or a seek of a paused partition to its first record, ~20 ms from ``assign()``.
 * Consumers unused for `IDLE_TIMEOUT_S` are closed when the pool is next used, the least recently
-  used are closed beyond `CAPACITY`, and all are closed when the worker process exits.
+  used are closed beyond `CAPACITY`, and all are closed when the worker process exits. A read
+  under a client lease (`streamsdsl.io.leases`: ``KafkaStreams`` sets one) keeps its consumer
+  only until the lease is released, when the application closes.
 * The key leaves out ``group.id`` (every configuration gets a random one; no group is used).
 
 Imports neither pyspark nor confluent_kafka (the consumers are created by the caller).
@@ -131,6 +133,15 @@ class ConsumerPool:
                 surplus.append(self._entries.popitem(last=False)[1])
         for old in surplus:
             _close(old)
+
+    def discard(self, key: PoolKey, entry: PooledConsumer) -> None:
+        """Close ``entry`` if it is the consumer kept under ``key`` (one a read has taken is left
+        to the read)."""
+        with self._lock:
+            if self._entries.get(key) is not entry:
+                return
+            del self._entries[key]
+        _close(entry)
 
     def close_all(self) -> None:
         """Close every kept consumer (at worker exit; best effort)."""

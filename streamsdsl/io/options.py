@@ -37,6 +37,9 @@ failOnDataLoss
     ``"false"``: skip to the earliest available offset.
 kafkaConsumer.pollTimeoutMs
     Milliseconds a task waits without progress before failing (default 120000).
+clientLease
+    The path of a `streamsdsl.io.leases.ClientLease` (``KafkaStreams`` sets it): the consumers
+    the executors keep between micro-batches are closed when it is released.
 kafka.*
     Any other librdkafka consumer setting, passed through (``kafka.`` stripped), e.g.
     ``kafka.security.protocol``. ``isolation.level`` defaults to ``read_uncommitted`` like
@@ -50,6 +53,8 @@ topic
     Required. The target topic (must exist).
 kafka.flush.timeout.ms
     Milliseconds a task waits for acknowledgements at its end (default 120000).
+clientLease
+    As for the source: the producers the executors keep are closed when it is released.
 kafka.*
     Any other librdkafka producer setting, passed through (``kafka.`` stripped), e.g.
     ``kafka.compression.type=lz4``. ``enable.idempotence`` and ``acks`` cannot be weakened.
@@ -228,6 +233,7 @@ class KafkaSourceOptions:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     consumer_conf: dict[str, str] = field(default_factory=dict)
+    lease: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> KafkaSourceOptions:
@@ -293,6 +299,7 @@ class KafkaSourceOptions:
             fail_on_data_loss=_parse_bool(opts, "failOnDataLoss", True),
             poll_timeout_ms=poll_timeout,
             consumer_conf=consumer_conf,
+            lease=opts.get("clientlease") or None,
         )
 
     def client_conf(self, **overrides: Any) -> dict[str, Any]:
@@ -327,6 +334,7 @@ class KafkaSinkOptions:
     topic: str
     flush_timeout_ms: int
     producer_conf: dict[str, str] = field(default_factory=dict)
+    lease: str | None = None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KafkaSinkOptions:
@@ -362,7 +370,8 @@ class KafkaSinkOptions:
         producer_conf = _client_settings(
             opts, FORBIDDEN_PRODUCER_OPTIONS, KafkaSinkOptionError, skip=("kafka.flush.timeout.ms",)
         )
-        return cls(bootstrap_servers=bootstrap, topic=topic, flush_timeout_ms=flush_ms, producer_conf=producer_conf)
+        return cls(bootstrap_servers=bootstrap, topic=topic, flush_timeout_ms=flush_ms, producer_conf=producer_conf,
+                   lease=opts.get("clientlease") or None)
 
     def client_conf(self) -> dict[str, Any]:
         """librdkafka producer configuration (idempotent, acks=all, murmur2 partitioner)."""

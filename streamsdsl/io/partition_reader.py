@@ -42,7 +42,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from streamsdsl.io import leases
 from streamsdsl.io.consumer_pool import ConsumerPool, PooledConsumer, PoolKey, pool_key, worker_pool
+from streamsdsl.io.leases import LEASE_OPTION
 from streamsdsl.io.errors import KafkaDataLossError, KafkaSourceError, broker_timeout, topic_recreated
 from streamsdsl.io.options import KafkaSourceOptions
 from streamsdsl.records import RAW_RECORD_COLUMNS
@@ -388,11 +390,14 @@ def read_partition(part: KafkaInputPartition, pool: ConsumerPool | None = None) 
         return
     pool = worker_pool() if pool is None else pool
     conf = reader_conf(part.options)
-    key = pool_key(conf, part.topic, part.partition)
+    lease = part.options.lease
+    key = pool_key(conf if lease is None else {**conf, LEASE_OPTION: lease}, part.topic, part.partition)
     with _gc_paused():
         entry = pool.take(key)
         if entry is None:
             entry = PooledConsumer(Consumer(conf))
+        else:
+            leases.forget(lease, entry)  # in use: a release leaves it to this read
         consumer = entry.consumer
         try:
             # On a kept consumer: a seek to ``start`` on its open connections.
@@ -409,16 +414,17 @@ def read_partition(part: KafkaInputPartition, pool: ConsumerPool | None = None) 
                 break
             yield batch
     except GeneratorExit:  # the task stopped reading early (e.g. a LIMIT): the consumer is fine
-        _give_back(pool, key, entry)
+        _give_back(pool, key, entry, lease)
         raise
     except BaseException:
         consumer.close()
         raise
-    _give_back(pool, key, entry)
+    _give_back(pool, key, entry, lease)
 
 
-def _give_back(pool: ConsumerPool, key: PoolKey, entry: PooledConsumer) -> None:
-    """Unassign ``entry``'s consumer (it stops fetching) and keep it in ``pool``.
+def _give_back(pool: ConsumerPool, key: PoolKey, entry: PooledConsumer, lease: str | None = None) -> None:
+    """Unassign ``entry``'s consumer (it stops fetching) and keep it in ``pool``, under ``lease``
+    when there is one (`streamsdsl.io.leases`: closed when the lease is released).
 
     Unassigned rather than paused: a paused partition measured ~0.7 s from ``resume()`` (or a
     seek) to its first record, an unassigned one ~20 ms from ``assign()``.
@@ -429,3 +435,4 @@ def _give_back(pool: ConsumerPool, key: PoolKey, entry: PooledConsumer) -> None:
         entry.consumer.close()
         return
     pool.give_back(key, entry)
+    leases.hold(lease, entry, lambda: pool.discard(key, entry))

@@ -60,7 +60,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from streamsdsl.io import leases
 from streamsdsl.io.errors import KafkaDeliveryError, KafkaSinkOptionError
+from streamsdsl.io.leases import LEASE_OPTION
 from streamsdsl.io.options import KafkaSinkOptions
 
 if TYPE_CHECKING:
@@ -165,34 +167,45 @@ def _headers(raw: Any) -> list[tuple[str, bytes | None]] | None:
     return out
 
 
-# One producer per configuration and Python worker process, reused by later tasks and
-# micro-batches: an idempotent producer needs ~0.5 s to obtain its producer id. Each task
-# flushes it completely before returning, so no delivery report crosses tasks.
+# One producer per configuration (and client lease) and Python worker process, reused by later
+# tasks and micro-batches: an idempotent producer needs ~0.5 s to obtain its producer id. Each
+# task flushes it completely before returning, so no delivery report crosses tasks. A producer
+# kept under a lease (streamsdsl.io.leases) is closed when the lease is released.
 _producers: dict[tuple[tuple[str, str], ...], Any] = {}
 _producers_lock = threading.Lock()
 _LOG = logging.getLogger(__name__)
 
 
-def _cache_key(conf: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, str(v)) for k, v in conf.items()))
+def _cache_key(conf: Mapping[str, Any], lease: str | None = None) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, str(v)) for k, v in {**conf, **({LEASE_OPTION: lease} if lease else {})}.items()))
 
 
-def _get_producer(conf: dict[str, Any]) -> Any:
+def _get_producer(conf: dict[str, Any], lease: str | None = None) -> Any:
     from confluent_kafka import Producer
 
-    key = _cache_key(conf)
+    key = _cache_key(conf, lease)
     with _producers_lock:
         producer = _producers.get(key)
-        if producer is None:
-            # librdkafka's own log lines go to Python logging (delivered while the producer
-            # is polled), not straight to the worker's stderr.
-            producer = _producers[key] = Producer({**conf, "logger": _LOG})
-        return producer
+        if producer is not None:
+            return producer
+        # librdkafka's own log lines go to Python logging (delivered while the producer
+        # is polled), not straight to the worker's stderr.
+        producer = _producers[key] = Producer({**conf, "logger": _LOG})
+    leases.hold(lease, ("producer", key), lambda: _close_producer(key, producer))
+    return producer
 
 
-def _drop_producer(conf: dict[str, Any]) -> None:
+def _close_producer(key: tuple[tuple[str, str], ...], producer: Any) -> None:
+    """Close a kept producer (its lease was released), unless a newer one replaced it."""
     with _producers_lock:
-        _producers.pop(_cache_key(conf), None)
+        if _producers.get(key) is producer:
+            del _producers[key]
+    producer.close()
+
+
+def _drop_producer(conf: dict[str, Any], lease: str | None = None) -> None:
+    with _producers_lock:
+        _producers.pop(_cache_key(conf, lease), None)
 
 
 def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
@@ -216,7 +229,7 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
                 failures.append(str(err))
 
     conf = options.client_conf()
-    producer = _get_producer(conf)
+    producer = _get_producer(conf, options.lease)
     topic = options.topic
     produce = producer.produce
     count = 0
@@ -252,12 +265,12 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
         while remaining and time.monotonic() < deadline:
             remaining = producer.flush(max(0.0, deadline - time.monotonic()))
     except BaseException:
-        _drop_producer(conf)
+        _drop_producer(conf, options.lease)
         producer.purge()
         producer.flush(1.0)
         raise
     if failed or remaining:
-        _drop_producer(conf)  # a producer that lost records may be in a bad state
+        _drop_producer(conf, options.lease)  # a producer that lost records may be in a bad state
         producer.purge()
     if failed:
         raise KafkaDeliveryError(

@@ -48,6 +48,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
+from streamsdsl.io.leases import ClientLease
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
 from streamsdsl.jvm import CheckpointOperatorError
@@ -59,7 +60,7 @@ from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
 from streamsdsl.runtime.lifecycle import progress_listener
 from streamsdsl.runtime.lifecycle import seconds as _seconds
-from streamsdsl.runtime.metrics import QueryMetrics, dropped_in, progress_observations
+from streamsdsl.runtime.metrics import QueryMetrics, log_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,27 +69,9 @@ if TYPE_CHECKING:
     from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
 
-__all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse", "rows_per_second"]
+__all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse"]
 
 log = logging.getLogger("streamsdsl")
-#: One line per micro-batch (`KafkaStreams` logs it at INFO): silence it alone with
-#: ``logging.getLogger("streamsdsl.progress").setLevel(logging.WARNING)``.
-progress_log = logging.getLogger("streamsdsl.progress")
-
-
-def rows_per_second(rows: int, duration_ms: int) -> str:
-    """A micro-batch's rate as the progress line shows it: whole rows per second from 100 on,
-    else three significant digits (a slow batch of a few rows is not ``0 rows/s``).
-
-    Examples
-    --------
-    >>> rows_per_second(500, 210), rows_per_second(37, 3_000), rows_per_second(3, 9_000), rows_per_second(0, 0)
-    ('2381', '12.3', '0.333', '0')
-    """
-    if rows <= 0 or duration_ms <= 0:
-        return "0"
-    rate = rows * 1000 / duration_ms
-    return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}" if rate >= 1 else f"{rate:.3f}".rstrip("0").rstrip(".")
 
 
 class KafkaStreams:
@@ -147,6 +130,8 @@ class KafkaStreams:
         self._compiled: CompiledTopology | None = None
         self._metrics: QueryMetrics | None = None
         self._sink: KafkaTopicSink | None = None
+        #: The lease of the Kafka clients the executors keep for this run (released by close()).
+        self._lease: ClientLease | None = None
         self._listener: Any = None
         self._error: BaseException | None = None
         self._state_listener: Callable[[State, State], Any] | None = None
@@ -297,7 +282,8 @@ class KafkaStreams:
             check_topics(self.config, self.topology)
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
-            self._sink = KafkaTopicSink(self.config)
+            self._lease = ClientLease.create(prefix=f"streamsdsl-{self.config.application_id}-clients-")
+            self._sink = KafkaTopicSink(self.config, self._lease.path)
             self._listener = progress_listener(self.config.application_id, lambda: self._metrics,
                                                self._on_query_terminated)
             spark.streams.addListener(self._listener)
@@ -309,9 +295,11 @@ class KafkaStreams:
                 # application stays CREATED (clean_up() then start() begins afresh, as in Kafka Streams).
                 self._remove_listener()
                 self._metrics = self._sink = None
+                self._release_clients(None)
                 raise
             except BaseException:
                 self._stopped(State.ERROR)
+                self._release_clients(None)
                 raise
             self._transition(State.RUNNING)
         ui = spark.sparkContext.uiWebUrl
@@ -356,17 +344,18 @@ class KafkaStreams:
                        application_id=self.config.application_id, state_dir=self.config.state_dir)
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
-        """Stop the application: let a running micro-batch finish, then stop the query.
+        """Stop the application: let a running micro-batch finish, stop the query, then close every Kafka
+        client it created, in the driver and in Spark's Python workers (which outlive the query).
 
         Parameters
         ----------
         timeout : float or timedelta, optional
-            Seconds to wait; ``None`` waits until the query has stopped.
+            Seconds to wait; ``None`` waits until the query has stopped (then up to 30 s for the clients).
 
         Returns
         -------
         bool
-            True if the query stopped within ``timeout`` (Kafka Streams' ``close(Duration)``).
+            True if the query stopped and the clients closed within ``timeout`` (``close(Duration)``).
         """
         seconds = _seconds(timeout)
         deadline = None if seconds is None else time.monotonic() + seconds
@@ -375,10 +364,11 @@ class KafkaStreams:
                 self._transition(State.NOT_RUNNING)
                 return True
             query = self._query
-            if query is None or self._state in (State.NOT_RUNNING,):
-                return True
-            if self._state in (State.RUNNING, State.REBALANCING):
+            stopped = query is None or self._state is State.NOT_RUNNING
+            if not stopped and self._state in (State.RUNNING, State.REBALANCING):
                 self._transition(State.PENDING_SHUTDOWN)
+        if stopped or query is None:
+            return self._release_clients(deadline)
         # A micro-batch interrupted half-way is replayed after a restart (duplicates): wait for
         # the running trigger to finish first, but only that one: with a backlog the next trigger
         # starts at once, and waiting for an idle moment would drain the whole backlog.
@@ -392,7 +382,15 @@ class KafkaStreams:
         stopper.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         if stopper.is_alive():
             return False
-        return True
+        return self._release_clients(deadline)
+
+    def _release_clients(self, deadline: float | None) -> bool:
+        """Release the run's client lease: each Python worker closes the Kafka clients it kept for this
+        application (`streamsdsl.io.leases`). True once all have by ``deadline`` (None: 30 s, then True)."""
+        lease, self._lease = self._lease, None
+        seconds = 30.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        return lease is None or lease.release(seconds, owner=f"KafkaStreams {self.config.application_id!r}") \
+            or deadline is None
 
     @staticmethod
     def _completed_batch(query: StreamingQuery) -> int:
@@ -543,6 +541,10 @@ class KafkaStreams:
         from streamsdsl.io import SOURCE_NAME
 
         options = self.config.source_options()
+        if self._lease is not None:
+            from streamsdsl.io.leases import LEASE_OPTION
+
+            options[LEASE_OPTION] = self._lease.path
 
         def raw_source(node: ir.SourceNode) -> DataFrame:
             return (
@@ -694,12 +696,4 @@ class KafkaStreams:
         """Log one micro-batch's progress (called once per batch by `QueryMetrics`)."""
         self._replacements = 0  # a batch completed: the query makes progress again
         sink = self._sink
-        emitted = sink.emitted.pop(progress.batchId, 0) if sink else 0
-        ops = progress.stateOperators or []
-        dropped = dropped_in(progress_observations(progress)) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
-        rows, duration = int(progress.numInputRows or 0), int(progress.batchDuration or 0)
-        progress_log.info(
-            "%s batch %d: %d input rows (%s rows/s), %d state rows, %d dropped, %d emitted, %d ms",
-            self.config.application_id, progress.batchId, rows, rows_per_second(rows, duration),
-            sum(int(op.numRowsTotal or 0) for op in ops), dropped, emitted, duration,
-        )
+        log_progress(self.config.application_id, progress, sink.emitted.pop(progress.batchId, 0) if sink else 0)

@@ -48,11 +48,18 @@ class KafkaTopicSink:
     ----------
     config : StreamsConfig
         Supplies the broker, the producer settings and the dead-letter topic.
+    lease : str, optional
+        The path of the application's `streamsdsl.io.leases.ClientLease`: the producers the
+        executors keep are closed when it is released.
     """
 
-    def __init__(self, config: StreamsConfig) -> None:
+    def __init__(self, config: StreamsConfig, lease: str | None = None) -> None:
+        from streamsdsl.io.leases import LEASE_OPTION
+
         self._config = config
         self._options = config.sink_options()
+        if lease:
+            self._options[LEASE_OPTION] = lease
         self._lock = threading.Lock()
         #: Records written to sink topics: in total, and per micro-batch not yet logged.
         self.emitted_total = 0

@@ -31,10 +31,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "dropped_in", "log_dropped", "observed_metrics",
-           "progress_observations"]
+__all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "dropped_in", "log_dropped", "log_progress",
+           "observed_metrics", "progress_observations", "rows_per_second"]
 
 log = logging.getLogger("streamsdsl")
+#: One line per micro-batch (`KafkaStreams` logs it at INFO): silence it alone with
+#: ``logging.getLogger("streamsdsl.progress").setLevel(logging.WARNING)``.
+progress_log = logging.getLogger("streamsdsl.progress")
 
 #: Where a dropped record came from: ``(node, source position) -> (topic, partition, offset)``.
 Locate = Callable[[str, int], tuple[str, int, int]]
@@ -210,3 +213,32 @@ class QueryMetrics(Metrics):
     def snapshot(self) -> dict[str, float]:
         self.refresh()
         return super().snapshot()
+
+
+def rows_per_second(rows: int, duration_ms: int) -> str:
+    """A micro-batch's rate as the progress line shows it: whole rows per second from 100 on,
+    else three significant digits (a slow batch of a few rows is not ``0 rows/s``).
+
+    Examples
+    --------
+    >>> rows_per_second(500, 210), rows_per_second(37, 3_000), rows_per_second(3, 9_000), rows_per_second(0, 0)
+    ('2381', '12.3', '0.333', '0')
+    """
+    if rows <= 0 or duration_ms <= 0:
+        return "0"
+    rate = rows * 1000 / duration_ms
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}" if rate >= 1 else f"{rate:.3f}".rstrip("0").rstrip(".")
+
+
+def log_progress(application_id: str, progress: Any, emitted: int) -> None:
+    """Log one micro-batch's line on ``streamsdsl.progress``: input rows and their rate
+    (`rows_per_second`), state rows, dropped records (observed metrics plus the rows Spark's
+    state operators dropped by the watermark), records written to sink topics, duration."""
+    ops = progress.stateOperators or []
+    dropped = dropped_in(progress_observations(progress)) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
+    rows, duration = int(progress.numInputRows or 0), int(progress.batchDuration or 0)
+    progress_log.info(
+        "%s batch %d: %d input rows (%s rows/s), %d state rows, %d dropped, %d emitted, %d ms",
+        application_id, progress.batchId, rows, rows_per_second(rows, duration),
+        sum(int(op.numRowsTotal or 0) for op in ops), dropped, emitted, duration,
+    )
