@@ -190,6 +190,15 @@ class TestOffline:
             'globalThis["mermaid"] = globalThis.__esbuild_esm_mermaid_nm["mermaid"].default;'
         )
 
+    def test_pages_of_a_site(self, tmp_path: Path) -> None:
+        """check_site visits every page of a built site (each folder's index.html), not the
+        theme's assets."""
+        for folder in ("", "joins", "concepts/stages", "assets/javascripts", "v1.2"):
+            (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+            (tmp_path / folder / "index.html").write_text("<html></html>")
+        (tmp_path / "404.html").write_text("<html></html>")
+        assert check_site.pages_of(tmp_path) == ["", "concepts/stages/", "joins/", "v1.2/"]
+
     def test_outside_assets_found(self) -> None:
         """Scripts, stylesheets, fonts, images and CSS imports of another host are found; links
         a reader follows and local assets are not."""

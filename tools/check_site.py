@@ -117,11 +117,12 @@ def _serve(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 def pages_of(site: Path) -> list[str]:
     """The site's pages as URL paths (``""``, ``"joins/"``...), in path order, without 404."""
-    return sorted(
-        str(p.parent.relative_to(site)).replace(".", "") + ("/" if p.parent != site else "")
-        for p in site.rglob("index.html")
-        if "assets" not in p.parts
-    )
+    pages = []
+    for path in site.rglob("index.html"):
+        folder = path.parent.relative_to(site)
+        if "assets" not in folder.parts:
+            pages.append("" if folder == Path(".") else f"{folder.as_posix()}/")
+    return sorted(pages)
 
 
 def check(site: Path, shots: Path) -> list[str]:
