@@ -78,8 +78,13 @@ def check_static(site: Path) -> list[str]:
                          for url in outside_assets(text, css=path.suffix == ".css")]
     return failures
 
+# Material takes the class "mermaid" off a diagram's <pre> while it loads Mermaid, and replaces
+# the <pre> with the drawing: a <pre> still holding Mermaid source was not drawn.
+_UNDRAWN = """[...document.querySelectorAll("article pre")]
+  .filter(p => /^\\s*(flowchart|graph|sequenceDiagram)\\b/.test(p.textContent)).length"""
+
 _PROBE = """() => ({
-  mermaidSources: document.querySelectorAll("pre.mermaid").length,
+  mermaidSources: """ + _UNDRAWN + """,
   diagrams: [...document.querySelectorAll("div.mermaid")]
     .map(d => Math.round(d.getBoundingClientRect().height)),
   brokenImages: [...document.querySelectorAll("article img")]
@@ -126,6 +131,7 @@ def pages_of(site: Path) -> list[str]:
 
 
 def check(site: Path, shots: Path) -> list[str]:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     server, base = _serve(site)
@@ -154,8 +160,11 @@ def check(site: Path, shots: Path) -> list[str]:
                 outside.clear()
                 page = context.new_page()
                 page.goto(base + path, wait_until="networkidle")
-                if page.locator("pre.mermaid").count():
-                    page.wait_for_function("!document.querySelector('pre.mermaid')", timeout=15000)
+                if page.evaluate(_UNDRAWN):
+                    try:  # Mermaid draws after the page has loaded
+                        page.wait_for_function(f"({_UNDRAWN}) === 0", timeout=15000)
+                    except PlaywrightTimeout:
+                        pass  # reported below: the sources are still there
                 probe = page.evaluate(_PROBE)
                 page.screenshot(path=str(shots / f"{name}.png"))
                 # the sticky header would cover the top of a diagram scrolled into view
