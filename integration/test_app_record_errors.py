@@ -128,7 +128,9 @@ def test_deserializer_error_names_source_and_record(
     kafka.produce(source, [(b"k1", Serdes.Long().serialize(1), T, 0), (b"k2", b"oops", T + 1, 0)])
     line = _fails_with(b.build(), streams_config("deser"), spark, RecordDeserializationError)
     assert line == ("KSTREAM-SOURCE-0000000000: Serdes.Long() cannot deserialize the record value: expected 8 bytes, "
-                    "got 4. Fix the producer or consume the topic with a matching serde (Consumed.with_serdes) "
+                    "got 4. Fix the producer or consume the topic with a matching serde (Consumed.with_serdes), or skip such "
+                    "records with default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic "
+                    "keeps them) "
                     f"(record at topic {source} partition 0 offset 1, key 'k2')")
 
 

@@ -9,6 +9,7 @@ raised) naming the processor, the record and the cause, in the test driver and i
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -46,6 +47,60 @@ class SerializationError(StreamsDslError, ValueError):
 #: Marks the structured part of a record failure's message: Spark hands a Python worker's
 #: exception to the driver as text, from which the runner rebuilds the `RecordError`.
 _PAYLOAD = re.compile(r"\[streamsdsl-error\](.*?)\[/streamsdsl-error\]", re.S)
+
+
+#: What a source record's deserialization error adds after its reason: the fix, and how to skip
+#: such records instead (the same words in every engine).
+DESERIALIZATION_HINT = (
+    ". Fix the producer or consume the topic with a matching serde (Consumed.with_serdes), or skip such records "
+    "with default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic keeps them)"
+)
+#: The reason a JSON serde gives for bytes it cannot read.
+NOT_JSON = "not valid UTF-8 JSON"
+
+
+def json_error_at(data: bytes) -> str:
+    """Where and why ``data`` is not the JSON a JSON serde reads, for the error of a malformed
+    record (`NOT_JSON` is the reason; this says where).
+
+    Examples
+    --------
+    >>> json_error_at(b'{"a": 1 "b": 2}')
+    "Expecting ',' delimiter at byte 8 (line 1, column 9)"
+    >>> json_error_at(bytes([91, 34, 0xC3, 0xA9, 34, 44, 32, 0xFF, 93]))
+    'invalid UTF-8 at byte 7'
+    >>> json_error_at(b'')
+    'Expecting value at byte 0 (line 1, column 1)'
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start}"
+
+    def constant(word: str) -> None:
+        raise ValueError(f"{word} is not JSON (RFC 8259)")
+
+    try:
+        json.loads(text, parse_constant=constant)
+    except json.JSONDecodeError as exc:
+        at = len(text[: exc.pos].encode("utf-8"))
+        return f"{exc.msg} at byte {at} (line {exc.lineno}, column {exc.colno})"
+    except RecursionError:
+        return "nested too deeply"
+    except ValueError as exc:
+        return str(exc)
+    return "nested too deeply (more than 500 arrays and objects inside one another)"
+
+
+def with_json_position(cause: str, data: bytes, complete: bool = True) -> str:
+    """``cause`` with `json_error_at` after its `NOT_JSON` reason (unchanged without that reason,
+    or when ``data`` is a truncated prefix whose error lies at its end)."""
+    if NOT_JSON not in cause:
+        return cause
+    where = json_error_at(data)
+    if not complete and ("Unterminated" in where or "Expecting" in where and f"at byte {len(data)}" in where):
+        return cause
+    return cause.replace(NOT_JSON, f"{NOT_JSON}: {where}", 1)
 
 
 class RecordError(StreamsDslError, RuntimeError):
@@ -99,6 +154,10 @@ class RecordError(StreamsDslError, RuntimeError):
                 break
         else:
             return None
+        raw, raw_length = data.pop("data_b64", None), data.pop("data_length", None)
+        if raw is not None:  # a malformed source record's first bytes: say where it breaks
+            prefix = base64.b64decode(raw)
+            data["cause"] = with_json_position(data["cause"], prefix, raw_length is None or raw_length == len(prefix))
         kinds = (RecordError, UserFunctionError, RecordDeserializationError, RecordSerializationError)
         cls = {c.__name__: c for c in kinds}.get(data.pop("kind"), RecordError)
         key_json = data.pop("key_json", None)

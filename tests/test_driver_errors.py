@@ -115,9 +115,28 @@ class TestRecordErrors:
             assert [(r.key, r.value) for r in o.read_records_to_list()] == [("k1", 7)]
         assert str(caught.value) == (
             "KSTREAM-SOURCE-0000000000: Serdes.Long() cannot deserialize the record value: expected 8 bytes, got 4. "
-            "Fix the producer or consume the topic with a matching serde (Consumed.with_serdes) "
+            "Fix the producer or consume the topic with a matching serde (Consumed.with_serdes), or skip such records "
+            "with default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic keeps them) "
             "(record at topic in partition 0 offset 1, key 'k2')")
         assert isinstance(caught.value, SerializationError)
+
+    @pytest.mark.parametrize("engine_name", ["direct", "spark"])
+    def test_malformed_json_names_where_it_breaks_and_the_handler(self, spark: Any, engine_name: str) -> None:
+        """Bytes a JSON serde cannot read: the error says where the JSON breaks (byte, line,
+        column) and names the handler and the dead-letter option that would skip and keep such
+        records, in both engines alike."""
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Json())).to("out")
+        with TopologyTestDriver(b.build(), engine=engine_name, spark=spark) as d:
+            d.create_input_topic("in", value_serde=Serdes.Bytes()).pipe_input("k", b'{"a": 1 "b": 2}', 1)
+            with pytest.raises(RecordDeserializationError) as caught:
+                d.create_output_topic("out").read_records_to_list()
+        assert str(caught.value) == (
+            "KSTREAM-SOURCE-0000000000: Serdes.Json() cannot deserialize the record value: not valid UTF-8 JSON: "
+            "Expecting ',' delimiter at byte 8 (line 1, column 9). Fix the producer or consume the topic with a "
+            "matching serde (Consumed.with_serdes), or skip such records with "
+            "default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic keeps them) "
+            "(record at topic in partition 0 offset 0, key 'k')")
 
     def test_key_deserializer(self, spark: Any) -> None:
         """An unreadable key: the message names the key as the part that failed (and no key)."""

@@ -34,7 +34,7 @@ from streamsdsl.values.serdes import (
     PlanSerde,
     StringSerde,
 )
-from streamsdsl.errors import OperationNotDefinedError
+from streamsdsl.errors import DESERIALIZATION_HINT, NOT_JSON, OperationNotDefinedError
 
 
 def _arrow_map(fn: Callable[[Any], Any], return_type: str) -> Any:
@@ -136,7 +136,7 @@ def _(serde: JsonSerde, col: Column) -> tuple[Column, Column]:
     valid = json_check(col)
     if valid is None:  # a session without the jar: Spark's parser (duplicate object keys are invalid there)
         valid = F.try_parse_json(col.cast("string")).isNotNull()
-    return col.isNotNull() & ~valid, F.lit("not valid UTF-8 JSON")
+    return col.isNotNull() & ~valid, F.lit(NOT_JSON)
 
 
 @_invalid.register(StringSerde)
@@ -204,7 +204,8 @@ def _column_or_unknown(name: str) -> Column:
     return F.coalesce(F.col(name).cast("string"), F.lit("?"))
 
 
-def record_error(kind: str, context: RecordContext, cause: Column, *, at_source: bool = False) -> Column:
+def record_error(kind: str, context: RecordContext, cause: Column, *, at_source: bool = False,
+                 extra: list[Column] | None = None) -> Column:
     """A native ``raise_error`` whose message is a `streamsdsl.errors.RecordError` in its
     travelling form (a readable line plus the structured payload `RecordError.find` reads).
     ``at_source``: the row still has the record's ``topic``, ``partition`` and ``offset``."""
@@ -218,6 +219,7 @@ def record_error(kind: str, context: RecordContext, cause: Column, *, at_source:
                          _column_or_unknown("partition"), F.lit(" offset "), _column_or_unknown("offset"))
     if context.key_json is not None:
         fields.append(context.key_json.alias("key_json"))
+    fields += extra or []
     return F.raise_error(F.concat(
         F.lit(f"{context.processor}: "), cause, F.lit(" (record at "), where, F.lit(") [streamsdsl-error]"),
         F.to_json(F.struct(*fields)), F.lit("[/streamsdsl-error]"),
@@ -229,14 +231,22 @@ def key_as_json(col: Column) -> Column:
     return F.to_json(F.array(col))
 
 
-def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: RecordContext) -> Column:
+#: Bytes of a malformed JSON record the error carries, to say where it breaks (`json_error_at`).
+_JSON_ERROR_PREFIX = 65_536
+
+
+def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: RecordContext,
+                          data: Column | None = None) -> Column:
     """The ``log_and_fail`` error of a source record ``serde`` cannot read: a
-    `streamsdsl.errors.RecordDeserializationError` naming the source, the record and the reason."""
-    cause = F.concat(
-        F.lit(f"{serde!r} cannot deserialize the record {what}: "), reason,
-        F.lit(". Fix the producer or consume the topic with a matching serde (Consumed.with_serdes)"),
-    )
-    return record_error("RecordDeserializationError", context, cause, at_source=True)
+    `streamsdsl.errors.RecordDeserializationError` naming the source, the record, the reason and
+    the handler that would skip it. For a JSON serde the error also carries the record's first
+    bytes (``data``), from which `RecordError.find` says where the JSON breaks."""
+    cause = F.concat(F.lit(f"{serde!r} cannot deserialize the record {what}: "), reason, F.lit(DESERIALIZATION_HINT))
+    extra = []
+    if data is not None and isinstance(serde, JsonSerde):
+        extra = [F.base64(F.substring(data, 1, _JSON_ERROR_PREFIX)).alias("data_b64"),
+                 F.length(data).alias("data_length")]
+    return record_error("RecordDeserializationError", context, cause, at_source=True, extra=extra)
 
 
 def deserialization_check(col: Column, serde: PlanSerde, what: str, context: RecordContext) -> Column | None:
@@ -249,7 +259,7 @@ def deserialization_check(col: Column, serde: PlanSerde, what: str, context: Rec
     if invalid is None:
         return None
     bad, reason = invalid
-    return F.when(bad, deserialization_error(what, serde, reason, context)).otherwise(F.lit(True))
+    return F.when(bad, deserialization_error(what, serde, reason, context, col)).otherwise(F.lit(True))
 
 
 def invalid_bytes(col: Column, serde: PlanSerde) -> tuple[Column, Column]:
@@ -264,7 +274,7 @@ def deserialize(col: Column, serde: PlanSerde, what: str, context: RecordContext
     if invalid is None:
         return _decode(serde, col)
     bad, reason = invalid
-    return F.when(bad, deserialization_error(what, serde, reason, context)).otherwise(_decode(serde, col))
+    return F.when(bad, deserialization_error(what, serde, reason, context, col)).otherwise(_decode(serde, col))
 
 
 def decode(col: Column, serde: PlanSerde) -> Column:

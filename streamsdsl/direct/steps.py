@@ -22,7 +22,7 @@ from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordDeserializationError
 from streamsdsl.operators import first_match, null_keys_pass
-from streamsdsl.errors import RecordSerializationError
+from streamsdsl.errors import DESERIALIZATION_HINT, RecordSerializationError, with_json_position
 
 
 __all__ = ["Step", "STATELESS"]
@@ -117,9 +117,8 @@ class SourceStep(Step):
             key_text = None
             if what == "value" and key is not None:
                 key_text = repr(self.key_serde.deserialize(key))
-            raise RecordDeserializationError(
-                self.name, f"{message}. Fix the producer or consume the topic with a matching serde (Consumed.with_serdes)",
-                key=key_text, position=run.position)
+            raise RecordDeserializationError(self.name, with_json_position(message, data) + DESERIALIZATION_HINT,
+                                             key=key_text, position=run.position)
         return Record(self.key_serde.deserialize(key), self.value_serde.deserialize(value), ts, headers)
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
