@@ -113,8 +113,31 @@ def validate_name(value: Any, arg: str = "name") -> str:
     return value
 
 
+def refuse_pattern(value: Any, arg: str) -> None:
+    """Raise `InvalidTypeError` for a regular expression given as topics (Kafka Streams'
+    ``stream(Pattern)``), saying why it is refused and what to write instead.
+
+    Examples
+    --------
+    >>> import re
+    >>> refuse_pattern(re.compile("orders-.*"), "topics")
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'topics' is a regular expression (re.compile('orders-.*')): ...
+    """
+    if isinstance(value, re.Pattern):
+        raise InvalidTypeError(
+            f"'{arg}' is a regular expression (re.compile({value.pattern!r})): a pattern subscription (Kafka "
+            "Streams' stream(Pattern), which also reads topics created later) is not supported, because the "
+            "query's sources, their offsets in the checkpoint and the topic check at start are fixed when the "
+            "topology is built. Name the topics, e.g. the broker's topics the pattern matches in full: "
+            "builder.stream(sorted(t for t in AdminClient(conf).list_topics().topics if pattern.fullmatch(t)))."
+        )
+
+
 def validate_topic(value: Any, arg: str = "topic") -> str:
     """Validate a Kafka topic name (same rule as processor names, '.' and '..' excluded)."""
+    refuse_pattern(value, arg)
     name = validate_name(value, arg)
     if name in (".", ".."):
         raise InvalidArgumentError(f"'{arg}' cannot be '.' or '..'.")

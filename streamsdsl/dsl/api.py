@@ -18,6 +18,7 @@ from streamsdsl._validation import (
     is_spark_column,
     require_arguments,
     require_callable,
+    refuse_pattern,
     validate_topic,
 )
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
@@ -141,6 +142,7 @@ class StreamsBuilder:
     ) -> KStream:
         """A `KStream` reading ``topics`` (one topic or a list), deserialized with ``consumed``."""
         consumed = check_option(consumed, Consumed, "consumed")
+        refuse_pattern(topics, "topics")
         topic_list = [topics] if isinstance(topics, str) else list(topics) if topics is not None else []
         if not topic_list:
             raise InvalidArgumentError("'topics' must name at least one topic, e.g. builder.stream('orders').")
