@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.spark
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,6 +97,45 @@ def app_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return proc.stdout, proc.stderr
 
 
+class TestPythonWorkerErrorText:
+    """`python_worker_error` reads a Spark error's text (no Spark needed)."""
+
+    def test_the_same_interpreter_asks_to_install_the_module(self) -> None:
+        """Workers that run this very interpreter and miss a module: install it (or fix the
+        path); PYSPARK_PYTHON would not help."""
+        from streamsdsl.runtime.session import python_worker_error
+
+        error = python_worker_error(
+            RuntimeError("PythonException: ... ModuleNotFoundError: No module named 'myapp.functions'"),
+            sys.executable)
+        assert error is not None and str(error) == (
+            "Spark's Python workers cannot import 'myapp' (ModuleNotFoundError: No module named 'myapp.functions'): "
+            f"the workers run the same interpreter as the driver ({sys.executable}), so install 'myapp' into it, "
+            "or check PYTHONPATH and spark.executorEnv.PYTHONPATH.")
+
+    def test_a_cause_deep_in_the_chain_is_found(self) -> None:
+        """The import error may sit in a cause of the error PySpark raises."""
+        from streamsdsl.runtime.session import PythonWorkerError, python_worker_error
+
+        try:
+            try:
+                raise RuntimeError("ImportError: cannot import name 'descriptor' from 'google.protobuf' (unknown)")
+            except RuntimeError as inner:
+                raise RuntimeError("[PYTHON_EXCEPTION] the query failed") from inner
+        except RuntimeError as outer:
+            error = python_worker_error(outer, "/usr/bin/python3")
+        assert isinstance(error, PythonWorkerError)
+        assert str(error).startswith("Spark's Python workers cannot import 'google' (ImportError: cannot import name "
+                                     "'descriptor' from 'google.protobuf' (unknown)): they run /usr/bin/python3, ")
+
+    def test_other_errors_are_not_worker_errors(self) -> None:
+        """An error without an import failure is left to the other rules."""
+        from streamsdsl.runtime.session import python_worker_error
+
+        assert python_worker_error(RuntimeError("[DIVIDE_BY_ZERO] Division by zero."), "python3") is None
+
+
+@pytest.mark.spark
 class TestWorkerPython:
     def test_configure_spark_runs_the_workers_on_this_interpreter(self, app_run: tuple[str, str]) -> None:
         """``configure_spark`` sets the workers' interpreter to the running one (``PYSPARK_PYTHON``
@@ -120,6 +158,7 @@ class TestWorkerPython:
         )
 
 
+@pytest.mark.spark
 class TestQuietSession:
     def test_a_failing_record_prints_a_few_lines(self, app_run: tuple[str, str]) -> None:
         """A record whose user function raises: the `UserFunctionError` is raised, and Spark prints
