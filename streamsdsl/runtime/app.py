@@ -267,6 +267,7 @@ class KafkaStreams:
         after `clean_up`).
         """
         from streamsdsl.io import register
+        from streamsdsl.runtime.session import quiet_py4j
 
         with self._lock:
             if self._state is not State.CREATED:
@@ -276,6 +277,7 @@ class KafkaStreams:
                     "from the checkpoint."
                 )
             spark = self._session()
+            quiet_py4j()  # also on a session streamsdsl did not build: py4j at WARNING, no duplicate tracebacks
             register(spark)
             if self.config.connector is Connector.JVM:
                 check_jvm_connector(spark)
@@ -387,8 +389,7 @@ class KafkaStreams:
     def _release_clients(self, deadline: float | None) -> bool:
         """Release the run's client lease: each Python worker closes the Kafka clients it kept for this
         application (`streamsdsl.io.leases`). True once all have by ``deadline`` (None: 30 s, then True)."""
-        lease, self._lease = self._lease, None
-        seconds = 30.0 if deadline is None else max(0.0, deadline - time.monotonic())
+        lease, self._lease, seconds = self._lease, None, 30.0 if deadline is None else max(0.0, deadline - time.monotonic())
         return lease is None or lease.release(seconds, owner=f"KafkaStreams {self.config.application_id!r}") \
             or deadline is None
 

@@ -248,11 +248,30 @@ def _quiet_settings(settings: dict[str, Any], master: str | None) -> dict[str, s
 
 
 def quiet_py4j() -> None:
-    """Keep the ``py4j`` logger at ``WARNING`` unless the application set its level: under
-    ``logging.basicConfig(level=logging.INFO)`` py4j logs a line per JVM call."""
+    """Keep the ``py4j`` logger at ``WARNING`` unless the application set its level (under
+    ``logging.basicConfig(level=logging.INFO)`` py4j logs a line per JVM call), and drop py4j's
+    ``ERROR`` with traceback for an error streamsdsl reports itself (a record failing inside a
+    micro-batch's callback: `KafkaStreams` raises the ``RecordError``)."""
     py4j = logging.getLogger("py4j")
     if py4j.level == logging.NOTSET:
         py4j.setLevel(logging.WARNING)
+    for name in ("py4j.clientserver", "py4j.java_gateway"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _ReportedByStreamsDsl) for f in logger.filters):
+            logger.addFilter(_ReportedByStreamsDsl())
+
+
+#: What the text of an error streamsdsl reports itself carries (a record failure's payload, a
+#: worker's missing module: `PythonWorkerError`); ``streamsdsl/log4j2.properties`` matches the same.
+_REPORTED = re.compile(r"\[streamsdsl-error\]|ModuleNotFoundError: No module named ")
+
+
+class _ReportedByStreamsDsl(logging.Filter):
+    """Drops a log record whose exception streamsdsl reports itself (see `quiet_py4j`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or _REPORTED.search(str(exc)) is None
 
 
 def _with_operator_jar(jars: str) -> str:
