@@ -273,7 +273,7 @@ def _build_source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde
     check = None
     if handler is not DeserializationHandler.LOG_AND_CONTINUE:
         key_bad, _ = invalid_bytes(F.col("key"), key_serde)
-        key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde)))
+        key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde), key_serde))
         checks = [c for c in (
             deserialization_check(F.col("key"), key_serde, "key", RecordContext(node.name, position)),
             deserialization_check(F.col("value"), value_serde, "value", RecordContext(node.name, position, key_json)),

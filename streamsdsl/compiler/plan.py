@@ -143,7 +143,7 @@ def _needed(topology: Topology) -> set[str]:
 def _sink_columns(node: ir.SinkNode, index: int, key: KeyCodec, value: PlanSerde, key_serde: PlanSerde,
                   value_serde: PlanSerde) -> list[Column]:
     """A sink's output columns: its index, the serialized key and value, the order columns."""
-    context = RecordContext(node.name, F.col(SOURCE_POSITION), key_as_json(F.col("key")))
+    context = RecordContext(node.name, F.col(SOURCE_POSITION), key_as_json(F.col("key"), None if key.windowed else key.serde))
     return [
         F.lit(index).alias(SINK_INDEX),
         serialize_key(F.col("key"), key, key_serde, context).alias("key"),

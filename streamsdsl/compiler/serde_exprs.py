@@ -226,8 +226,12 @@ def record_error(kind: str, context: RecordContext, cause: Column, *, at_source:
     ))
 
 
-def key_as_json(col: Column) -> Column:
-    """A key column as JSON text of a one-element array (how errors carry the key)."""
+def key_as_json(col: Column, serde: PlanSerde | None = None) -> Column:
+    """A key column as JSON text of a one-element array (how errors carry the key). A JSON
+    serde's column already holds JSON text: it is put in the array as it is (not as a string,
+    which would show the key ``'k'`` as ``'"k"'``)."""
+    if isinstance(serde, JsonSerde):
+        return F.concat(F.lit("["), col, F.lit("]"))
     return F.to_json(F.array(col))
 
 
