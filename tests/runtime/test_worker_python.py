@@ -135,6 +135,63 @@ class TestPythonWorkerErrorText:
         assert python_worker_error(RuntimeError("[DIVIDE_BY_ZERO] Division by zero."), "python3") is None
 
 
+class TestSettings:
+    """What `configure_spark` adds to a builder (no session is built)."""
+
+    class Builder:
+        """A stand-in for ``SparkSession.builder``."""
+
+        def __init__(self, **options: str) -> None:
+            self._options = dict(options)
+
+        def config(self, key: str, value: str) -> "TestSettings.Builder":
+            self._options[key] = value
+            return self
+
+    def test_the_builders_interpreter_wins_and_becomes_pyspark_python(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``spark.pyspark.python`` on the builder wins over ``PYSPARK_PYTHON`` (as with
+        spark-submit) and is made effective through the environment variable PySpark reads."""
+        import streamsdsl
+
+        monkeypatch.setenv("PYSPARK_PYTHON", "/env/python")
+        b = streamsdsl.configure_spark(self.Builder(**{"spark.pyspark.python": "/conf/python"}))
+        assert (b._options["spark.pyspark.python"], os.environ["PYSPARK_PYTHON"]) == ("/conf/python", "/conf/python")
+
+    def test_the_environment_is_kept_else_this_interpreter(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Without the setting, ``PYSPARK_PYTHON`` is kept; without both, this interpreter."""
+        import streamsdsl
+
+        monkeypatch.setenv("PYSPARK_PYTHON", "/env/python")
+        assert streamsdsl.configure_spark(self.Builder())._options["spark.pyspark.python"] == "/env/python"
+        monkeypatch.delenv("PYSPARK_PYTHON")
+        assert streamsdsl.configure_spark(self.Builder())._options["spark.pyspark.python"] == sys.executable
+        assert os.environ["PYSPARK_PYTHON"] == sys.executable
+
+    def test_the_log4j_configuration_joins_the_users_options_unless_they_name_one(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """streamsdsl's log4j2 file is appended to the JVM options the builder has (the executors'
+        too, on a local master); options that already name a log4j configuration, and a console
+        progress setting the user chose, are kept as they are."""
+        import streamsdsl
+        from streamsdsl.runtime.session import log4j2_config_path
+
+        monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # configure_spark sets it
+        option = f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+        b = streamsdsl.configure_spark(self.Builder(**{"spark.master": "local[2]",
+                                                       "spark.driver.extraJavaOptions": "-Xss4m"}))
+        assert b._options["spark.driver.extraJavaOptions"] == f"-Xss4m {option}"
+        assert b._options["spark.executor.extraJavaOptions"] == option
+        assert b._options["spark.ui.showConsoleProgress"] == "false"
+        own = "-Dlog4j2.configurationFile=/etc/mine.properties"
+        b = streamsdsl.configure_spark(self.Builder(**{"spark.master": "yarn", "spark.driver.extraJavaOptions": own,
+                                                       "spark.ui.showConsoleProgress": "true"}))
+        assert b._options["spark.driver.extraJavaOptions"] == own
+        assert "spark.executor.extraJavaOptions" not in b._options
+        assert b._options["spark.ui.showConsoleProgress"] == "true"
+        assert os.path.isfile(log4j2_config_path())
+
+
 @pytest.mark.spark
 class TestWorkerPython:
     def test_configure_spark_runs_the_workers_on_this_interpreter(self, app_run: tuple[str, str]) -> None:
