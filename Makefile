@@ -15,9 +15,9 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: $(STAMP) $(JAR)
 
-# Rebuilt when a Java source (or the install) changed; without a JDK it says so and the Python
+# Rebuilt when a Java source, the contract it is generated with (columns.py) or the install changed; without a JDK it says so and the Python
 # operator runs the built-in aggregations.
-$(JAR): $(JAVA_SOURCES) jvm/build.py $(STAMP)
+$(JAR): $(JAVA_SOURCES) jvm/build.py streamsdsl/compiler/columns.py $(STAMP)
 	$(PY) jvm/build.py
 
 $(STAMP): pyproject.toml

@@ -34,11 +34,18 @@ CARRIED_STATE = "_carried_state"
 INPUT_INDEX = "_input_index"
 #: The sink a row of the compiled output goes to (`DEAD_LETTER_SINK` for dead letters).
 SINK_INDEX = "_sink_index"
-#: Event time as a timestamp, for the source watermark only.
+#: Event time as a timestamp, for the source watermark only: the record's timestamp plus
+#: `EVENT_TIME_SHIFT_MS`, watermarked with that delay.
 EVENT_TIME = "_event_time"
-#: A streaming stateful operator's output event time (a timestamp: its record's, never older than
-#: the watermark), Spark's ``eventTimeColumnName``: the watermark passes the operator with it.
+#: A streaming stateful operator's output event time (a timestamp: its record's, or the
+#: watermark when older, plus `EVENT_TIME_SHIFT_MS`), Spark's ``eventTimeColumnName``: the
+#: watermark passes the operator with it.
 EVENT_TIME_OUT = "_event_time_out"
+#: How far every event-time column is ahead of the record's timestamp, and the watermark delay
+#: that takes it back: Spark counts a row whose event time *equals* the watermark as late, and
+#: fails a query whose operator emits one, while Kafka forwards a record whose timestamp equals
+#: stream time (`streamsdsl.compiler.event_time`). The watermark stays the largest timestamp.
+EVENT_TIME_SHIFT_MS = 1
 #: A stateful processor's metric event rows (split off right after the operator): the metric
 #: name, null for records, and its value.
 EVENT_METRIC = "_event_metric"
@@ -116,7 +123,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 3
+JVM_PROTOCOL = 4
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
@@ -143,4 +150,5 @@ JVM_CONTRACT: dict[str, object] = {
     "REPLAY_OUTPUT_FIELDS": (*OPERATOR_OUTPUT_FIELDS, *REPLAY_FIELDS),
     "JSON_MAX_DEPTH": JSON_MAX_DEPTH,
     "EVENT_TIME_OUT": EVENT_TIME_OUT,
+    "EVENT_TIME_SHIFT_MS": EVENT_TIME_SHIFT_MS,
 }

@@ -5,10 +5,13 @@ records' timestamps; a ``transformWithState`` operator's is the column it names 
 ``eventTimeColumnName``, which gives the operators below it a watermark again (SPARK-49676).
 streamsdsl's operators emit it (`EVENT_TIME_OUT`) when a stateful operator is below them:
 
-* its value is the output record's timestamp, raised to the watermark when older: Spark fails a
-  query whose operator emits a row older than the watermark (``EMITTING_ROWS_OLDER_THAN_
-  WATERMARK_NOT_ALLOWED``), while Kafka Streams forwards late records for the next operator to
-  drop by its own grace. The record keeps its own timestamp (``timestamp``), which is what the
+* its value is the output record's timestamp, raised to the watermark when older, plus
+  `EVENT_TIME_SHIFT_MS`: Spark fails a query whose operator emits a row whose event time is at
+  or below the watermark (``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED``), while Kafka
+  Streams forwards late records for the next operator to drop by its own grace, and a record
+  whose timestamp equals stream time is not late at all. Every event-time column of the plan
+  (the sources' too) is shifted by the same 1 ms and watermarked with a delay of 1 ms, which
+  Spark carries to the operators' columns: the watermark stays the largest timestamp. The record keeps its own timestamp (``timestamp``), which is what the
   next operator's rules read; the column is dropped right after the operator, so no Spark
   operator below filters rows by it (PLATFORM.md's late-data trap);
 * the query runs with ``spark.sql.streaming.multipleWatermarkPolicy = max``: the global
@@ -37,7 +40,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import StructField, StructType, TimestampType
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import EVENT_TIME_OUT
+from streamsdsl.compiler.columns import EVENT_TIME_OUT, EVENT_TIME_SHIFT_MS
 
 __all__ = ["STATEFUL_NODES", "STREAMING_SETTINGS", "WATERMARK_POLICY", "EventTimeOut", "fires_event_time_timers", "stateful",
            "stateful_downstream", "transform_with_state"]
@@ -88,7 +91,7 @@ def stateful_downstream(topology: Any, name: str) -> bool:
 
 class EventTimeOut(StatefulProcessor):
     """``inner``'s rows with `EVENT_TIME_OUT` appended: the row's ``timestamp``, raised to the
-    watermark when older (or the watermark, for a row without one)."""
+    watermark when older (or the watermark, for a row without one), plus `EVENT_TIME_SHIFT_MS`."""
 
     def __init__(self, inner: StatefulProcessor, fields: list[str]) -> None:
         self.inner = inner
@@ -104,7 +107,7 @@ class EventTimeOut(StatefulProcessor):
         for r in rows:
             ts = r[ts_at]
             row = tuple.__new__(Row, (*r, _EPOCH + datetime.timedelta(
-                milliseconds=floor if ts is None or ts < floor else ts)))
+                milliseconds=(floor if ts is None or ts < floor else ts) + EVENT_TIME_SHIFT_MS)))
             row.__fields__ = fields
             yield row
 

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
+from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIME_BEFORE
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.suppress import streaming_suppress_processor, suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
@@ -47,8 +47,10 @@ class StreamingLowering(Lowering):
     def with_event_time(self, df: DataFrame) -> DataFrame:
         # The operator gets event time as a plain long so Spark drops nothing before Kafka
         # Streams' own drop rule runs (PLATFORM.md, late-data trap).
-        df = df.withColumn(EVENT_TIME, F.timestamp_millis(F.col("timestamp")))
-        return df.withWatermark(EVENT_TIME, "0 milliseconds").drop(EVENT_TIME)
+        # (shifted by EVENT_TIME_SHIFT_MS, and back by the delay: the watermark is the largest
+        # timestamp, and an operator may emit a record whose timestamp equals it)
+        df = df.withColumn(EVENT_TIME, F.timestamp_millis(F.col("timestamp") + EVENT_TIME_SHIFT_MS))
+        return df.withWatermark(EVENT_TIME, f"{EVENT_TIME_SHIFT_MS} milliseconds").drop(EVENT_TIME)
 
     def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
         # below another stateful operator, stream time is the watermark that operator passes on

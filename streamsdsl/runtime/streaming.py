@@ -17,6 +17,7 @@ from streamsdsl.compiler import CompiledSink, CompiledTopology, PlanMode, compil
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
     DEAD_LETTER_SINK,
+    EVENT_TIME_SHIFT_MS,
     DLQ_HEADERS,
     OUTPUT_POSITION,
     SINK_INDEX,
@@ -153,7 +154,9 @@ def await_event_time_timers(query: StreamingQuery, topology: Topology, timeout_s
     deadline = time.monotonic() + timeout_s
     while query.isActive and time.monotonic() < deadline:
         recent = query.recentProgress
-        seen = [_event_ms(p.eventTime.get("max")) for p in recent if p.eventTime and p.eventTime.get("max")]
+        # progress reports event times shifted by EVENT_TIME_SHIFT_MS (streamsdsl.compiler.columns)
+        seen = [_event_ms(p.eventTime.get("max")) - EVENT_TIME_SHIFT_MS
+                for p in recent if p.eventTime and p.eventTime.get("max")]
         if not seen:
             return
         watermark = _event_ms(recent[-1].eventTime.get("watermark")) if recent[-1].eventTime else None

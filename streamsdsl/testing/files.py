@@ -30,11 +30,17 @@ class FileTopic:
     def append(self, topic: str, records: Iterable[tuple[Any, Any, int]], key_serde: Serde, value_serde: Serde,
                partition: int = 0) -> None:
         """Write one micro-batch: ``(key, value, timestamp_ms)`` records serialized with the serdes."""
+        self.append_topics(((topic, key, value, ts) for key, value, ts in records), key_serde, value_serde, partition)
+
+    def append_topics(self, records: Iterable[tuple[str, Any, Any, int]], key_serde: Serde, value_serde: Serde,
+                      partition: int = 0) -> None:
+        """Write one micro-batch of records of several topics: ``(topic, key, value,
+        timestamp_ms)``, each topic's in the order given."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         rows = []
-        for key, value, ts in records:
+        for topic, key, value, ts in records:
             offset = self._offsets.get((topic, partition), 0)
             self._offsets[(topic, partition)] = offset + 1
             rows.append({"key": key_serde.serialize(key), "value": value_serde.serialize(value), "topic": topic,

@@ -173,10 +173,11 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value);
     }
 
-    /** A row's output event time: its timestamp, raised to the watermark when older (Spark
-     * refuses an operator that emits a row older than the watermark). */
+    /** A row's output event time: its timestamp, raised to the watermark when older, plus
+     * {@code Contract.EVENT_TIME_SHIFT_MS} (Spark refuses an operator that emits a row at or
+     * below the watermark; the plan's watermark delay takes the shift back). */
     private java.sql.Timestamp eventTime(long ts) {
-        return new java.sql.Timestamp(Math.max(ts, Math.max(watermark, 0L)));
+        return new java.sql.Timestamp(Math.max(ts, Math.max(watermark, 0L)) + Contract.EVENT_TIME_SHIFT_MS);
     }
 
     private void flush(List<Row> out, Object kcell, ChangeBuffer buffer, Rec r) {
