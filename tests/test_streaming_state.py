@@ -60,3 +60,39 @@ def test_windows_and_join_records_leave_the_state_once_stream_time_passes_them(s
     assert set(rows["join"]) == {1}
     assert set(rows["table"]) == {3}
     assert sorted(rows["timers"]) == [0] * len(rows["table"]) + [1, 1]
+
+
+def test_a_late_record_below_a_join_is_dropped_counted_and_logged_by_the_window(
+        spark: Any, tmp_path: Any, caplog: Any) -> None:
+    """A record late for a window below a stream-table join reaches the window's operator (the
+    join passes it on with its own timestamp) and is dropped there by the window's grace:
+    counted in dropped-records-total and logged once, naming the aggregation and the record, as
+    the driver does."""
+    import logging
+
+    from streamsdsl.runtime.metrics import QueryMetrics
+
+    strings = Consumed.with_serdes(S, S)
+    b = StreamsBuilder()
+    (b.stream("orders", strings).join(b.table("customers", strings), lambda order, region: region)
+     .group_by(lambda k, region: region, Grouped.with_serdes(S, S)).windowed_by(TimeWindows.of_size_with_no_grace(100))
+     .count().to_stream().map(lambda w, n: (f"{w.key}@{w.window.start}", n))
+     .to("counts", Produced.with_serdes(S, Serdes.Long())))
+    topology = b.build()
+    topic = FileTopic(str(tmp_path / "in"))
+    topic.append("customers", [("c1", "EU", 1)], S, S)
+    topic.append("orders", [("c1", "o1", 150)], S, S)
+    topic.append("orders", [("c1", "o2", 20)], S, S)  # stream time 150: window [0, 100) has closed
+    out = Collect()
+    metrics = QueryMetrics(locate=lambda node, position: ("orders", position >> 40, position & ((1 << 40) - 1)))
+    with caplog.at_level(logging.WARNING, logger="streamsdsl"):
+        q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                  checkpoint_location=str(tmp_path / "cp"), metrics=metrics)
+        q.processAllAvailable()
+        snapshot = metrics.snapshot()
+        q.stop()
+    assert [(k, v, ts) for _, k, v, ts in out.by_topic["counts"]] == [("EU@100", 1, 150)]
+    assert snapshot["dropped-records-total"] == 1.0
+    drops = [r.getMessage() for r in caplog.records if "Skipping record" in r.getMessage()]
+    assert drops == ["KSTREAM-AGGREGATE-0000000007: Skipping record for expired window. topic=[orders] "
+                     "partition=[0] offset=[1] timestamp=[20]"]
