@@ -333,8 +333,9 @@ class KafkaSinkOptions:
     bootstrap_servers: str
     topic: str
     flush_timeout_ms: int
-    producer_conf: dict[str, str] = field(default_factory=dict)
+    #: The run's client lease (`streamsdsl.io.leases`): the producer closes when it is released.
     lease: str | None = None
+    producer_conf: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KafkaSinkOptions:

@@ -186,7 +186,7 @@ class TestSinkOptions:
                 "kafka.linger.ms": "20",
             }
         )
-        assert opts == KafkaSinkOptions("h:1", "out", 2500, {"linger.ms": "20"})
+        assert opts == KafkaSinkOptions("h:1", "out", 2500, producer_conf={"linger.ms": "20"})
         assert opts.client_conf() == {
             "bootstrap.servers": "h:1",
             "partitioner": "murmur2_random",
