@@ -22,8 +22,9 @@ def query_error(exc: BaseException, topology: Topology, application_id: str) -> 
     topic, partition and offset from `locate`), else the Kafka source's error
     (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
     `streamsdsl.runtime.session.PythonWorkerError` when the Python workers cannot import
-    streamsdsl or a package it needs (they run another interpreter), else a `StreamsError` with
-    the first line of Spark's error."""
+    streamsdsl or a package it needs (they run another interpreter), else (a checkpoint written
+    before stateful operators passed event time on, `_OLD_TIME_MODE`) a `StreamsError` naming
+    ``streamsdsl reset``, else a `StreamsError` with the first line of Spark's error."""
     error = RecordError.find(exc)
     if error is not None and error.topic is None and error.position is not None:
         return error.located(*locate(topology, error.processor, error.position))
@@ -36,8 +37,22 @@ def query_error(exc: BaseException, topology: Topology, application_id: str) -> 
     if worker_error is not None:
         return worker_error
     text = str(exc).strip()
+    if all(part in text for part in _OLD_TIME_MODE):
+        spark_says = next(line for line in text.splitlines() if _OLD_TIME_MODE[0] in line)
+        return StreamsError(
+            f"KafkaStreams {application_id!r} cannot continue from its checkpoint: it was written by a streamsdsl "
+            "version in which a stateful operator (a join, a table) kept no event time, and this version passes "
+            "event time on from it to the windows and joins below it, which Spark cannot change in a checkpoint "
+            f"({spark_says.strip()}). Reprocess the input from a new checkpoint: stop the application and run "
+            f"`streamsdsl reset --application-id {application_id}` (with --state-dir if you set state.dir), or "
+            "start it with a new application.id.")
     detail = text.splitlines()[0] if text else type(exc).__name__
     return StreamsError(f"KafkaStreams {application_id!r} failed: {detail}")
+
+
+#: What Spark says when a checkpoint's ``transformWithState`` operator was written with another
+#: time mode (before stateful operators passed event time on, `streamsdsl.compiler.event_time`).
+_OLD_TIME_MODE = ("STATE_STORE_INVALID_CONFIG_AFTER_RESTART", "timeMode")
 
 
 def locate(topology: Topology, node: str, position: int) -> tuple[str, int, int]:
