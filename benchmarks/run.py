@@ -36,6 +36,7 @@ BENCHMARKS = {
     "p6": ("p6_driver.py", ["--tests", "2"]),
     "p7": ("p7_startup.py", ["--repeats", "1"]),
     "p8": ("p8_joins.py", ["--records", "20000", "--keys", "2000", "--repeats", "1"]),
+    "p10": ("p10_state_bounded.py", ["--quick"]),
 }
 
 
