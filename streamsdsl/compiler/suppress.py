@@ -148,6 +148,7 @@ class StreamingTimeLimitProcessor(StreamingAggregateProcessor):
         self._timer_before = self._timer(state)
         stream_time = timerValues.getCurrentWatermarkInMs()
         decode = self.config.value_out.from_internal
+        key_value = self.config.key.serde.from_internal(kcell)
         for r in data:
             ts, position = r[cols.meta][:2]
             self._at = (kcell, position)
@@ -155,7 +156,6 @@ class StreamingTimeLimitProcessor(StreamingAggregateProcessor):
             state, release = time_limit_release(buffer, state, decode(r[cols.value]), ts, before, stream_time)
             released = (*release.passed, *release.immediate)
             if released:
-                key_value = self.config.key.serde.from_internal(kcell)
                 yield from self._finals(kcell, key_value, released, stream_time, position, cols.output_position(r))
         self._save(state)
         self._set_timer(state)
