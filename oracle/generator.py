@@ -1,0 +1,216 @@
+"""A seeded generator of oracle cases: a random recipe (`oracle.recipe`) and a random input.
+
+``generate(seed, index)`` is a pure function of its arguments: the same seed and index give
+the same case on every machine. Inputs have out-of-order and late records (timestamps step
+back by more than any grace), timestamp ties, jumps in time, and ``None`` keys and values; for
+shapes with two inputs, records of both topics interleave. Each case runs with Kafka Streams'
+record cache on (the driver default, flushed after every record) or, one case in four, off
+(``statestore.cache.max.bytes`` 0) in both systems.
+
+What the generator leaves out, and why, is listed in `LEFT_OUT` (and in docs/testing.md).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+
+from oracle.menu import MENU, MenuFn
+from oracle.recipe import KEY_CHANGING, STEP_ROLES, step_types, value_type
+
+__all__ = ["Case", "LEFT_OUT", "generate"]
+
+#: What the generator never produces, with the reason; docs/testing.md shows this list.
+LEFT_OUT: dict[str, str] = {
+    "emit on window close for a windowed cogroup": "Kafka Streams has no emit strategy on a windowed cogroup "
+    "(a deliberate streamsdsl addition, docs/differences.md): there is nothing to compare with.",
+    "a cogroup of two re-keyed streams": "both systems refuse the topology (Kafka Streams: 'Processor "
+    "...-repartition-filter is already added'; streamsdsl: the same name, already used): both name each "
+    "stream's repartition after the cogroup's store; only the stream of topic in is re-keyed.",
+    "several partitions per topic": "Kafka Streams' TopologyTestDriver runs every topic as one partition.",
+    "JSON values, headers": "the menu's functions read and return strings and longs only; headers pass "
+    "through unchanged and no menu function reads them.",
+    "peek, merge, KTable filter/map_values, to_table": "not generated yet: the spec and the oracle build "
+    "them (oracle/spec.py, Oracle.java), the recipes do not use them.",
+    "suppress until_time_limit, suppress after a join or cogroup": "not generated yet; streamsdsl refuses "
+    "suppress after any step other than a windowed aggregation (docs/differences.md, Not yet implemented).",
+    "steps after a windowed aggregation that read the Windowed key": "the menu's functions take string keys; "
+    "a windowed table's records are compared by (key, start, end).",
+    "joins of re-keyed streams and tables read after a key change": "not generated yet: a re-keyed stream "
+    "is grouped (repartitioned) but never joined; left joins keep None keys (KIP-962) and the two systems' "
+    "repartition filters are compared by the dropped-records adjustment only.",
+}
+
+KEYS = ["a", "b", "c", "ab", None]
+KEY_WEIGHTS = [5, 4, 2, 1, 1]
+VALUES = ["x", "yy", "zzz", "ab", "x y", None]
+VALUE_WEIGHTS = [4, 3, 2, 2, 1, 2]
+
+
+@attrs.frozen
+class Case:
+    """One oracle case: the recipe, the input records ``(topic, key, value, timestamp)`` in pipe
+    order, and whether the record cache is on."""
+
+    recipe: dict[str, Any]
+    records: tuple[tuple[str, str | None, str | None, int], ...] = attrs.field(converter=tuple)
+    cache: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recipe": self.recipe, "records": [list(r) for r in self.records], "cache": self.cache}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Case:
+        return cls(data["recipe"], [tuple(r) for r in data["records"]], data["cache"])
+
+
+def _menu(kind: str, takes: str) -> list[MenuFn]:
+    return [f for f in MENU.values() if f.kind == kind and f.takes in (None, takes)]
+
+
+def _steps(rng: random.Random, value: str, count: int, ops: list[str]) -> tuple[list[dict[str, str]], str]:
+    steps: list[dict[str, str]] = []
+    for _ in range(count):
+        op = rng.choice(ops)
+        choices = _menu(STEP_ROLES[op], value)
+        if not choices:
+            continue
+        step = {"op": op, "fn": rng.choice(choices).name}
+        value = step_types([step], value)
+        steps.append(step)
+    return steps, value
+
+
+STATELESS = ["filter", "filter_not", "map_values", "map", "flat_map", "flat_map_values", "select_key"]
+KEY_KEEPING = [op for op in STATELESS if op not in KEY_CHANGING]
+#: After a windowed aggregation: steps that read values only.
+VALUE_ONLY = ["map_values"]
+
+
+def _windows(rng: random.Random, kinds: tuple[str, ...]) -> dict[str, Any]:
+    kind = rng.choice(kinds)
+    grace = rng.choice([0, 0, 2, 5])
+    if kind == "session":
+        return {"kind": "session", "gap": rng.choice([2, 5, 10]), "grace": grace}
+    if kind == "time":
+        size = rng.choice([5, 10])
+        return {"kind": "time", "size": size, "advance": rng.choice([size, size // 2 or 1, 3]), "grace": grace}
+    return {"kind": "sliding", "difference": rng.choice([3, 5]), "grace": grace}
+
+
+def _aggregation(rng: random.Random, value: str, session: bool) -> dict[str, Any]:
+    kind = rng.choice(["count", "reduce", "aggregate"])
+    if kind == "count":
+        return {"kind": "count"}
+    if kind == "reduce":
+        return {"kind": "reduce", "reducer": rng.choice(_menu("reducer", value)).name}
+    aggregator = rng.choice(_menu("aggregator", value))
+    initializer = next(f for f in MENU.values() if f.kind == "initializer" and f.gives == aggregator.gives)
+    merger = next(f for f in MENU.values() if f.kind == "merger" and f.gives == aggregator.gives)
+    return {"kind": "aggregate", "initializer": initializer.name, "aggregator": aggregator.name,
+            "merger": merger.name if session else None}
+
+
+def _recipe(rng: random.Random) -> dict[str, Any]:
+    shape = rng.choices(
+        ["stateless", "aggregate", "cogroup", "stream_table", "stream_stream", "table_table", "grouped_table", "split"],
+        [1, 6, 2, 2, 3, 2, 2, 1])[0]
+    recipe: dict[str, Any] = {"shape": shape, "pre": [], "other_pre": [], "op": {}, "post": []}
+    if shape in ("table_table", "grouped_table"):
+        pre_value = "str"
+    elif shape in ("stream_table", "stream_stream"):  # joins of re-keyed streams: see LEFT_OUT
+        recipe["pre"], pre_value = _steps(rng, "str", rng.randint(0, 2), KEY_KEEPING)
+    else:
+        recipe["pre"], pre_value = _steps(rng, "str", rng.randint(0, 3), STATELESS)
+    op = recipe["op"]
+    post_ops = VALUE_ONLY
+    if shape == "stateless":
+        post_ops = []
+    elif shape == "split":
+        op["predicates"] = [rng.choice(_menu("predicate", pre_value)).name for _ in range(rng.randint(1, 2))]
+        op["default"] = rng.random() < 0.6
+        post_ops = []
+    elif shape == "aggregate":
+        if rng.random() < 0.25:
+            op["group_by"] = rng.choice(_menu("key_selector", pre_value)).name
+        windowed = rng.random() < 0.75
+        op["windows"] = _windows(rng, ("session", "time", "sliding")) if windowed else None
+        op["emit_on_close"] = windowed and rng.random() < 0.4
+        op["agg"] = _aggregation(rng, pre_value, windowed and op["windows"]["kind"] == "session")
+        op["suppress"] = windowed and not op["emit_on_close"] and rng.random() < 0.2
+        if not windowed:
+            post_ops = KEY_KEEPING[:3]
+    elif shape == "cogroup":
+        # a key change on one side only: see LEFT_OUT
+        recipe["other_pre"], other_value = _steps(rng, "str", rng.randint(0, 2), KEY_KEEPING)
+        gives = rng.choice(["str", "long"])
+        pick = [f for f in MENU.values() if f.kind == "aggregator" and f.gives == gives]
+        first = [f.name for f in pick if f.takes == pre_value]
+        second = [f.name for f in pick if f.takes == other_value]
+        if not first or not second:
+            gives = "long"
+            first = ["add" if pre_value == "long" else "add_length"]
+            second = ["add" if other_value == "long" else "add_length"]
+        windowed = rng.random() < 0.6
+        op["windows"] = _windows(rng, ("session", "time", "sliding")) if windowed else None
+        op["aggregators"] = [rng.choice(first), rng.choice(second)]
+        op["initializer"] = "empty" if gives == "str" else "zero"
+        op["merger"] = ("concat_bar" if gives == "str" else "plus") if windowed and op["windows"]["kind"] == "session" \
+            else None
+    elif shape == "stream_table":
+        op["kind"] = rng.choice(["inner", "left"])
+        op["joiner"] = "pair"
+    elif shape == "stream_stream":
+        recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
+        difference = rng.choice([0, 2, 5])
+        op["kind"] = rng.choice(["inner", "left", "outer"])
+        op["windows"] = {"before": rng.choice([difference, 0, 3]), "after": difference,
+                         "grace": rng.choice([0, 2, 5])}
+        op["joiner"] = "pair"
+    elif shape == "table_table":
+        op["kind"] = rng.choice(["inner", "left", "outer"])
+        op["joiner"] = "pair"
+    elif shape == "grouped_table":
+        op["selector"] = rng.choice(_menu("table_selector", "str")).name
+        op["kind"] = rng.choice(["count", "reduce", "aggregate"])
+        if op["kind"] == "reduce":
+            op["adder"], op["subtractor"] = "concat_adder", "strip_subtractor"
+        elif op["kind"] == "aggregate":
+            op["initializer"], op["adder"], op["subtractor"] = "zero", "add_length_adder", "sub_length_subtractor"
+        post_ops = KEY_KEEPING[:3]
+    if post_ops and rng.random() < 0.4:
+        recipe["post"], _ = _steps(rng, value_type({**recipe, "post": []}), 1, post_ops)
+    value_type(recipe)
+    return recipe
+
+
+def _records(rng: random.Random, topics: list[str]) -> list[tuple[str, str | None, str | None, int]]:
+    records = []
+    now = rng.randint(0, 5)
+    for _ in range(rng.randint(1, 16)):
+        move = rng.random()
+        if move < 0.15:
+            ts = now  # a tie
+        elif move < 0.3:
+            ts = max(0, now - rng.randint(1, 15))  # out of order, often later than any grace
+        elif move < 0.38:
+            now += rng.randint(15, 40)  # a jump that closes windows
+            ts = now
+        else:
+            now += rng.randint(1, 6)
+            ts = now
+        key = rng.choices(KEYS, KEY_WEIGHTS)[0]
+        value = rng.choices(VALUES, VALUE_WEIGHTS)[0]
+        records.append((rng.choice(topics), key, value, ts))
+    return records
+
+
+def generate(seed: int, index: int) -> Case:
+    """The case ``index`` of the run seeded with ``seed``."""
+    rng = random.Random(f"{seed}/{index}")
+    recipe = _recipe(rng)
+    topics = ["in", "other"] if recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") \
+        else ["in"]
+    return Case(recipe, _records(rng, topics), cache=rng.random() >= 0.25)

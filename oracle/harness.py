@@ -1,0 +1,321 @@
+"""Run a case on Kafka Streams (the oracle) and on streamsdsl, compare, minimize, write it down.
+
+`KafkaOracle` keeps one JVM running ``oracle/java`` (built with ``make oracle-jar``) and sends it
+one case per line. `run_streamsdsl` runs the same case on streamsdsl's ``TopologyTestDriver``
+(direct or Spark engine). `compare` applies the documented differences the generator knows
+(`KNOWN_DIFFERENCES`) and says what differs; `minimize` drops input records and steps while
+the difference stays; `write_case` stores a replayable case file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import attrs
+
+from oracle.generator import Case
+from oracle.recipe import RecipeError, build, value_type
+from oracle.spec import topology_spec
+
+__all__ = [
+    "JAVA_DIR",
+    "KNOWN_DIFFERENCES",
+    "KafkaOracle",
+    "OracleUnavailableError",
+    "Outcome",
+    "compare",
+    "minimize",
+    "outcomes",
+    "Difference",
+    "Run",
+    "run_cases",
+    "run_streamsdsl",
+    "write_case",
+]
+
+ROOT = Path(__file__).resolve().parent
+JAVA_DIR = ROOT / "java"
+BUILD_COMMAND = "make oracle-jar"
+#: The retention of on-close time and sliding window stores in the oracle (one year; see
+#: KNOWN_DIFFERENCES["closed-window-retention"]).
+CLOSE_RETENTION_MS = 365 * 24 * 3600 * 1000
+
+#: The documented differences from Kafka Streams (docs/differences.md) that the comparison
+#: applies; each is asserted by a regression test in tests/oracle/.
+KNOWN_DIFFERENCES = {
+    "closed-window-retention": "docs/differences.md, Deliberate improvements: streamsdsl emits every closed "
+    "window exactly once on close, while Kafka Streams' window store retention (size + grace) can expire a "
+    "closed time or sliding window before the emit-on-close fetch sees it. The oracle gives the window stores "
+    "of on-close time and sliding windows a retention of CLOSE_RETENTION_MS, so that Kafka Streams too emits "
+    "every closed window.",
+    "outer-join-emit-time": "docs/differences.md, Joins: Kafka Streams emits a left/outer stream-stream "
+    "join's non-joined results only when a scan runs, which it skips until stream time passes the window "
+    "of the earliest held record as the processing side sees it (and a record of the other side sees the "
+    "window mirrored); streamsdsl emits each at the first record past its window and grace. The comparison "
+    "asks for the same joined results in the same order, and every non-joined result Kafka Streams wrote "
+    "among streamsdsl's.",
+    "repartition-null-keys": "docs/differences.md, Running: a record whose new key is None is dropped by the "
+    "repartition's filter in both systems; streamsdsl counts it in dropped-records-total, Kafka Streams does "
+    "not. The oracle counts those records at each repartition (repartition_null_keys) and the comparison "
+    "expects streamsdsl's dropped records to be Kafka's plus them.",
+}
+
+
+class OracleUnavailableError(RuntimeError):
+    """The Kafka Streams oracle is not built (or Java is missing): the message names the command."""
+
+
+@attrs.frozen
+class Outcome:
+    """What one system wrote: per output topic the records ``[key, value, timestamp]`` (a
+    windowed key as ``{"key", "start", "end"}``), the dropped records, and (Kafka only) the
+    ``None`` keys its repartitions filtered out; or the error it raised."""
+
+    outputs: dict[str, list[list[Any]]] = attrs.field(factory=dict)
+    dropped: int = 0
+    repartition_null_keys: int = 0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Outcome:
+        return cls(data.get("outputs", {}), data.get("dropped", 0), data.get("repartition_null_keys", 0),
+                   data.get("error"))
+
+
+def _classpath() -> str:
+    classes, listing = JAVA_DIR / "target" / "classes", JAVA_DIR / "target" / "classpath.txt"
+    if not (classes / "streamsdsl" / "oracle" / "Oracle.class").exists() or not listing.exists():
+        raise OracleUnavailableError(
+            f"The Kafka Streams oracle is not built ({classes} is missing): run `{BUILD_COMMAND}` "
+            "(Maven resolves kafka-streams and kafka-streams-test-utils into ~/.m2).")
+    return f"{classes}:{listing.read_text().strip()}"
+
+
+class KafkaOracle:
+    """One JVM running Kafka Streams' ``TopologyTestDriver`` over cases sent as JSON lines."""
+
+    def __init__(self) -> None:
+        try:
+            self._process = subprocess.Popen(
+                ["java", "-cp", _classpath(), "streamsdsl.oracle.Oracle"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)
+        except FileNotFoundError as e:
+            raise OracleUnavailableError(f"Java is needed to run the oracle ({e}); install a JDK 17.") from e
+
+    def __enter__(self) -> KafkaOracle:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+            self._process.wait(timeout=30)
+
+    def run(self, case: Case, *, close_retention_ms: int | None = CLOSE_RETENTION_MS) -> Outcome:
+        """Kafka Streams' output for ``case``; ``close_retention_ms=None`` leaves Kafka's own
+        retention on on-close window stores."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        request = {"spec": topology_spec(build(case.recipe)), "records": [list(r) for r in case.records],
+                   "cache": case.cache, "close_retention_ms": close_retention_ms}
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise OracleUnavailableError(f"The oracle JVM exited (code {self._process.poll()}).")
+        return Outcome.from_json(json.loads(line))
+
+
+def _plain(value: Any) -> Any:
+    from streamsdsl import Windowed
+
+    if isinstance(value, Windowed):
+        return {"key": value.key, "start": value.window.start, "end": value.window.end}
+    return value
+
+
+def run_streamsdsl(case: Case, engine: str = "direct", spark: Any = None) -> Outcome:
+    """streamsdsl's output for ``case`` on its ``TopologyTestDriver`` (``engine``)."""
+    from streamsdsl import RecordError, TopologyTestDriver
+
+    topology = build(case.recipe)
+    config = {} if case.cache else {"statestore.cache.max.bytes": 0}
+    with TopologyTestDriver(topology, config, engine=engine, spark=spark) as driver:
+        inputs = {t: driver.create_input_topic(t) for t in topology.source_topics}
+        for topic, key, value, ts in case.records:
+            inputs[topic].pipe_input(key, value, ts)
+        try:
+            outputs = {t: [[_plain(r.key), _plain(r.value), r.timestamp]
+                           for r in driver.create_output_topic(t).read_records_to_list()]
+                       for t in sorted(topology.sink_topics)}
+            dropped = driver.metrics()["dropped-records-total"]
+        except RecordError as e:
+            return Outcome(error=f"{type(e).__name__}: {e}")
+    return Outcome(outputs, int(dropped))
+
+
+#: The error of an outcome that streamsdsl could not build (the oracle then does not run).
+NOT_BUILT = "not built"
+
+
+def outcomes(oracle: KafkaOracle, case: Case, engine: str = "direct", spark: Any = None) -> tuple[Outcome, Outcome]:
+    """Kafka Streams' and streamsdsl's outcomes of ``case``. A topology streamsdsl refuses to
+    build is not run on either: streamsdsl's outcome then holds the refusal."""
+    from streamsdsl import StreamsDslError
+
+    try:
+        build(case.recipe)
+    except StreamsDslError as e:
+        return Outcome(error=NOT_BUILT), Outcome(error=f"{NOT_BUILT}: {type(e).__name__}: {e}")
+    return oracle.run(case), run_streamsdsl(case, engine, spark)
+
+
+def _non_joined(record: list[Any]) -> bool:
+    """A left/outer stream–stream join's result without a match: the menu's joiner ``pair``
+    renders the missing side as ``null`` (no input value is the text ``null``)."""
+    value = record[1]
+    return isinstance(value, str) and (value.startswith("null+") or value.endswith("+null"))
+
+
+def _compare_outer_join(k: list[list[Any]], s: list[list[Any]]) -> bool:
+    """KNOWN_DIFFERENCES["outer-join-emit-time"]: the joined results equal, in order; each
+    non-joined result Kafka Streams wrote, streamsdsl wrote too (Kafka's may come later or,
+    when the input ends first, never)."""
+    if [r for r in k if not _non_joined(r)] != [r for r in s if not _non_joined(r)]:
+        return False
+    remaining = [r for r in s if _non_joined(r)]
+    for record in (r for r in k if _non_joined(r)):
+        if record not in remaining:
+            return False
+        remaining.remove(record)
+    return True
+
+
+def compare(kafka: Outcome, streamsdsl: Outcome, recipe: dict[str, Any]) -> list[str]:
+    """What differs between the two outcomes of a case of ``recipe`` once the known
+    differences are applied (empty: they agree). Both failing on a record counts as agreeing
+    (their messages differ); a topology streamsdsl could not build never agrees."""
+    if kafka.error or streamsdsl.error:
+        if kafka.error and streamsdsl.error and kafka.error != NOT_BUILT:
+            return []
+        return [f"error: Kafka Streams {kafka.error!r}, streamsdsl {streamsdsl.error!r}"]
+    outer = recipe["shape"] == "stream_stream" and recipe["op"]["kind"] != "inner"
+    problems = []
+    for topic in sorted(set(kafka.outputs) | set(streamsdsl.outputs)):
+        k, s = kafka.outputs.get(topic, []), streamsdsl.outputs.get(topic, [])
+        if k != s and not (outer and _compare_outer_join(k, s)):
+            problems.append(f"topic {topic}: Kafka Streams {k}, streamsdsl {s}")
+    expected = kafka.dropped + kafka.repartition_null_keys  # KNOWN_DIFFERENCES["repartition-null-keys"]
+    if streamsdsl.dropped != expected:
+        problems.append(f"dropped-records-total: Kafka Streams {kafka.dropped} (+{kafka.repartition_null_keys} "
+                        f"None keys at repartitions), streamsdsl {streamsdsl.dropped}")
+    return problems
+
+
+def _valid(case: Case) -> bool:
+    try:
+        value_type(case.recipe)
+    except RecipeError:
+        return False
+    return True
+
+
+def _smaller(case: Case) -> list[Case]:
+    """Cases one edit smaller than ``case``: one step or one input record fewer."""
+    out = []
+    for part in ("pre", "other_pre", "post"):
+        for i in range(len(case.recipe[part])):
+            recipe = {**case.recipe, part: case.recipe[part][:i] + case.recipe[part][i + 1:]}
+            out.append(attrs.evolve(case, recipe=recipe))
+    if case.recipe["op"].get("suppress"):
+        out.append(attrs.evolve(case, recipe={**case.recipe, "op": {**case.recipe["op"], "suppress": False}}))
+    for i in range(len(case.records)):
+        out.append(attrs.evolve(case, records=case.records[:i] + case.records[i + 1:]))
+    return [c for c in out if _valid(c) and c.records]
+
+
+def minimize(case: Case, differs: Callable[[Case], bool]) -> Case:
+    """The smallest case reached by dropping steps and records one at a time while ``differs``
+    stays true (greedy: each accepted drop restarts the search)."""
+    shrunk = True
+    while shrunk:
+        shrunk = False
+        for smaller in _smaller(case):
+            if differs(smaller):
+                case, shrunk = smaller, True
+                break
+    return case
+
+
+def case_id(case: Case) -> str:
+    """A stable name for ``case``: the first 12 hex digits of its JSON's SHA-256."""
+    return hashlib.sha256(json.dumps(case.to_json(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def write_case(directory: Path, case: Case, kafka: Outcome, streamsdsl: Outcome, engine: str,
+               origin: dict[str, Any]) -> Path:
+    """Write a replayable case file ``<directory>/<case_id>.json``: the case, the spec the
+    oracle built, both outcomes and the differences."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{case_id(case)}.json"
+    data = {
+        **case.to_json(),
+        "origin": origin,
+        "engine": engine,
+        "spec": None if streamsdsl.error and streamsdsl.error.startswith(NOT_BUILT)
+        else topology_spec(build(case.recipe)),
+        "kafka": kafka.to_json(),
+        "streamsdsl": streamsdsl.to_json(),
+        "differences": compare(kafka, streamsdsl, case.recipe),
+    }
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+@attrs.frozen
+class Difference:
+    """A generated case that differs: its index in the run, the case as generated, the
+    minimized case, both systems' outcomes of the minimized case and what differs."""
+
+    index: int
+    case: Case
+    minimized: Case
+    kafka: Outcome
+    streamsdsl: Outcome
+    problems: tuple[str, ...]
+
+
+@attrs.frozen
+class Run:
+    """The result of `run_cases`: how many cases agree and the differences, in case order."""
+
+    agree: int
+    differences: tuple[Difference, ...]
+
+
+def run_cases(oracle: KafkaOracle, seed: int, cases: int, engine: str = "direct", spark: Any = None) -> Run:
+    """Run the cases ``0 .. cases-1`` of ``seed`` on both systems; minimize each that differs."""
+    from oracle.generator import generate
+
+    def differs(case: Case) -> bool:
+        return bool(compare(*outcomes(oracle, case, engine, spark), case.recipe))
+
+    agree, differences = 0, []
+    for index in range(cases):
+        case = generate(seed, index)
+        if not differs(case):
+            agree += 1
+            continue
+        small = minimize(case, differs)
+        k, s = outcomes(oracle, small, engine, spark)
+        differences.append(Difference(index, case, small, k, s, tuple(compare(k, s, small.recipe))))
+    return Run(agree, tuple(differences))

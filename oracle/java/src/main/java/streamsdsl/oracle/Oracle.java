@@ -1,0 +1,406 @@
+package streamsdsl.oracle;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.atomic.AtomicLong;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.TestInputTopic;
+import org.apache.kafka.streams.TestOutputTopic;
+import org.apache.kafka.streams.TopologyTestDriver;
+import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.BranchedKStream;
+import org.apache.kafka.streams.kstream.CogroupedKStream;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.KGroupedStream;
+import org.apache.kafka.streams.kstream.KGroupedTable;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Named;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.state.WindowStore;
+import org.apache.kafka.streams.test.TestRecord;
+
+/**
+ * The Kafka Streams oracle of streamsdsl's conformance harness (oracle/README in docs/testing.md).
+ *
+ * <p>Reads one case per line on stdin, as JSON: {"spec": {"nodes": [...]}, "records": [[topic, key,
+ * value, timestamp], ...], "cache": true|false, "close_retention_ms": n|null}. Builds the spec's topology with Kafka Streams' DSL,
+ * runs Kafka Streams' TopologyTestDriver over the records in order, and writes one line per case on
+ * stdout: {"outputs": {topic: [[key, value, timestamp], ...]}, "dropped": n,
+ * "repartition_null_keys": n} or {"error": "..."}.
+ */
+public final class Oracle {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final String STATE_DIR = stateDir();
+    /** Grouping serdes: string keys, so that a windowed table's key serde (and suppress's) is known. */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static final Grouped GROUPED = Grouped.with(Serdes.String(), new ValueSerde());
+
+    private Oracle() {
+    }
+
+    private static String stateDir() {
+        try {
+            return Files.createTempDirectory("streamsdsl-oracle").toString();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, "UTF-8");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.isBlank()) {
+                continue;
+            }
+            JsonNode result;
+            try {
+                result = run(JSON.readTree(line));
+            } catch (Exception e) {
+                ObjectNode error = JSON.createObjectNode();
+                error.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+                result = error;
+            }
+            out.println(JSON.writeValueAsString(result));
+        }
+    }
+
+    /** What one built topology holds beside the DSL objects: the null keys its repartitions saw. */
+    private static final class Built {
+        final StreamsBuilder builder = new StreamsBuilder();
+        final Map<String, Object> handles = new HashMap<>();
+        final List<String> sinkTopics = new ArrayList<>();
+        final AtomicLong repartitionNullKeys = new AtomicLong();
+    }
+
+    static JsonNode run(JsonNode testCase) throws Exception {
+        JsonNode retention = testCase.get("close_retention_ms");
+        Built built = build(testCase.get("spec").get("nodes"),
+            retention == null || retention.isNull() ? null : Duration.ofMillis(retention.asLong()));
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, "streamsdsl-oracle");
+        props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "oracle:9092");
+        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, ValueSerde.class);
+        props.put(StreamsConfig.STATE_DIR_CONFIG, STATE_DIR);
+        if (!testCase.get("cache").asBoolean()) {
+            props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        }
+        ObjectNode result = JSON.createObjectNode();
+        try (TopologyTestDriver driver = new TopologyTestDriver(built.builder.build(), props)) {
+            Map<String, TestInputTopic<String, String>> inputs = new HashMap<>();
+            for (JsonNode r : testCase.get("records")) {
+                String topic = r.get(0).asText();
+                TestInputTopic<String, String> input = inputs.computeIfAbsent(topic,
+                    t -> driver.createInputTopic(t, new StringSerializer(), new StringSerializer()));
+                input.pipeInput(new TestRecord<>(text(r.get(1)), text(r.get(2)), null, r.get(3).asLong()));
+            }
+            ObjectNode outputs = result.putObject("outputs");
+            for (String topic : built.sinkTopics) {
+                TestOutputTopic<byte[], byte[]> output =
+                    driver.createOutputTopic(topic, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+                ArrayNode records = outputs.putArray(topic);
+                for (TestRecord<byte[], byte[]> r : output.readRecordsToList()) {
+                    ArrayNode record = records.addArray();
+                    record.add(r.key() == null ? JSON.nullNode() : JSON.readTree(r.key()));
+                    record.add(r.value() == null ? JSON.nullNode() : JSON.readTree(r.value()));
+                    record.add(r.timestamp());
+                }
+            }
+            double dropped = 0;
+            for (Map.Entry<MetricName, ? extends Metric> m : driver.metrics().entrySet()) {
+                if (m.getKey().name().equals("dropped-records-total")) {
+                    dropped += ((Number) m.getValue().metricValue()).doubleValue();
+                }
+            }
+            result.put("dropped", (long) dropped);
+            result.put("repartition_null_keys", built.repartitionNullKeys.get());
+        }
+        return result;
+    }
+
+    private static String text(JsonNode node) {
+        return node == null || node.isNull() ? null : node.asText();
+    }
+
+    private static String fn(JsonNode node, String field) {
+        JsonNode value = node.get(field);
+        if (value == null || value.isNull()) {
+            throw new IllegalArgumentException(node.get("type").asText() + " needs '" + field + "'");
+        }
+        return value.asText();
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static Built build(JsonNode nodes, Duration closeRetention) {
+        Built b = new Built();
+        Map<String, List<JsonNode>> branches = new LinkedHashMap<>();
+        for (JsonNode node : nodes) {
+            if (node.get("type").asText().equals("branch")) {
+                branches.computeIfAbsent(node.get("parents").get(0).asText(), k -> new ArrayList<>()).add(node);
+            }
+        }
+        for (JsonNode node : nodes) {
+            String name = node.get("name").asText();
+            String type = node.get("type").asText();
+            List<Object> parents = new ArrayList<>();
+            for (JsonNode p : node.get("parents")) {
+                parents.add(b.handles.get(p.asText()));
+            }
+            Object parent = parents.isEmpty() ? null : parents.get(0);
+            KStream s = parent instanceof KStream ? (KStream) parent : null;
+            KTable t = parent instanceof KTable ? (KTable) parent : null;
+            Object result;
+            switch (type) {
+                case "source": {
+                    List<String> topics = new ArrayList<>();
+                    node.get("topics").forEach(x -> topics.add(x.asText()));
+                    result = b.builder.stream(topics, Consumed.with(Serdes.String(), Serdes.String()));
+                    break;
+                }
+                case "table_source":
+                    result = node.get("materialized").asBoolean()
+                        ? b.builder.table(node.get("topic").asText(), Consumed.with(Serdes.String(), Serdes.String()),
+                            Materialized.as("store-" + name))
+                        : b.builder.table(node.get("topic").asText(), Consumed.with(Serdes.String(), Serdes.String()));
+                    break;
+                case "filter":
+                    result = node.get("negate").asBoolean() ? s.filterNot(Menu.predicate(fn(node, "predicate")))
+                        : s.filter(Menu.predicate(fn(node, "predicate")));
+                    break;
+                case "map_values": result = s.mapValues(Menu.valueMapper(fn(node, "mapper"))); break;
+                case "map": result = s.map(Menu.mapper(fn(node, "mapper"))); break;
+                case "flat_map": result = s.flatMap(Menu.flatMapper(fn(node, "mapper"))); break;
+                case "flat_map_values": result = s.flatMapValues(Menu.flatValueMapper(fn(node, "mapper"))); break;
+                case "select_key": result = s.selectKey(Menu.keySelector(fn(node, "selector"))); break;
+                case "merge": result = s.merge((KStream) parents.get(1)); break;
+                case "repartition":
+                    // Kafka Streams repartitions by itself where the key changed; count the null keys
+                    // its repartition filter drops without a metric (docs/differences.md, Running).
+                    result = s.peek((k, v) -> {
+                        if (k == null) {
+                            b.repartitionNullKeys.incrementAndGet();
+                        }
+                    });
+                    break;
+                case "sink": {
+                    String topic = node.get("topic").asText();
+                    s.to(topic, Produced.with(OutputSerializer.serde(), OutputSerializer.serde()));
+                    if (!b.sinkTopics.contains(topic)) {
+                        b.sinkTopics.add(topic);
+                    }
+                    result = null;
+                    break;
+                }
+                case "aggregate": result = aggregate(s.groupByKey(GROUPED), node, closeRetention); break;
+                case "cogroup": result = cogroup(parents, node); break;
+                case "to_stream": result = t.toStream(); break;
+                case "table_filter":
+                    result = node.get("negate").asBoolean() ? t.filterNot(Menu.predicate(fn(node, "predicate")))
+                        : t.filter(Menu.predicate(fn(node, "predicate")));
+                    break;
+                case "table_map_values": result = t.mapValues(Menu.valueMapper(fn(node, "mapper"))); break;
+                case "to_table":
+                    result = node.get("materialized").asBoolean() ? s.toTable(Materialized.as("store-" + name))
+                        : s.toTable();
+                    break;
+                case "stream_table_join": {
+                    KTable table = (KTable) parents.get(1);
+                    result = node.get("kind").asText().equals("inner") ? s.join(table, Menu.joiner(fn(node, "joiner")))
+                        : s.leftJoin(table, Menu.joiner(fn(node, "joiner")));
+                    break;
+                }
+                case "stream_stream_join": {
+                    JsonNode w = node.get("windows");
+                    JoinWindows windows = JoinWindows.ofTimeDifferenceAndGrace(
+                            Duration.ofMillis(w.get("after").asLong()), Duration.ofMillis(w.get("grace").asLong()))
+                        .before(Duration.ofMillis(w.get("before").asLong()));
+                    KStream other = (KStream) parents.get(1);
+                    switch (node.get("kind").asText()) {
+                        case "inner": result = s.join(other, Menu.joiner(fn(node, "joiner")), windows); break;
+                        case "left": result = s.leftJoin(other, Menu.joiner(fn(node, "joiner")), windows); break;
+                        default: result = s.outerJoin(other, Menu.joiner(fn(node, "joiner")), windows);
+                    }
+                    break;
+                }
+                case "table_table_join": {
+                    KTable other = (KTable) parents.get(1);
+                    boolean materialized = node.get("materialized").asBoolean();
+                    Materialized m = Materialized.as("store-" + name);
+                    switch (node.get("kind").asText()) {
+                        case "inner":
+                            result = materialized ? t.join(other, Menu.joiner(fn(node, "joiner")), m)
+                                : t.join(other, Menu.joiner(fn(node, "joiner")));
+                            break;
+                        case "left":
+                            result = materialized ? t.leftJoin(other, Menu.joiner(fn(node, "joiner")), m)
+                                : t.leftJoin(other, Menu.joiner(fn(node, "joiner")));
+                            break;
+                        default:
+                            result = materialized ? t.outerJoin(other, Menu.joiner(fn(node, "joiner")), m)
+                                : t.outerJoin(other, Menu.joiner(fn(node, "joiner")));
+                    }
+                    break;
+                }
+                case "split": {
+                    BranchedKStream split = s.split(Named.as("split-"));
+                    List<JsonNode> children = branches.getOrDefault(name, List.of());
+                    Map<String, KStream> made = null;
+                    boolean hasDefault = false;
+                    for (int i = 0; i < children.size(); i++) {
+                        JsonNode child = children.get(i);
+                        if (child.get("default").asBoolean()) {
+                            made = split.defaultBranch(Branched.as(String.valueOf(i)));
+                            hasDefault = true;
+                        } else {
+                            split = split.branch(Menu.predicate(fn(child, "predicate")), Branched.as(String.valueOf(i)));
+                        }
+                    }
+                    if (!hasDefault) {
+                        made = split.noDefaultBranch();
+                    }
+                    for (int i = 0; i < children.size(); i++) {
+                        b.handles.put(children.get(i).get("name").asText(), made.get("split-" + i));
+                    }
+                    result = s;
+                    break;
+                }
+                case "branch": result = b.handles.get(name); break;
+                case "table_group_by": result = t.groupBy(Menu.tableSelector(fn(node, "selector")), GROUPED); break;
+                case "table_aggregate": {
+                    KGroupedTable g = (KGroupedTable) parent;
+                    switch (node.get("kind").asText()) {
+                        case "count": result = g.count(); break;
+                        case "reduce":
+                            result = g.reduce(Menu.reducer(fn(node, "adder")), Menu.reducer(fn(node, "subtractor")));
+                            break;
+                        default:
+                            result = g.aggregate(Menu.initializer(fn(node, "initializer")),
+                                Menu.aggregator(fn(node, "adder")), Menu.aggregator(fn(node, "subtractor")));
+                    }
+                    break;
+                }
+                case "suppress":
+                    result = node.get("mode").asText().equals("until_window_closes")
+                        ? t.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                        : t.suppress(Suppressed.untilTimeLimit(Duration.ofMillis(node.get("time_limit").asLong()),
+                            Suppressed.BufferConfig.unbounded()));
+                    break;
+                default:
+                    throw new IllegalArgumentException("the oracle has no rule for node type " + type);
+            }
+            b.handles.put(name, result);
+        }
+        return b;
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static KTable aggregate(KGroupedStream grouped, JsonNode node, Duration closeRetention) {
+        JsonNode agg = node.get("agg");
+        String kind = agg.get("kind").asText();
+        JsonNode w = node.get("windows");
+        if (w == null || w.isNull()) {
+            switch (kind) {
+                case "count": return grouped.count();
+                case "reduce": return grouped.reduce(Menu.reducer(fn(agg, "reducer")));
+                default: return grouped.aggregate(Menu.initializer(fn(agg, "initializer")),
+                    Menu.aggregator(fn(agg, "aggregator")));
+            }
+        }
+        EmitStrategy emit = node.get("emit_on_close").asBoolean() ? EmitStrategy.onWindowClose()
+            : EmitStrategy.onWindowUpdate();
+        if (w.get("kind").asText().equals("session")) {
+            var windowed = grouped.windowedBy(SessionWindows.ofInactivityGapAndGrace(
+                Duration.ofMillis(w.get("gap").asLong()), Duration.ofMillis(w.get("grace").asLong()))).emitStrategy(emit);
+            switch (kind) {
+                case "count": return windowed.count();
+                case "reduce": return windowed.reduce(Menu.reducer(fn(agg, "reducer")));
+                default: return windowed.aggregate(Menu.initializer(fn(agg, "initializer")),
+                    Menu.aggregator(fn(agg, "aggregator")), Menu.merger(fn(agg, "merger")));
+            }
+        }
+        var windowed = w.get("kind").asText().equals("time")
+            ? grouped.windowedBy(timeWindows(w)).emitStrategy(emit)
+            : grouped.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                Duration.ofMillis(w.get("difference").asLong()), Duration.ofMillis(w.get("grace").asLong())))
+                .emitStrategy(emit);
+        // With a close retention, an on-close window store keeps every window that long, so that no
+        // closed window expires before it is emitted (docs/differences.md, Deliberate improvements).
+        Materialized<Object, Object, WindowStore<Bytes, byte[]>> store = Materialized.with(null, null);
+        if (closeRetention != null && node.get("emit_on_close").asBoolean()) {
+            store = store.withRetention(closeRetention);
+        }
+        switch (kind) {
+            case "count": return windowed.count(store);
+            case "reduce": return windowed.reduce(Menu.reducer(fn(agg, "reducer")), store);
+            default: return windowed.aggregate(Menu.initializer(fn(agg, "initializer")),
+                Menu.aggregator(fn(agg, "aggregator")), store);
+        }
+    }
+
+    private static TimeWindows timeWindows(JsonNode w) {
+        return TimeWindows.ofSizeAndGrace(Duration.ofMillis(w.get("size").asLong()),
+            Duration.ofMillis(w.get("grace").asLong())).advanceBy(Duration.ofMillis(w.get("advance").asLong()));
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    private static KTable cogroup(List<Object> parents, JsonNode node) {
+        if (node.get("emit_on_close").asBoolean()) {
+            throw new UnsupportedOperationException("Kafka Streams' windowed cogroup has no emit strategy");
+        }
+        JsonNode aggregators = node.get("aggregators");
+        CogroupedKStream co = ((KStream) parents.get(0)).groupByKey(GROUPED).cogroup(Menu.aggregator(aggregators.get(0).asText()));
+        for (int i = 1; i < parents.size(); i++) {
+            co = co.cogroup(((KStream) parents.get(i)).groupByKey(GROUPED), Menu.aggregator(aggregators.get(i).asText()));
+        }
+        JsonNode w = node.get("windows");
+        if (w == null || w.isNull()) {
+            return co.aggregate(Menu.initializer(fn(node, "initializer")));
+        }
+        switch (w.get("kind").asText()) {
+            case "session":
+                return co.windowedBy(SessionWindows.ofInactivityGapAndGrace(Duration.ofMillis(w.get("gap").asLong()),
+                        Duration.ofMillis(w.get("grace").asLong())))
+                    .aggregate(Menu.initializer(fn(node, "initializer")), Menu.merger(fn(node, "merger")));
+            case "time":
+                return co.windowedBy(timeWindows(w)).aggregate(Menu.initializer(fn(node, "initializer")));
+            default:
+                return co.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(
+                        Duration.ofMillis(w.get("difference").asLong()), Duration.ofMillis(w.get("grace").asLong())))
+                    .aggregate(Menu.initializer(fn(node, "initializer")));
+        }
+    }
+}

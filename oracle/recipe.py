@@ -1,0 +1,237 @@
+"""Recipes: a topology of the oracle harness as plain data, and how streamsdsl builds it.
+
+A recipe is JSON (it is stored in case files and edited by the minimizer): a ``shape`` (what
+stateful step sits in the middle), the stateless ``pre`` steps on the stream of topic ``in``,
+``other_pre`` steps on the second input (topic ``other``) where the shape has one, the shape's
+parameters in ``op``, and the stateless ``post`` steps on the result before it is written to
+``out``. Every function is named from the menu (`oracle.menu`). `build` turns a recipe into a
+streamsdsl `Topology` through the DSL, as a user would write it; `oracle.spec` then serializes
+that topology's IR for Kafka Streams.
+
+The shapes:
+
+``stateless``
+    ``pre`` steps only.
+``aggregate``
+    ``group_by_key`` (or ``group_by`` with ``op["group_by"]``), unwindowed or windowed
+    (``op["windows"]``: session, time, sliding), emit on update or on close, ``count`` /
+    ``reduce`` / ``aggregate``, optionally suppressed until the window closes.
+``cogroup``
+    the grouped streams ``in`` and ``other``, one aggregator each, unwindowed or windowed.
+``stream_table``
+    ``in`` joined (inner / left) with the table of ``other``.
+``stream_stream``
+    ``in`` joined (inner / left / outer) with the stream ``other`` within ``op["windows"]``.
+``table_table``
+    the tables of ``in`` and ``other`` joined (inner / left / outer).
+``grouped_table``
+    the table of ``in`` re-keyed with ``op["selector"]`` and counted, reduced or aggregated.
+``split``
+    ``in`` split by ``op["predicates"]`` (and a default branch when ``op["default"]``), each
+    branch written to ``out-<i>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from streamsdsl import BufferConfig, Consumed, EmitStrategy, JoinWindows, Serdes, SessionWindows, SlidingWindows
+from streamsdsl import StreamsBuilder, Suppressed, TimeWindows
+from streamsdsl.dsl.api import KStream
+from streamsdsl.ir.topology import Topology
+
+from oracle.menu import by_name
+
+__all__ = ["RecipeError", "build", "step_types", "value_type"]
+
+STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
+
+#: The menu role of each stateless step.
+STEP_ROLES = {
+    "filter": "predicate",
+    "filter_not": "predicate",
+    "map_values": "value_mapper",
+    "map": "mapper",
+    "flat_map": "flat_mapper",
+    "flat_map_values": "flat_value_mapper",
+    "select_key": "key_selector",
+}
+
+#: Steps that change the key (Kafka Streams repartitions before the next stateful step).
+KEY_CHANGING = frozenset({"map", "flat_map", "select_key"})
+
+
+class RecipeError(ValueError):
+    """A recipe whose steps do not fit together (a function given a value type it does not take)."""
+
+
+def _fits(takes: str | None, value_type: str) -> bool:
+    return takes is None or takes == value_type
+
+
+def step_types(steps: list[dict[str, str]], value_type: str) -> str:
+    """The value type after ``steps`` applied to values of ``value_type``; `RecipeError` if a
+    step's function does not take the type it is given or plays another role."""
+    for step in steps:
+        fn = by_name(step["fn"])
+        if fn.kind != STEP_ROLES[step["op"]]:
+            raise RecipeError(f"{step['op']} takes a {STEP_ROLES[step['op']]}, not the {fn.kind} {fn.name}")
+        if not _fits(fn.takes, value_type):
+            raise RecipeError(f"{fn.name} takes {fn.takes} values, not {value_type}")
+        if step["op"] in ("map_values", "map", "flat_map", "flat_map_values"):
+            value_type = fn.gives or value_type
+    return value_type
+
+
+def value_type(recipe: dict[str, Any]) -> str:
+    """The value type of the recipe's output (checks every step on the way: `RecipeError`)."""
+    shape, op = recipe["shape"], recipe.get("op", {})
+    after_pre = step_types(recipe["pre"], "str")
+    other = step_types(recipe.get("other_pre", []), "str")
+    if shape in ("stateless", "split"):
+        result = after_pre
+    elif shape == "aggregate":
+        agg = op["agg"]
+        if op.get("group_by"):
+            _check(op["group_by"], "key_selector", after_pre)
+        if agg["kind"] == "count":
+            result = "long"
+        elif agg["kind"] == "reduce":
+            _check(agg["reducer"], "reducer", after_pre)
+            result = after_pre
+        else:
+            result = _check(agg["initializer"], "initializer", None)
+            _check(agg["aggregator"], "aggregator", after_pre, result)
+            if agg.get("merger"):
+                _check(agg["merger"], "merger", result, result)
+    elif shape == "cogroup":
+        result = _check(op["initializer"], "initializer", None)
+        _check(op["aggregators"][0], "aggregator", after_pre, result)
+        _check(op["aggregators"][1], "aggregator", other, result)
+        if op.get("merger"):
+            _check(op["merger"], "merger", result, result)
+    elif shape == "grouped_table":
+        _check(op["selector"], "table_selector", "str")
+        kind = op["kind"]
+        if kind == "count":
+            result = "long"
+        elif kind == "reduce":
+            result = _check(op["adder"], "table_reducer", "str", "str")
+            _check(op["subtractor"], "table_reducer", "str", "str")
+        else:
+            result = _check(op["initializer"], "initializer", None)
+            _check(op["adder"], "table_aggregator", "str", result)
+            _check(op["subtractor"], "table_aggregator", "str", result)
+    else:  # the joins
+        result = "str"
+    return step_types(recipe["post"], result)
+
+
+def _check(name: str, kind: str, takes: str | None, gives: str | None = None) -> str:
+    fn = by_name(name)
+    if fn.kind != kind:
+        raise RecipeError(f"{name} is a {fn.kind}, not a {kind}")
+    if takes is not None and not _fits(fn.takes, takes):
+        raise RecipeError(f"{name} takes {fn.takes} values, not {takes}")
+    if gives is not None and fn.gives != gives:
+        raise RecipeError(f"{name} gives {fn.gives}, not {gives}")
+    return fn.gives or (takes or "str")
+
+
+def _apply(stream: KStream, steps: list[dict[str, str]]) -> KStream:
+    for step in steps:
+        stream = getattr(stream, step["op"])(by_name(step["fn"]).fn)
+    return stream
+
+
+def _windows(spec: dict[str, Any]) -> Any:
+    if spec["kind"] == "session":
+        return SessionWindows.of_inactivity_gap_and_grace(spec["gap"], spec["grace"])
+    if spec["kind"] == "time":
+        return TimeWindows.of_size_and_grace(spec["size"], spec["grace"]).advance_by(spec["advance"])
+    return SlidingWindows.of_time_difference_and_grace(spec["difference"], spec["grace"])
+
+
+def _fn(name: str | None) -> Any:
+    return by_name(name).fn
+
+
+def build(recipe: dict[str, Any]) -> Topology:
+    """The streamsdsl topology of ``recipe`` (its types checked first: `RecipeError`)."""
+    value_type(recipe)
+    b = StreamsBuilder()
+    shape, op = recipe["shape"], recipe.get("op", {})
+    if shape in ("table_table", "grouped_table"):
+        stream = None
+    else:
+        stream = _apply(b.stream("in", STRINGS), recipe["pre"])
+    if shape == "stateless":
+        out = stream
+    elif shape == "split":
+        split = stream.split()
+        for predicate in op["predicates"]:
+            split = split.branch(_fn(predicate))
+        branches = split.default_branch() if op["default"] else split.no_default_branch()
+        for i, branch in enumerate(branches.values()):
+            _apply(branch, recipe["post"]).to(f"out-{i}")
+        return b.build()
+    elif shape == "aggregate":
+        out = _aggregate(stream, op)
+    elif shape == "cogroup":
+        other = _apply(b.stream("other", STRINGS), recipe["other_pre"])
+        co = stream.group_by_key().cogroup(_fn(op["aggregators"][0])).cogroup(
+            other.group_by_key(), _fn(op["aggregators"][1]))
+        if op["windows"] is None:
+            table = co.aggregate(_fn(op["initializer"]))
+        elif op["windows"]["kind"] == "session":
+            table = co.windowed_by(_windows(op["windows"])).aggregate(_fn(op["initializer"]), _fn(op["merger"]))
+        else:
+            table = co.windowed_by(_windows(op["windows"])).aggregate(_fn(op["initializer"]))
+        out = table.to_stream()
+    elif shape == "stream_table":
+        table = b.table("other", STRINGS)
+        joiner = _fn(op["joiner"])
+        out = stream.join(table, joiner) if op["kind"] == "inner" else stream.left_join(table, joiner)
+    elif shape == "stream_stream":
+        other = _apply(b.stream("other", STRINGS), recipe["other_pre"])
+        w = op["windows"]
+        windows = JoinWindows.of_time_difference_and_grace(w["after"], w["grace"]).before(w["before"])
+        method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
+        out = getattr(stream, method)(other, _fn(op["joiner"]), windows)
+    elif shape == "table_table":
+        left, right = b.table("in", STRINGS), b.table("other", STRINGS)
+        method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
+        out = getattr(left, method)(right, _fn(op["joiner"])).to_stream()
+    elif shape == "grouped_table":
+        grouped = b.table("in", STRINGS).group_by(_fn(op["selector"]))
+        if op["kind"] == "count":
+            table = grouped.count()
+        elif op["kind"] == "reduce":
+            table = grouped.reduce(_fn(op["adder"]), _fn(op["subtractor"]))
+        else:
+            table = grouped.aggregate(_fn(op["initializer"]), _fn(op["adder"]), _fn(op["subtractor"]))
+        out = table.to_stream()
+    else:
+        raise RecipeError(f"unknown shape {shape!r}")
+    _apply(out, recipe["post"]).to("out")
+    return b.build()
+
+
+def _aggregate(stream: KStream, op: dict[str, Any]) -> KStream:
+    grouped = stream.group_by(_fn(op["group_by"])) if op.get("group_by") else stream.group_by_key()
+    agg = op["agg"]
+    if op["windows"] is not None:
+        grouped = grouped.windowed_by(_windows(op["windows"]))
+        if op["emit_on_close"]:
+            grouped = grouped.emit_strategy(EmitStrategy.on_window_close())
+    if agg["kind"] == "count":
+        table = grouped.count()
+    elif agg["kind"] == "reduce":
+        table = grouped.reduce(_fn(agg["reducer"]))
+    elif op["windows"] is not None and op["windows"]["kind"] == "session":
+        table = grouped.aggregate(_fn(agg["initializer"]), _fn(agg["aggregator"]), _fn(agg["merger"]))
+    else:
+        table = grouped.aggregate(_fn(agg["initializer"]), _fn(agg["aggregator"]))
+    if op.get("suppress"):
+        table = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+    return table.to_stream()

@@ -1,0 +1,209 @@
+"""The one serializer: a streamsdsl `Topology` (its IR) as the JSON spec the Kafka Streams
+oracle (``oracle/java``) builds the same topology from.
+
+A spec is ``{"nodes": [...]}``, the IR nodes in topological order, each a dict with ``type``,
+``name``, ``parents`` and its fields; user functions are named by their entry in the menu
+(`oracle.menu`). Store names and serdes are left out: the oracle's Kafka Streams topology uses
+strings for keys and one serde for string and long values (``ValueSerde.java``), and the
+comparison reads records as values, not bytes.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from streamsdsl import ir
+from streamsdsl.ir.topology import Topology
+from streamsdsl.values.joins import JoinWindows
+from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
+
+from oracle.menu import by_callable
+
+__all__ = ["UnsupportedNodeError", "topology_spec"]
+
+
+class UnsupportedNodeError(ValueError):
+    """A node the oracle cannot build in Kafka Streams (no rule in `node_spec`)."""
+
+
+def topology_spec(topology: Topology) -> dict[str, Any]:
+    """The spec of ``topology``: every node, parents before children."""
+    return {"nodes": [_node(n) for n in topology.topological_order()]}
+
+
+def _node(node: ir.Node) -> dict[str, Any]:
+    return {"name": node.name, "parents": list(node.parents), **node_spec(node)}
+
+
+def _fn(fn: ir.Fn | None) -> str | None:
+    if fn is None:
+        return None
+    if not isinstance(fn, ir.UserFn):
+        raise UnsupportedNodeError(f"{fn!r} is a pyspark Column: the oracle names Python functions of its menu only.")
+    return by_callable(fn.fn).name
+
+
+def _windows(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> dict[str, Any] | None:
+    if windows is None:
+        return None
+    if isinstance(windows, SessionWindows):
+        return {"kind": "session", "gap": windows.inactivity_gap_ms, "grace": windows.grace_period_ms}
+    if isinstance(windows, TimeWindows):
+        return {"kind": "time", "size": windows.size_ms, "advance": windows.advance_ms,
+                "grace": windows.grace_period_ms}
+    return {"kind": "sliding", "difference": windows.time_difference_ms, "grace": windows.grace_period_ms}
+
+
+def _join_windows(windows: JoinWindows) -> dict[str, int]:
+    return {"before": windows.before_ms, "after": windows.after_ms, "grace": windows.grace_ms}
+
+
+def _agg(agg: ir.AggSpec) -> dict[str, Any]:
+    if isinstance(agg, ir.CountAgg):
+        return {"kind": "count"}
+    if isinstance(agg, ir.ReduceAgg):
+        return {"kind": "reduce", "reducer": _fn(agg.reducer)}
+    return {"kind": "aggregate", "initializer": _fn(agg.initializer), "aggregator": _fn(agg.aggregator),
+            "merger": _fn(agg.merger)}
+
+
+@functools.singledispatch
+def node_spec(node: ir.Node) -> dict[str, Any]:
+    """The fields of ``node`` in the spec (``type`` and what the oracle needs to build it)."""
+    raise UnsupportedNodeError(f"The oracle has no rule for {type(node).__name__} ({node.name}).")
+
+
+@node_spec.register
+def _(node: ir.SourceNode) -> dict[str, Any]:
+    return {"type": "source", "topics": list(node.topics)}
+
+
+@node_spec.register
+def _(node: ir.TableSourceNode) -> dict[str, Any]:
+    return {"type": "table_source", "topic": node.topics[0], "materialized": node.materialized}
+
+
+@node_spec.register
+def _(node: ir.FilterNode) -> dict[str, Any]:
+    return {"type": "filter", "predicate": _fn(node.predicate), "negate": node.negate}
+
+
+@node_spec.register
+def _(node: ir.MapValuesNode) -> dict[str, Any]:
+    return {"type": "map_values", "mapper": _fn(node.mapper)}
+
+
+@node_spec.register
+def _(node: ir.MapNode) -> dict[str, Any]:
+    return {"type": "map", "mapper": _fn(node.mapper)}
+
+
+@node_spec.register
+def _(node: ir.FlatMapNode) -> dict[str, Any]:
+    return {"type": "flat_map", "mapper": _fn(node.mapper)}
+
+
+@node_spec.register
+def _(node: ir.FlatMapValuesNode) -> dict[str, Any]:
+    return {"type": "flat_map_values", "mapper": _fn(node.mapper)}
+
+
+@node_spec.register
+def _(node: ir.SelectKeyNode) -> dict[str, Any]:
+    return {"type": "select_key", "selector": _fn(node.selector)}
+
+
+@node_spec.register
+def _(node: ir.MergeNode) -> dict[str, Any]:
+    return {"type": "merge"}
+
+
+@node_spec.register
+def _(node: ir.RepartitionNode) -> dict[str, Any]:
+    return {"type": "repartition", "topic": node.topic}
+
+
+@node_spec.register
+def _(node: ir.SinkNode) -> dict[str, Any]:
+    return {"type": "sink", "topic": node.topic}
+
+
+@node_spec.register
+def _(node: ir.AggregateNode) -> dict[str, Any]:
+    windows = getattr(node, "windows", None)
+    emit = getattr(node, "emit", None)
+    return {"type": "aggregate", "agg": _agg(node.agg), "windows": _windows(windows),
+            "emit_on_close": bool(emit is not None and emit.emits_on_close)}
+
+
+@node_spec.register
+def _(node: ir.CogroupAggregateNode) -> dict[str, Any]:
+    return {"type": "cogroup", "aggregators": [_fn(a) for a in node.aggregators],
+            "initializer": _fn(node.initializer), "merger": _fn(node.merger), "windows": _windows(node.windows),
+            "emit_on_close": node.emit.emits_on_close}
+
+
+@node_spec.register
+def _(node: ir.TableToStreamNode) -> dict[str, Any]:
+    return {"type": "to_stream"}
+
+
+@node_spec.register
+def _(node: ir.TableFilterNode) -> dict[str, Any]:
+    return {"type": "table_filter", "predicate": _fn(node.predicate), "negate": node.negate}
+
+
+@node_spec.register
+def _(node: ir.TableMapValuesNode) -> dict[str, Any]:
+    return {"type": "table_map_values", "mapper": _fn(node.mapper)}
+
+
+@node_spec.register
+def _(node: ir.StreamToTableNode) -> dict[str, Any]:
+    return {"type": "to_table", "materialized": node.materialized}
+
+
+@node_spec.register
+def _(node: ir.StreamTableJoinNode) -> dict[str, Any]:
+    return {"type": "stream_table_join", "joiner": _fn(node.joiner), "kind": node.kind}
+
+
+@node_spec.register
+def _(node: ir.StreamStreamJoinNode) -> dict[str, Any]:
+    return {"type": "stream_stream_join", "joiner": _fn(node.joiner), "kind": node.kind,
+            "windows": _join_windows(node.windows)}
+
+
+@node_spec.register
+def _(node: ir.TableTableJoinNode) -> dict[str, Any]:
+    return {"type": "table_table_join", "joiner": _fn(node.joiner), "kind": node.kind,
+            "materialized": node.store is not None}
+
+
+@node_spec.register
+def _(node: ir.BranchNode) -> dict[str, Any]:
+    return {"type": "split"}
+
+
+@node_spec.register
+def _(node: ir.BranchChildNode) -> dict[str, Any]:
+    return {"type": "branch", "predicate": None if node.default else _fn(node.predicates[-1]),
+            "default": node.default}
+
+
+@node_spec.register
+def _(node: ir.TableGroupByNode) -> dict[str, Any]:
+    return {"type": "table_group_by", "selector": _fn(node.selector)}
+
+
+@node_spec.register
+def _(node: ir.GroupedTableAggregateNode) -> dict[str, Any]:
+    agg = node.agg
+    return {"type": "table_aggregate", "kind": agg.kind, "initializer": _fn(agg.initializer),
+            "adder": _fn(agg.adder), "subtractor": _fn(agg.subtractor)}
+
+
+@node_spec.register
+def _(node: ir.SuppressNode) -> dict[str, Any]:
+    return {"type": "suppress", "mode": node.mode, "time_limit": node.time_limit}
