@@ -8,12 +8,23 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 # The JVM operator's jar, built from the Java sources with the JDK's javac (jvm/build.py).
 JAR    := streamsdsl/jars/streamsdsl-operator.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
+# The Kafka Streams oracle of the conformance harness (oracle/java, `make oracle`), built with Maven.
+ORACLE_BUILT := oracle/java/target/classpath.txt
+ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java' 2>/dev/null)
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint
+.PHONY: install kafka-jars run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
+	oracle oracle-jar
 
-install: $(STAMP) $(JAR)
+install: $(STAMP) $(JAR) kafka-jars
+
+# Apache Kafka's jars for the local broker (process and locally built image), resolved from Maven
+# Central with mvn into the user's cache (~/.cache/streamsdsl/kafka-<version>), not into the
+# repository: a fresh clone resolves them again; nothing to do when they are there.
+kafka-jars: $(STAMP)
+	@command -v mvn >/dev/null || { echo "Maven is required (mvn, to resolve Apache Kafka's jars for the local broker: apt-get install maven)"; exit 1; }
+	$(PY) -m streamsdsl.cli kafka-jars
 
 # Rebuilt when a Java source, the contract it is generated with (columns.py) or the install changed; without a JDK it says so and the Python
 # operator runs the built-in aggregations.
@@ -34,13 +45,30 @@ run: install
 	$(PY) examples/quickstart.py
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is.
-test: install
+test: install $(ORACLE_BUILT)
 	$(PY) -m pytest -p no:cacheprovider
 	$(PY) -m mkdocs build --strict --site-dir build/site
 	$(PY) tools/check_site.py build/site --static
 
 unit: install
 	$(PY) -m pytest -p no:cacheprovider tests
+
+# Kafka Streams itself as the oracle (docs/testing.md#kafka-streams-as-the-oracle): N generated
+# topologies and inputs, each run on Kafka Streams' TopologyTestDriver (oracle/java, built with
+# Maven: kafka-streams 4.x resolves into ~/.m2) and on streamsdsl's; prints `N agree, M differ`
+# and writes each difference, minimized, to oracle/cases/<id>.json. Exit code 1 when a case differs.
+CASES  ?= 200
+SEED   ?= 1
+ENGINE ?= direct
+oracle: install $(ORACLE_BUILT)
+	$(PY) -m oracle run --cases $(CASES) --seed $(SEED) --engine $(ENGINE)
+
+# Rebuilt when the pom or a Java source changes (target/classes and the dependency classpath).
+oracle-jar: $(ORACLE_BUILT)
+$(ORACLE_BUILT): $(ORACLE_SOURCES)
+	@command -v mvn >/dev/null || { echo "Maven is required to build the oracle (apt-get install maven)"; exit 1; }
+	mvn -B -q -f oracle/java/pom.xml package -DskipTests
+	touch $@
 
 # The conformance and property suites with every TopologyTestDriver on the Spark engine (the
 # compiled plan): what `make test` runs on the direct engine, checked on Spark (about 30 minutes
@@ -56,7 +84,7 @@ test-spark: install
 integration: install
 	$(PY) -m pytest -p no:cacheprovider integration
 
-# A few integration tests with the broker forced to the Tansu process (STREAMSDSL_BROKER=process),
+# A few integration tests with the broker forced to the Kafka JVM process (STREAMSDSL_BROKER=process),
 # the broker of a machine without Docker: CI runs it after `make test`, which uses a container there.
 PROCESS_BROKER_TESTS := integration/test_local_broker.py \
 	integration/test_kafka_io.py::TestStreamingSource::test_reads_exactly_the_produced_records \

@@ -116,10 +116,11 @@ class KafkaOracle:
         self.close()
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            assert self._process.stdin is not None
-            self._process.stdin.close()
-            self._process.wait(timeout=30)
+        """End the JVM (it exits when its input closes) and close the pipes."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.close()
+        self._process.wait(timeout=30)
+        self._process.stdout.close()
 
     def run(self, case: Case, *, close_retention_ms: int | None = CLOSE_RETENTION_MS) -> Outcome:
         """Kafka Streams' output for ``case``; ``close_retention_ms=None`` leaves Kafka's own
@@ -261,13 +262,22 @@ def case_id(case: Case) -> str:
     return hashlib.sha256(json.dumps(case.to_json(), sort_keys=True).encode()).hexdigest()[:12]
 
 
+#: What a person adds to a case file when triaging it (kept when the file is written again):
+#: ``status`` — ``reported`` (a streamsdsl difference, reported, not fixed yet), ``fixed`` (a
+#: regression test now) or ``documented`` (a known difference: ``difference`` names it in
+#: `KNOWN_DIFFERENCES`) — and ``finding``, what the difference is.
+TRIAGE_KEYS = ("status", "finding", "difference")
+
+
 def write_case(directory: Path, case: Case, kafka: Outcome, streamsdsl: Outcome, engine: str,
                origin: dict[str, Any]) -> Path:
     """Write a replayable case file ``<directory>/<case_id>.json``: the case, the spec the
-    oracle built, both outcomes and the differences."""
+    oracle built, both outcomes and the differences (a triage already in the file is kept)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{case_id(case)}.json"
+    triage = {k: v for k, v in json.loads(path.read_text()).items() if k in TRIAGE_KEYS} if path.exists() else {}
     data = {
+        **triage,
         **case.to_json(),
         "origin": origin,
         "engine": engine,

@@ -47,7 +47,9 @@ class SessionWindowing(WindowingRules):
         ``start <= ts + gap`` that is not closed; fold them, in (end, start) order, into
         ``initializer()`` with the merger; drop the record if the merged session is closed;
         otherwise delete the merged sessions (unless the result is the same ``[ts, ts]``
-        window), apply the aggregator and put the merged session (ts = its end)."""
+        window), apply the aggregator and put the merged session (ts = its end). A ``None``
+        aggregate (a reduce whose first value is ``None``) deletes the merged session, as Kafka's
+        ``put(session, null)`` does: no session is stored, none is emitted on close."""
         current = list(windows)
         if len(current) > 1:
             current.sort(key=_END_START)
@@ -77,9 +79,11 @@ class SessionWindowing(WindowingRules):
             return WindowStep(tuple(current), dropped=1)
         put = WindowAgg(start, end, fns.aggregator(key, value, agg), end)
         deletes = tuple(found) if (start != ts or end != ts) else ()
-        # kept stays in (end, start) order: put goes after every session with a key <= its own,
-        # where a stable sort of [*kept, put] places it
-        insort_right(kept, put, key=_END_START)
+        # a None aggregate is Kafka's put(session, null): the session is deleted, not stored
+        if put.agg is not None:
+            # kept stays in (end, start) order: put goes after every session with a key <= its
+            # own, where a stable sort of [*kept, put] places it
+            insort_right(kept, put, key=_END_START)
         return WindowStep(tuple(kept), (put,), deletes)
 
     def close_threshold(self, window: WindowAgg) -> int:

@@ -55,7 +55,8 @@ class TimeWindowing(WindowingRules):
              fns: AggFunctions) -> WindowStep:
         """For each window containing ``ts``: if ``end > stream_time - grace`` fetch its aggregate
         (``initializer()`` if there is none), apply the aggregator, set ``ts = max(record ts,
-        stored ts)`` and put it; otherwise the record is dropped for that window and counted."""
+        stored ts)`` and put it (a ``None`` aggregate deletes the window, as Kafka's
+        ``put(window, null)``); otherwise the record is dropped for that window and counted."""
         by_start = {w.start: w for w in windows}
         close_time = stream_time - self.grace
         puts: list[WindowAgg] = []
@@ -68,7 +69,10 @@ class TimeWindowing(WindowingRules):
             old = by_start.get(start)
             agg = fns.aggregator(key, value, fns.initializer() if old is None else old.agg)
             put = WindowAgg(start, end, agg, ts if old is None else max(ts, old.ts))
-            by_start[start] = put
+            if agg is None:  # Kafka's put(window, null): the window is deleted, not stored
+                by_start.pop(start, None)
+            else:
+                by_start[start] = put
             puts.append(put)
         return WindowStep(tuple(sorted(by_start.values(), key=BY_START)), tuple(puts), (), dropped)
 

@@ -196,11 +196,15 @@ class RecordStep:
     closed: tuple[WindowAgg, ...]
 
     def write_to(self, buffer: ChangeBuffer) -> None:
-        """Record the store operations in a record cache (deletes first, then puts)."""
+        """Record the store operations in a record cache (deletes first, then puts; a put of a
+        ``None`` aggregate is a delete, as Kafka's ``put(key, null)``)."""
         for w in self.deletes:
             buffer.delete(w.bounds)
         for w in self.puts:
-            buffer.put(w.bounds, w)
+            if w.agg is None:
+                buffer.delete(w.bounds)
+            else:
+                buffer.put(w.bounds, w)
 
 
 def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,

@@ -22,6 +22,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.kafka.common.Metric;
 import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringSerializer;
 import org.apache.kafka.common.utils.Bytes;
@@ -63,9 +64,19 @@ import org.apache.kafka.streams.test.TestRecord;
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final String STATE_DIR = stateDir();
-    /** Grouping serdes: string keys, so that a windowed table's key serde (and suppress's) is known. */
+    /**
+     * Grouping serdes, so that a windowed table's key serde (and suppress's) is known: string keys
+     * as the sources read them, JSON keys where a user function made them (JsonKeySerde).
+     */
     @SuppressWarnings({"unchecked", "rawtypes"})
-    private static final Grouped GROUPED = Grouped.with(Serdes.String(), new ValueSerde());
+    private static Grouped grouped(boolean jsonKey) {
+        Serde keySerde = jsonKey ? new JsonKeySerde() : Serdes.String();
+        return Grouped.with(keySerde, new ValueSerde());
+    }
+
+    /** The node types whose keys a user function makes. */
+    private static final java.util.Set<String> KEY_MAKERS = java.util.Set.of("map", "flat_map", "select_key",
+        "table_group_by");
 
     private Oracle() {
     }
@@ -104,6 +115,8 @@ public final class Oracle {
         final Map<String, Object> handles = new HashMap<>();
         final List<String> sinkTopics = new ArrayList<>();
         final AtomicLong repartitionNullKeys = new AtomicLong();
+        /** Per node: whether its keys were made by a user function (then held as JSON). */
+        final Map<String, Boolean> jsonKey = new HashMap<>();
     }
 
     static JsonNode run(JsonNode testCase) throws Exception {
@@ -113,7 +126,7 @@ public final class Oracle {
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, "streamsdsl-oracle");
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "oracle:9092");
-        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
+        props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, JsonKeySerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, ValueSerde.class);
         props.put(StreamsConfig.STATE_DIR_CONFIG, STATE_DIR);
         if (!testCase.get("cache").asBoolean()) {
@@ -181,6 +194,9 @@ public final class Oracle {
                 parents.add(b.handles.get(p.asText()));
             }
             Object parent = parents.isEmpty() ? null : parents.get(0);
+            boolean json = KEY_MAKERS.contains(type)
+                || (!parents.isEmpty() && b.jsonKey.get(node.get("parents").get(0).asText()));
+            b.jsonKey.put(name, json);
             KStream s = parent instanceof KStream ? (KStream) parent : null;
             KTable t = parent instanceof KTable ? (KTable) parent : null;
             Object result;
@@ -225,8 +241,13 @@ public final class Oracle {
                     result = null;
                     break;
                 }
-                case "aggregate": result = aggregate(s.groupByKey(GROUPED), node, closeRetention); break;
-                case "cogroup": result = cogroup(parents, node); break;
+                case "aggregate": result = aggregate(s.groupByKey(grouped(json)), node, closeRetention); break;
+                case "cogroup": {
+                    List<Boolean> jsonKeys = new ArrayList<>();
+                    node.get("parents").forEach(p -> jsonKeys.add(b.jsonKey.get(p.asText())));
+                    result = cogroup(parents, jsonKeys, node);
+                    break;
+                }
                 case "to_stream": result = t.toStream(); break;
                 case "table_filter":
                     result = node.get("negate").asBoolean() ? t.filterNot(Menu.predicate(fn(node, "predicate")))
@@ -299,7 +320,7 @@ public final class Oracle {
                     break;
                 }
                 case "branch": result = b.handles.get(name); break;
-                case "table_group_by": result = t.groupBy(Menu.tableSelector(fn(node, "selector")), GROUPED); break;
+                case "table_group_by": result = t.groupBy(Menu.tableSelector(fn(node, "selector")), grouped(true)); break;
                 case "table_aggregate": {
                     KGroupedTable g = (KGroupedTable) parent;
                     switch (node.get("kind").asText()) {
@@ -377,14 +398,14 @@ public final class Oracle {
     }
 
     @SuppressWarnings({"unchecked", "rawtypes"})
-    private static KTable cogroup(List<Object> parents, JsonNode node) {
+    private static KTable cogroup(List<Object> parents, List<Boolean> jsonKeys, JsonNode node) {
         if (node.get("emit_on_close").asBoolean()) {
             throw new UnsupportedOperationException("Kafka Streams' windowed cogroup has no emit strategy");
         }
         JsonNode aggregators = node.get("aggregators");
-        CogroupedKStream co = ((KStream) parents.get(0)).groupByKey(GROUPED).cogroup(Menu.aggregator(aggregators.get(0).asText()));
+        CogroupedKStream co = ((KStream) parents.get(0)).groupByKey(grouped(jsonKeys.get(0))).cogroup(Menu.aggregator(aggregators.get(0).asText()));
         for (int i = 1; i < parents.size(); i++) {
-            co = co.cogroup(((KStream) parents.get(i)).groupByKey(GROUPED), Menu.aggregator(aggregators.get(i).asText()));
+            co = co.cogroup(((KStream) parents.get(i)).groupByKey(grouped(jsonKeys.get(i))), Menu.aggregator(aggregators.get(i).asText()));
         }
         JsonNode w = node.get("windows");
         if (w == null || w.isNull()) {

@@ -1,0 +1,97 @@
+"""Kafka Streams itself as the oracle (oracle/): a fixed seed's generated cases on streamsdsl's
+direct engine against Kafka Streams' TopologyTestDriver, the case files' Kafka outcomes
+against Kafka Streams today, and the spec and menu contract of both languages.
+
+Needs the oracle built (``make oracle-jar``, which ``make test`` runs first); without it these
+tests fail with that command in the message, they are never skipped."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from oracle.generator import Case, generate
+from oracle.harness import CLOSE_RETENTION_MS, JAVA_DIR, KafkaOracle, Outcome, OracleUnavailableError, case_id
+from oracle.harness import run_cases
+from oracle.menu import MENU
+from oracle.recipe import build
+from oracle.spec import UnsupportedNodeError, topology_spec
+from streamsdsl import StreamsBuilder
+
+CASES = Path(__file__).resolve().parents[2] / "oracle" / "cases"
+
+#: The differences among the first 60 cases of seed 1 on the direct engine: (case index,
+#: minimized case id); each id is a case file under oracle/cases with status "reported".
+SEED, COUNT = 1, 60
+EXPECTED = [(2, "9e94a81ed5ea"), (51, "02f3aea921ff"), (53, "e61e8c425384")]
+
+
+@pytest.fixture(scope="module")
+def kafka() -> Iterator[KafkaOracle]:
+    try:
+        oracle = KafkaOracle()
+    except OracleUnavailableError as e:
+        pytest.fail(str(e))
+    with oracle:
+        yield oracle
+
+
+def test_fixed_seed_on_the_direct_engine(kafka: KafkaOracle) -> None:
+    """Seed 1's first 60 cases: all agree but the reported differences, each minimized to the
+    case of its file."""
+    run = run_cases(kafka, SEED, COUNT)
+    assert [(d.index, case_id(d.minimized)) for d in run.differences] == EXPECTED
+    assert run.agree == COUNT - len(EXPECTED)
+    for _, case in EXPECTED:
+        assert json.loads((CASES / f"{case}.json").read_text())["status"] == "reported"
+
+
+@pytest.mark.parametrize("path", sorted(CASES.glob("*.json")), ids=lambda p: p.stem)
+def test_case_file_holds_what_kafka_streams_writes(kafka: KafkaOracle, path: Path) -> None:
+    """Each case file's Kafka outcome is what Kafka Streams writes for its case today (with the
+    on-close window retention the file names, the harness's by default)."""
+    data = json.loads(path.read_text())
+    retention = data.get("kafka_close_retention_ms", CLOSE_RETENTION_MS)
+    assert kafka.run(Case.from_json(data), close_retention_ms=retention) == Outcome.from_json(data["kafka"])
+
+
+def test_close_retention_makes_kafka_streams_emit_every_closed_window(kafka: KafkaOracle) -> None:
+    """With the harness's retention on on-close window stores, Kafka Streams emits the sliding
+    window its own retention expired (case f251359c5c30), as streamsdsl does."""
+    case = Case.from_json(json.loads((CASES / "f251359c5c30.json").read_text()))
+    assert kafka.run(case).outputs == {"out": [[{"key": "c", "start": 21, "end": 24}, "yy", 24]]}
+
+
+def test_java_menu_has_the_python_menu() -> None:
+    """Menu.java names exactly the functions of oracle/menu.py."""
+    java = (JAVA_DIR / "src/main/java/streamsdsl/oracle/Menu.java").read_text()
+    assert set(re.findall(r'case "(\w+)"', java)) == set(MENU)
+
+
+def test_spec_names_menu_functions() -> None:
+    """The spec of a generated case: nodes in topological order, functions by menu name."""
+    case = generate(1, 0)
+    spec = topology_spec(build(case.recipe))
+    names = [n["name"] for n in spec["nodes"]]
+    assert all(set(n["parents"]) <= set(names[:i]) for i, n in enumerate(spec["nodes"]))
+    assert spec == json.loads(json.dumps(spec))
+
+
+def test_spec_refuses_a_function_off_the_menu() -> None:
+    """A callable that is not on the menu has no name in Java: the serializer says so."""
+    b = StreamsBuilder()
+    b.stream("in").filter(lambda k, v: True).to("out")
+    with pytest.raises(ValueError, match="is not a function of the oracle's menu"):
+        topology_spec(b.build())
+
+
+def test_spec_refuses_a_node_without_a_rule() -> None:
+    """peek has no rule in the oracle (the generator never writes it)."""
+    b = StreamsBuilder()
+    b.stream("in").peek(print).to("out")
+    with pytest.raises(UnsupportedNodeError, match="no rule for PeekNode"):
+        topology_spec(b.build())
