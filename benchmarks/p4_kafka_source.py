@@ -25,7 +25,7 @@ Run::
     python benchmarks/p4_kafka_source.py [--records 5000000] [--partitions 6] [--repeats 3]
 
 The broker comes from `streamsdsl.testing.local_kafka.local_kafka`
-(``BOOTSTRAP_SERVERS``, Docker, or the Tansu binary).
+(``BOOTSTRAP_SERVERS``, else Apache Kafka in a Docker container or as a JVM process).
 """
 
 from __future__ import annotations
@@ -134,11 +134,10 @@ def _raw_consume(bootstrap: str, topic: str, partitions: int, expected: int) -> 
     return elapsed
 
 
-def _kafka_reader(spark: Any, bootstrap: str, compat: str, topic: str) -> Any:
+def _kafka_reader(spark: Any, bootstrap: str, topic: str) -> Any:
     return (
         spark.readStream.format("streamsdsl-kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.broker.compat", compat)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
     )
@@ -180,12 +179,11 @@ def _spark_stream(reader: Any, expected: int) -> tuple[float, float, float]:
     return elapsed, in_trigger, first
 
 
-def _spark_batch(spark: Any, bootstrap: str, compat: str, topic: str, expected: int) -> float:
+def _spark_batch(spark: Any, bootstrap: str, topic: str, expected: int) -> float:
     start = time.perf_counter()
     n = (
         spark.read.format("streamsdsl-kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.broker.compat", compat)
         .option("subscribe", topic)
         .load()
         .count()
@@ -239,12 +237,12 @@ def main(argv: list[str] | None = None) -> int:
         spark = get_session()
         register(spark)
         session_s = time.perf_counter() - t0
-        source = _kafka_reader(spark, kafka.bootstrap_servers, kafka.compat, topic)
+        source = _kafka_reader(spark, kafka.bootstrap_servers, topic)
         cold_s, _, cold_first_s = _spark_stream(source, n)
         stream_runs = [_spark_stream(source, n) for _ in range(repeats)]
         warm_runs = [wall for wall, _, _ in stream_runs]
         trigger_runs = [inside for _, inside, _ in stream_runs]
-        batch_runs = [_spark_batch(spark, kafka.bootstrap_servers, kafka.compat, topic, n) for _ in range(repeats)]
+        batch_runs = [_spark_batch(spark, kafka.bootstrap_servers, topic, n) for _ in range(repeats)]
         import _floor_source
         from pyspark import cloudpickle
 
@@ -262,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         raw_rate = n / raw_s
         master = spark.sparkContext.master
         spark.stop()
-        broker = {"bootstrap_servers": kafka.bootstrap_servers, "compat": kafka.compat}
+        broker = {"bootstrap_servers": kafka.bootstrap_servers, "kind": kafka.kind, "image": kafka.image}
 
     rows = [
         _row("confluent-kafka consumer (assign)", raw_s, n, raw_rate, raw_runs),
@@ -311,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result = write_json("p4", result, path=str(args.output))
 
-    print(f"\nP4: {n:,} records, {args.partitions} partitions, broker compat={broker['compat']}, Spark {master}\n")
+    print(f"\nP4: {n:,} records, {args.partitions} partitions, broker {broker['kind']}, Spark {master}\n")
     print(f"| reader (best of {repeats}; cold: 1 run) | seconds | records/s | ratio vs raw | all runs (s) |")
     print("|---|---:|---:|---:|---|")
     for r in rows:

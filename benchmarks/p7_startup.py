@@ -84,7 +84,7 @@ def run_app(kafka: object, state_dir: str, records: int, spark_conf: dict[str, s
     paid = sum(1 for _, v, _, _ in data if json.loads(v)["status"] == "paid")
     app = KafkaStreams(build_topology(source, sink), {
         "application.id": f"p7-{run}", "bootstrap.servers": kafka.bootstrap_servers,  # type: ignore[attr-defined]
-        "kafka.broker.compat": kafka.compat, "state.dir": state_dir,  # type: ignore[attr-defined]
+        "state.dir": state_dir,
         "commit.interval.ms": 50, "max.offsets.per.trigger": 1, **spark_conf,
     })
     t0 = time.perf_counter()
@@ -116,13 +116,13 @@ def main() -> None:
     import logging
 
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from streamsdsl.testing.local_kafka import local_kafka
+    from streamsdsl.testing.local_kafka import KAFKA_VERSION, local_kafka
 
     load_before = os.getloadavg()[0]
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p7-") as state_dir:
         cold = run_app(kafka, state_dir, args.records, spark_conf)
         warm = [run_app(kafka, state_dir, args.records, spark_conf) for _ in range(args.repeats)]
-        broker = f"{getattr(kafka, 'kind', '?')} ({kafka.compat})"
+        broker = f"{kafka.kind} (Apache Kafka {KAFKA_VERSION})"
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()

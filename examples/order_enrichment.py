@@ -22,8 +22,8 @@ two orders of ``c1`` (Ann moves from EU to US at 09:00:40): her tea at 09:00:10 
 her scones at 09:00:50 for US.
 
 By default ``main()`` runs it Kafka → Spark → Kafka: on the broker named by
-``BOOTSTRAP_SERVERS`` (its compatibility mode from ``STREAMSDSL_BROKER_COMPAT``), else on a
-local one started by :func:`~streamsdsl.testing.local_kafka`. It creates the four topics, then
+``BOOTSTRAP_SERVERS``, else on a local Apache Kafka started by
+:func:`~streamsdsl.testing.local_kafka`. It creates the four topics, then
 produces and processes the input in three steps (the customers and the orders before the update;
 the update; the orders after it), so that the update is processed between the orders around it,
 reads both output topics back and prints them, in timestamp order (records of different keys
@@ -230,7 +230,7 @@ def run_on_kafka() -> tuple[list[Record], list[Record]]:
     logging.getLogger("streamsdsl").setLevel(logging.INFO)
 
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-enrichment-") as state_dir:
-        print(f"broker: {kafka.bootstrap_servers} ({kafka.compat})", file=sys.stderr)
+        print(f"broker: {kafka.bootstrap_servers} ({kafka.kind})", file=sys.stderr)
         topics = topic_names(kafka)
         for name in topics.values():
             kafka.create_topic(name, partitions=1)
@@ -238,7 +238,6 @@ def run_on_kafka() -> tuple[list[Record], list[Record]]:
         config = {
             "application.id": f"order-enrichment-{uuid.uuid4().hex[:6]}",
             "bootstrap.servers": kafka.bootstrap_servers,
-            "kafka.broker.compat": kafka.compat,
             "state.dir": state_dir,
             "commit.interval.ms": 50,
         }

@@ -6,9 +6,8 @@ customer, regroups by customer and counts. The counts table is written, as its c
 
 By default ``main()`` runs it against a broker:
 
-1. the broker named by ``BOOTSTRAP_SERVERS`` if that is set (its compatibility mode from
-   ``STREAMSDSL_BROKER_COMPAT``, default ``kafka``), else a local one started by
-   :func:`~streamsdsl.testing.local_kafka` (a Docker Kafka container, or the Tansu binary);
+1. the broker named by ``BOOTSTRAP_SERVERS`` if that is set, else a local Apache Kafka started
+   by :func:`~streamsdsl.testing.local_kafka` (a Docker container, or a JVM process);
 2. creates ``orders`` and ``orders-per-customer`` (one partition each) and produces the five
    orders (string keys, JSON values, the given record timestamps);
 3. runs the topology with :class:`~streamsdsl.runtime.app.KafkaStreams` until every order is processed,
@@ -139,7 +138,7 @@ def run_on_kafka() -> list[tuple[str, int, int]]:
     logging.getLogger("streamsdsl").setLevel(logging.INFO)
 
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-quickstart-") as state_dir:
-        print(f"broker: {kafka.bootstrap_servers} ({kafka.compat})", file=sys.stderr)
+        print(f"broker: {kafka.bootstrap_servers} ({kafka.kind})", file=sys.stderr)
         input_topic, output_topic = _topic_names(kafka)
         kafka.create_topic(input_topic, partitions=1)
         kafka.create_topic(output_topic, partitions=1)
@@ -155,7 +154,6 @@ def run_on_kafka() -> list[tuple[str, int, int]]:
             {
                 "application.id": "quickstart-orders-per-customer",
                 "bootstrap.servers": kafka.bootstrap_servers,
-                "kafka.broker.compat": kafka.compat,
                 "state.dir": state_dir,
                 "commit.interval.ms": 50,
                 # One record per micro-batch: the changelog then has one update per counted order.

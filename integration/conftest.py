@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from streamsdsl.testing.local_kafka import LocalKafka, local_kafka
+from streamsdsl.testing.local_kafka import KAFKA_VERSION, LocalKafka, local_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,8 +21,9 @@ _BROKER_LINE = pytest.StashKey[str]()
 
 @pytest.fixture(scope="session")
 def kafka(pytestconfig: pytest.Config) -> Iterator[LocalKafka]:
-    """A running broker: ``BOOTSTRAP_SERVERS``, a container when Docker answers (a Kafka image, else
-    the local Tansu image), or the Tansu process; ``STREAMSDSL_BROKER`` forces one kind.
+    """A running broker: ``BOOTSTRAP_SERVERS``, a container when Docker answers (the Kafka image, else
+    the local Kafka image built with no pull), or Kafka as a JVM process; ``STREAMSDSL_BROKER``
+    forces one kind.
 
     Which broker and why is logged, and repeated at the end of the run's summary.
     """
@@ -37,8 +38,8 @@ def kafka(pytestconfig: pytest.Config) -> Iterator[LocalKafka]:
         with local_kafka() as broker:
             logger.removeHandler(handler)
             logger.setLevel(level)
-            image = f"{broker.image}, " if broker.image else ""
-            line = f"integration broker: {broker.kind} at {broker.bootstrap_servers} ({image}compat {broker.compat})"
+            image = f", {broker.image}" if broker.image else ""
+            line = f"integration broker: {broker.kind} at {broker.bootstrap_servers} (Kafka {KAFKA_VERSION}{image})"
             if reasons:
                 line += f": {reasons[0]}"
             logging.getLogger(__name__).info("%s", line)
@@ -78,7 +79,6 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     (
         session.read.format("streamsdsl-kafka")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("kafka.broker.compat", kafka.compat)
         .option("subscribe", topic)
         .load()
         .collect()
@@ -121,7 +121,6 @@ def make_streams_config(
     config: dict[str, object] = {
         "application.id": f"{app_id}-{uuid.uuid4().hex[:6]}",
         "bootstrap.servers": kafka.bootstrap_servers,
-        "kafka.broker.compat": kafka.compat,
         "state.dir": str(tmp_path_factory.mktemp("state")),
         "commit.interval.ms": 50,
     }

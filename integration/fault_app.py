@@ -10,7 +10,7 @@ with ``--drain`` it processes everything available, closes and exits 0 (``DRAINE
 
 Usage::
 
-    python integration/fault_app.py --bootstrap HOST:PORT --compat tansu --source IN --sink OUT \\
+    python integration/fault_app.py --bootstrap HOST:PORT --source IN --sink OUT \\
         --app-id APP --state-dir DIR --max-offsets 400 [--drain]
 """
 
@@ -24,7 +24,6 @@ import time
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap", required=True)
-    parser.add_argument("--compat", default="kafka")
     parser.add_argument("--source", required=True)
     parser.add_argument("--sink", required=True)
     parser.add_argument("--app-id", required=True)
@@ -49,7 +48,6 @@ def main(argv: list[str] | None = None) -> int:
         {
             "application.id": args.app_id,
             "bootstrap.servers": args.bootstrap,
-            "kafka.broker.compat": args.compat,
             "state.dir": args.state_dir,
             "commit.interval.ms": 50,
             "max.offsets.per.trigger": args.max_offsets,

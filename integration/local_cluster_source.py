@@ -3,7 +3,7 @@ executor JVMs, each with its own Python workers); print each micro-batch's rows 
 
 Run by ``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``::
 
-    python -m integration.local_cluster_source BOOTSTRAP COMPAT TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT
+    python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import sys
 
 
-def main(bootstrap: str, compat: str, topic: str, max_per_trigger: str, checkpoint: str) -> None:
+def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str) -> None:
     from streamsdsl.io import register
     from streamsdsl.runtime.session import get_session
 
@@ -27,7 +27,6 @@ def main(bootstrap: str, compat: str, topic: str, max_per_trigger: str, checkpoi
     df = (
         spark.readStream.format("streamsdsl-kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("kafka.broker.compat", compat)
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", max_per_trigger)
@@ -44,4 +43,4 @@ def main(bootstrap: str, compat: str, topic: str, max_per_trigger: str, checkpoi
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:5])

@@ -38,7 +38,7 @@ from streamsdsl.errors import StreamsDslError
 from streamsdsl.io.errors import KafkaBrokerTimeoutError, KafkaTopicRecreatedError
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.lifecycle import StreamThreadExceptionResponse
-from streamsdsl.testing.local_kafka import LocalKafka, local_kafka
+from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -90,7 +90,7 @@ def _count_topology(source: str, sink: str) -> Topology:
 
 
 def _end_offset(kafka: LocalKafka, topic: str) -> int:
-    """High watermark of partition 0 (grows as the application writes; Tansu: by whole batches)."""
+    """High watermark of partition 0 (grows as the application writes)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"faults-{uuid.uuid4().hex}"})
@@ -161,7 +161,7 @@ def test_sigkill_at_random_points_and_restart_loses_nothing(
     source, sink = new_topic(3), new_topic(1)
     _produce_keyed(kafka, source, RECORDS, KEYS, 3)
     args = [
-        "--bootstrap", kafka.bootstrap_servers, "--compat", kafka.compat, "--source", source, "--sink", sink,
+        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink,
         "--app-id", f"crash-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp_path / "state"),
         "--max-offsets", str(MAX_OFFSETS),
     ]
@@ -290,10 +290,7 @@ def test_broker_unreachable_beyond_the_poll_timeout_fails_naming_broker_and_opti
 
 # -- the topic deleted and re-created -------------------------------------------------------
 def _delete_topics(kafka: LocalKafka, topics: list[str]) -> None:
-    """Delete ``topics``: with the admin API on Kafka, by a restart (every topic) on Tansu."""
-    if kafka.compat == "tansu":
-        kafka.restart()
-        return
+    """Delete ``topics`` with the admin API and wait until the broker no longer lists them."""
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": kafka.bootstrap_servers})
@@ -311,39 +308,11 @@ def test_topic_deleted_and_recreated_is_detected_with_its_fix(
 ) -> None:
     """The input topic deleted and re-created (3 partitions, 10 records each, fewer than the
     100 per partition the application has read): the application fails well within one poll
-    timeout (``task.timeout.ms`` = 60 s) with `KafkaTopicRecreatedError` naming the fix.
-
-    Against Tansu the topics go with a broker restart (memory storage), as in the production
-    incident of issue 14: deleting a topic there makes librdkafka 2.x crash (SIGSEGV in
-    ``rd_kafka_metadata_cache_find``) in every client that had fetched from it. Against Kafka
-    the topic is deleted with the admin API. On Tansu the test runs on a broker of its own, so
-    that the restart leaves the session's broker (and every other test's topics) alone."""
-    if kafka.compat == "tansu":
-        # A broker of its own: the restart that deletes the topics must not touch the session's
-        # broker, whose producers the Spark workers keep for the other tests (a Tansu restart
-        # also forgets every idempotent producer id, and a kept producer then waits out
-        # kafka.flush.timeout.ms before the sink replaces it).
-        with local_kafka(prefer=kafka.kind) as own:
-            source, sink = new_topic(3), new_topic(1)  # unique names (made on the session broker too)
-            own.create_topic(source, 3)
-            own.create_topic(sink, 1)
-            _recreated_scenario(own, source, sink, streams_config, app_factory)
-    else:
-        _recreated_scenario(kafka, new_topic(3), new_topic(1), streams_config, app_factory)
-
-
-def _recreated_scenario(
-    kafka: LocalKafka,
-    source: str,
-    sink: str,
-    streams_config: Callable[..., dict[str, object]],
-    app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams],
-) -> None:
-    """The body of `test_topic_deleted_and_recreated_is_detected_with_its_fix` on ``kafka``, whose
-    topics ``source`` (3 partitions) and ``sink`` (1) exist."""
+    timeout (``task.timeout.ms`` = 60 s) with `KafkaTopicRecreatedError` naming the fix. The
+    topics are deleted with the admin API and created again on the session's broker."""
+    source, sink = new_topic(3), new_topic(1)
     _produce_keyed(kafka, source, 300, 30, 3)
-    config = streams_config("recreated", {"task.timeout.ms": 60_000, "bootstrap.servers": kafka.bootstrap_servers,
-                                          "kafka.broker.compat": kafka.compat})
+    config = streams_config("recreated", {"task.timeout.ms": 60_000})
 
     app = app_factory(_count_topology(source, sink), config)
     app.start()

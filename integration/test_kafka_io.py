@@ -62,7 +62,6 @@ def _stream(spark: SparkSession, kafka: LocalKafka, topic: str, **options: Any) 
     reader = (
         spark.readStream.format("streamsdsl-kafka")
         .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-        .option("kafka.broker.compat", kafka.compat)
         .option("subscribe", topic)
     )
     for name, value in options.items():
@@ -204,8 +203,7 @@ class TestBatchSource:
         df = (
             spark.read.format("streamsdsl-kafka")
             .option("kafka.bootstrap.servers", kafka.bootstrap_servers)
-            .option("kafka.broker.compat", kafka.compat)
-            .option("subscribe", topic)
+                .option("subscribe", topic)
             .option("startingOffsets", json.dumps({topic: {"0": 1, "1": -2}}))
             .option("endingOffsets", json.dumps({topic: {"0": 4, "1": -1}}))
             .load()
@@ -334,7 +332,7 @@ class TestPooledReader:
         from streamsdsl.io.partition_reader import KafkaInputPartition, read_partition
 
         opts = KafkaSourceOptions.from_options(
-            {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic, "kafka.broker.compat": kafka.compat},
+            {"kafka.bootstrap.servers": kafka.bootstrap_servers, "subscribe": topic},
             streaming=True,
         )
         rows = []
@@ -392,7 +390,7 @@ class TestPooledReader:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         env.pop("STREAMSDSL_SPARK_MASTER", None)
         proc = subprocess.run(
-            [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers, kafka.compat,
+            [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers,
              topic, "10", str(tmp_path / "ckpt")],
             cwd=root, env=env, capture_output=True, text=True, timeout=300,
         )

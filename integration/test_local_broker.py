@@ -1,8 +1,9 @@
 """The brokers `local_kafka` starts: produce/consume, pause/unpause, stop and restart.
 
-The process broker (the Tansu binary) always runs; the container broker runs when a Docker
-engine answers (a Kafka image when one is present or pullable, else the local Tansu image).
-No Spark: each test takes a few seconds.
+Every broker is Apache Kafka 4.4.0. The process broker (a JVM child process) always runs; the
+container broker runs when a Docker engine answers (the registry image when one is present or
+pullable, else the image built locally from the cached jars). No Spark: each test takes a few
+seconds, most of them the broker's start.
 """
 
 from __future__ import annotations
@@ -68,10 +69,10 @@ class TestBrokerKinds:
         assert values(broker, "t") == [f"v{i}".encode() for i in (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)]
         assert broker.bootstrap_servers.startswith("127.0.0.1:")
         if broker.kind == "process":
-            assert (broker.compat, broker.image) == ("tansu", None)
+            assert broker.image is None
         else:
-            assert broker.kind == "container" and broker.image is not None
-            assert broker.compat == ("tansu" if broker.image.startswith("streamsdsl/tansu-broker:") else "kafka")
+            assert broker.kind == "container"
+            assert broker.image == "apache/kafka:4.4.0" or str(broker.image).startswith("streamsdsl/kafka-broker:4.4.0-")
 
     def test_pause_freezes_and_unpause_resumes_without_loss(self, broker: LocalKafka) -> None:
         """While paused nothing answers; after unpause the records are all there and new ones go in."""
@@ -88,8 +89,8 @@ class TestBrokerKinds:
         assert sorted(values(broker, "t")) == sorted(v for _, v, _, _ in RECORDS)
 
     def test_stop_broker_then_restart_on_the_same_address(self, broker: LocalKafka) -> None:
-        """stop_broker() is an outage; restart() brings the broker back on the same address. Tansu's memory
-        storage loses every topic; a Kafka container keeps them."""
+        """stop_broker() is an outage; restart() brings the broker back on the same address, with its
+        topics and records (the process and the container keep their log directory)."""
         address = broker.bootstrap_servers
         broker.create_topic("t", partitions=2)
         broker.produce("t", RECORDS[:3])
@@ -101,13 +102,10 @@ class TestBrokerKinds:
         assert str(info.value) == f"pause(): the broker at {address} is stopped; call restart() to start it again."
         broker.restart()
         assert broker.bootstrap_servers == address
-        if broker.compat == "tansu":
-            assert topics(broker) == set()
-            broker.create_topic("t", partitions=2)
-            broker.produce("t", RECORDS[:1])
-            assert values(broker, "t") == [b"v0"]
-        else:
-            assert values(broker, "t") == [b"v0", b"v2", b"v1"]
+        assert topics(broker) == {"t"}
+        assert values(broker, "t") == [b"v0", b"v2", b"v1"]
+        broker.produce("t", RECORDS[3:4])
+        assert values(broker, "t") == [b"v0", b"v2", b"v1", b"v3"]
 
     def test_restart_a_paused_broker(self, broker: LocalKafka) -> None:
         """restart() also works on a paused broker (it is resumed and stopped first)."""

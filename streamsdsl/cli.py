@@ -3,11 +3,16 @@
 Sub-commands
 ------------
 ``streamsdsl dev-broker [--prefer KIND] [--topic NAME[:PARTITIONS]]...``
-    Start a local Kafka-compatible broker as `streamsdsl.testing.local_kafka` chooses it (a
-    Kafka container when a Docker engine answers, the bundled Tansu broker as a locally built
-    image when no Kafka image can be pulled, else the Tansu process; ``--prefer`` or
-    ``STREAMSDSL_BROKER`` forces a kind), print its ``bootstrap.servers`` and
-    ``kafka.broker.compat``, and keep it running until Ctrl-C.
+    Start a local Apache Kafka broker as `streamsdsl.testing.local_kafka` chooses it (a
+    container when a Docker engine answers: the registry image, else an image built locally
+    with no pull; without Docker a JVM process; ``--prefer`` or ``STREAMSDSL_BROKER`` forces a
+    kind), print its ``bootstrap.servers``, and keep it running until Ctrl-C.
+
+``streamsdsl kafka-jars``
+    Resolve Apache Kafka's jars (``org.apache.kafka:kafka_2.13`` and its runtime dependencies)
+    from Maven Central with ``mvn`` into the user's cache (`streamsdsl.testing.kafka_dist`) and
+    print their directory; nothing to do when they are there. ``make install`` runs it; the
+    local broker needs it. Exit code 1, with what went wrong, when ``mvn`` is missing or fails.
 
 ``streamsdsl describe MODULE:ATTR [--format text|mermaid]``
     Print a topology's ``describe()``: Kafka Streams' text (the default) or a Mermaid flowchart
@@ -44,8 +49,9 @@ _USAGE = """usage: streamsdsl <command> [options]
 
 commands:
   describe     print a topology's describe(), as text or Mermaid (streamsdsl describe --help)
-  dev-broker   start a local Kafka-compatible broker until Ctrl-C (streamsdsl dev-broker --help)
+  dev-broker   start a local Apache Kafka broker until Ctrl-C (streamsdsl dev-broker --help)
   jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
+  kafka-jars   resolve Apache Kafka's jars from Maven Central into the user's cache (the local broker's)
   reset        remove an application's checkpoint and state (streamsdsl reset --help)
 """
 
@@ -72,12 +78,32 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"streamsdsl: {exc}", file=sys.stderr)
             return 1
         return 0
+    if command == "kafka-jars":
+        return _kafka_jars_main(rest)
     if command == "reset":
         from streamsdsl.runtime.checkpoint import reset_main
 
         return reset_main(rest)
     print(f"streamsdsl: unknown command {command!r}\n\n{_USAGE}", end="", file=sys.stderr)
     return 2
+
+
+def _kafka_jars_main(args: list[str]) -> int:
+    from streamsdsl.testing.kafka_dist import KAFKA_VERSION, KafkaJarsMissingError, resolve_kafka_jars
+
+    if args:
+        if args[0] in ("-h", "--help"):
+            print(f"usage: streamsdsl kafka-jars\n\n  resolve Apache Kafka {KAFKA_VERSION}'s jars from Maven Central "
+                  "(mvn) into the user's cache and print their directory")
+            return 0
+        print(f"streamsdsl kafka-jars: no arguments expected (got {' '.join(args)})", file=sys.stderr)
+        return 2
+    try:
+        print(resolve_kafka_jars())
+    except KafkaJarsMissingError as exc:
+        print(f"streamsdsl kafka-jars: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 _DESCRIBE_USAGE = """usage: streamsdsl describe MODULE:ATTR [--format text|mermaid]

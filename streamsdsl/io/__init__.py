@@ -11,11 +11,11 @@ Modules
 `streamsdsl.io.errors`
     The errors of the I/O layer.
 `streamsdsl.io.options`
-    Source and sink options: parsing, validation, `BrokerCompat`, librdkafka settings.
+    Source and sink options: parsing, validation, librdkafka settings.
 `streamsdsl.io.offsets`
     Pure offset arithmetic: checkpoint JSON, offset specs, micro-batch planning, rate limit.
 `streamsdsl.io.client`
-    The driver's broker client: partitions, watermarks, end offsets (Tansu probe).
+    The driver's broker client: partitions, watermarks, end offsets.
 `streamsdsl.io.partition_reader`
     Reading one planned offset range into Arrow batches (executors).
 `streamsdsl.io.consumer_pool`

@@ -1,24 +1,22 @@
 """The source's broker client on the driver: partitions, watermarks and end offsets.
 
 `OffsetClient` asks the broker what the planner needs (partitions of the subscribed topics,
-earliest and end offsets) and, with ``kafka.broker.compat=tansu``, finds the true end of a
-partition past Tansu's low high watermark. `ClientHolder` gives a reader a lazily created
-client that is never pickled: Spark ships readers to the executors with cloudpickle, and a
-confluent-kafka ``Consumer`` cannot be pickled.
+earliest and end offsets: the low and high watermarks). `ClientHolder` gives a reader a
+lazily created client that is never pickled: Spark ships readers to the executors with
+cloudpickle, and a confluent-kafka ``Consumer`` cannot be pickled.
 
 confluent_kafka is imported when a client is first used, not with this module.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from streamsdsl.io.errors import KafkaSourceError, broker_timeout
+from streamsdsl.io.errors import broker_timeout
 from streamsdsl.io.offsets import EARLIEST, LATEST, TopicPartitionKey, fill_sentinels
-from streamsdsl.io.options import BrokerCompat, KafkaSourceOptions
+from streamsdsl.io.options import KafkaSourceOptions
 
 if TYPE_CHECKING:
     from confluent_kafka import Consumer
@@ -28,12 +26,10 @@ __all__ = ["ClientHolder", "OffsetClient"]
 _T = TypeVar("_T")
 #: Seconds between a failed driver request and its retry (on new clients).
 _RETRY_BACKOFF_S = 0.5
-#: Seconds without any answer to the end probe before it starts over on a fresh client.
-_PROBE_STALL_S = 3.0
 
 
 class OffsetClient:
-    """Metadata and watermark clients for the driver-side planner, created on first use.
+    """The metadata and watermark client of the driver-side planner, created on first use.
 
     Parameters
     ----------
@@ -44,18 +40,15 @@ class OffsetClient:
     def __init__(self, options: KafkaSourceOptions) -> None:
         self._options = options
         self._consumer: Consumer | None = None
-        self._probe: Consumer | None = None
-        self._lock = threading.Lock()
 
     def close(self) -> None:
-        """Close the clients (best effort); the next request opens new ones."""
-        for client in (self._consumer, self._probe):
-            if client is not None:
-                try:
-                    client.close()
-                except Exception:  # noqa: BLE001, S110 - closing is best effort
-                    pass
-        self._consumer = self._probe = None
+        """Close the client (best effort); the next request opens a new one."""
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            except Exception:  # noqa: BLE001, S110 - closing is best effort
+                pass
+        self._consumer = None
 
     def _meta(self) -> Consumer:
         if self._consumer is None:
@@ -120,16 +113,8 @@ class OffsetClient:
         return {tp: low for tp, (low, _high) in self.watermarks(tps).items()}
 
     def latest(self, tps: Sequence[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
-        """End offset (next offset to be written) of each partition.
-
-        With ``compat=tansu`` the high watermark is only a lower bound; the true end is
-        found by fetching from the last batch on until a fetch returns nothing.
-        """
-        marks = self.watermarks(tps)
-        ends = {tp: high for tp, (_low, high) in marks.items()}
-        if self._options.compat is BrokerCompat.TANSU:
-            ends.update(self._probe_true_ends(marks))
-        return ends
+        """End offset of each partition: its high watermark (the next offset to be written)."""
+        return {tp: high for tp, (_low, high) in self.watermarks(tps).items()}
 
     def resolve(self, wanted: Mapping[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
         """``wanted`` with its `EARLIEST`/`LATEST` sentinels replaced by the broker's offsets."""
@@ -138,71 +123,6 @@ class OffsetClient:
             earliest=self.earliest([tp for tp, v in wanted.items() if v == EARLIEST]),
             latest=self.latest([tp for tp, v in wanted.items() if v == LATEST]),
         )
-
-    def _probe_consumer(self) -> Consumer:
-        if self._probe is None:
-            from confluent_kafka import Consumer
-
-            self._probe = Consumer(
-                self._options.client_conf(
-                    **{
-                        "enable.partition.eof": True,
-                        "fetch.wait.max.ms": 10,
-                        "auto.offset.reset": "earliest",
-                    }
-                )
-            )
-        return self._probe
-
-    def _probe_true_ends(self, marks: Mapping[TopicPartitionKey, tuple[int, int]]) -> dict[TopicPartitionKey, int]:
-        from confluent_kafka import KafkaError, TopicPartition
-
-        # Tansu: high watermark = base offset of the last batch + 1, so that batch starts at
-        # high - 1; anything after it in the same batch is beyond the reported watermark.
-        todo = {tp: (low, high) for tp, (low, high) in marks.items() if high > low}
-        ends = {tp: high for tp, (_low, high) in todo.items()}
-        if not todo:
-            return ends
-        with self._lock:
-            probe = self._probe_consumer()
-            probe.assign([TopicPartition(t, p, max(low, high - 1)) for (t, p), (low, high) in todo.items()])
-            pending = set(todo)
-            seen: set[TopicPartitionKey] = set()
-            idle_polls = 0
-            deadline = time.monotonic() + self._options.poll_timeout_ms / 1000
-            progress = time.monotonic()
-            try:
-                while pending and time.monotonic() < deadline:
-                    if time.monotonic() - progress > _PROBE_STALL_S:
-                        # Nothing at all for a while: a client that knew a deleted (re-created)
-                        # topic or a restarted broker can wait for its metadata refresh (minutes);
-                        # a fresh client asks again at once.
-                        probe.close()
-                        self._probe = None
-                        probe = self._probe_consumer()
-                        probe.assign([TopicPartition(t, p, max(todo[(t, p)][0], todo[(t, p)][1] - 1)) for t, p in pending])
-                        progress = time.monotonic()
-                    msgs = probe.consume(1000, 0.05)
-                    idle_polls = 0 if msgs else idle_polls + 1
-                    if msgs:
-                        progress = time.monotonic()
-                    for m in msgs:
-                        tp = (m.topic(), m.partition())
-                        err = m.error()
-                        if err is not None:
-                            if err.code() == KafkaError._PARTITION_EOF:
-                                ends[tp] = max(ends[tp], m.offset())
-                                pending.discard(tp)
-                            elif err.fatal():
-                                raise KafkaSourceError(f"finding the end of {tp[0]}-{tp[1]} failed: {err}")
-                            continue
-                        seen.add(tp)
-                        ends[tp] = max(ends[tp], m.offset() + 1)
-                    if idle_polls >= 4 and pending <= seen:
-                        break  # every partition fetched and fetches now return nothing
-            finally:
-                probe.unassign()
-        return ends
 
 
 class ClientHolder:

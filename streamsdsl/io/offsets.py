@@ -220,7 +220,8 @@ def batch_end(
     Examples
     --------
     Partition 2 is new (its start is its earliest offset), ``gone-0`` was deleted, and the
-    broker's end of partition 0 is behind the query's position (Tansu's low high watermark):
+    broker's end of partition 0 is behind the query's position (the topic was re-created,
+    `moved_back`): the batch plans nothing there.
 
     >>> batch_end({("t", 0): 5, ("t", 1): 0, ("t", 2): 0, ("gone", 0): 7},
     ...           {("t", 0): 3, ("t", 1): 8, ("t", 2): 4}, 6)
@@ -259,7 +260,6 @@ def moved_back(
     A partition's end never moves back: the query only plans offsets up to an end the broker
     reported, so an end below the position means the partition lost records the query had
     already seen -- the topic was deleted and re-created (or the broker lost its data).
-    (Against Tansu this needs ``kafka.broker.compat=tansu``, whose end offsets are exact.)
 
     Examples
     --------

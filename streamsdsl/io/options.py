@@ -26,12 +26,6 @@ maxOffsetsPerTrigger
     ``min(limit, backlog)`` offsets; offsets, not records: compaction gaps and transaction
     markers count). ``Trigger.AvailableNow`` respects it too: several batches up to the
     end offsets fixed when the query started.
-kafka.broker.compat
-    ``"kafka"`` (default) or ``"tansu"`` (`BrokerCompat`). The Tansu broker's high watermark
-    can understate the end of a partition (it is the base offset of the last record batch
-    + 1); with ``"tansu"`` the source finds the true end by reading on from the last batch
-    until a fetch returns nothing. Do not use ``"tansu"`` against real Kafka: it costs a
-    fetch per partition and trigger.
 failOnDataLoss
     ``"true"`` (default): fail when planned offsets are no longer on the broker (retention).
     ``"false"``: skip to the earliest available offset.
@@ -62,17 +56,15 @@ kafka.*
 Examples
 --------
 >>> opts = KafkaSourceOptions.from_options(
-...     {"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b", "startingOffsets": "earliest",
-...      "kafka.broker.compat": "tansu"}, streaming=True)
->>> opts.topics, opts.starting_offsets, opts.compat
-(('a', 'b'), 'earliest', <BrokerCompat.TANSU: 'tansu'>)
+...     {"kafka.bootstrap.servers": "h:9092", "subscribe": "a,b", "startingOffsets": "earliest"}, streaming=True)
+>>> opts.topics, opts.starting_offsets
+(('a', 'b'), 'earliest')
 >>> KafkaSinkOptions.from_options({"kafka.bootstrap.servers": "h:9092", "topic": "out"}).flush_timeout_ms
 120000
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -85,7 +77,6 @@ from streamsdsl.io.offsets import EARLIEST, LATEST, OffsetSpec, OffsetsJson
 __all__ = [
     "FORBIDDEN_CONSUMER_OPTIONS",
     "FORBIDDEN_PRODUCER_OPTIONS",
-    "BrokerCompat",
     "KafkaSinkOptions",
     "KafkaSourceOptions",
 ]
@@ -106,23 +97,24 @@ FORBIDDEN_PRODUCER_OPTIONS = {
     "transactional.id": "transactions are not supported; the sink is at-least-once",
 }
 #: ``kafka.*`` options of this data source itself, not passed to librdkafka.
-_OWN_KAFKA_OPTIONS = ("kafka.bootstrap.servers", "kafka.broker.compat")
+_OWN_KAFKA_OPTIONS = ("kafka.bootstrap.servers",)
+#: Options that were removed, refused (by the source and the sink) with what replaced them.
+_REMOVED_OPTIONS = {
+    "kafka.broker.compat": (
+        "it was removed with the Tansu broker: the source reads every partition up to its high watermark, "
+        "which Apache Kafka (the local broker too) reports exactly; drop the option"
+    ),
+}
 _DEFAULT_TIMEOUT_MS = 120_000
-
-
-class BrokerCompat(enum.StrEnum):
-    """The broker the source talks to (option ``kafka.broker.compat``)."""
-
-    #: Apache Kafka or any broker whose high watermark is the end of the partition.
-    KAFKA = "kafka"
-    #: The Tansu broker: its high watermark can be below the end; the source probes the true end.
-    TANSU = "tansu"
 
 
 # -- shared parsing steps -------------------------------------------------------------------
 def _lower_keys_and_bootstrap(options: Mapping[str, str], error: type[ValueError]) -> tuple[dict[str, str], str]:
     """The options with lower-case keys, and the required ``kafka.bootstrap.servers``."""
     opts = {str(k).lower(): str(v) for k, v in options.items()}
+    for removed, why in _REMOVED_OPTIONS.items():
+        if removed in opts:
+            raise error(f"option {removed!r} is not supported: {why}.")
     bootstrap = opts.get("kafka.bootstrap.servers", "").strip()
     if not bootstrap:
         raise error(
@@ -229,7 +221,6 @@ class KafkaSourceOptions:
     starting_offsets: OffsetSpec
     ending_offsets: OffsetSpec
     max_offsets_per_trigger: int | None
-    compat: BrokerCompat
     fail_on_data_loss: bool
     poll_timeout_ms: int
     consumer_conf: dict[str, str] = field(default_factory=dict)
@@ -266,14 +257,6 @@ class KafkaSourceOptions:
             )
         if len(set(topics)) != len(topics):
             raise KafkaOptionError(f"option 'subscribe' lists a topic twice: {opts['subscribe']!r}.")
-        try:
-            compat = BrokerCompat(opts.get("kafka.broker.compat", BrokerCompat.KAFKA.value).strip().lower())
-        except ValueError:
-            allowed = " or ".join(repr(c.value) for c in BrokerCompat)
-            raise KafkaOptionError(
-                f"option 'kafka.broker.compat' must be {allowed} (got {opts['kafka.broker.compat']!r}); "
-                f"use {BrokerCompat.TANSU.value!r} only for the Tansu broker."
-            ) from None
         starting = _parse_offsets_spec(
             opts.get("startingoffsets", "latest" if streaming else "earliest"),
             "startingOffsets",
@@ -295,7 +278,6 @@ class KafkaSourceOptions:
             starting_offsets=starting,
             ending_offsets=ending,
             max_offsets_per_trigger=max_per_trigger,
-            compat=compat,
             fail_on_data_loss=_parse_bool(opts, "failOnDataLoss", True),
             poll_timeout_ms=poll_timeout,
             consumer_conf=consumer_conf,
@@ -311,8 +293,8 @@ class KafkaSourceOptions:
             "enable.auto.offset.store": False,
             "isolation.level": "read_uncommitted",
             "allow.auto.create.topics": False,
-            # Measured on Tansu: librdkafka's defaults (1 MiB per partition and fetch; a 1 s
-            # pause whenever the prefetch queue is over its threshold) made reads 3-4x slower.
+            # Measured (on the earlier local broker, Tansu): librdkafka's defaults (1 MiB per partition
+            # and fetch; a 1 s pause whenever the prefetch queue is over its threshold) made reads 3-4x slower.
             "max.partition.fetch.bytes": 10 * 1024 * 1024,
             "fetch.queue.backoff.ms": 10,
         }

@@ -329,11 +329,9 @@ class _RangeRead:
         """Fail (or skip the range) if the partition now ends below the planned end.
 
         The planned end was the partition's end when the batch was planned, and an end never
-        moves back: if the broker now reports a lower one, while fetches at the position return
-        nothing, the topic was re-created. With Tansu, whose high watermark can understate the
-        end, a high watermark at or below the position means the same: a record at the
-        position would be in a batch starting at or after it, or in the last one, which a fetch
-        at the position returns. A broker that does not answer is left to the poll timeout.
+        moves back: if the broker now reports a high watermark below the planned end and at or
+        below the position, while fetches at the position return nothing, the topic was
+        re-created. A broker that does not answer is left to the poll timeout.
 
         Raises
         ------

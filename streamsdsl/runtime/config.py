@@ -2,8 +2,8 @@
 
 `StreamsConfig.from_mapping` validates a mapping of Kafka Streams' configuration keys (values
 may be strings, as in Java properties) into a frozen `StreamsConfig`; the settings with a fixed
-set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector`,
-`streamsdsl.io.options.BrokerCompat` and `streamsdsl.dsl.options.DeserializationHandler`).
+set of values become enums (`ProcessingGuarantee`, `OffsetReset`, `Connector` and
+`streamsdsl.dsl.options.DeserializationHandler`).
 The option builders turn it into the options of the Kafka readers and writer. Pure Python:
 nothing here imports pyspark.
 
@@ -14,7 +14,7 @@ Examples
 >>> c.auto_offset_reset, c.connector
 (<OffsetReset.LATEST: 'latest'>, <Connector.JVM: 'jvm'>)
 >>> c.source_options()
-{'kafka.bootstrap.servers': 'k:9092', 'kafka.broker.compat': 'kafka', 'startingOffsets': 'latest'}
+{'kafka.bootstrap.servers': 'k:9092', 'startingOffsets': 'latest'}
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ import attrs
 
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
-from streamsdsl.io.options import BrokerCompat
 from streamsdsl.jvm import OPERATOR_KEY, Operator, default_operator
 from streamsdsl.semantics.kernels import FlushPolicy
 
 __all__ = [
     "DriverConfig",
     "KNOWN_KEYS",
+    "REMOVED_KEYS",
     "PASSTHROUGH_PREFIXES",
     "SHARED_CLIENT_PREFIXES",
     "Connector",
@@ -95,7 +95,6 @@ KNOWN_KEYS = (
     "max.offsets.per.trigger",
     "auto.offset.reset",
     "task.timeout.ms",
-    "kafka.broker.compat",
     _HANDLER_KEY,
     "errors.dead.letter.topic",
     "errors.dead.letter.queue.topic.name",
@@ -104,6 +103,14 @@ KNOWN_KEYS = (
     "statestore.cache.max.bytes",
     "cache.max.bytes.buffering",
 )
+#: Keys that were removed, refused with what replaced them.
+REMOVED_KEYS = {
+    "kafka.broker.compat": (
+        "it was removed with the Tansu broker: the source reads every partition up to its high watermark, which "
+        "Apache Kafka reports exactly (the local broker, local_kafka() and streamsdsl dev-broker, is Apache Kafka "
+        "too); drop the key"
+    ),
+}
 #: Prefixes passed through: ``spark.*`` to the SparkSession, ``consumer.*`` to the source,
 #: ``producer.*`` to the sink; ``security.*``, ``sasl.*`` and ``ssl.*`` to every client.
 PASSTHROUGH_PREFIXES = ("spark.", "consumer.", "producer.", "security.", "sasl.", "ssl.")
@@ -158,6 +165,8 @@ def _check_keys(config: Mapping[str, Any]) -> None:
     for key in config:
         if key in KNOWN_KEYS or key.startswith(PASSTHROUGH_PREFIXES):
             continue
+        if key in REMOVED_KEYS:
+            raise StreamsConfigError(f"configuration key {key!r} is not supported: {REMOVED_KEYS[key]}.")
         close = difflib.get_close_matches(key, KNOWN_KEYS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise StreamsConfigError(
@@ -308,8 +317,6 @@ class StreamsConfig:
         that makes no progress) before the application fails with
         `streamsdsl.io.errors.KafkaBrokerTimeoutError` (the source option
         ``kafkaConsumer.pollTimeoutMs``; default 120000).
-    broker_compat : BrokerCompat
-        ``kafka.broker.compat``: ``kafka`` (default) or ``tansu`` (only with the Tansu broker).
     deserialization_handler : DeserializationHandler
         ``default.deserialization.exception.handler``: ``log_and_fail`` (default) or
         ``log_and_continue`` (Kafka Streams' class names are accepted too).
@@ -336,7 +343,6 @@ class StreamsConfig:
     max_offsets_per_trigger: int | None = None
     auto_offset_reset: OffsetReset = _enum_field(OffsetReset.EARLIEST)
     task_timeout_ms: int | None = None
-    broker_compat: BrokerCompat = _enum_field(BrokerCompat.KAFKA)
     deserialization_handler: DeserializationHandler = _enum_field(DeserializationHandler.LOG_AND_FAIL)
     dead_letter_topic: str | None = None
     connector: Connector = _enum_field(Connector.PYTHON)
@@ -388,10 +394,6 @@ class StreamsConfig:
             config, "auto.offset.reset", OffsetReset.EARLIEST,
             hint="it applies only when the application starts without a checkpoint.",
         )
-        broker_compat = _enum_value(
-            config, "kafka.broker.compat", BrokerCompat.KAFKA,
-            hint="use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker).",
-        )
         handler = _deserialization_handler(config)
         dead_letter_topic = _dead_letter_topic(config, handler)
         connector = _enum_value(
@@ -408,7 +410,6 @@ class StreamsConfig:
             max_offsets_per_trigger=_int_value(config, "max.offsets.per.trigger", None, minimum=1),
             auto_offset_reset=auto_offset_reset,
             task_timeout_ms=_int_value(config, "task.timeout.ms", None, minimum=1),
-            broker_compat=broker_compat,
             deserialization_handler=handler,
             dead_letter_topic=dead_letter_topic,
             connector=connector,
@@ -445,7 +446,6 @@ class StreamsConfig:
         """Options of the ``streamsdsl-kafka`` reader (``subscribe`` is added per source)."""
         opts = {
             "kafka.bootstrap.servers": self.bootstrap_servers,
-            "kafka.broker.compat": self.broker_compat.value,
             "startingOffsets": self.auto_offset_reset.value,
         }
         if self.max_offsets_per_trigger is not None:
@@ -460,9 +460,9 @@ class StreamsConfig:
 
         The same settings as `source_options`: ``startingOffsets``, ``maxOffsetsPerTrigger``
         and the ``consumer.*`` settings as ``kafka.*`` (here they configure the Java consumer),
-        plus ``includeHeaders=true``. ``kafka.broker.compat`` has no JVM counterpart.
+        plus ``includeHeaders=true``.
         """
-        opts = {k: v for k, v in self.source_options().items() if k != "kafka.broker.compat"}
+        opts = self.source_options()
         opts["includeHeaders"] = "true"
         return opts
 

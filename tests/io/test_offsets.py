@@ -197,7 +197,7 @@ class TestBatchEnd:
         assert batch_end(start, {("t", 0): 4, ("t", 1): 2}, None) == {("t", 0): 4, ("t", 1): 2}
 
     def test_end_never_before_start(self) -> None:
-        """A broker end below the query's position (Tansu's high watermark) keeps the position."""
+        """A broker end below the query's position (a re-created topic) keeps the position."""
         assert batch_end({("t", 0): 9}, {("t", 0): 7}, None) == {("t", 0): 9}
 
     def test_vanished_partition_keeps_its_position(self) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.io import KafkaOptionError, KafkaSinkOptionError
-from streamsdsl.io.options import BrokerCompat, KafkaSinkOptions, KafkaSourceOptions
+from streamsdsl.io.options import KafkaSinkOptions, KafkaSourceOptions
 
 BASE = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
 
@@ -35,11 +35,13 @@ class TestSourceOptions:
             ".option('subscribe', 'orders,payments').",
         )
 
-    def test_bad_compat(self) -> None:
-        """``kafka.broker.compat`` accepts only kafka and tansu."""
-        assert _source_error(**BASE, **{"kafka.broker.compat": "redpanda"}) == (
-            "option 'kafka.broker.compat' must be 'kafka' or 'tansu' (got 'redpanda'); "
-            "use 'tansu' only for the Tansu broker.",
+    @pytest.mark.parametrize("value", ["kafka", "tansu"])
+    def test_removed_compat(self, value: str) -> None:
+        """``kafka.broker.compat`` was removed with the Tansu broker: refused, whatever its value."""
+        assert _source_error(**BASE, **{"Kafka.Broker.Compat": value}) == (
+            "option 'kafka.broker.compat' is not supported: it was removed with the Tansu broker: the source reads "
+            "every partition up to its high watermark, which Apache Kafka (the local broker too) reports exactly; "
+            "drop the option.",
         )
 
     def test_bad_max_offsets_per_trigger(self) -> None:
@@ -96,11 +98,10 @@ class TestSourceOptions:
         )
 
     def test_defaults(self) -> None:
-        """Streaming starts at latest, batch at earliest; compat kafka, 120 s poll timeout."""
+        """Streaming starts at latest, batch at earliest; 120 s poll timeout."""
         streaming, batch = _source(), _source(streaming=False)
         assert (streaming.starting_offsets, batch.starting_offsets) == ("latest", "earliest")
         assert batch.ending_offsets == "latest"
-        assert streaming.compat is BrokerCompat.KAFKA
         assert (streaming.max_offsets_per_trigger, streaming.poll_timeout_ms) == (None, 120_000)
         assert streaming.fail_on_data_loss is True
         assert streaming.consumer_conf == {}
@@ -110,7 +111,6 @@ class TestSourceOptions:
         opts = _source(
             **{
                 "SUBSCRIBE": " a , b ",
-                "kafka.broker.compat": " Tansu ",
                 "maxoffsetspertrigger": "12",
                 "failOnDataLoss": "false",
                 "kafkaConsumer.pollTimeoutMs": "500",
@@ -119,7 +119,6 @@ class TestSourceOptions:
             }
         )
         assert opts.topics == ("a", "b")
-        assert opts.compat is BrokerCompat.TANSU
         assert opts.starting_offsets == {"a": {"0": 3, "1": -2}}
         assert (opts.max_offsets_per_trigger, opts.poll_timeout_ms, opts.fail_on_data_loss) == (12, 500, False)
         assert opts.consumer_conf == {"security.protocol": "SSL"}
@@ -137,7 +136,7 @@ class TestSourceOptions:
 
     def test_options_pickle(self) -> None:
         """Validated options travel to the executors: they survive pickling."""
-        opts = _source(**{"kafka.broker.compat": "tansu"})
+        opts = _source(**{"maxOffsetsPerTrigger": "7", "kafka.security.protocol": "SSL"})
         assert pickle.loads(pickle.dumps(opts)) == opts
 
     def test_errors_are_value_errors(self) -> None:
@@ -176,13 +175,12 @@ class TestSinkOptions:
         )
 
     def test_values_and_client_conf(self) -> None:
-        """Flush timeout parsed, ``kafka.*`` passed through, compat ignored, idempotence enforced."""
+        """Flush timeout parsed, ``kafka.*`` passed through, idempotence enforced."""
         opts = KafkaSinkOptions.from_options(
             {
                 "Kafka.Bootstrap.Servers": "h:1",
                 "topic": " out ",
                 "kafka.flush.timeout.ms": "2500",
-                "kafka.broker.compat": "tansu",
                 "kafka.linger.ms": "20",
             }
         )

@@ -176,8 +176,8 @@ def test_arrow_schema_is_sparks_conversion() -> None:
 
 class TestNoProgress:
     """A read that gets nothing: the topic was re-created (checked every `_RANGE_CHECK_S`
-    seconds, as Tansu answers a fetch past the end with nothing at all), or the broker is slow
-    or gone (the poll timeout)."""
+    seconds: fetches at the position of a re-created partition bring nothing), or the broker is
+    slow or gone (the poll timeout)."""
 
     @pytest.fixture(autouse=True)
     def _fast_checks(self, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,6 @@ import pytest
 from streamsdsl import StreamsBuilder
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
-from streamsdsl.io.options import BrokerCompat
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.config import (
@@ -115,7 +114,6 @@ class TestDefaults:
         assert c.auto_offset_reset is OffsetReset.EARLIEST
         assert c.deserialization_handler is DeserializationHandler.LOG_AND_FAIL
         assert c.connector is Connector.PYTHON
-        assert c.broker_compat is BrokerCompat.KAFKA
         assert c.dead_letter_topic is None
 
     def test_config_is_frozen(self) -> None:
@@ -191,17 +189,14 @@ class TestOffsetReset:
         )
 
 
-class TestBrokerCompat:
-    @pytest.mark.parametrize(("value", "expected"), [("kafka", BrokerCompat.KAFKA), (" TANSU", BrokerCompat.TANSU)])
-    def test_values_are_parsed_to_the_enum(self, value: str, expected: BrokerCompat) -> None:
-        """kafka.broker.compat is case-insensitive and becomes a BrokerCompat."""
-        assert config(kafka_broker_compat=value).broker_compat is expected
-
-    def test_bad_value_is_rejected(self) -> None:
-        """An unknown broker names both values and when to use 'tansu'."""
-        assert error({**BASE, "kafka.broker.compat": "redpanda"}) == (
-            "'kafka.broker.compat' must be 'kafka' or 'tansu' (got 'redpanda'); "
-            "use 'tansu' only with the Tansu broker (streamsdsl dev-broker without Docker)."
+class TestRemovedKeys:
+    @pytest.mark.parametrize("value", ["kafka", "tansu"])
+    def test_broker_compat_is_refused_with_what_replaced_it(self, value: str) -> None:
+        """kafka.broker.compat went with the Tansu broker: refused whatever its value, saying why."""
+        assert error({**BASE, "kafka.broker.compat": value}) == (
+            "configuration key 'kafka.broker.compat' is not supported: it was removed with the Tansu broker: the "
+            "source reads every partition up to its high watermark, which Apache Kafka reports exactly (the local "
+            "broker, local_kafka() and streamsdsl dev-broker, is Apache Kafka too); drop the key."
         )
 
 
@@ -274,7 +269,7 @@ class TestDeadLetterTopic:
 
 class TestEnumFields:
     @pytest.mark.parametrize(
-        "field", ["processing_guarantee", "auto_offset_reset", "broker_compat", "deserialization_handler", "connector"]
+        "field", ["processing_guarantee", "auto_offset_reset", "deserialization_handler", "connector"]
     )
     def test_enum_fields_reject_plain_strings(self, field: str) -> None:
         """Built directly, an enum field takes only a member of its enum."""
@@ -310,11 +305,10 @@ class TestPassthrough:
 
     def test_source_and_sink_options(self) -> None:
         """The reader and writer options carry the brokers, the settings and the client confs as kafka.*."""
-        c = config(auto_offset_reset="latest", max_offsets_per_trigger=10, kafka_broker_compat="tansu",
+        c = config(auto_offset_reset="latest", max_offsets_per_trigger=10,
                    consumer_isolation_level="read_committed", producer_acks="all")
         assert c.source_options() == {
             "kafka.bootstrap.servers": "k:9092",
-            "kafka.broker.compat": "tansu",
             "startingOffsets": "latest",
             "maxOffsetsPerTrigger": "10",
             "kafka.isolation.level": "read_committed",

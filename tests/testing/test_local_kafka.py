@@ -35,7 +35,7 @@ class TestBrokerControlErrors:
 
     def test_ended_broker_says_so(self) -> None:
         """A started broker whose block has ended (no control left) says it is gone."""
-        kafka = lk.LocalKafka("127.0.0.1:1", compat="tansu", kind="process")
+        kafka = lk.LocalKafka("127.0.0.1:1", kind="process")
         with pytest.raises(lk.BrokerControlError) as info:
             kafka.restart()
         assert str(info.value) == (
@@ -50,8 +50,7 @@ class TestBrokerControlErrors:
 
     def test_repr_names_kind_and_image(self) -> None:
         """The repr shows where the broker runs."""
-        kafka = lk.LocalKafka("127.0.0.1:9", compat="tansu", kind="container", image="streamsdsl/tansu-broker:abc")
+        kafka = lk.LocalKafka("127.0.0.1:9", kind="container", image="streamsdsl/kafka-broker:4.4.0-abc")
         assert repr(kafka) == (
-            "LocalKafka(bootstrap_servers='127.0.0.1:9', compat='tansu', kind='container', "
-            "image='streamsdsl/tansu-broker:abc')"
+            "LocalKafka(bootstrap_servers='127.0.0.1:9', kind='container', image='streamsdsl/kafka-broker:4.4.0-abc')"
         )
