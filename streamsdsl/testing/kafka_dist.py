@@ -330,6 +330,8 @@ def write_image_context(context: Path, libs: Path) -> None:
     shell = Path(os.path.realpath("/bin/sh"))
     elves = [p for p in jre.rglob("*") if p.is_file() and not p.is_symlink() and _is_elf(p)]
     for lib in sorted(_shared_libraries([*elves, shell])):
+        if Path(os.path.realpath(lib)).is_relative_to(jre.resolve()):
+            continue  # the JRE's own libraries (libjli.so) are in it already
         target = root / lib.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(os.path.realpath(lib), target)
