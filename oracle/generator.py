@@ -32,15 +32,13 @@ LEFT_OUT: dict[str, str] = {
     "several partitions per topic": "Kafka Streams' TopologyTestDriver runs every topic as one partition.",
     "JSON values, headers": "the menu's functions read and return strings and longs only; headers pass "
     "through unchanged and no menu function reads them.",
-    "peek, merge, KTable filter/map_values, to_table": "not generated yet: the spec and the oracle build "
-    "them (oracle/spec.py, Oracle.java), the recipes do not use them.",
-    "suppress until_time_limit, suppress after a join or cogroup": "not generated yet; streamsdsl refuses "
-    "suppress after any step other than a windowed aggregation (docs/differences.md, Not yet implemented).",
+    "peek": "its action's effects are outside the records compared; the oracle has no rule for it.",
+    "suppress after a join, a cogroup or a table step; until_time_limit of a windowed table": "streamsdsl "
+    "refuses them (docs/differences.md, Not yet implemented).",
     "steps after a windowed aggregation that read the Windowed key": "the menu's functions take string keys; "
     "a windowed table's records are compared by (key, start, end).",
-    "joins of re-keyed streams and tables read after a key change": "not generated yet: a re-keyed stream "
-    "is grouped (repartitioned) but never joined; left joins keep None keys (KIP-962) and the two systems' "
-    "repartition filters are compared by the dropped-records adjustment only.",
+    "a re-keyed stream's table (to_table after map) and the other side of a join re-keyed": "not "
+    "generated yet: only the stream side of a join (topic in) is re-keyed.",
 }
 
 KEYS = ["a", "b", "c", "ab", None]
@@ -87,6 +85,7 @@ STATELESS = ["filter", "filter_not", "map_values", "map", "flat_map", "flat_map_
 KEY_KEEPING = [op for op in STATELESS if op not in KEY_CHANGING]
 #: After a windowed aggregation: steps that read values only.
 VALUE_ONLY = ["map_values"]
+TABLE_STEPS = ["table_filter", "table_filter_not", "table_map_values"]
 
 
 def _windows(rng: random.Random, kinds: tuple[str, ...]) -> dict[str, Any]:
@@ -117,11 +116,12 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
     shape = rng.choices(
         ["stateless", "aggregate", "cogroup", "stream_table", "stream_stream", "table_table", "grouped_table", "split"],
         [1, 6, 2, 2, 3, 2, 2, 1])[0]
-    recipe: dict[str, Any] = {"shape": shape, "pre": [], "other_pre": [], "op": {}, "post": []}
+    recipe: dict[str, Any] = {"shape": shape, "pre": [], "other_pre": [], "table_steps": [], "op": {}, "post": []}
     if shape in ("table_table", "grouped_table"):
         pre_value = "str"
-    elif shape in ("stream_table", "stream_stream"):  # joins of re-keyed streams: see LEFT_OUT
-        recipe["pre"], pre_value = _steps(rng, "str", rng.randint(0, 2), KEY_KEEPING)
+    elif shape in ("stream_table", "stream_stream"):  # a key change before a join: one case in four
+        ops = STATELESS if rng.random() < 0.25 else KEY_KEEPING
+        recipe["pre"], pre_value = _steps(rng, "str", rng.randint(0, 2), ops)
     else:
         recipe["pre"], pre_value = _steps(rng, "str", rng.randint(0, 3), STATELESS)
     op = recipe["op"]
@@ -133,6 +133,11 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
         op["default"] = rng.random() < 0.6
         post_ops = []
     elif shape == "aggregate":
+        if rng.random() < 0.15:
+            recipe["other_pre"], other_value = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
+            op["merge"] = other_value == pre_value
+            if not op["merge"]:
+                recipe["other_pre"] = []
         if rng.random() < 0.25:
             op["group_by"] = rng.choice(_menu("key_selector", pre_value)).name
         windowed = rng.random() < 0.75
@@ -141,6 +146,7 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
         op["agg"] = _aggregation(rng, pre_value, windowed and op["windows"]["kind"] == "session")
         op["suppress"] = windowed and not op["emit_on_close"] and rng.random() < 0.2
         if not windowed:
+            op["time_limit"] = rng.choice([0, 3, 10]) if rng.random() < 0.4 else None
             post_ops = KEY_KEEPING[:3]
     elif shape == "cogroup":
         # a key change on one side only: see LEFT_OUT
@@ -162,6 +168,10 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
     elif shape == "stream_table":
         op["kind"] = rng.choice(["inner", "left"])
         op["joiner"] = "pair"
+        op["table_from_stream"] = rng.random() < 0.3
+        if op["table_from_stream"]:
+            recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
+        recipe["table_steps"], _ = _steps(rng, "str", rng.randint(0, 1), TABLE_STEPS)
     elif shape == "stream_stream":
         recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
         difference = rng.choice([0, 2, 5])
@@ -172,7 +182,10 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
     elif shape == "table_table":
         op["kind"] = rng.choice(["inner", "left", "outer"])
         op["joiner"] = "pair"
+        recipe["table_steps"], _ = _steps(rng, "str", rng.randint(0, 1), TABLE_STEPS)
     elif shape == "grouped_table":
+        steps, value = _steps(rng, "str", rng.randint(0, 1), TABLE_STEPS)
+        recipe["table_steps"] = steps if value == "str" else []
         op["selector"] = rng.choice(_menu("table_selector", "str")).name
         op["kind"] = rng.choice(["count", "reduce", "aggregate"])
         if op["kind"] == "reduce":
@@ -211,6 +224,6 @@ def generate(seed: int, index: int) -> Case:
     """The case ``index`` of the run seeded with ``seed``."""
     rng = random.Random(f"{seed}/{index}")
     recipe = _recipe(rng)
-    topics = ["in", "other"] if recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") \
-        else ["in"]
+    two = recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") or recipe["op"].get("merge")
+    topics = ["in", "other"] if two else ["in"]
     return Case(recipe, _records(rng, topics), cache=rng.random() >= 0.25)

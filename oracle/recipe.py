@@ -2,9 +2,10 @@
 
 A recipe is JSON (it is stored in case files and edited by the minimizer): a ``shape`` (what
 stateful step sits in the middle), the stateless ``pre`` steps on the stream of topic ``in``,
-``other_pre`` steps on the second input (topic ``other``) where the shape has one, the shape's
-parameters in ``op``, and the stateless ``post`` steps on the result before it is written to
-``out``. Every function is named from the menu (`oracle.menu`). `build` turns a recipe into a
+``other_pre`` steps on the second input (topic ``other``) where the shape has one, the
+``table_steps`` (``KTable`` ``filter`` / ``filter_not`` / ``map_values``) on the table a join or
+a grouping reads, the shape's parameters in ``op``, and the stateless ``post`` steps on the
+result before it is written to ``out``. Every function is named from the menu (`oracle.menu`). `build` turns a recipe into a
 streamsdsl `Topology` through the DSL, as a user would write it; `oracle.spec` then serializes
 that topology's IR for Kafka Streams.
 
@@ -13,13 +14,16 @@ The shapes:
 ``stateless``
     ``pre`` steps only.
 ``aggregate``
-    ``group_by_key`` (or ``group_by`` with ``op["group_by"]``), unwindowed or windowed
-    (``op["windows"]``: session, time, sliding), emit on update or on close, ``count`` /
-    ``reduce`` / ``aggregate``, optionally suppressed until the window closes.
+    ``in`` (merged with ``other`` when ``op["merge"]``), ``group_by_key`` (or ``group_by``
+    with ``op["group_by"]``), unwindowed or windowed (``op["windows"]``: session, time,
+    sliding), emit on update or on close, ``count`` / ``reduce`` / ``aggregate``, optionally
+    suppressed until the window closes (``op["suppress"]``) or, unwindowed, for
+    ``op["time_limit"]`` ms.
 ``cogroup``
     the grouped streams ``in`` and ``other``, one aggregator each, unwindowed or windowed.
 ``stream_table``
-    ``in`` joined (inner / left) with the table of ``other``.
+    ``in`` joined (inner / left) with the table of ``other`` (the stream ``other`` made a
+    table with ``to_table`` when ``op["table_from_stream"]``).
 ``stream_stream``
     ``in`` joined (inner / left / outer) with the stream ``other`` within ``op["windows"]``.
 ``table_table``
@@ -55,7 +59,13 @@ STEP_ROLES = {
     "flat_map": "flat_mapper",
     "flat_map_values": "flat_value_mapper",
     "select_key": "key_selector",
+    "table_filter": "predicate",
+    "table_filter_not": "predicate",
+    "table_map_values": "value_mapper",
 }
+
+#: The DSL method of each table step (``table_steps``).
+TABLE_METHODS = {"table_filter": "filter", "table_filter_not": "filter_not", "table_map_values": "map_values"}
 
 #: Steps that change the key (Kafka Streams repartitions before the next stateful step).
 KEY_CHANGING = frozenset({"map", "flat_map", "select_key"})
@@ -78,7 +88,7 @@ def step_types(steps: list[dict[str, str]], value_type: str) -> str:
             raise RecipeError(f"{step['op']} takes a {STEP_ROLES[step['op']]}, not the {fn.kind} {fn.name}")
         if not _fits(fn.takes, value_type):
             raise RecipeError(f"{fn.name} takes {fn.takes} values, not {value_type}")
-        if step["op"] in ("map_values", "map", "flat_map", "flat_map_values"):
+        if step["op"] in ("map_values", "map", "flat_map", "flat_map_values", "table_map_values"):
             value_type = fn.gives or value_type
     return value_type
 
@@ -88,6 +98,9 @@ def value_type(recipe: dict[str, Any]) -> str:
     shape, op = recipe["shape"], recipe.get("op", {})
     after_pre = step_types(recipe["pre"], "str")
     other = step_types(recipe.get("other_pre", []), "str")
+    table = step_types(recipe.get("table_steps", []), "str")
+    if op.get("merge") and other != after_pre:
+        raise RecipeError(f"merge of {after_pre} and {other} values")
     if shape in ("stateless", "split"):
         result = after_pre
     elif shape == "aggregate":
@@ -111,7 +124,7 @@ def value_type(recipe: dict[str, Any]) -> str:
         if op.get("merger"):
             _check(op["merger"], "merger", result, result)
     elif shape == "grouped_table":
-        _check(op["selector"], "table_selector", "str")
+        _check(op["selector"], "table_selector", table)
         kind = op["kind"]
         if kind == "count":
             result = "long"
@@ -138,9 +151,10 @@ def _check(name: str, kind: str, takes: str | None, gives: str | None = None) ->
     return fn.gives or (takes or "str")
 
 
-def _apply(stream: KStream, steps: list[dict[str, str]]) -> KStream:
+def _apply(stream: Any, steps: list[dict[str, str]]) -> Any:
+    """``steps`` applied to a stream (or, for table steps, a table)."""
     for step in steps:
-        stream = getattr(stream, step["op"])(by_name(step["fn"]).fn)
+        stream = getattr(stream, TABLE_METHODS.get(step["op"], step["op"]))(by_name(step["fn"]).fn)
     return stream
 
 
@@ -176,6 +190,8 @@ def build(recipe: dict[str, Any]) -> Topology:
             _apply(branch, recipe["post"]).to(f"out-{i}")
         return b.build()
     elif shape == "aggregate":
+        if op.get("merge"):
+            stream = stream.merge(_apply(b.stream("other", STRINGS), recipe["other_pre"]))
         out = _aggregate(stream, op)
     elif shape == "cogroup":
         other = _apply(b.stream("other", STRINGS), recipe["other_pre"])
@@ -189,7 +205,11 @@ def build(recipe: dict[str, Any]) -> Topology:
             table = co.windowed_by(_windows(op["windows"])).aggregate(_fn(op["initializer"]))
         out = table.to_stream()
     elif shape == "stream_table":
-        table = b.table("other", STRINGS)
+        if op.get("table_from_stream"):
+            table = _apply(b.stream("other", STRINGS), recipe["other_pre"]).to_table()
+        else:
+            table = b.table("other", STRINGS)
+        table = _apply(table, recipe.get("table_steps", []))
         joiner = _fn(op["joiner"])
         out = stream.join(table, joiner) if op["kind"] == "inner" else stream.left_join(table, joiner)
     elif shape == "stream_stream":
@@ -199,11 +219,11 @@ def build(recipe: dict[str, Any]) -> Topology:
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
         out = getattr(stream, method)(other, _fn(op["joiner"]), windows)
     elif shape == "table_table":
-        left, right = b.table("in", STRINGS), b.table("other", STRINGS)
+        left, right = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])), b.table("other", STRINGS)
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
         out = getattr(left, method)(right, _fn(op["joiner"])).to_stream()
     elif shape == "grouped_table":
-        grouped = b.table("in", STRINGS).group_by(_fn(op["selector"]))
+        grouped = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])).group_by(_fn(op["selector"]))
         if op["kind"] == "count":
             table = grouped.count()
         elif op["kind"] == "reduce":
@@ -234,4 +254,6 @@ def _aggregate(stream: KStream, op: dict[str, Any]) -> KStream:
         table = grouped.aggregate(_fn(agg["initializer"]), _fn(agg["aggregator"]))
     if op.get("suppress"):
         table = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+    if op.get("time_limit") is not None:
+        table = table.suppress(Suppressed.until_time_limit(op["time_limit"], BufferConfig.unbounded()))
     return table.to_stream()

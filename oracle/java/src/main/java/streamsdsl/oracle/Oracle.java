@@ -225,8 +225,9 @@ public final class Oracle {
                 case "merge": result = s.merge((KStream) parents.get(1)); break;
                 case "repartition":
                     // Kafka Streams repartitions by itself where the key changed; count the null keys
-                    // its repartition filter drops without a metric (docs/differences.md, Running).
-                    result = s.peek((k, v) -> {
+                    // its repartition filter drops without a metric (docs/differences.md, Running),
+                    // which it does unless a join that keeps them (KIP-962) reads the repartition.
+                    result = keepsNullKeys(nodes, name) ? s : s.peek((k, v) -> {
                         if (k == null) {
                             b.repartitionNullKeys.incrementAndGet();
                         }
@@ -346,6 +347,26 @@ public final class Oracle {
             b.handles.put(name, result);
         }
         return b;
+    }
+
+    /**
+     * Whether a join that keeps null keys (KIP-962) reads node {@code name}: a left stream-table join
+     * on its stream side, a left stream-stream join on its left side, an outer one on either side.
+     */
+    private static boolean keepsNullKeys(JsonNode nodes, String name) {
+        for (JsonNode node : nodes) {
+            JsonNode parents = node.get("parents");
+            String type = node.get("type").asText();
+            String kind = node.has("kind") ? node.get("kind").asText() : "";
+            boolean left = parents.size() > 0 && parents.get(0).asText().equals(name);
+            boolean right = parents.size() > 1 && parents.get(1).asText().equals(name);
+            if ((type.equals("stream_table_join") && kind.equals("left") && left)
+                || (type.equals("stream_stream_join") && ((kind.equals("left") && left)
+                    || (kind.equals("outer") && (left || right))))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     @SuppressWarnings({"unchecked", "rawtypes"})
