@@ -32,6 +32,9 @@ LEFT_OUT: dict[str, str] = {
     "several partitions per topic": "Kafka Streams' TopologyTestDriver runs every topic as one partition.",
     "JSON values, headers": "the menu's functions read and return strings and longs only; headers pass "
     "through unchanged and no menu function reads them.",
+    "steps after a left or outer stream-stream join": "the comparison finds the non-joined results (whose "
+    "timing differs, docs/differences.md, Joins) by the joiner's text for the missing side, which a later "
+    "map_values would change.",
     "peek": "its action's effects are outside the records compared; the oracle has no rule for it.",
     "suppress after a join, a cogroup or a table step; until_time_limit of a windowed table": "streamsdsl "
     "refuses them (docs/differences.md, Not yet implemented).",
@@ -179,6 +182,8 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
         op["windows"] = {"before": rng.choice([difference, 0, 3]), "after": difference,
                          "grace": rng.choice([0, 2, 5])}
         op["joiner"] = "pair"
+        if op["kind"] != "inner":  # see LEFT_OUT
+            post_ops = []
     elif shape == "table_table":
         op["kind"] = rng.choice(["inner", "left", "outer"])
         op["joiner"] = "pair"

@@ -53,7 +53,8 @@ import org.apache.kafka.streams.state.WindowStore;
 import org.apache.kafka.streams.test.TestRecord;
 
 /**
- * The Kafka Streams oracle of streamsdsl's conformance harness (oracle/README in docs/testing.md).
+ * The Kafka Streams oracle of streamsdsl's conformance harness (docs/testing.md, "Kafka Streams as
+ * the oracle").
  *
  * <p>Reads one case per line on stdin, as JSON: {"spec": {"nodes": [...]}, "records": [[topic, key,
  * value, timestamp], ...], "cache": true|false, "close_retention_ms": n|null}. Builds the spec's topology with Kafka Streams' DSL,
@@ -63,7 +64,7 @@ import org.apache.kafka.streams.test.TestRecord;
  */
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
-    private static final String STATE_DIR = stateDir();
+    private static final java.nio.file.Path STATE_ROOT = stateRoot();
     /**
      * Grouping serdes, so that a windowed table's key serde (and suppress's) is known: string keys
      * as the sources read them, JSON keys where a user function made them (JsonKeySerde).
@@ -81,9 +82,19 @@ public final class Oracle {
     private Oracle() {
     }
 
-    private static String stateDir() {
+    private static java.nio.file.Path stateRoot() {
         try {
-            return Files.createTempDirectory("streamsdsl-oracle").toString();
+            java.nio.file.Path root = Files.createTempDirectory("streamsdsl-oracle");
+            Runtime.getRuntime().addShutdownHook(new Thread(() -> delete(root)));
+            return root;
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    private static void delete(java.nio.file.Path root) {
+        try (var paths = Files.walk(root)) {
+            paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException(e);
         }
@@ -102,7 +113,12 @@ public final class Oracle {
                 result = run(JSON.readTree(line));
             } catch (Exception e) {
                 ObjectNode error = JSON.createObjectNode();
-                error.put("error", e.getClass().getSimpleName() + ": " + e.getMessage());
+                StringBuilder message = new StringBuilder();
+                for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+                    message.append(message.length() == 0 ? "" : "; caused by ").append(t.getClass().getSimpleName())
+                        .append(": ").append(t.getMessage());
+                }
+                error.put("error", message.toString());
                 result = error;
             }
             out.println(JSON.writeValueAsString(result));
@@ -128,7 +144,9 @@ public final class Oracle {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "oracle:9092");
         props.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, JsonKeySerde.class);
         props.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, ValueSerde.class);
-        props.put(StreamsConfig.STATE_DIR_CONFIG, STATE_DIR);
+        // a state directory per case: RocksDB stores of one case never meet another case's files
+        java.nio.file.Path stateDir = Files.createTempDirectory(STATE_ROOT, "case");
+        props.put(StreamsConfig.STATE_DIR_CONFIG, stateDir.toString());
         if (!testCase.get("cache").asBoolean()) {
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         }
@@ -161,6 +179,8 @@ public final class Oracle {
             }
             result.put("dropped", (long) dropped);
             result.put("repartition_null_keys", built.repartitionNullKeys.get());
+        } finally {
+            delete(stateDir);
         }
         return result;
     }
