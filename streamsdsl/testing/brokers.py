@@ -499,6 +499,7 @@ def _kafka_env(port: int, controller_port: int) -> dict[str, str]:
         "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
         "KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_LOG_RETENTION_MS": "-1",  # as kafka_dist.server_properties: old event times stay
         "KAFKA_NUM_PARTITIONS": "1",
         "KAFKA_LOG_DIRS": "/tmp/kraft-combined-logs",
         "KAFKA_HEAP_OPTS": "-Xmx512m -Xms256m",

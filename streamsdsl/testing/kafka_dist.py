@@ -207,7 +207,11 @@ def server_properties(port: int, controller_port: int, log_dir: str) -> str:
     """``server.properties`` of a single-node KRaft broker (broker and controller) on 127.0.0.1.
 
     Replication factor 1 for the internal topics (offsets, transaction state, share groups),
-    no initial rebalance delay (a consumer group forms at once), one partition by default.
+    no initial rebalance delay (a consumer group forms at once), one partition by default, and
+    no time-based retention (``log.retention.ms=-1``): Kafka deletes a segment whose newest
+    record is older than the retention by its *timestamp*, so the small event times tests use
+    (1970) were deleted by the first retention check, 30 s after start (measured: a query then
+    found its input gone, its earliest offset at the end).
     """
     settings = {
         "node.id": "1",
@@ -226,6 +230,7 @@ def server_properties(port: int, controller_port: int, log_dir: str) -> str:
         "share.coordinator.state.topic.replication.factor": "1",
         "share.coordinator.state.topic.min.isr": "1",
         "group.initial.rebalance.delay.ms": "0",
+        "log.retention.ms": "-1",
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

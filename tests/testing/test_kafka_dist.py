@@ -134,7 +134,8 @@ class TestBrokerConfiguration:
     """The single-node KRaft broker's properties and command lines."""
 
     def test_server_properties(self) -> None:
-        """Broker and controller on 127.0.0.1, replication factor 1, no initial rebalance delay."""
+        """Broker and controller on 127.0.0.1, replication factor 1, no initial rebalance delay, no
+        time-based retention (records with 1970 timestamps stay)."""
         assert kafka_dist.server_properties(9092, 9093, "/tmp/logs") == (
             "node.id=1\n"
             "process.roles=broker,controller\n"
@@ -152,6 +153,7 @@ class TestBrokerConfiguration:
             "share.coordinator.state.topic.replication.factor=1\n"
             "share.coordinator.state.topic.min.isr=1\n"
             "group.initial.rebalance.delay.ms=0\n"
+            "log.retention.ms=-1\n"
         )
 
     def test_command_lines(self) -> None:
