@@ -22,8 +22,12 @@ from oracle.recipe import RecipeError, build, value_type
 from oracle.spec import topology_spec
 
 __all__ = [
+    "CLOSE_RETENTION_MS",
     "JAVA_DIR",
     "KNOWN_DIFFERENCES",
+    "NOT_BUILT",
+    "TRIAGE_KEYS",
+    "case_id",
     "KafkaOracle",
     "OracleUnavailableError",
     "Outcome",

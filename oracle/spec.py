@@ -3,9 +3,10 @@ oracle (``oracle/java``) builds the same topology from.
 
 A spec is ``{"nodes": [...]}``, the IR nodes in topological order, each a dict with ``type``,
 ``name``, ``parents`` and its fields; user functions are named by their entry in the menu
-(`oracle.menu`). Store names and serdes are left out: the oracle's Kafka Streams topology uses
-strings for keys and one serde for string and long values (``ValueSerde.java``), and the
-comparison reads records as values, not bytes.
+(`oracle.menu`). Store names and serdes are left out: the oracle's Kafka Streams topology reads
+string keys, holds a key a function made as JSON (``JsonKeySerde.java``, as streamsdsl does),
+has one serde for string and long values (``ValueSerde.java``), and the comparison reads
+records as values, not bytes.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
 
@@ -48,6 +48,14 @@ def test_fixed_seed_on_the_direct_engine(kafka: KafkaOracle) -> None:
     assert run.agree == COUNT - len(EXPECTED)
     for _, case in EXPECTED:
         assert json.loads((CASES / f"{case}.json").read_text())["status"] == "reported"
+
+
+@pytest.mark.spark
+def test_fixed_seed_on_the_spark_engine(kafka: KafkaOracle, spark: Any) -> None:
+    """Seed 3's first 4 cases on the compiled Spark plan (one batch job each) agree with Kafka
+    Streams."""
+    run = run_cases(kafka, 3, 4, engine="spark", spark=spark)
+    assert (run.agree, run.differences) == (4, ())
 
 
 @pytest.mark.parametrize("path", sorted(CASES.glob("*.json")), ids=lambda p: p.stem)
