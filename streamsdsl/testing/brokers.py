@@ -427,10 +427,12 @@ def _choose(prefer: str | None) -> _Plan:
 _engine_factory: Callable[[], Any] = _DockerEngine
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _free_ports() -> tuple[int, int]:
+    """Two distinct free loopback ports (the broker's and the controller's), both bound at once."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as a, socket.socket(socket.AF_INET, socket.SOCK_STREAM) as b:
+        a.bind(("127.0.0.1", 0))
+        b.bind(("127.0.0.1", 0))
+        return int(a.getsockname()[1]), int(b.getsockname()[1])
 
 
 def _wait_for_metadata(bootstrap: str, timeout: float, failure: Callable[[], str | None] | None = None) -> None:
@@ -533,7 +535,7 @@ def _process_broker(timeout: float) -> Iterator[_Started]:
     the broker on it, and remove the directory when the broker has stopped."""
     libs = kafka_dist.kafka_libs()
     java = kafka_dist.java_executable()
-    port, controller_port = _free_port(), _free_port()
+    port, controller_port = _free_ports()
     workdir = Path(tempfile.mkdtemp(prefix="streamsdsl-kafka-"))
     try:
         properties = workdir / "server.properties"
@@ -562,7 +564,7 @@ def _container_broker(plan: _Plan, timeout: float) -> Iterator[_Started]:
     from testcontainers.core.container import DockerContainer
 
     assert plan.image is not None
-    port, controller_port = _free_port(), _free_port()
+    port, controller_port = _free_ports()
     container = DockerContainer(plan.image).with_kwargs(network_mode="host")
     environment = (kafka_dist.image_environment(port, controller_port) if plan.local_image
                    else _kafka_env(port, controller_port))

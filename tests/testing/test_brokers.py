@@ -348,6 +348,12 @@ class TestHelpers:
         (b / "kafka-clients-4.4.0.jar").write_bytes(b"clients")
         assert kafka_dist.image_tag(b) != tag
 
+    def test_free_ports_are_two_distinct_loopback_ports(self) -> None:
+        """The broker's and the controller's ports never coincide (both are bound at once)."""
+        for _ in range(20):
+            port, controller_port = brokers._free_ports()
+            assert port != controller_port and 0 < port < 65536 and 0 < controller_port < 65536
+
     def test_short_error_keeps_the_cause_at_the_end(self) -> None:
         """Docker puts the cause last: a long message is cut at the front."""
         text = brokers._short_error(PullError("x" * 300 + " no such host"), limit=40)
