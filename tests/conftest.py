@@ -32,14 +32,27 @@ def operator(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     return str(request.param)
 
 
+@pytest.fixture()
+def jvm_operator(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test's built-in aggregations on the JVM operator only. For a test whose subject is
+    not the operator (event time past a join, a property against the core), one Spark run is
+    enough: the Python operator runs the kernels the direct engine runs, and the JVM operator is
+    compared with them record for record in ``tests/jvm/test_jvm_operator.py``."""
+    from streamsdsl.jvm import OPERATOR_ENV
+
+    monkeypatch.setenv(OPERATOR_ENV, "jvm")
+    return "jvm"
+
+
 @pytest.fixture(autouse=True)
 def _spark_engine_where_needed(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test marked ``spark_engine`` (it needs Spark: Column expressions, the plan) or run on
-    both operators (the ``operator`` fixture: the operators are Spark's) runs its drivers on the
-    Spark engine; every other test on the test run's (``STREAMSDSL_TEST_ENGINE``, else ``direct``)."""
+    both operators or on the JVM one (the ``operator`` and ``jvm_operator`` fixtures: the
+    operators are Spark's) runs its drivers on the Spark engine; every other test on the test run's (``STREAMSDSL_TEST_ENGINE``, else ``direct``)."""
     from streamsdsl.runtime.engines import ENGINE_ENV
 
-    if request.node.get_closest_marker("spark_engine") is not None or "operator" in request.fixturenames:
+    on_operators = {"operator", "jvm_operator"} & set(request.fixturenames)
+    if request.node.get_closest_marker("spark_engine") is not None or on_operators:
         request.getfixturevalue("spark")
         monkeypatch.setenv(ENGINE_ENV, "spark")
 

@@ -122,10 +122,11 @@ def _run(engine: str, shape: str, records: list[tuple[str, Any, Any, int]], spar
         inputs = {t: d.create_input_topic(t) for t in topology.source_topics}
         outputs = {t: d.create_output_topic(t) for t in topology.sink_topics}
         out: dict[str, list[Any]] = {t: [] for t in outputs}
-        step = max(1, len(records) // reads)
+        # read after the last record of each of `reads` runs of (nearly) equal length
+        last_of_run = {len(records) * run // reads - 1 for run in range(1, reads + 1)}
         for i, (topic, key, value, ts) in enumerate(records):
             inputs.get(topic, inputs[topology.source_topics[0]]).pipe_input(key, value, ts)
-            if (i + 1) % step == 0 or i == len(records) - 1:
+            if i in last_of_run:
                 for t, o in outputs.items():
                     out[t] += [(r.key, r.value, r.timestamp, r.headers) for r in o.read_records_to_list()]
         return out, d.metrics()

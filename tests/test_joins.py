@@ -273,12 +273,14 @@ class TestOnCloseAfterAStatefulOperator:
                          value_serde=Serdes.Long())
         assert [(r.key, r.value, r.timestamp) for r in out] == [("EU", 1, 10), ("US", 1, 20)]
 
-    def test_streaming_query_closes_the_windows_past_the_join(self, spark: Any, tmp_path: Any, operator: str) -> None:
+    def test_streaming_query_closes_the_windows_past_the_join(self, spark: Any, tmp_path: Any,
+                                                              jvm_operator: str) -> None:
         """On a streaming query the join passes event time on: the windows below it close once
         the watermark passes them, across a restart from the checkpoint, although the customers
         table is written once and stays quiet (the global watermark is the largest input's) and
         the join's output also goes to a topic (a second branch, whose reused shuffle once hid
-        the watermark from the count); on both operators of the count."""
+        the watermark from the count); on the JVM operator of the count (the next test runs
+        on both)."""
         from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect

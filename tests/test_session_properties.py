@@ -81,7 +81,7 @@ def _count_topology(gap: int, grace: int, on_close: bool) -> Any:
     return b.build()
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.usefixtures("jvm_operator")
 @settings(max_examples=min(10, int(__import__("os").environ.get("STREAMSDSL_PROPERTY_EXAMPLES", "200"))),
           deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(
@@ -90,9 +90,10 @@ def _count_topology(gap: int, grace: int, on_close: bool) -> Any:
     grace=st.integers(min_value=0, max_value=12),
     on_close=st.booleans(),
 )
-def test_session_count_equals_core_on_both_operators(spark: Any, records: list[tuple[Any, int]], gap: int,
+def test_session_count_on_the_jvm_operator_equals_core(spark: Any, records: list[tuple[Any, int]], gap: int,
                                                      grace: int, on_close: bool) -> None:
-    """count() (a built-in: the JVM operator with the ``jvm`` parameter) equals the core's count."""
+    """count() on the JVM operator equals the core's count (the Python operator runs the core's
+    kernel, as the direct engine does: compared in ``test_spark_*_operator_equals_core`` above)."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
     expected = reference_run(inputs, SessionWindowing(gap, grace), COUNT, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _count_topology(gap, grace, on_close), inputs, expected)

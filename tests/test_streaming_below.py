@@ -5,7 +5,9 @@ grouped table and below a cogroup; stopped and restarted from its checkpoint in 
 
 Without a record cache (``statestore.cache.max.bytes = 0``) the tables above the windows forward
 every change in both, so the records are the same; a micro-batch's records of different keys
-come in no promised order, so each topic is compared as a multiset."""
+come in no promised order, so each topic is compared as a multiset. The built-in counts run on
+the JVM operator: the subject is event time past stateful operators, which Spark's watermark
+carries the same way whichever operator runs them."""
 
 from __future__ import annotations
 
@@ -84,7 +86,7 @@ def _driver_outputs(topology: Topology) -> dict[str, Counter[tuple[Any, Any, int
                 for name, serdes in OUTPUTS.items()}
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.usefixtures("jvm_operator")
 def test_streaming_below_stateful_operators_matches_the_driver_across_a_restart(spark: Any, tmp_path: Any) -> None:
     """Every topic's records on a streaming query, stopped after the first five files and
     restarted from its checkpoint, are the driver's: the outer join's matches, its unmatched

@@ -84,13 +84,14 @@ def _count_topology(windows: Any, on_close: bool) -> Any:
     return b.build()
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.usefixtures("jvm_operator")
 @settings(max_examples=min(10, int(os.environ.get("STREAMSDSL_PROPERTY_EXAMPLES", "200"))), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(records=records_strategy, windows=st.one_of(time_windows(), sliding_windows), on_close=st.booleans())
-def test_time_window_count_equals_core_on_both_operators(spark: Any, records: list[tuple[Any, int]], windows: Any,
+def test_time_window_count_on_the_jvm_operator_equals_core(spark: Any, records: list[tuple[Any, int]], windows: Any,
                                                          on_close: bool) -> None:
-    """count() (a built-in: the JVM operator with the ``jvm`` parameter) equals the core's count."""
+    """count() on the JVM operator equals the core's count (the Python operator runs the core's
+    kernel, as the direct engine does: compared in ``test_spark_*_operator_equals_core`` above)."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
     expected = reference_run(inputs, windowing_of(windows), COUNT, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _count_topology(windows, on_close), inputs, expected)

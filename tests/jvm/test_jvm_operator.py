@@ -1,5 +1,5 @@
-"""The JVM operator of the built-in aggregations: record for record the Python operator's output
-(driver replay and streaming), restart from its own checkpoint, a clear error on a checkpoint of
+"""The JVM operator of the built-in aggregations: record for record the Python kernel's output
+(the direct engine's, which the Python operator runs too; driver replay and streaming), restart from its own checkpoint, a clear error on a checkpoint of
 the other operator, the configuration key, explain(), and loading."""
 
 from __future__ import annotations
@@ -51,10 +51,21 @@ def _documents(seed: int, n: int = 30) -> list[tuple[Any, Any, int]]:
     return [(rng.choice(["x", "y", 7]), rng.choice(values), rng.randint(0, 60)) for _ in range(n)]
 
 
+def _driver(topology: Any, choice: str, spark: Any) -> TopologyTestDriver:
+    """``jvm``: the Spark engine with the JVM operator; ``direct``: the direct engine, which runs
+    the Python kernels (the Python operator's) in the test process."""
+    if choice == "direct":
+        return TopologyTestDriver(topology, engine="direct")
+    return TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark)
+
+
+def _metrics(metrics: dict[str, float]) -> list[tuple[str, str]]:
+    return sorted((k, str(v)) for k, v in metrics.items())  # NaN latencies compare as text
+
+
 def _drive(topology: Any, records: list[tuple[Any, Any, int]], choice: str, spark: Any) -> tuple[Any, ...]:
-    """Pipe the records in two runs (state carried between them); the output, metrics and the
-    operator explain() names."""
-    with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark) as driver:
+    """Pipe the records in two runs (state carried between them); the output and metrics."""
+    with _driver(topology, choice, spark) as driver:
         topic, out = driver.create_input_topic("in"), driver.create_output_topic("out")
         half = len(records) // 2
         got = []
@@ -62,7 +73,7 @@ def _drive(topology: Any, records: list[tuple[Any, Any, int]], choice: str, spar
             for k, v, ts in part:
                 topic.pipe_input(k, v, ts)
             got += out.read_records_to_list()
-        return got, driver.metrics()
+        return got, _metrics(driver.metrics())
 
 
 CASES: dict[str, tuple[Callable[[Any], Any], tuple[Any, Any], Callable[[int], Any]]] = {
@@ -83,25 +94,25 @@ CASES: dict[str, tuple[Callable[[Any], Any], tuple[Any, Any], Callable[[int], An
 }
 
 
-class TestSameOutputAsPython:
+class TestSameOutputAsTheKernel:
     @pytest.mark.parametrize("case", sorted(CASES))
     def test_driver_records_and_metrics(self, spark: Any, case: str) -> None:
         """Random records (late ones, null keys and values, non-numbers): the JVM operator's
         output records (windowed keys, values, timestamps, tombstones, on-close order) and its
-        dropped / emit-final metrics equal the Python operator's."""
+        dropped / emit-final metrics equal the Python kernel's (the direct engine's)."""
         build, serdes, data = CASES[case]
         b = StreamsBuilder()
         build(b.stream("in", Consumed.with_serdes(*serdes)).group_by_key()).to_stream().to("out")
         topology, records = b.build(), data(len(case))
-        python = _drive(topology, records, "python", spark)
+        kernel = _drive(topology, records, "direct", spark)
         jvm = _drive(topology, records, "jvm", spark)
-        assert jvm[0] == python[0]
-        assert str(jvm[1]) == str(python[1])  # NaN latencies compare as text
+        assert jvm[0] == kernel[0]
+        assert jvm[1] == kernel[1]
 
     @pytest.mark.parametrize("windows", [None, SESSION, HOPPING])
     def test_cogroup_of_builtins(self, spark: Any, windows: Any) -> None:
         """A cogroup of built-in aggregators (count of one stream, sums of a field of two others)
-        runs on the JVM operator with the Python operator's output."""
+        runs on the JVM operator with the Python kernel's output (the direct engine's)."""
         b = StreamsBuilder()
         streams = [b.stream(t, Consumed.with_serdes(*JSON)).group_by_key() for t in ("in", "in2", "in3")]
         count, total = Aggregations.count(), Aggregations.sum("amount", value_type=int)
@@ -119,12 +130,12 @@ class TestSameOutputAsPython:
         records = [(rng.choice(["in", "in2", "in3"]), rng.choice(["x", "y"]),
                     rng.choice([{"amount": 2}, {"amount": 5}, None]), rng.randint(0, 40)) for _ in range(24)]
         outs = []
-        for choice in ("python", "jvm"):
-            with TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark) as driver:
+        for choice in ("direct", "jvm"):
+            with _driver(topology, choice, spark) as driver:
                 topics = {t: driver.create_input_topic(t) for t in ("in", "in2", "in3")}
                 for t, k, v, ts in records:
                     topics[t].pipe_input(k, v, ts)
-                outs.append((driver.create_output_topic("out").read_records_to_list(), str(driver.metrics())))
+                outs.append((driver.create_output_topic("out").read_records_to_list(), _metrics(driver.metrics())))
         assert outs[1] == outs[0]
         assert "JVM operator (cogroup of count, sum, sum" in explain(topology, spark, mode="simple", operator="jvm")
 

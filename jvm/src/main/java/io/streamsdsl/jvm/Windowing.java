@@ -108,9 +108,13 @@ abstract class Windowing implements Serializable {
             this.closed = closed;
         }
 
+        /** Deletes first, then puts; a put of a null aggregate is a delete, as Kafka's {@code put(key, null)}. */
         void writeTo(ChangeBuffer buffer) {
             for (Win w : step.deletes) buffer.delete(w);
-            for (Win w : step.puts) buffer.put(w);
+            for (Win w : step.puts) {
+                if (w.agg == null) buffer.delete(w);
+                else buffer.put(w);
+            }
         }
     }
 
@@ -208,7 +212,8 @@ abstract class Windowing implements Serializable {
             if (end < closing) return Step.dropped(windows, 1);
             Win put = new Win(start, end, fns.aggregate(input, agg, valueNull ? null : x), end);
             List<Win> out = new ArrayList<>(windows.size() + 1);
-            boolean placed = false;
+            // a null aggregate is Kafka's put(session, null): the merged session is deleted, not stored
+            boolean placed = put.agg == null;
             for (Win s : windows) {
                 if (found.contains(s)) continue;
                 if (!placed && BY_END_START.compare(put, s) < 0) {
@@ -268,8 +273,13 @@ abstract class Windowing implements Serializable {
                 Win old = at >= 0 ? out.get(at) : null;
                 Long agg = fns.aggregate(input, old == null ? fns.initializer() : old.agg, valueNull ? null : x);
                 Win put = new Win(start, end, agg, old == null ? ts : Math.max(ts, old.ts));
-                if (at >= 0) out.set(at, put);
-                else out.add(-at - 1, put);
+                if (agg == null) { // Kafka's put(window, null): the window is deleted, not stored
+                    if (at >= 0) out.remove(at);
+                } else if (at >= 0) {
+                    out.set(at, put);
+                } else {
+                    out.add(-at - 1, put);
+                }
                 puts.add(put);
             }
             return new Step(out, puts, List.of(), dropped);
