@@ -56,12 +56,14 @@ unit: install
 # Kafka Streams itself as the oracle (docs/testing.md#kafka-streams-as-the-oracle): N generated
 # topologies and inputs, each run on Kafka Streams' TopologyTestDriver (oracle/java, built with
 # Maven: kafka-streams 4.x resolves into ~/.m2) and on streamsdsl's; prints `N agree, M differ`
-# and writes each difference, minimized, to oracle/cases/<id>.json. Exit code 1 when a case differs.
+# and writes each difference, minimized, to $(CASES_DIR)/<id>.json (default oracle/cases, where
+# tests/oracle asks for each file's triage). Exit code 1 when a case differs.
 CASES  ?= 200
 SEED   ?= 1
 ENGINE ?= direct
+CASES_DIR ?= oracle/cases
 oracle: install $(ORACLE_BUILT)
-	$(PY) -m oracle run --cases $(CASES) --seed $(SEED) --engine $(ENGINE)
+	$(PY) -m oracle run --cases $(CASES) --seed $(SEED) --engine $(ENGINE) --cases-dir $(CASES_DIR)
 
 # Rebuilt when the pom or a Java source changes (target/classes and the dependency classpath).
 oracle-jar: $(ORACLE_BUILT)
