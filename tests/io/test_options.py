@@ -35,15 +35,6 @@ class TestSourceOptions:
             ".option('subscribe', 'orders,payments').",
         )
 
-    @pytest.mark.parametrize("value", ["kafka", "tansu"])
-    def test_removed_compat(self, value: str) -> None:
-        """``kafka.broker.compat`` was removed with the Tansu broker: refused, whatever its value."""
-        assert _source_error(**BASE, **{"Kafka.Broker.Compat": value}) == (
-            "option 'kafka.broker.compat' is not supported: it was removed with the Tansu broker: the source reads "
-            "every partition up to its high watermark, which Apache Kafka (the local broker too) reports exactly; "
-            "drop the option.",
-        )
-
     def test_bad_max_offsets_per_trigger(self) -> None:
         """``maxOffsetsPerTrigger`` must be a positive integer."""
         assert _source_error(**BASE, maxOffsetsPerTrigger="0") == (
@@ -207,4 +198,19 @@ class TestBothOptions:
         assert check(**options) == (
             "option 'kafka.bootstrap.servers' is required, e.g. "
             ".option('kafka.bootstrap.servers', 'localhost:9092').",
+        )
+
+    @pytest.mark.parametrize("value", ["kafka", "tansu"])
+    @pytest.mark.parametrize(
+        ("check", "options"),
+        [(_source_error, {"subscribe": "t"}), (_sink_error, {"topic": "t"})],
+        ids=["source", "sink"],
+    )
+    def test_removed_compat(self, check: Callable[..., tuple[Any, ...]], options: dict[str, str], value: str) -> None:
+        """``kafka.broker.compat`` was removed with the Tansu broker: refused, whatever its value (not passed
+        on to librdkafka as ``broker.compat``)."""
+        assert check(**options, **{"kafka.bootstrap.servers": "h:1", "Kafka.Broker.Compat": value}) == (
+            "option 'kafka.broker.compat' is not supported: it was removed with the Tansu broker: the source reads "
+            "every partition up to its high watermark, which Apache Kafka (the local broker too) reports exactly; "
+            "drop the option.",
         )
