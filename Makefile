@@ -44,9 +44,10 @@ $(STAMP): pyproject.toml
 run: install
 	$(PY) examples/quickstart.py
 
-# pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is.
+# pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
+# slowest tests are listed at the end, and every test's time is in build/test-results.xml.
 test: install $(ORACLE_BUILT)
-	$(PY) -m pytest -p no:cacheprovider
+	$(PY) -m pytest -p no:cacheprovider --durations=30 --junitxml=build/test-results.xml
 	$(PY) -m mkdocs build --strict --site-dir build/site
 	$(PY) tools/check_site.py build/site --static
 
