@@ -199,8 +199,13 @@ def resolve_kafka_jars(version: str = KAFKA_VERSION) -> Path:
 
 # -- the broker's configuration --------------------------------------------------------------
 def random_cluster_id() -> str:
-    """A cluster id as ``kafka-storage random-uuid`` prints one (22 characters, URL-safe base64)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A cluster id as ``kafka-storage random-uuid`` prints one (22 characters, URL-safe base64),
+    never starting with ``-``: as Kafka's ``Uuid.randomUuid`` does, because a command line would
+    read such an id as an option (``kafka-storage format -t -x...`` fails: one start in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def server_properties(port: int, controller_port: int, log_dir: str) -> str:
