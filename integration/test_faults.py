@@ -18,7 +18,6 @@ tests run it in the shared session. Every wait is bounded.
 
 from __future__ import annotations
 
-import collections
 import os
 import random
 import re

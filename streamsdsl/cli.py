@@ -40,7 +40,7 @@ Sub-commands
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 __all__ = ["main"]
@@ -72,12 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if command == "jar-path":
         from streamsdsl.jvm import JvmOperatorError, jar_path
 
-        try:
-            print(jar_path())
-        except JvmOperatorError as exc:
-            print(f"streamsdsl: {exc}", file=sys.stderr)
-            return 1
-        return 0
+        return _print_path("streamsdsl", jar_path, JvmOperatorError)
     if command == "kafka-jars":
         return _kafka_jars_main(rest)
     if command == "reset":
@@ -98,10 +93,16 @@ def _kafka_jars_main(args: list[str]) -> int:
             return 0
         print(f"streamsdsl kafka-jars: no arguments expected (got {' '.join(args)})", file=sys.stderr)
         return 2
+    return _print_path("streamsdsl kafka-jars", resolve_kafka_jars, KafkaJarsMissingError)
+
+
+def _print_path(prefix: str, find: Callable[[], object], error: type[Exception]) -> int:
+    """Print what ``find()`` returns (a path) and return 0; on ``error``, print it after
+    ``prefix`` to stderr and return 1."""
     try:
-        print(resolve_kafka_jars())
-    except KafkaJarsMissingError as exc:
-        print(f"streamsdsl kafka-jars: {exc}", file=sys.stderr)
+        print(find())
+    except error as exc:
+        print(f"{prefix}: {exc}", file=sys.stderr)
         return 1
     return 0
 

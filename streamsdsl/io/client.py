@@ -59,7 +59,6 @@ class OffsetClient:
 
     def partitions(self) -> list[TopicPartitionKey]:
         """Partitions of every subscribed topic that exists (missing topics: none yet)."""
-        timeout = self._options.poll_timeout_ms / 1000
         out: list[TopicPartitionKey] = []
         for topic in self._options.topics:
             meta = self._retrying(
