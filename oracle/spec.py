@@ -90,29 +90,23 @@ def _(node: ir.FilterNode) -> dict[str, Any]:
     return {"type": "filter", "predicate": _fn(node.predicate), "negate": node.negate}
 
 
-@node_spec.register
-def _(node: ir.MapValuesNode) -> dict[str, Any]:
-    return {"type": "map_values", "mapper": _fn(node.mapper)}
+#: The steps whose spec is their type and one function: node class → (type, the function's field).
+_ONE_FUNCTION_STEPS: dict[type, tuple[str, str]] = {
+    ir.MapValuesNode: ("map_values", "mapper"),
+    ir.MapNode: ("map", "mapper"),
+    ir.FlatMapNode: ("flat_map", "mapper"),
+    ir.FlatMapValuesNode: ("flat_map_values", "mapper"),
+    ir.SelectKeyNode: ("select_key", "selector"),
+}
 
 
-@node_spec.register
-def _(node: ir.MapNode) -> dict[str, Any]:
-    return {"type": "map", "mapper": _fn(node.mapper)}
+def _one_function_step(node: ir.Node) -> dict[str, Any]:
+    kind, field = _ONE_FUNCTION_STEPS[type(node)]
+    return {"type": kind, field: _fn(getattr(node, field))}
 
 
-@node_spec.register
-def _(node: ir.FlatMapNode) -> dict[str, Any]:
-    return {"type": "flat_map", "mapper": _fn(node.mapper)}
-
-
-@node_spec.register
-def _(node: ir.FlatMapValuesNode) -> dict[str, Any]:
-    return {"type": "flat_map_values", "mapper": _fn(node.mapper)}
-
-
-@node_spec.register
-def _(node: ir.SelectKeyNode) -> dict[str, Any]:
-    return {"type": "select_key", "selector": _fn(node.selector)}
+for _step in _ONE_FUNCTION_STEPS:
+    node_spec.register(_step, _one_function_step)
 
 
 @node_spec.register

@@ -66,29 +66,30 @@ class SessionWindowingTest {
         assertEquals(List.of(session), sessions.closeStep(a.state, 9).closed);
     }
 
+    /** min of a record without a number: the initializer's null stays null. */
+    private static final Agg MIN = new Agg(false, true, new Agg.Op[] {Agg.Op.MIN}, Agg.Merge.MIN, "test");
+
+    /** A record without a number into an empty key: nothing stored, nothing for the cache to forward. */
+    private static Windowing.RecordStep assertNullAggregateNotStored(Windowing windowing) {
+        Windowing.RecordStep step = windowing.recordStep(Windowing.KeyState.empty(), true, null, 0, 3, 3, MIN);
+        assertEquals(0, step.state.windows.size());
+        ChangeBuffer buffer = new ChangeBuffer(List.of());
+        step.writeTo(buffer);
+        assertEquals(0, buffer.flush().size());
+        return step;
+    }
+
     @Test
     void aNullAggregateDeletesTheSessionAsKafkasPutOfNull() {
-        // min of a record without a number: the initializer's null stays null, so the session is
-        // not stored (Kafka's put(session, null) is a delete) and the cache forwards nothing
-        Agg min = new Agg(false, true, new Agg.Op[] {Agg.Op.MIN}, Agg.Merge.MIN, "test");
-        Windowing.RecordStep a = sessions.recordStep(Windowing.KeyState.empty(), true, null, 0, 3, 3, min);
-        assertEquals(0, a.state.windows.size());
-        ChangeBuffer buffer = new ChangeBuffer(List.of());
-        a.writeTo(buffer);
-        assertEquals(0, buffer.flush().size());
-        Windowing.RecordStep b = sessions.recordStep(a.state, false, 7L, 0, 4, 4, min);
+        // Kafka's put(session, null) is a delete: the session is not stored
+        Windowing.RecordStep a = assertNullAggregateNotStored(sessions);
+        Windowing.RecordStep b = sessions.recordStep(a.state, false, 7L, 0, 4, 4, MIN);
         Win stored = b.state.windows.get(0);
         assertEquals(List.of(1, 4L, 4L, 7L), List.of(b.state.windows.size(), stored.start, stored.end, stored.agg));
     }
 
     @Test
     void aNullAggregateDeletesATimeWindow() {
-        Windowing.Time tumbling = new Windowing.Time(10, 10, 0);
-        Agg min = new Agg(false, true, new Agg.Op[] {Agg.Op.MIN}, Agg.Merge.MIN, "test");
-        Windowing.RecordStep a = tumbling.recordStep(Windowing.KeyState.empty(), true, null, 0, 3, 3, min);
-        assertEquals(0, a.state.windows.size());
-        ChangeBuffer buffer = new ChangeBuffer(List.of());
-        a.writeTo(buffer);
-        assertEquals(0, buffer.flush().size());
+        assertNullAggregateNotStored(new Windowing.Time(10, 10, 0));
     }
 }
