@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streamsdsl import Consumed, Materialized, Serdes, SessionWindows, StreamsBuilder
+from streamsdsl import Consumed, Materialized, Serdes, SessionWindows, StreamsBuilder, TimeWindows
 from streamsdsl.runtime.config import DriverConfig, StreamsConfig, StreamsConfigError
 from streamsdsl.semantics.kernels import FlushPolicy
 
@@ -84,6 +84,46 @@ def test_no_cache_forwards_a_materialized_join_delete_of_an_absent_row(make_driv
 
     assert run(None) == [("a", "x+y", 3)]
     assert run(NO_CACHE) == [("a", None, 2), ("a", "x+y", 3)]
+
+
+def _chars_counted(make_driver: Any, config: dict[str, Any] | None, rekey: bool) -> list[tuple[Any, ...]]:
+    """Each value's characters counted per key in hopping windows (size 10, advance 5):
+    ``flat_map_values`` (same sub-topology) or a key-changing ``flat_map`` (a repartition)."""
+    b = StreamsBuilder()
+    stream = b.stream("in", STRINGS)
+    if rekey:
+        stream = stream.flat_map(lambda k, v: [(k, c) for c in v])
+    else:
+        stream = stream.flat_map_values(list)
+    windows = TimeWindows.of_size_with_no_grace(10).advance_by(5)
+    stream.group_by_key().windowed_by(windows).count().to_stream().to("out")
+    with make_driver(b.build(), config) as d:
+        topic = d.create_input_topic("in")
+        topic.pipe_input("a", "xyz", 7)
+        topic.pipe_input("a", "pq", 8)
+        return [(r.key.key, r.key.window.start, r.value, r.timestamp)
+                for r in d.create_output_topic("out").read_records_to_list()]
+
+
+class TestOneFlushPerInputRecord:
+    """Kafka's TopologyTestDriver commits, and so flushes the record cache, once per record its
+    task processes: the source record with everything it causes in its sub-topology, or one
+    record of a repartition topic."""
+
+    def test_flat_map_values_forwards_each_window_once_per_input_record(self, make_driver: Any) -> None:
+        """The three characters of "xyz" update windows [0, 10) and [5, 15) three times each:
+        with the cache each window is forwarded once, with its last count; without it every write."""
+        assert _chars_counted(make_driver, None, rekey=False) == [
+            ("a", 0, 3, 7), ("a", 5, 3, 7), ("a", 0, 5, 8), ("a", 5, 5, 8)]
+        assert _chars_counted(make_driver, NO_CACHE, rekey=False) == [
+            ("a", s, n, 7) for n in (1, 2, 3) for s in (0, 5)] + [("a", s, n, 8) for n in (4, 5) for s in (0, 5)]
+
+    def test_records_through_a_repartition_are_flushed_one_by_one(self, make_driver: Any) -> None:
+        """A key-changing flat_map writes to a repartition topic; the task processes and commits
+        each of its records apart, so every update is forwarded, cache or not."""
+        every = [("a", s, n, 7) for n in (1, 2, 3) for s in (0, 5)] + [("a", s, n, 8) for n in (4, 5) for s in (0, 5)]
+        assert _chars_counted(make_driver, None, rekey=True) == every
+        assert _chars_counted(make_driver, NO_CACHE, rekey=True) == every
 
 
 class TestConfig:

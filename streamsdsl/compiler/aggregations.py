@@ -113,14 +113,16 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
             self.choices.record(node.name, Backend.NATIVE)
-            return Frame(self.native_aggregate(node.name, df, native, value_out.spark_type), frame.key, value_out, is_table=True)
+            out = self.native_aggregate(node.name, df, native, value_out.spark_type,
+                                        per_source_record=not _repartitioned(self, node, 0))
+            return Frame(out, frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
     windowing = windowing_of(windows)
     if final_results is not None:
         windowing = FinalResultsWindowing(windowing, final_results)
     config = AggregateConfig(
         node.name, key_codec(frame.key.serde, windows), value_out, windowing,
-        (AggregateInput(frame.value, agg_functions(node.agg)),),
+        (AggregateInput(frame.value, agg_functions(node.agg), _repartitioned(self, node, 0)),),
         emit_on_close=final_results is not None or (emit is not None and emit.emits_on_close),
         function_names=function_names(node.agg), flush=self.flush,
     )
@@ -138,6 +140,12 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     return Frame(out, config.key, value_out, is_table=True)
 
 
+
+
+def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:
+    """Whether the input ``port`` of ``node`` reads a repartition topic (Kafka's task processes
+    and commits each of its records apart)."""
+    return isinstance(self.topology.node(node.parents[port]), ir.RepartitionNode)
 
 
 def _native_column(spec: ir.AggSpec) -> Column | None:
@@ -185,8 +193,8 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     merger = node.merger.fn if node.merger is not None else None
     config = AggregateConfig(
         node.name, key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
-        tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger))
-              for f, a in zip(frames, node.aggregators)),
+        tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger), _repartitioned(self, node, i))
+              for i, (f, a) in enumerate(zip(frames, node.aggregators))),
         emit_on_close=node.windows is not None and node.emit.emits_on_close,
         cogroup=True, flush=self.flush,
     )

@@ -304,6 +304,7 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
         "windowed_key": config.key.windowed, "key_kind": _key_kind(config.key.serde),
         "out_type": config.value_out.spark_type, "windowing": _windowing_json(config.windowing),
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
+        "repartitioned": [i.repartitioned for i in config.inputs],
     }
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])

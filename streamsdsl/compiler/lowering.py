@@ -204,8 +204,11 @@ class Lowering:
         assigned to the record after which they are emitted)."""
         return out
 
-    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
-        """A count / Column aggregation per key on Spark's own aggregation, as a changelog."""
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
+                         per_source_record: bool = False) -> DataFrame:
+        """A count / Column aggregation per key on Spark's own aggregation, as a changelog
+        (``per_source_record``: the record cache is flushed once per source record, not once
+        per record reaching the aggregation)."""
         raise NotImplementedError
 
 

@@ -60,7 +60,8 @@ class StreamingLowering(Lowering):
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
         return streaming_suppress_processor(config, state_type) or StreamingAggregateProcessor(config, state_type)
 
-    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
+                         per_source_record: bool = False) -> DataFrame:
         """Spark's streaming aggregation in update mode: the latest aggregate per key per batch."""
         return df.groupBy("key").agg(
             column.cast(value_type).alias("value"),
@@ -203,21 +204,27 @@ class ReplayLowering(Lowering):
         )
         return rest.unionByName(data).unionByName(events)
 
-    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str) -> DataFrame:
+    def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
+                         per_source_record: bool = False) -> DataFrame:
         """A running aggregate per key in pipe order over the rows aggregated in earlier runs and
-        this run's: one changelog record per record of this run."""
+        this run's: one changelog record per record of this run (``per_source_record``: per key
+        and source record, the last one: Kafka's cache flushed once per source record)."""
         rows = self.carry.native_inputs.get(node)
         if rows:
             df = df.unionByName(df.sparkSession.createDataFrame(list(rows), df.schema))
         self.native_inputs[node] = df
         w = Window.partitionBy("key").orderBy(SOURCE_POSITION, OUTPUT_POSITION)
         w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-        return df.select(
+        out = df.select(
             "key", column.over(w).cast(value_type).alias("value"), F.max("timestamp").over(w).alias("timestamp"),
             "headers", SOURCE_POSITION, F.concat(F.col(OUTPUT_POSITION), F.array(F.lit(0).cast("bigint"))).alias(
                 OUTPUT_POSITION),
             F.lit(None).cast("string").alias(FINAL_KEY_ORDER),
         ).filter(F.col(SOURCE_POSITION) >= self.carry.first_position)
+        if per_source_record:
+            last = Window.partitionBy("key", SOURCE_POSITION).orderBy(F.col(OUTPUT_POSITION).desc())
+            out = out.withColumn("_last", F.row_number().over(last)).filter(F.col("_last") == 1).drop("_last")
+        return out
 
 
 def lowering_for(mode: PlanMode) -> type[Lowering]:

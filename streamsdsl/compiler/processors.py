@@ -152,6 +152,10 @@ class AggregateInput:
 
     value: PlanSerde
     fns: AggFunctions
+    #: Whether the input's records reach the operator through a repartition topic: each is then
+    #: an input record of its own, whose cache flush forwards its writes (replay; otherwise
+    #: one flush per source record, `streamsdsl.semantics.kernels.InputRecordCache`).
+    repartitioned: bool = False
 
 
 @attrs.frozen
@@ -468,6 +472,9 @@ class ReplayAggregateProcessor(AggregateProcessor):
     (`CARRIED_STATE`) and leaves as a `CARRY` event, which the driver keeps for its next run."""
 
     fields = (*OUTPUT_FIELDS, *REPLAY_FIELDS)
+    #: The record cache of the key's current source position and its last row (`_on_update`).
+    _pending: ChangeBuffer | None = None
+    _pending_row: tuple[Any, ...] | None = None
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
                 final_key: str | None = None, threshold: int | None = None) -> Row:
@@ -493,21 +500,44 @@ class ReplayAggregateProcessor(AggregateProcessor):
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:
-        return self._flush(kcell, forwarded_updates(before, step, self.config.flush), r)
+        """Kafka's TopologyTestDriver flushes the cache once per source record: the writes of the
+        key's rows of one source position go out at its last row (its output position orders
+        the keys by their last write); a row that crossed a repartition is flushed alone."""
+        cfg, cols = self.config, self._cols
+        index = r[cols.input_index] if cfg.cogroup else 0
+        if cfg.flush is not FlushPolicy.PER_RECORD or cfg.inputs[index].repartitioned:
+            out = list(self._flush_pending(kcell))
+            out.extend(self._flush(kcell, forwarded_updates(before, step, cfg.flush), r))
+            return iter(out)
+        out = list(self._flush_pending(kcell, cols.position(r)))
+        if self._pending is None:
+            self._pending = ChangeBuffer(w.bounds for w in before.windows)
+        step.write_to(self._pending)
+        self._pending_row = r
+        return iter(out)
 
-    def _pending(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
+    def _flush_pending(self, kcell: Any, before_position: int | None = None) -> Iterator[Row]:
+        """The pending cache's writes, unless its rows are of ``before_position``."""
+        if self._pending is None or self._cols.position(self._pending_row) == before_position:
+            return iter(())
+        pending, row = self._pending, self._pending_row
+        self._pending = self._pending_row = None
+        return self._flush(kcell, pending.flush(), row)
+
+    def _pending_finals(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
         threshold = self.config.windowing.close_threshold
         for w in windows:
             yield self._final(kcell, key, w, -1, [], threshold(w))
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
                   r: tuple[Any, ...]) -> Iterator[Row]:
-        return self._pending(kcell, key, closed)
+        return self._pending_finals(kcell, key, closed)
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
                     last: tuple[Any, ...]) -> Iterator[Row]:
+        yield from self._flush_pending(kcell)
         if self.config.emit_on_close:
-            yield from self._pending(kcell, key, state.open_windows())
+            yield from self._pending_finals(kcell, key, state.open_windows())
             # what the run's later records closed is emitted (assigned) in this run: not again
             state = close_step(self.config.windowing, state, self.run_stream_time).state
         if state.windows:

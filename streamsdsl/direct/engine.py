@@ -144,6 +144,8 @@ class Run:
             record = reader.read(key, value, timestamp, headers)
             if record is not None:
                 target.receive(record, 0)
+            for step in self.stateful:  # in topological order: a flush reaches the caches below it
+                step.commit()
         except RecordError:
             for step in self.stateful:
                 step.rollback()

@@ -23,7 +23,7 @@ from streamsdsl.operators import function_names, function_of, grouped_functions,
 from streamsdsl.operators import selector_pair, windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
-from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, KernelStep
+from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel, StreamJoinSpec
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
@@ -138,12 +138,30 @@ class AggregateStep(StatefulStep):
         self.names = names
         self.folded: list[AggregateStep] = []
         self.counted = True
+        #: Per input: whether its records share the record cache of the input record that
+        #: caused them (flushed at `commit`); a record that crossed a repartition topic is an
+        #: input record of its own (Kafka's task processes and commits it apart).
+        cacheable = kernel.flush is FlushPolicy.PER_RECORD and not kernel.emit_on_close
+        parents = node.parents if cacheable else ()
+        self.cached_inputs = tuple(cacheable and not isinstance(run.topology.node(parents[i]), ir.RepartitionNode)
+                                   for i in range(len(inputs)))
+        self.cache = InputRecordCache()
 
     def scalars(self) -> Any:
         return list(self.kernel.stream_times)
 
     def restore(self, saved: Any) -> None:
         self.kernel.stream_times = list(saved)
+
+    def begin(self) -> None:
+        super().begin()
+        self.cache = InputRecordCache()
+
+    def commit(self) -> None:
+        """Flush the record cache of the input record: each window's last value, in the order
+        the windows were last written."""
+        for o, headers in self.kernel.flush_cache(self.cache):
+            self._forward(o, headers)
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         source = self.inputs[port]
@@ -160,7 +178,9 @@ class AggregateStep(StatefulStep):
         kernel = self.kernel
         fns = kernel.fns[port]
         try:
-            step: KernelStep = kernel.process(rec.key, rec.value, rec.timestamp, port)
+            step: KernelStep = kernel.process(rec.key, rec.value, rec.timestamp, port,
+                                              cache=self.cache if self.cached_inputs[port] else None,
+                                              context=rec.headers)
         except RecordError:
             raise
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
@@ -169,14 +189,15 @@ class AggregateStep(StatefulStep):
             self.drop("input" if rec.key is None else "output", rec, step.dropped)
         if step.final_latencies:
             self.run.finals.extend(step.final_latencies)
-        codec, serde = self.typed.key, self.typed.value
         for o in step.outputs:
-            try:
-                value = hold(serde, o.value)
-            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                raise result_error(self.name, self.names[1], exc, o.key, self.run.position) from exc
-            self.forward(Record(_window_key(codec, o.key, o.start, o.end), value, o.timestamp,
-                                () if o.final else rec.headers))
+            self._forward(o, () if o.final else rec.headers)
+
+    def _forward(self, o: Out, headers: Any) -> None:
+        try:
+            value = hold(self.typed.value, o.value)
+        except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+            raise result_error(self.name, self.names[1], exc, o.key, self.run.position) from exc
+        self.forward(Record(_window_key(self.typed.key, o.key, o.start, o.end), value, o.timestamp, headers))
 
     def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
         return [(k, w.start, w.end, w.agg, w.ts) for k, state in self.state.items() for w in state.windows]

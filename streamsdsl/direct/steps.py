@@ -79,6 +79,9 @@ class Step:
     def rollback(self) -> None:
         """The record failed: forget what it did to the state."""
 
+    def commit(self) -> None:
+        """The input record is done: forward what the step's record cache holds (Kafka's commit)."""
+
 
 def _refuse_column(node: ir.Node, fn: Any) -> None:
     if isinstance(fn, ir.ColumnFn):

@@ -27,6 +27,10 @@ class ChangeBuffer:
         self._flushed = set(flushed)
         self._dirty: dict[Hashable, Any] = {}
 
+    def mark_flushed(self, keys: Iterable[Hashable]) -> None:
+        """Keys that reached the store before (a delete of one is forwarded as a tombstone)."""
+        self._flushed.update(keys)
+
     def put(self, key: Hashable, value: Any) -> None:
         self._dirty.pop(key, None)
         self._dirty[key] = value

@@ -27,7 +27,7 @@ from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
 
-__all__ = ["AggregateKernel", "FlushPolicy", "KernelStep", "Out", "forwarded_updates"]
+__all__ = ["AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates"]
 
 
 class FlushPolicy(enum.Enum):
@@ -80,6 +80,51 @@ def forwarded_updates(before: KeyState, step: RecordStep, policy: FlushPolicy) -
     return buffer.flush()
 
 
+class InputRecordCache:
+    """Kafka's record cache of one aggregation over all its keys, flushed once per input record.
+
+    Kafka's TopologyTestDriver commits, and so flushes the cache, after each record a task
+    processes: after the source record and everything it caused in its sub-topology. When one
+    input record reaches an aggregation several times (a ``flat_map_values`` before it, a join
+    with several matches), the flush forwards each window's last value once, the windows in the
+    order they were last written, across keys (SI/NamedCache.java); a record that crossed a
+    repartition topic is an input record of its own. Each write keeps a ``context`` (the
+    writing record's headers), forwarded with the window as Kafka's cache entry keeps its
+    record context.
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.aggregation import AggFunctions
+    >>> from streamsdsl.semantics.unwindowed import Unwindowed
+    >>> kernel = AggregateKernel(Unwindowed(), AggFunctions(lambda: 0, lambda k, v, a: a + 1))
+    >>> cache = InputRecordCache()
+    >>> [kernel.process(k, "v", 5, cache=cache).outputs for k in ("a", "b", "a")]
+    [(), (), ()]
+    >>> [(o.key, o.value) for o, _ in kernel.flush_cache(cache)]
+    [('b', 1), ('a', 2)]
+    """
+
+    def __init__(self) -> None:
+        self.buffer = ChangeBuffer()
+        self._seen: set[Any] = set()
+        self._contexts: dict[Any, Any] = {}
+
+    def write(self, key: Any, before: KeyState, step: RecordStep, context: Any = None) -> None:
+        if key not in self._seen:
+            self._seen.add(key)
+            self.buffer.mark_flushed((key, w.bounds) for w in before.windows)
+        step.write_to(self.buffer, key)
+        for w in (*step.deletes, *step.puts):
+            self._contexts[(key, w.bounds)] = context
+
+    def flush(self) -> list[tuple[Any, tuple[int, int], WindowAgg | None, Any]]:
+        """``(key, bounds, window, context)`` per forwarded window, ``window`` ``None`` for a
+        tombstone; the cache is empty afterwards."""
+        out = [(key, bounds, w, self._contexts[(key, bounds)]) for (key, bounds), w in self.buffer.flush()]
+        self.buffer, self._seen, self._contexts = ChangeBuffer(), set(), {}
+        return out
+
+
 class AggregateKernel:
     """One aggregation operator over all its keys.
 
@@ -108,9 +153,13 @@ class AggregateKernel:
     def stream_time(self) -> int:
         return max(self.stream_times)
 
-    def process(self, key: Any, value: Any, ts: int, source: int = 0) -> KernelStep:
+    def process(self, key: Any, value: Any, ts: int, source: int = 0, *, cache: InputRecordCache | None = None,
+                context: Any = None) -> KernelStep:
         """One record of input ``source``. A null key is dropped (and counted) before stream
-        time advances."""
+        time advances. ``cache``: the input record's record cache (with `FlushPolicy.PER_RECORD`
+        and emit on update, the store writes go there, with ``context``, instead of out; the host
+        forwards them with `flush_cache` once the input record is done); ``None``: the cache is
+        flushed after this record."""
         if key is None:
             return KernelStep(dropped=1)
         windowing = self.windowing
@@ -135,10 +184,16 @@ class AggregateKernel:
             closing = [(w, key) for w in step.closed]
             closing += self._close_others(key, stream_time)
             self._finals(closing, stream_time, outputs, latencies)
+        elif cache is not None and self.flush is FlushPolicy.PER_RECORD:
+            cache.write(key, before, step, context)
         else:
             for bounds, w in forwarded_updates(before, step, self.flush):
                 outputs.append(self._out(key, bounds, w))
         return KernelStep(tuple(outputs), step.dropped, tuple(latencies))
+
+    def flush_cache(self, cache: InputRecordCache) -> list[tuple[Out, Any]]:
+        """What the input record's cache forwards at its flush: ``(record, context)`` pairs."""
+        return [(self._out(key, bounds, w), context) for key, bounds, w, context in cache.flush()]
 
     # -- helpers ---------------------------------------------------------------------------------
     def _store(self, key: Any, state: KeyState) -> None:

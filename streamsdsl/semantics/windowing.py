@@ -44,6 +44,9 @@ __all__ = [
 #: Sort key of stored windows by start (faster than the attrs-generated ordering).
 BY_START = operator.attrgetter("start")
 
+#: `RecordStep.write_to` without a key: the cache's keys are window bounds.
+_BOUNDS_ONLY: Any = object()
+
 #: A threshold no stream time reaches: the window never closes (unwindowed aggregation).
 NEVER = 2**62
 
@@ -195,16 +198,19 @@ class RecordStep:
     dropped: int
     closed: tuple[WindowAgg, ...]
 
-    def write_to(self, buffer: ChangeBuffer) -> None:
+    def write_to(self, buffer: ChangeBuffer, key: Any = _BOUNDS_ONLY) -> None:
         """Record the store operations in a record cache (deletes first, then puts; a put of a
-        ``None`` aggregate is a delete, as Kafka's ``put(key, null)``)."""
+        ``None`` aggregate is a delete, as Kafka's ``put(key, null)``). The cache's keys are the
+        window bounds, or ``(key, bounds)`` when ``key`` is given (one cache over many keys)."""
+        def at(w: WindowAgg) -> Any:
+            return w.bounds if key is _BOUNDS_ONLY else (key, w.bounds)
         for w in self.deletes:
-            buffer.delete(w.bounds)
+            buffer.delete(at(w))
         for w in self.puts:
             if w.agg is None:
-                buffer.delete(w.bounds)
+                buffer.delete(at(w))
             else:
-                buffer.put(w.bounds, w)
+                buffer.put(at(w), w)
 
 
 def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,

@@ -109,6 +109,28 @@ class TestSameOutputAsTheKernel:
         assert jvm[0] == kernel[0]
         assert jvm[1] == kernel[1]
 
+    @pytest.mark.parametrize("rekey", [False, True], ids=["flat_map_values", "flat_map"])
+    def test_one_cache_flush_per_source_record(self, spark: Any, rekey: bool) -> None:
+        """Several records of one source record reach a count: without a key change the JVM
+        operator, as the kernel, forwards each window's last count once per source record;
+        through a repartition (a key-changing flat_map) every update."""
+        b = StreamsBuilder()
+        stream = b.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.String()))
+        stream = stream.flat_map(lambda k, v: [(k, c) for c in v]) if rekey else stream.flat_map_values(list)
+        stream.group_by_key().windowed_by(HOPPING).count().to_stream().to("out")
+        topology = b.build()
+        records = [("a", "xyz", 7), ("b", "pq", 8), ("a", "r", 12)]
+        kernel, jvm = _drive(topology, records, "direct", spark), _drive(topology, records, "jvm", spark)
+        assert jvm == kernel
+        got = [(r.key.key, r.key.window.start, r.value, r.timestamp) for r in jvm[0]]
+        if rekey:
+            assert got == [("a", s, n, 7) for n in (1, 2, 3) for s in (0, 5)] + [
+                ("b", s, n, 8) for n in (1, 2) for s in (0, 5)] + [("a", 5, 4, 12), ("a", 10, 1, 12)]
+        else:
+            assert got == [("a", 0, 3, 7), ("a", 5, 3, 7), ("b", 0, 2, 8), ("b", 5, 2, 8), ("a", 5, 4, 12),
+                           ("a", 10, 1, 12)]
+        assert "JVM operator" in explain(topology, spark, mode="simple", operator="jvm")
+
     @pytest.mark.parametrize("windows", [None, SESSION, HOPPING])
     def test_cogroup_of_builtins(self, spark: Any, windows: Any) -> None:
         """A cogroup of built-in aggregators (count of one stream, sums of a field of two others)

@@ -313,6 +313,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         }
         long streamTime = timerValues.getCurrentWatermarkInMs();
         ChangeBuffer batch = !spec.replay && !spec.emitOnClose ? new ChangeBuffer(st.windows) : null;
+        // replay: the record cache of the key's current source position, flushed at its last row
+        // (Kafka's TopologyTestDriver commits once per source record); a repartitioned row alone
+        ChangeBuffer pending = null;
+        Rec pendingRec = null;
         for (int i = first; i < data.size(); i++) {
             Rec r = data.get(i);
             streamTime = spec.replay ? r.streamTime : windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
@@ -320,9 +324,20 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             if (step.step.dropped > 0) out.add(event(DROPPED, step.step.dropped, r.ts, r.pos, null));
             if (!spec.emitOnClose) {
                 if (spec.replay) {
-                    ChangeBuffer buffer = new ChangeBuffer(st.windows);
-                    step.writeTo(buffer);
-                    flush(out, kcell, buffer, r);
+                    boolean alone = spec.repartitioned(r.input);
+                    if (pending != null && (alone || pendingRec.pos != r.pos)) {
+                        flush(out, kcell, pending, pendingRec);
+                        pending = null;
+                    }
+                    if (alone) {
+                        ChangeBuffer buffer = new ChangeBuffer(st.windows);
+                        step.writeTo(buffer);
+                        flush(out, kcell, buffer, r);
+                    } else {
+                        if (pending == null) pending = new ChangeBuffer(st.windows);
+                        step.writeTo(pending);
+                        pendingRec = r;
+                    }
                 } else {
                     step.writeTo(batch);
                 }
@@ -333,6 +348,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
                 else finals(out, kcell, step.closed, streamTime, r.pos, r.outPos);
             }
         }
+        if (pending != null) flush(out, kcell, pending, pendingRec);
         if (spec.replay) {
             if (spec.emitOnClose) {
                 pending(out, kcell, st.openWindows());

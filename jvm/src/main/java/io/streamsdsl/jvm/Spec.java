@@ -23,6 +23,9 @@ final class Spec implements Serializable {
     final String outType;
     final Windowing windowing;
     final Agg agg;
+    /** Per input: its records crossed a repartition topic (replay: each is its own input record,
+     * whose cache flush forwards its writes; the others share one flush per source record). */
+    final boolean[] repartitioned;
     final int keyIdx, valueIdx, tsIdx, headersIdx, posIdx, outPosIdx, numberIdx, inputIdx;
     final int streamTimeIdx, carriedIdx, runStreamTimeIdx;
 
@@ -58,6 +61,9 @@ final class Spec implements Serializable {
         JsonNode merge = j.get("merge");
         agg = new Agg(j.get("double").asBoolean(), j.get("init_null").asBoolean(), ops,
             merge == null || merge.isNull() ? null : Agg.Merge.valueOf(merge.asText()), node);
+        JsonNode rep = j.get("repartitioned");
+        repartitioned = new boolean[rep == null ? 0 : rep.size()];
+        for (int i = 0; i < repartitioned.length; i++) repartitioned[i] = rep.get(i).asBoolean();
         keyIdx = input.fieldIndex("key");
         valueIdx = input.fieldIndex("value");
         tsIdx = input.fieldIndex("timestamp");
@@ -69,6 +75,11 @@ final class Spec implements Serializable {
         streamTimeIdx = index(input, Contract.STREAM_TIME);
         carriedIdx = index(input, Contract.CARRIED_STATE);
         runStreamTimeIdx = index(input, Contract.RUN_STREAM_TIME);
+    }
+
+    /** Whether input {@code input}'s records crossed a repartition topic. */
+    boolean repartitioned(int input) {
+        return input < repartitioned.length && repartitioned[input];
     }
 
     private static int index(StructType schema, String name) {
