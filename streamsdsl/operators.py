@@ -27,7 +27,7 @@ from streamsdsl.semantics.windowing import Windowing
 
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
-    "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "null_keys_pass", "selector_pair",
+    "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "null_keys_pass", "selector_pair",
     "windowing_of",
 ]
 
@@ -195,6 +195,20 @@ def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
         return bool(own(k, v))
 
     return keep
+
+
+def filtered_table_sides(topology: Any, node: ir.TableTableJoinNode) -> frozenset[str]:
+    """The sides (``"left"``, ``"right"``) of a table–table join whose table reaches it through a
+    ``KTable.filter`` / ``filter_not`` (among its stateless table steps)."""
+    sides = set()
+    for side, name in zip(("left", "right"), node.parents):
+        step = topology.node(name)
+        while isinstance(step, (ir.TableFilterNode, ir.TableMapValuesNode)):
+            if isinstance(step, ir.TableFilterNode):
+                sides.add(side)
+                break
+            step = topology.node(step.parents[0])
+    return frozenset(sides)
 
 
 def null_keys_pass(topology: Any, name: str) -> bool:

@@ -86,6 +86,24 @@ def test_no_cache_forwards_a_materialized_join_delete_of_an_absent_row(make_driv
     assert run(NO_CACHE) == [("a", None, 2), ("a", "x+y", 3)]
 
 
+def test_no_cache_filtered_table_forwards_no_change_of_nothing_into_a_join(make_driver: Any) -> None:
+    """A KTable.filter before an inner table–table join: a value that fails for a key the
+    filter never passed gives no output, cache or not (Kafka's KTableFilter sends old values,
+    its parent having a store, and drops a change whose new and old values both fail); a
+    value that passed before and then fails deletes the joined row."""
+    def run(config: dict[str, Any] | None) -> list[tuple[Any, ...]]:
+        b = StreamsBuilder()
+        left = b.table("in", STRINGS).filter(lambda k, v: " " not in v)
+        left.join(b.table("other", STRINGS), lambda lv, rv: f"{lv}+{rv}").to_stream().to("out")
+        with make_driver(b.build(), config) as d:
+            d.create_input_topic("other").pipe_input("b", "ab", 14)
+            for value, ts in (("x y", 23), ("xy", 24), ("x z", 25)):
+                d.create_input_topic("in").pipe_input("b", value, ts)
+            return [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out").read_records_to_list()]
+
+    assert run(None) == run(NO_CACHE) == [("b", "xy+ab", 24), ("b", None, 25)]
+
+
 def _chars_counted(make_driver: Any, config: dict[str, Any] | None, rekey: bool) -> list[tuple[Any, ...]]:
     """Each value's characters counted per key in hopping windows (size 10, advance 5):
     ``flat_map_values`` (same sub-topology) or a key-changing ``flat_map`` (a repartition)."""

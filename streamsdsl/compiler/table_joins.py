@@ -40,6 +40,7 @@ from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.operators import filtered_table_sides
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue
@@ -59,6 +60,8 @@ class TableJoinConfig(KeyedOperatorConfig):
     right_value: PlanSerde
     joiner: Any
     materialized: bool = False
+    #: `TableJoinSpec.filtered_sides`.
+    filtered_sides: frozenset[str] = frozenset()
 
     @property
     def _state(self) -> tuple[tuple[str, str], ...]:
@@ -84,7 +87,7 @@ class TableJoinOperator(KeyedOperator):
         # A joined table's old values are not forwarded (see the module docstring); only the
         # new values, which old values do not change, leave the operator.
         self.spec = TableJoinSpec(config.kind, send_old_values=False, materialized=config.materialized,  # type: ignore[arg-type]
-                                  cached=config.cached)
+                                  cached=config.cached, filtered_sides=config.filtered_sides)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.state = handle.getValueState("join", self.config.state_fields)
@@ -177,7 +180,8 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     value_out = node.value_serde or DEFAULT_SERDE
     config = TableJoinConfig(node.name, node.kind, key, value_out, left.value, right.value, node.joiner.fn,
                              cached=self.flush is FlushPolicy.PER_RECORD,
-                             materialized=node.store is not None)
+                             materialized=node.store is not None,
+                             filtered_sides=filtered_table_sides(self.topology, node))
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))

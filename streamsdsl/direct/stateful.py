@@ -20,7 +20,7 @@ from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError
 from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
 from streamsdsl.operators import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
-from streamsdsl.operators import selector_pair, windowing_of
+from streamsdsl.operators import filtered_table_sides, selector_pair, windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
@@ -336,7 +336,8 @@ class TableJoinStep(StatefulStep):
         super().__init__(node, typed, run)
         self.sides = sides
         self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None,  # type: ignore[arg-type]
-                                  cached=run.flush is FlushPolicy.PER_RECORD)
+                                  cached=run.flush is FlushPolicy.PER_RECORD,
+                                  filtered_sides=filtered_table_sides(run.topology, node))
         self.joiner = node.joiner.fn
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:

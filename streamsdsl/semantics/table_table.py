@@ -22,6 +22,9 @@ Kafka Streams' rules (``KAFKA_STREAMS_SEMANTICS.md`` §5.3; ``KI/KTableKTableInn
   them): ``old = joiner(old, other)`` — when ``old`` is present (inner; left side of a left
   join), always (right side of a left join), or when ``old`` or the other side is present
   (outer). Without them ``old`` is ``None``.
+- **A side read through a filter** (``filtered_sides``): ``KTableFilter`` sends old values
+  (its parent table has a store) and does not forward a change whose new and old values both
+  fail, so a side's ``None`` for a key the side does not hold is not joined, cache or not.
 - **Materialized result** (``materialized``; ``join(..., materialized=...)``): the merger writes
   to a store with a record cache, so a delete of a key that has no result is not forwarded, and
   the forwarded old value is the previous stored result.
@@ -74,6 +77,11 @@ class TableJoinSpec:
     #: The stores have a record cache (Kafka's default): a delete of a key that has no row is not
     #: forwarded. ``False`` (``statestore.cache.max.bytes = 0``): every write is forwarded.
     cached: bool = True
+    #: The sides (``"left"``, ``"right"``) read through a ``KTable.filter`` / ``filter_not``. Its
+    #: parent table has a store (the join reads it), so the filter sends old values and does not
+    #: forward a change whose new and old values both fail (``KTableFilter``: "unnecessary to
+    #: forward"): a side's ``None`` where the side holds nothing reaches the join, cache or not.
+    filtered_sides: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
 
 
 @attrs.frozen
@@ -143,7 +151,8 @@ def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str
         raise InvalidArgumentError(f"a join record's side must be 'left' or 'right' (got {side!r}).")
     state = state or TableJoinState()
     this = state.left if side == LEFT else state.right
-    source = table_source_step(this, key, value, ts, send_old_values=True, materialized=spec.cached)
+    source = table_source_step(this, key, value, ts, send_old_values=True,
+                               materialized=spec.cached or side in spec.filtered_sides)
     if source.dropped:
         return TableJoinStep(state, dropped=source.dropped)
     state = attrs.evolve(state, left=source.state) if side == LEFT else attrs.evolve(state, right=source.state)

@@ -152,6 +152,20 @@ class TestInnerJoin:
         assert d.pipe((R, 0, None, 4), (L, 0, None, 5)) == []
 
 
+class TestFilteredSide:
+    def test_filtered_side_forwards_no_change_of_nothing_without_a_cache(self) -> None:
+        """A left side read through a KTable.filter whose value fails: Kafka's KTableFilter (its
+        parent has a store, so it sends old values) forwards nothing when the new and old values
+        both fail, so the inner join writes no delete, cache or not; a side that held a value
+        still forwards its removal. An unfiltered side without a cache forwards the change."""
+        records = [(R, 0, "ab", 14), (L, 0, None, 23), (L, 0, "x", 24), (L, 0, None, 25)]
+        for cached in (True, False):
+            spec = TableJoinSpec("inner", cached=cached, filtered_sides={L})
+            assert Driver(spec).pipe(*records) == [(0, "x+ab", None, 24), (0, None, None, 25)]
+        assert Driver(TableJoinSpec("inner", cached=False)).pipe(*records) == [
+            (0, None, None, 23), (0, "x+ab", None, 24), (0, None, None, 25)]
+
+
 class TestProperties:
     @settings(max_examples=300, deadline=None)
     @given(st.lists(st.tuples(st.sampled_from([L, R]), st.sampled_from([0, 1]),
