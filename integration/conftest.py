@@ -6,14 +6,17 @@ import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.testing.local_kafka import KAFKA_VERSION, LocalKafka, local_kafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from streamsdsl.ir.topology import Topology
 
 
 _BROKER_LINE = pytest.StashKey[str]()
@@ -85,6 +88,23 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def app_factory(spark: SparkSession) -> Iterator[Callable[[Topology, dict[str, Any]], KafkaStreams]]:
+    """Factory: ``app_factory(topology, config)`` is a `KafkaStreams` on the shared session; each
+    is closed at the end of the test."""
+    apps: list[KafkaStreams] = []
+
+    def make(topology: Topology, config: dict[str, Any]) -> KafkaStreams:
+        app = KafkaStreams(topology, config, spark=spark)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        if app.state() not in (State.CREATED, State.NOT_RUNNING, State.ERROR):
+            app.close(60)
 
 
 _topic_counter = itertools.count()

@@ -5,13 +5,15 @@ and ``state.dir`` (so each start resumes from the checkpoint the last one left),
 records per key of ``--source`` into ``--sink`` (String keys, Long counts), at most
 ``--max-offsets`` offsets per micro-batch.
 
-It prints ``RUNNING`` once the query runs. Without ``--drain`` it then runs until it is killed;
-with ``--drain`` it processes everything available, closes and exits 0 (``DRAINED``).
+It prints ``RUNNING`` once the query runs. Without ``--drain`` it then runs until it is killed
+(or fails: then it prints ``STOPPED``, the state and the error, and exits 1); with ``--drain``
+it processes everything available, closes and exits 0 (``DRAINED``). ``--exactly-once`` sets
+``processing.guarantee = exactly_once_v2``.
 
 Usage::
 
     python integration/fault_app.py --bootstrap HOST:PORT --source IN --sink OUT \\
-        --app-id APP --state-dir DIR --max-offsets 400 [--drain]
+        --app-id APP --state-dir DIR --max-offsets 400 [--drain] [--exactly-once]
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--max-offsets", type=int, required=True)
     parser.add_argument("--drain", action="store_true", help="process all available, close, exit 0")
+    parser.add_argument("--exactly-once", action="store_true", help="processing.guarantee = exactly_once_v2")
     args = parser.parse_args(argv)
 
     from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             "commit.interval.ms": 50,
             "max.offsets.per.trigger": args.max_offsets,
             "spark.ui.enabled": "false",
+            "processing.guarantee": "exactly_once_v2" if args.exactly_once else "at_least_once",
         },
     )
     app.start()
@@ -63,7 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if ok else 1
     while app.state() is State.RUNNING:  # until killed
         time.sleep(0.5)
-    print(f"STOPPED {app.state()}", flush=True)
+    try:
+        app.await_termination(30)
+        error = None
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        error = f"{type(exc).__name__}: {exc}"
+    print(f"STOPPED {app.state()} {error}", flush=True)
     return 1
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +40,6 @@ from streamsdsl.runtime.lifecycle import StreamThreadExceptionResponse
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
     from streamsdsl.ir.topology import Topology
 
 pytestmark = [pytest.mark.integration]
@@ -198,22 +196,6 @@ def test_sigkill_at_random_points_and_restart_loses_nothing(
 
 
 # -- the broker frozen, briefly and for too long ------------------------------------------------
-@pytest.fixture
-def app_factory(spark: SparkSession) -> Iterator[Callable[[Topology, dict[str, Any]], KafkaStreams]]:
-    """Creates applications on the shared session; closes each at the end of the test."""
-    apps: list[KafkaStreams] = []
-
-    def make(topology: Topology, config: dict[str, Any]) -> KafkaStreams:
-        app = KafkaStreams(topology, config, spark=spark)
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        if app.state() not in (State.CREATED, State.NOT_RUNNING, State.ERROR):
-            app.close(60)
-
-
 @pytest.mark.spark
 def test_broker_paused_mid_stream_loses_and_duplicates_nothing(
     kafka: LocalKafka,

@@ -9,10 +9,14 @@ Each error subclasses `streamsdsl.errors.StreamsDslError` and the matching built
   `KafkaDataLossError` when planned offsets are gone from the broker, and its subclass
   `KafkaTopicRecreatedError` when the partition's offsets are now below the query's position
   (the topic was deleted and re-created, or the broker lost its data).
-* `KafkaDeliveryError` (``RuntimeError``): the broker did not acknowledge produced records.
+* `KafkaDeliveryError` (``RuntimeError``): the broker did not acknowledge produced records;
+  under exactly-once, `KafkaTransactionError` when a transaction failed, with its subclasses
+  `KafkaProducerFencedError` (another instance of the application fenced this one) and
+  `KafkaTransactionTimeoutError` (a write outlived ``transaction.timeout.ms``).
 
 A source error raised in a Spark worker or in the driver's data source process reaches the
-application inside a Spark error; `find_source_error` recovers it from that error's text.
+application inside a Spark error; `find_source_error` recovers it from that error's text, and
+`find_transaction_error` a sink's transaction error.
 """
 
 from __future__ import annotations
@@ -27,11 +31,15 @@ __all__ = [
     "KafkaDataLossError",
     "KafkaDeliveryError",
     "KafkaOptionError",
+    "KafkaProducerFencedError",
     "KafkaSinkOptionError",
     "KafkaSourceError",
     "KafkaTopicRecreatedError",
+    "KafkaTransactionError",
+    "KafkaTransactionTimeoutError",
     "broker_timeout",
     "find_source_error",
+    "find_transaction_error",
     "topic_recreated",
 ]
 
@@ -140,3 +148,39 @@ def find_source_error(error: BaseException) -> KafkaSourceError | None:
 
 class KafkaDeliveryError(StreamsDslError, RuntimeError):
     """Records were not acknowledged by the broker; the task (and batch) fails."""
+
+
+class KafkaTransactionError(KafkaDeliveryError):
+    """Exactly-once: a transaction of the sink failed (aborted, nothing of it is visible to
+    ``read_committed`` consumers)."""
+
+
+class KafkaProducerFencedError(KafkaTransactionError):
+    """Exactly-once: a newer instance with the same ``application.id`` fenced this one (a zombie)."""
+
+
+class KafkaTransactionTimeoutError(KafkaTransactionError):
+    """Exactly-once: a task's transaction stayed open longer than ``transaction.timeout.ms``."""
+
+
+def find_transaction_error(error: BaseException) -> KafkaTransactionError | None:
+    """The sink's transaction error carried by ``error`` (as `find_source_error` does for the
+    source), rebuilt as its class with its message; ``None`` if there is none.
+
+    Examples
+    --------
+    >>> find_transaction_error(RuntimeError("... streamsdsl.io.errors.KafkaProducerFencedError: fenced"))
+    KafkaProducerFencedError('fenced')
+    >>> find_transaction_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
+    True
+    """
+    if isinstance(error, KafkaTransactionError):
+        return error
+    kinds = (KafkaTransactionError, KafkaProducerFencedError, KafkaTransactionTimeoutError)
+    by_name = {c.__name__: c for c in kinds}
+    for text in _texts(error):
+        for match in _IN_TRACEBACK.finditer(text):
+            cls = by_name.get(match.group(1))
+            if cls is not None:
+                return cls(match.group(2).strip())
+    return None

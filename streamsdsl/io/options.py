@@ -49,9 +49,19 @@ kafka.flush.timeout.ms
     Milliseconds a task waits for acknowledgements at its end (default 120000).
 clientLease
     As for the source: the producers the executors keep are closed when it is released.
+transactionalIdPrefix
+    Exactly-once: each task writes in a Kafka transaction of the producer
+    ``<prefix>-<partition of the write>`` and commits, in the same transaction, the marker
+    ``transactionalBatch`` as the offset of the consumer group of that name (see
+    `streamsdsl.io.sink.produce_transactionally` and the docs page *Kafka in and out*).
+transactionalBatch
+    With ``transactionalIdPrefix``, required: ``<query id>:<batch id>``, the identity of the
+    write; a task whose marker says it already committed this write skips it.
 kafka.*
     Any other librdkafka producer setting, passed through (``kafka.`` stripped), e.g.
-    ``kafka.compression.type=lz4``. ``enable.idempotence`` and ``acks`` cannot be weakened.
+    ``kafka.compression.type=lz4``. ``enable.idempotence`` and ``acks`` cannot be weakened;
+    ``kafka.transaction.timeout.ms`` bounds each transaction (default 10000 with
+    ``transactionalIdPrefix``, as Kafka Streams under exactly-once).
 
 Examples
 --------
@@ -75,6 +85,7 @@ from streamsdsl.io.errors import KafkaOptionError, KafkaSinkOptionError
 from streamsdsl.io.offsets import EARLIEST, LATEST, OffsetSpec, OffsetsJson
 
 __all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
     "FORBIDDEN_CONSUMER_OPTIONS",
     "FORBIDDEN_PRODUCER_OPTIONS",
     "KafkaSinkOptions",
@@ -94,7 +105,10 @@ FORBIDDEN_PRODUCER_OPTIONS = {
     "acks": "the sink always waits for all in-sync replicas (acks=all)",
     "key.serializer": "keys are written as the bytes of the 'key' column",
     "value.serializer": "values are written as the bytes of the 'value' column",
-    "transactional.id": "transactions are not supported; the sink is at-least-once",
+    "transactional.id": (
+        "the sink names its transactional producers itself; set the option 'transactionalIdPrefix' "
+        "(KafkaStreams: 'processing.guarantee' = 'exactly_once_v2') for exactly-once"
+    ),
 }
 #: ``kafka.*`` options of this data source itself, not passed to librdkafka.
 _OWN_KAFKA_OPTIONS = ("kafka.bootstrap.servers",)
@@ -304,6 +318,26 @@ class KafkaSourceOptions:
 
 
 # -- sink ---------------------------------------------------------------------------------
+#: ``transaction.timeout.ms`` of the exactly-once producers unless set (Kafka Streams' value under
+#: exactly-once: a crashed writer's open transaction holds back read_committed consumers this long).
+DEFAULT_TRANSACTION_TIMEOUT_MS = 10_000
+
+
+def _transactional_batch(raw: str | None, prefix: str | None) -> tuple[str, int] | None:
+    """Parse ``transactionalBatch`` (``<query id>:<batch id>``); required with a prefix."""
+    if prefix is None:
+        if raw:
+            raise KafkaSinkOptionError(
+                "option 'transactionalBatch' needs 'transactionalIdPrefix': it identifies a transactional write.")
+        return None
+    query, sep, batch = (raw or "").strip().rpartition(":")
+    if not sep or not query or not batch.isdigit():
+        raise KafkaSinkOptionError(
+            f"option 'transactionalBatch' must be '<query id>:<batch id>' with 'transactionalIdPrefix' (got {raw!r}), "
+            "e.g. 'c0ffee:12'.")
+    return query, int(batch)
+
+
 @dataclass(frozen=True)
 class KafkaSinkOptions:
     """Validated writer options (picklable; travels to the executors with the writer).
@@ -318,6 +352,15 @@ class KafkaSinkOptions:
     #: The run's client lease (`streamsdsl.io.leases`): the producer closes when it is released.
     lease: str | None = None
     producer_conf: dict[str, str] = field(default_factory=dict)
+    #: Exactly-once: the prefix of the tasks' ``transactional.id`` (None: at-least-once).
+    transactional_id_prefix: str | None = None
+    #: Exactly-once: ``(query id, batch id)``, the write's identity committed as each task's marker.
+    transactional_batch: tuple[str, int] | None = None
+
+    @property
+    def transaction_timeout_ms(self) -> int:
+        """``transaction.timeout.ms`` of the transactional producers."""
+        return int(self.producer_conf.get("transaction.timeout.ms", DEFAULT_TRANSACTION_TIMEOUT_MS))
 
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> KafkaSinkOptions:
@@ -353,8 +396,14 @@ class KafkaSinkOptions:
         producer_conf = _client_settings(
             opts, FORBIDDEN_PRODUCER_OPTIONS, KafkaSinkOptionError, skip=("kafka.flush.timeout.ms",)
         )
+        prefix = opts.get("transactionalidprefix", "").strip() or None
+        batch = _transactional_batch(opts.get("transactionalbatch"), prefix)
+        if prefix is not None:
+            raw_timeout = producer_conf.get("transaction.timeout.ms", str(DEFAULT_TRANSACTION_TIMEOUT_MS))
+            producer_conf["transaction.timeout.ms"] = str(
+                _positive_int(raw_timeout, "kafka.transaction.timeout.ms", KafkaSinkOptionError))
         return cls(bootstrap_servers=bootstrap, topic=topic, flush_timeout_ms=flush_ms, producer_conf=producer_conf,
-                   lease=opts.get("clientlease") or None)
+                   lease=opts.get("clientlease") or None, transactional_id_prefix=prefix, transactional_batch=batch)
 
     def client_conf(self) -> dict[str, Any]:
         """librdkafka producer configuration (idempotent, acks=all, murmur2 partitioner)."""

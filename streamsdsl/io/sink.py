@@ -16,11 +16,16 @@ Writes rows of `RAW_SINK_DDL` to the topic named by the option
   acknowledged, **before** it reports success; so a micro-batch only commits when every
   record of it is in Kafka (`produce_batches`).
 
-Delivery guarantee: **at-least-once.** The idempotent producer removes duplicates caused
-by its own retries within one task, but when a task or micro-batch is retried (a failure,
-a ``kill -9`` of the driver before the checkpoint's commit) its records are produced again.
-Consumers must tolerate duplicates (e.g. by key/upsert semantics). ``abort`` cannot take
-back records already acknowledged.
+Delivery guarantee: **at-least-once** by default. The idempotent producer removes duplicates
+caused by its own retries within one task, but when a task or micro-batch is retried (a
+failure, a ``kill -9`` of the driver before the checkpoint's commit) its records are produced
+again. Consumers must tolerate duplicates (e.g. by key/upsert semantics). ``abort`` cannot
+take back records already acknowledged.
+
+**Exactly-once** with the option ``transactionalIdPrefix`` (`produce_transactionally`): each
+task writes its rows in one Kafka transaction together with a marker of the write
+(``transactionalBatch``), so that a task that runs again after its write committed is
+recognised and skips it; ``read_committed`` consumers see each task's rows once.
 
 The options are listed in `streamsdsl.io.options` (`KafkaSinkOptions`).
 
@@ -38,6 +43,8 @@ Writing a streaming DataFrame of raw records needs a broker, so this is shown, n
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import threading
 import time
@@ -61,7 +68,13 @@ from pyspark.sql.types import (
 )
 
 from streamsdsl.io import leases
-from streamsdsl.io.errors import KafkaDeliveryError, KafkaSinkOptionError
+from streamsdsl.io.errors import (
+    KafkaDeliveryError,
+    KafkaProducerFencedError,
+    KafkaSinkOptionError,
+    KafkaTransactionError,
+    KafkaTransactionTimeoutError,
+)
 from streamsdsl.io.leases import LEASE_OPTION
 from streamsdsl.io.options import KafkaSinkOptions
 
@@ -73,6 +86,7 @@ __all__ = [
     "KafkaStreamWriter",
     "ProducedCommitMessage",
     "produce_batches",
+    "produce_transactionally",
     "validate_sink_schema",
 ]
 
@@ -216,8 +230,6 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     KafkaDeliveryError
         If a record failed or was not acknowledged within ``kafka.flush.timeout.ms``.
     """
-    from confluent_kafka import KafkaException
-
     failures: list[str] = []
     failed = 0
 
@@ -231,35 +243,8 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     conf = options.client_conf()
     producer = _get_producer(conf, options.lease)
     topic = options.topic
-    produce = producer.produce
-    count = 0
     try:
-        for batch in batches:
-            n = batch.num_rows
-            keys = _column(batch, "key") or [None] * n
-            values = _column(batch, "value") or [None] * n
-            stamps = _column(batch, "timestamp") or [None] * n
-            headers = _column(batch, "headers") or [None] * n
-            for key, value, ts, hdrs in zip(keys, values, stamps, headers, strict=True):
-                kwargs: dict[str, Any] = {}
-                if ts is not None:
-                    kwargs["timestamp"] = ts
-                if hdrs:
-                    kwargs["headers"] = _headers(hdrs)
-                while True:
-                    try:
-                        produce(topic, value, key, on_delivery=on_delivery, **kwargs)
-                        break
-                    except BufferError:
-                        producer.poll(0.05)  # local queue full: let deliveries drain
-                    except KafkaException as exc:
-                        raise KafkaDeliveryError(f"producing to topic {topic!r} failed: {exc}") from exc
-                if failed:
-                    break
-            count += n
-            producer.poll(0)
-            if failed:
-                break
+        count = _produce_rows(producer, topic, batches, on_delivery, lambda: failed)
         deadline = time.monotonic() + options.flush_timeout_ms / 1000
         remaining = producer.flush(options.flush_timeout_ms / 1000)
         while remaining and time.monotonic() < deadline:
@@ -284,6 +269,208 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     return count
 
 
+def _produce_rows(producer: Any, topic: str, batches: Iterator[pa.RecordBatch], on_delivery: Callable[..., None],
+                  failed: Callable[[], int]) -> int:
+    """Hand every row of ``batches`` to ``producer`` (polling when its queue is full); stops
+    early once ``failed()`` is non-zero. Returns the number of rows handed over."""
+    from confluent_kafka import KafkaException
+
+    produce = producer.produce
+    count = 0
+    for batch in batches:
+        n = batch.num_rows
+        keys = _column(batch, "key") or [None] * n
+        values = _column(batch, "value") or [None] * n
+        stamps = _column(batch, "timestamp") or [None] * n
+        headers = _column(batch, "headers") or [None] * n
+        for key, value, ts, hdrs in zip(keys, values, stamps, headers, strict=True):
+            kwargs: dict[str, Any] = {}
+            if ts is not None:
+                kwargs["timestamp"] = ts
+            if hdrs:
+                kwargs["headers"] = _headers(hdrs)
+            while True:
+                try:
+                    produce(topic, value, key, on_delivery=on_delivery, **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)  # local queue full: let deliveries drain
+                except KafkaException as exc:
+                    raise KafkaDeliveryError(f"producing to topic {topic!r} failed: {exc}") from exc
+            if failed():
+                return count
+        count += n
+        producer.poll(0)
+        if failed():
+            break
+    return count
+
+
+#: The partition whose consumer-group offset holds a task's marker (every topic has partition 0).
+_MARKER_PARTITION = 0
+#: librdkafka's codes for "this producer was fenced by a newer one with the same transactional.id".
+_FENCED_CODES = ("_FENCED", "PRODUCER_FENCED", "INVALID_PRODUCER_EPOCH")
+
+
+def _marker_metadata(query_id: str, batch_id: int, records: int) -> str:
+    return json.dumps({"query": query_id, "batch": batch_id, "records": records}, separators=(",", ":"))
+
+
+def _read_marker(consumer: Any, topic: str, deadline: float) -> dict[str, Any] | None:
+    """The marker the task's group committed last (``read_committed``: an offset still inside an
+    open transaction is waited for, KIP-447), or None. Retries the coordinator's transient errors
+    (not yet loaded, moved) until ``deadline``."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    while True:
+        try:
+            tp = consumer.committed([TopicPartition(topic, _MARKER_PARTITION)],
+                                    timeout=max(0.1, min(10.0, deadline - time.monotonic())))[0]
+            break
+        except KafkaException as exc:
+            err = exc.args[0]
+            if time.monotonic() >= deadline or not (err.retriable() or err.name() in (
+                    "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE",
+                    "UNSTABLE_OFFSET_COMMIT", "_TIMED_OUT")):
+                raise KafkaTransactionError(f"could not read the exactly-once marker of {topic!r}: {exc}") from exc
+            time.sleep(0.1)
+    if tp.offset < 0 or not tp.metadata:
+        return None
+    try:
+        marker = json.loads(tp.metadata)
+    except ValueError:
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def produce_transactionally(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch], partition: int) -> int:
+    """Exactly-once: produce one task's rows in one Kafka transaction; return how many it wrote.
+
+    The task's producer has ``transactional.id`` = ``<transactionalIdPrefix>-<partition>``, the
+    same every time this partition of this write runs (a retried task, a replayed micro-batch,
+    another instance of the application):
+
+    1. ``init_transactions`` fences every older producer with that id and completes (commits or
+       aborts) the transaction such a producer left open;
+    2. the marker of the consumer group named like the producer is read ``read_committed``: if it
+       names this write (``transactionalBatch``: the same query, this batch or a later one), the
+       write already committed and is skipped (returns 0);
+    3. otherwise the rows are produced in a transaction, and the marker (the batch id as the
+       group's offset of partition 0 of ``topic``, the identity as its metadata) is added with
+       ``send_offsets_to_transaction``; the commit makes rows and marker visible at once.
+
+    A task without rows writes nothing. The producer is new for every task (an old one kept in a
+    Python worker could only find out that it had been fenced by then).
+
+    Raises
+    ------
+    KafkaProducerFencedError
+        A newer producer with the same id took over while this one wrote (another instance of
+        the application): nothing of this task is committed.
+    KafkaTransactionTimeoutError
+        The transaction stayed open longer than ``transaction.timeout.ms``; it is aborted.
+    KafkaTransactionError, KafkaDeliveryError
+        Another failure; the transaction is aborted.
+    """
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    assert options.transactional_id_prefix is not None and options.transactional_batch is not None
+    query_id, batch_id = options.transactional_batch
+    topic = options.topic
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return 0
+    rows = itertools.chain([first], batches)
+    tid = f"{options.transactional_id_prefix}-{partition}"
+    conf = options.client_conf()
+    timeout_ms = options.transaction_timeout_ms
+    timeout_s = options.flush_timeout_ms / 1000
+    deadline = time.monotonic() + timeout_s
+    producer = Producer({**conf, "transactional.id": tid, "logger": _LOG})
+    shared = {k: v for k, v in conf.items() if k.startswith(("security.", "sasl.", "ssl.", "client.id"))}
+    consumer = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": tid,
+                         "isolation.level": "read_committed", "enable.auto.commit": False, "logger": _LOG, **shared})
+    failures: list[str] = []
+    failed = 0
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+            if len(failures) < 5:
+                failures.append(str(err))
+
+    what = f"the transaction of {tid!r} (micro-batch {batch_id}, topic {topic!r})"
+    started: float | None = None
+    try:
+        try:
+            producer.init_transactions(timeout_s)
+            marker = _read_marker(consumer, topic, deadline)
+            if marker is not None and marker.get("query") == query_id and int(marker.get("batch", -1)) >= batch_id:
+                _LOG.info("exactly-once: %s committed before (marker %s); skipped", what, marker)
+                return 0
+            producer.begin_transaction()
+            started = time.monotonic()
+            count = _produce_rows(producer, topic, rows, on_delivery, lambda: failed)
+            remaining = producer.flush(max(0.0, min(timeout_s, timeout_ms / 1000 - (time.monotonic() - started))))
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if elapsed_ms >= timeout_ms:
+                raise _timed_out(what, elapsed_ms, timeout_ms)
+            if failed or remaining:
+                raise KafkaTransactionError(
+                    f"{failed or remaining} record(s) of {what} were not delivered"
+                    + (f": {'; '.join(failures)}" if failures else f" within kafka.flush.timeout.ms={options.flush_timeout_ms}")
+                    + "; the transaction is aborted.")
+            offsets = [TopicPartition(topic, _MARKER_PARTITION, batch_id,
+                                      metadata=_marker_metadata(query_id, batch_id, count))]
+            producer.send_offsets_to_transaction(offsets, consumer.consumer_group_metadata(), timeout_s)
+            elapsed_ms = (time.monotonic() - started) * 1000
+            if elapsed_ms >= timeout_ms:
+                raise _timed_out(what, elapsed_ms, timeout_ms)
+            producer.commit_transaction(timeout_s)
+            return count
+        except KafkaException as exc:
+            err = exc.args[0]
+            elapsed_ms = 0.0 if started is None else (time.monotonic() - started) * 1000
+            if started is not None and elapsed_ms >= timeout_ms:
+                raise _timed_out(what, elapsed_ms, timeout_ms, err) from exc
+            if err.name() in _FENCED_CODES:
+                raise KafkaProducerFencedError(
+                    f"{what} was fenced: a newer producer with the same transactional.id took over, i.e. another "
+                    "instance of this application (same application.id) is running; this instance is a zombie and "
+                    f"stops, nothing of its transaction is visible ({err.str()})."
+                ) from exc
+            raise KafkaTransactionError(f"{what} failed: {err.str()}; the transaction is aborted.") from exc
+    except BaseException:
+        _abort(producer)
+        raise
+    finally:
+        consumer.close()
+
+
+def _timed_out(what: str, elapsed_ms: float, timeout_ms: int, cause: Any = None) -> KafkaTransactionTimeoutError:
+    return KafkaTransactionTimeoutError(
+        f"{what} was open {elapsed_ms:.0f} ms, longer than transaction.timeout.ms = {timeout_ms} ms: Kafka aborts a "
+        "transaction it does not see committed within that time, so the micro-batch fails and nothing of it is "
+        "visible. Raise the producer's 'transaction.timeout.ms' (KafkaStreams: 'producer.transaction.timeout.ms'; "
+        "at most the broker's transaction.max.timeout.ms, 900000 by default) or make micro-batches smaller "
+        "('max.offsets.per.trigger')." + (f" ({cause.str()})" if cause is not None else "")
+    )
+
+
+def _abort(producer: Any) -> None:
+    """Abort the producer's transaction if one is open (best effort), then drop what it queued."""
+    try:
+        producer.abort_transaction(5.0)
+    except Exception:  # noqa: BLE001 - no transaction, fenced or fatal: the broker aborts it (or has)
+        pass
+    try:
+        producer.purge()
+        producer.flush(0)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 class _ProducingWriter:
     """Mixin: a writer whose tasks produce their rows with `produce_batches`.
 
@@ -297,7 +484,14 @@ class _ProducingWriter:
         self._options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedCommitMessage:
-        """Produce one task's rows; returns only when all are acknowledged."""
+        """Produce one task's rows; returns only when all are acknowledged (with the option
+        ``transactionalIdPrefix``: committed in one transaction)."""
+        if self._options.transactional_id_prefix is not None:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            partition = context.partitionId() if context is not None else 0
+            return ProducedCommitMessage(produce_transactionally(self._options, iterator, partition))
         return ProducedCommitMessage(produce_batches(self._options, iterator))
 
 

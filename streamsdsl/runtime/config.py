@@ -53,14 +53,18 @@ class StreamsConfigError(StreamsDslError, ValueError):
 
 # -- typed values ---------------------------------------------------------------------------
 class ProcessingGuarantee(enum.StrEnum):
-    """``processing.guarantee``: only at-least-once.
+    """``processing.guarantee``: ``at_least_once`` (the default) or ``exactly_once_v2``.
 
-    The Kafka sink writes without transactions, and a micro-batch interrupted before its
-    checkpoint commit is written again after a restart; Kafka Streams' exactly-once values
-    are rejected with that explanation.
+    At-least-once: a micro-batch interrupted before its checkpoint commit is written again after
+    a restart. Exactly-once: every write is a Kafka transaction that commits a marker of the
+    micro-batch with the records, so a replayed batch is recognised and skipped, and a newer
+    instance with the same ``application.id`` fences the older one (the docs page *Kafka in
+    and out* has the protocol). Kafka Streams' older values ``exactly_once`` and
+    ``exactly_once_beta`` (removed in Kafka Streams 4.0) are refused, naming ``exactly_once_v2``.
     """
 
     AT_LEAST_ONCE = "at_least_once"
+    EXACTLY_ONCE_V2 = "exactly_once_v2"
 
 
 class OffsetReset(enum.StrEnum):
@@ -82,7 +86,9 @@ class Connector(enum.StrEnum):
 
 
 _E = TypeVar("_E", bound=enum.StrEnum)
-_EXACTLY_ONCE = ("exactly_once", "exactly_once_beta", "exactly_once_v2")
+_OLD_EXACTLY_ONCE = ("exactly_once", "exactly_once_beta")
+#: librdkafka's bounds of ``transaction.timeout.ms``.
+_TRANSACTION_TIMEOUT_MIN_MS = 1000
 _APP_ID = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _HANDLER_KEY = "default.deserialization.exception.handler"
 #: Configuration keys `StreamsConfig` understands (besides the prefixes below).
@@ -205,14 +211,33 @@ def _bootstrap_servers(config: Mapping[str, Any]) -> str:
 
 def _processing_guarantee(config: Mapping[str, Any]) -> ProcessingGuarantee:
     guarantee = _lower_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE.value)
-    if guarantee in _EXACTLY_ONCE:
+    if guarantee in _OLD_EXACTLY_ONCE:
         raise StreamsConfigError(
-            f"'processing.guarantee' = {guarantee!r} is not supported: the Kafka sink writes without "
-            "transactions and a micro-batch interrupted before its checkpoint commit is written again "
-            "after a restart, so output can contain duplicates. Set 'processing.guarantee' to "
-            "'at_least_once' (the default) and make consumers tolerate duplicates (e.g. upsert by key)."
+            f"'processing.guarantee' = {guarantee!r} was removed in Kafka Streams 4.0 and is not supported; "
+            "set it to 'exactly_once_v2' for exactly-once (Kafka transactions, brokers 2.5 or newer)."
         )
-    return _enum_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE)
+    value = _enum_value(config, "processing.guarantee", ProcessingGuarantee.AT_LEAST_ONCE)
+    if value is ProcessingGuarantee.EXACTLY_ONCE_V2:
+        _check_transactional_producer(config)
+    return value
+
+
+def _check_transactional_producer(config: Mapping[str, Any]) -> None:
+    """Under exactly-once: the producer settings the transactions depend on."""
+    if "producer.transactional.id" in config:
+        raise StreamsConfigError(
+            "'producer.transactional.id' cannot be set with 'processing.guarantee' = 'exactly_once_v2': the sink "
+            "names its transactional producers itself (<application.id>-<sink>-<partition>, so that a restarted "
+            "or second instance fences the first); remove it."
+        )
+    for key, value in (("producer.enable.idempotence", "true"), ("producer.acks", "all")):
+        raw = config.get(key)
+        if raw is not None and str(raw).strip().lower() not in (value, "-1" if value == "all" else value):
+            raise StreamsConfigError(
+                f"'{key}' = {raw!r} contradicts 'processing.guarantee' = 'exactly_once_v2', which needs "
+                f"{key.removeprefix('producer.')}={value}; remove the setting."
+            )
+    _int_value(config, "producer.transaction.timeout.ms", None, minimum=_TRANSACTION_TIMEOUT_MIN_MS)
 
 
 def _deserialization_handler(config: Mapping[str, Any]) -> DeserializationHandler:
@@ -306,7 +331,8 @@ class StreamsConfig:
         ``commit.interval.ms`` (default 1000): the micro-batch trigger interval. Each
         micro-batch ends with a checkpoint commit, so this is how often progress is committed.
     processing_guarantee : ProcessingGuarantee
-        ``processing.guarantee``: only ``at_least_once``.
+        ``processing.guarantee``: ``at_least_once`` (default) or ``exactly_once_v2`` (Kafka
+        transactions; ``producer.transaction.timeout.ms`` bounds each write, default 10000).
     max_offsets_per_trigger : int or None
         ``max.offsets.per.trigger``: at most this many offsets per source and micro-batch.
     auto_offset_reset : OffsetReset
@@ -419,6 +445,11 @@ class StreamsConfig:
         )
 
     # -- derived settings -----------------------------------------------------------------
+    @property
+    def exactly_once(self) -> bool:
+        """``processing.guarantee`` is ``exactly_once_v2``."""
+        return self.processing_guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2
+
     @property
     def app_dir(self) -> str:
         """``state.dir/application.id``: everything the application keeps on disk."""

@@ -9,7 +9,7 @@ state, which `KafkaStreams` changes itself.
 from __future__ import annotations
 
 from streamsdsl.errors import RecordError, StreamsDslError
-from streamsdsl.io.errors import find_source_error
+from streamsdsl.io.errors import find_source_error, find_transaction_error
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.errors import StreamsError
 from streamsdsl.runtime.session import python_worker_error
@@ -20,7 +20,8 @@ __all__ = ["locate", "query_error"]
 def query_error(exc: BaseException, topology: Topology, application_id: str) -> StreamsDslError:
     """The error a failed query raises: the `RecordError` a worker carried (with the record's
     topic, partition and offset from `locate`), else the Kafka source's error
-    (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else a
+    (`streamsdsl.io.errors.KafkaSourceError`: broker timeout, re-created topic), else the sink's
+    transaction error (`streamsdsl.io.errors.KafkaTransactionError`: fenced, timed out), else a
     `streamsdsl.runtime.session.PythonWorkerError` when the Python workers cannot import
     streamsdsl or a package it needs (they run another interpreter), else (a checkpoint written
     before stateful operators passed event time on, `_OLD_TIME_MODE`) a `StreamsError` naming
@@ -33,6 +34,9 @@ def query_error(exc: BaseException, topology: Topology, application_id: str) -> 
     source_error = find_source_error(exc)  # the Kafka source failed (broker timeout, re-created topic)
     if source_error is not None:
         return source_error
+    transaction_error = find_transaction_error(exc)  # exactly-once: fenced by a newer instance, a timeout
+    if transaction_error is not None:
+        return transaction_error
     worker_error = python_worker_error(exc)  # the workers' interpreter lacks streamsdsl (PYSPARK_PYTHON)
     if worker_error is not None:
         return worker_error

@@ -6,6 +6,13 @@ Each micro-batch, the rows of every sink are produced to its topic with the
 configured. The sink counts what it wrote, for `KafkaStreams.metrics`. pyspark is imported
 lazily.
 
+Under ``processing.guarantee = exactly_once_v2`` every write is transactional
+(`streamsdsl.io.sink.produce_transactionally`): the tasks' producers are named
+``<application.id>-<sink name>-<partition>`` and commit the marker ``<query id>:<batch id>``
+with their records, and the application registers itself in an `InstanceFence`, which a newer
+instance with the same ``application.id`` replaces (the docs page *Kafka in and out* has the
+protocol).
+
 Examples
 --------
 >>> from streamsdsl.runtime.config import StreamsConfig
@@ -17,9 +24,13 @@ Examples
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
-from typing import TYPE_CHECKING
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -27,12 +38,94 @@ if TYPE_CHECKING:
     from streamsdsl.compiler import CompiledSink
     from streamsdsl.runtime.config import StreamsConfig
 
-__all__ = ["KafkaTopicSink"]
+__all__ = ["DEAD_LETTER_WRITER", "InstanceFence", "KafkaTopicSink"]
 
 log = logging.getLogger("streamsdsl")
 
 #: How many skipped records of one micro-batch are logged one by one.
 _LOGGED_SKIPS = 10
+
+
+#: The writer name in the dead-letter topic's transactional ids (sink names are processor names).
+DEAD_LETTER_WRITER = "dead-letters"
+
+
+class InstanceFence:
+    """Exactly-once: the application instance's registration, which a newer instance replaces.
+
+    `acquire` (at start) commits a new instance id as the metadata of the offset of partition 0
+    of ``marker_topic`` for the consumer group ``<application.id>-instance``; `check` (before
+    each micro-batch writes) reads it back and raises
+    `streamsdsl.io.errors.KafkaProducerFencedError` once another instance registered after this
+    one: a zombie stops before it writes another batch. The writes themselves are fenced per task
+    by their transactional producers (`streamsdsl.io.sink.produce_transactionally`), whatever the
+    timing; this check makes the old instance stop for certain, at its next batch. A plain
+    offset fetch: a long-lived transactional producer in the driver was tried and its
+    ``send_offsets_to_transaction`` hung past its timeout after a broker restart.
+    """
+
+    def __init__(self, config: StreamsConfig, marker_topic: str) -> None:
+        self._config = config
+        self._marker_topic = marker_topic
+        self.group = f"{config.application_id}-instance"
+        self.instance = uuid.uuid4().hex
+        self._consumer: Any = None
+
+    def _offsets(self, metadata: str | None = None) -> list[Any]:
+        from confluent_kafka import TopicPartition
+
+        return [TopicPartition(self._marker_topic, 0, 0, metadata=metadata)] if metadata else [
+            TopicPartition(self._marker_topic, 0)]
+
+    def acquire(self, timeout_s: float = 60.0) -> None:
+        """Register this instance (every older one is fenced from its next micro-batch on)."""
+        from confluent_kafka import Consumer
+
+        self._consumer = Consumer({**self._config.admin_conf, "group.id": self.group, "enable.auto.commit": False,
+                                   "logger": log})
+        self._retry(lambda: self._consumer.commit(offsets=self._offsets(self.instance), asynchronous=False),
+                    "register the instance", timeout_s)
+
+    def _retry(self, call: Any, what: str, timeout_s: float) -> Any:
+        from confluent_kafka import KafkaException
+
+        from streamsdsl.io.errors import KafkaTransactionError
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return call()
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise KafkaTransactionError(
+                        f"KafkaStreams {self._config.application_id!r} (processing.guarantee = exactly_once_v2) could "
+                        f"not {what} (consumer group {self.group!r}) within {timeout_s:.0f} s: {exc.args[0].str()}. "
+                        "Check 'bootstrap.servers'."
+                    ) from exc
+                time.sleep(0.2)
+
+    def check(self, batch_id: int, timeout_s: float = 60.0) -> None:
+        """Fail with `KafkaProducerFencedError` if another instance registered after this one."""
+        from streamsdsl.io.errors import KafkaProducerFencedError
+
+        if self._consumer is None:
+            self.acquire(timeout_s)
+        tp = self._retry(lambda: self._consumer.committed(self._offsets(), timeout=10)[0], "read the instance",
+                         timeout_s)
+        if tp.metadata != self.instance:
+            self.close()
+            raise KafkaProducerFencedError(
+                f"KafkaStreams {self._config.application_id!r} was fenced before micro-batch {batch_id}: another "
+                f"instance with the same application.id started after this one (consumer group {self.group!r}); "
+                "this instance is a zombie and stops without writing the batch. Run one instance per "
+                "application.id (sharing its state.dir) at a time."
+            )
+
+    def close(self) -> None:
+        """Drop the consumer (the registration stays until a newer instance replaces it)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
 
 
 class KafkaTopicSink:
@@ -61,25 +154,69 @@ class KafkaTopicSink:
         if lease:
             self._options[LEASE_OPTION] = lease
         self._lock = threading.Lock()
+        #: Exactly-once: the instance's fence (`open`), the query id of the checkpoint, the last batch checked.
+        self.exactly_once = config.exactly_once
+        self._fence: InstanceFence | None = None
+        self._query_id: str | None = None
+        self._fenced_batch = -1
         #: Records written to sink topics: in total, and per micro-batch not yet logged.
         self.emitted_total = 0
         self.emitted: dict[int, int] = {}
         self.dead_letters = 0
 
-    def _write(self, rows: DataFrame, topic: str) -> int:
+    def open(self, marker_topic: str) -> None:
+        """Exactly-once: register the instance (fencing older ones); ``marker_topic`` (a sink
+        topic) holds the fence's offset. Does nothing under at-least-once."""
+        if self.exactly_once and self._fence is None:
+            self._fence = InstanceFence(self._config, marker_topic)
+            self._fence.acquire()
+
+    def close(self) -> None:
+        """Release the fence (exactly-once)."""
+        fence, self._fence = self._fence, None
+        if fence is not None:
+            fence.close()
+
+    def _query_identity(self) -> str:
+        """The id of the checkpoint's query (Spark keeps it in ``checkpoint/metadata`` across restarts;
+        a new checkpoint has a new one), read once."""
+        if self._query_id is None:
+            path = os.path.join(self._config.checkpoint_location, "metadata")
+            for _ in range(100):  # written when the query is created, before its first batch
+                if os.path.exists(path):
+                    break
+                time.sleep(0.05)
+            with open(path, encoding="utf-8") as f:
+                self._query_id = str(json.loads(f.readline())["id"])
+        return self._query_id
+
+    def _transactional_options(self, writer: str, batch_id: int) -> dict[str, str]:
+        """Exactly-once: the fence checked once per batch, and the options of a transactional write."""
+        if self._fence is not None and self._fenced_batch != batch_id:
+            self._fence.check(batch_id)
+            self._fenced_batch = batch_id
+        return {
+            "transactionalIdPrefix": f"{self._config.application_id}-{writer}",
+            "transactionalBatch": f"{self._query_identity()}:{batch_id}",
+        }
+
+    def _write(self, rows: DataFrame, topic: str, writer: str, batch_id: int) -> int:
         from streamsdsl.io import SOURCE_NAME
         from streamsdsl.runtime.streaming import SINK_COLUMNS
 
         count = rows.count()  # the batch is persisted: a cheap JVM job, and skips empty writes
         if count:
+            options = dict(self._options)
+            if self.exactly_once:
+                options.update(self._transactional_options(writer, batch_id))
             rows.select(*SINK_COLUMNS).write.format(SOURCE_NAME).mode("append").options(
-                **self._options
+                **options
             ).option("topic", topic).save()
         return count
 
     def write_batch(self, sink: CompiledSink, rows: DataFrame, batch_id: int) -> None:
         """Produce one sink's rows of micro-batch ``batch_id`` to ``sink.topic``."""
-        n = self._write(rows, sink.topic)
+        n = self._write(rows, sink.topic, sink.node.name, batch_id)
         with self._lock:
             self.emitted_total += n
             self.emitted[batch_id] = self.emitted.get(batch_id, 0) + n
@@ -101,6 +238,6 @@ class KafkaTopicSink:
             log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
         dlq = self._config.dead_letter_topic
         if dlq:
-            n = self._write(rows, dlq)
+            n = self._write(rows, dlq, DEAD_LETTER_WRITER, batch_id)
             with self._lock:
                 self.dead_letters += n

@@ -184,6 +184,43 @@ class TestSinkOptions:
             "acks": "all",
         }
 
+    def test_transactional_options(self) -> None:
+        """``transactionalIdPrefix`` and ``transactionalBatch`` parsed; the transaction timeout defaults to
+        10000 ms (Kafka Streams under exactly-once) and passes to librdkafka."""
+        opts = KafkaSinkOptions.from_options({"kafka.bootstrap.servers": "h:1", "topic": "out",
+                                              "transactionalIdPrefix": "app-KSTREAM-SINK-0000000001",
+                                              "transactionalBatch": "9f0c-11:42"})
+        assert (opts.transactional_id_prefix, opts.transactional_batch) == ("app-KSTREAM-SINK-0000000001", ("9f0c-11", 42))
+        assert (opts.transaction_timeout_ms, opts.client_conf()["transaction.timeout.ms"]) == (10000, "10000")
+        custom = KafkaSinkOptions.from_options({"kafka.bootstrap.servers": "h:1", "topic": "out", "transactionalIdPrefix": "a",
+                                                "transactionalBatch": "q:0", "kafka.transaction.timeout.ms": "30000"})
+        assert custom.transaction_timeout_ms == 30000
+
+    @pytest.mark.parametrize("batch", [None, "42", "q:", "q:-1", ":3"])
+    def test_transactional_batch_is_required_with_a_prefix(self, batch: str | None) -> None:
+        """A transactional write needs its identity ``<query id>:<batch id>``."""
+        options = {"kafka.bootstrap.servers": "h:1", "topic": "t", "transactionalIdPrefix": "a"}
+        if batch is not None:
+            options["transactionalBatch"] = batch
+        assert _sink_error(**options) == (
+            f"option 'transactionalBatch' must be '<query id>:<batch id>' with 'transactionalIdPrefix' (got {batch!r}), "
+            "e.g. 'c0ffee:12'.",
+        )
+
+    def test_transactional_batch_without_prefix(self) -> None:
+        """A batch identity alone is a mistake: refused, naming the missing option."""
+        assert _sink_error(**{"kafka.bootstrap.servers": "h:1", "topic": "t", "transactionalBatch": "q:1"}) == (
+            "option 'transactionalBatch' needs 'transactionalIdPrefix': it identifies a transactional write.",
+        )
+
+    def test_transactional_id_is_the_sinks_own(self) -> None:
+        """``kafka.transactional.id`` is refused, naming the option that enables exactly-once."""
+        assert _sink_error(**{"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.transactional.id": "x"}) == (
+            "option 'kafka.transactional.id' is not supported: the sink names its transactional producers itself; set "
+            "the option 'transactionalIdPrefix' (KafkaStreams: 'processing.guarantee' = 'exactly_once_v2') for "
+            "exactly-once.",
+        )
+
 
 class TestBothOptions:
     """What the source and the sink check alike, each with its own error type."""

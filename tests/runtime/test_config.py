@@ -154,25 +154,53 @@ class TestIntegers:
 
 
 class TestProcessingGuarantee:
-    @pytest.mark.parametrize("value", ["exactly_once", "exactly_once_beta", "EXACTLY_ONCE_V2"])
-    def test_exactly_once_is_rejected_with_the_reason(self, value: str) -> None:
-        """Kafka Streams' exactly-once values explain why only at-least-once is possible."""
+    @pytest.mark.parametrize("value", ["exactly_once", "EXACTLY_ONCE_BETA"])
+    def test_removed_exactly_once_values_name_exactly_once_v2(self, value: str) -> None:
+        """Kafka Streams' exactly-once values removed in 4.0 are refused, naming the one to use."""
         assert error({**BASE, "processing.guarantee": value}) == (
-            f"'processing.guarantee' = {value.lower()!r} is not supported: the Kafka sink writes without "
-            "transactions and a micro-batch interrupted before its checkpoint commit is written again after a "
-            "restart, so output can contain duplicates. Set 'processing.guarantee' to 'at_least_once' (the "
-            "default) and make consumers tolerate duplicates (e.g. upsert by key)."
+            f"'processing.guarantee' = {value.lower()!r} was removed in Kafka Streams 4.0 and is not supported; "
+            "set it to 'exactly_once_v2' for exactly-once (Kafka transactions, brokers 2.5 or newer)."
         )
 
     def test_other_values_are_rejected(self) -> None:
-        """Any other value names the one accepted value."""
+        """Any other value names the accepted values."""
         assert error({**BASE, "processing.guarantee": "at_most_once"}) == (
-            "'processing.guarantee' must be 'at_least_once' (got 'at_most_once')."
+            "'processing.guarantee' must be 'at_least_once' or 'exactly_once_v2' (got 'at_most_once')."
         )
 
     def test_at_least_once_is_parsed_to_the_enum(self) -> None:
         """'AT_LEAST_ONCE' in any case is ProcessingGuarantee.AT_LEAST_ONCE."""
-        assert config(processing_guarantee=" AT_LEAST_ONCE ").processing_guarantee is ProcessingGuarantee.AT_LEAST_ONCE
+        c = config(processing_guarantee=" AT_LEAST_ONCE ")
+        assert (c.processing_guarantee, c.exactly_once) == (ProcessingGuarantee.AT_LEAST_ONCE, False)
+
+    def test_exactly_once_v2_is_parsed_to_the_enum(self) -> None:
+        """'EXACTLY_ONCE_V2' in any case is ProcessingGuarantee.EXACTLY_ONCE_V2; the producer settings pass on."""
+        c = config(processing_guarantee="EXACTLY_ONCE_V2", producer_transaction_timeout_ms="30000")
+        assert (c.processing_guarantee, c.exactly_once) == (ProcessingGuarantee.EXACTLY_ONCE_V2, True)
+        assert c.sink_options() == {"kafka.bootstrap.servers": "k:9092", "kafka.transaction.timeout.ms": "30000"}
+
+    def test_exactly_once_refuses_a_transactional_id(self) -> None:
+        """The sink names its transactional producers; a user's transactional.id is refused with why."""
+        assert error({**BASE, "processing.guarantee": "exactly_once_v2", "producer.transactional.id": "mine"}) == (
+            "'producer.transactional.id' cannot be set with 'processing.guarantee' = 'exactly_once_v2': the sink "
+            "names its transactional producers itself (<application.id>-<sink>-<partition>, so that a restarted or "
+            "second instance fences the first); remove it."
+        )
+
+    @pytest.mark.parametrize(("key", "value", "needs"), [
+        ("producer.enable.idempotence", "false", "enable.idempotence=true"), ("producer.acks", "1", "acks=all")])
+    def test_exactly_once_refuses_weaker_producer_settings(self, key: str, value: str, needs: str) -> None:
+        """Idempotence off or acks other than all contradict transactions: refused, naming the setting."""
+        assert error({**BASE, "processing.guarantee": "exactly_once_v2", key: value}) == (
+            f"'{key}' = {value!r} contradicts 'processing.guarantee' = 'exactly_once_v2', which needs {needs}; "
+            "remove the setting."
+        )
+
+    def test_exactly_once_transaction_timeout_has_librdkafkas_minimum(self) -> None:
+        """``producer.transaction.timeout.ms`` below 1000 (librdkafka's minimum) is refused."""
+        assert error({**BASE, "processing.guarantee": "exactly_once_v2", "producer.transaction.timeout.ms": 500}) == (
+            "'producer.transaction.timeout.ms' must be an integer >= 1000 (got 500)."
+        )
 
 
 class TestOffsetReset:

@@ -1,0 +1,284 @@
+"""``processing.guarantee = exactly_once_v2`` against the test broker (issue 27, item 3).
+
+What a ``read_committed`` consumer of the sink sees, under the faults exactly-once is for:
+
+* the application SIGKILLed three times at seeded random points and restarted on its
+  checkpoint: every (key, count) once, exact final counts, counts never go back;
+* the broker restarted while a transaction is open: the same;
+* a second instance with the same ``application.id`` fences the first, which stops at its next
+  micro-batch with `KafkaProducerFencedError` and writes nothing more;
+* a transaction open longer than ``transaction.timeout.ms`` (the broker frozen during a large
+  write): `KafkaTransactionTimeoutError` naming the option; nothing of the batch is visible.
+
+The protocol is in ``docs/kafka.md`` (*Exactly-once*).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.test_faults import (
+    _AppProcess,
+    _assert_counts_never_go_back,
+    _count_topology,
+    _produce_keyed,
+    _wait_for,
+)
+from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+from streamsdsl.io.errors import KafkaTransactionTimeoutError
+from streamsdsl.runtime.app import KafkaStreams, State
+from streamsdsl.runtime.lifecycle import StreamThreadExceptionResponse
+from streamsdsl.testing.local_kafka import LocalKafka
+
+pytestmark = [pytest.mark.integration]
+
+T = 1_700_000_000_000
+
+
+# -- read_committed helpers -------------------------------------------------------------------
+def _ends(kafka: LocalKafka, topic: str, isolation: str) -> int:
+    """Partition 0's end: the high watermark (``read_uncommitted``) or the last stable offset
+    (``read_committed``, below every open transaction)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
+                         "isolation.level": isolation})
+    try:
+        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30, cached=False)[1])
+    finally:
+        consumer.close()
+
+
+def _transaction_open(kafka: LocalKafka, topic: str) -> bool:
+    """Records of an open transaction are in partition 0 (its end is above its last stable offset)."""
+    return _ends(kafka, topic, "read_uncommitted") > _ends(kafka, topic, "read_committed")
+
+
+def _committed(kafka: LocalKafka, topic: str, timeout: float = 60) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of partition 0 a ``read_committed`` consumer reads, as (key, value), in order."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while True:
+            assert time.monotonic() < deadline, f"read_committed of {topic} did not reach its end"
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(str(m.error()))
+            out.append((m.key(), m.value()))
+    finally:
+        consumer.close()
+
+
+def _committed_counts(kafka: LocalKafka, topic: str) -> list[tuple[str, int]]:
+    out = []
+    for key, value in _committed(kafka, topic):
+        assert key is not None and value is not None
+        out.append((key.decode(), int.from_bytes(value, "big", signed=True)))
+    return out
+
+
+def _assert_exactly_once(out: list[tuple[str, int]], expected: dict[str, int]) -> None:
+    """Exact final counts, every (key, count) once, counts never going back."""
+    assert {key: count for key, count in out} == expected
+    duplicates = [pair for pair, n in Counter(out).items() if n > 1]
+    assert duplicates == [], duplicates[:10]
+    _assert_counts_never_go_back(out)
+
+
+# -- SIGKILL x 3 ---------------------------------------------------------------------------------
+KEYS = 100
+RECORDS = 6_000  # 60 per key, 3 partitions
+MAX_OFFSETS = 600  # per micro-batch: 10 batches
+CRASHES = 3
+
+
+@pytest.mark.slow
+def test_sigkill_three_times_read_committed_sees_every_count_once(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
+) -> None:
+    """Kill -9 the exactly-once application (process group: driver, JVM, Python workers) three
+    times, each at a seeded random point after it wrote in that run (often inside a task's
+    transaction), restart it on its checkpoint, then drain. A ``read_committed`` reader of the
+    sink: 0 duplicates, 0 lost (each key's final count exact), counts never go back."""
+    rng = random.Random(27)
+    source, sink = new_topic(3), new_topic(1)
+    _produce_keyed(kafka, source, RECORDS, KEYS, 3)
+    args = [
+        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink,
+        "--app-id", f"eos-crash-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp_path / "state"),
+        "--max-offsets", str(MAX_OFFSETS), "--exactly-once",
+    ]
+    aborted_seen = 0
+    for run in range(CRASHES):
+        before = _ends(kafka, sink, "read_uncommitted")
+        app = _AppProcess(args, tmp_path / f"run-{run}.log")
+        try:
+            app.wait_running(180)
+            _wait_for(lambda: _ends(kafka, sink, "read_uncommitted") > before  # noqa: B023
+                      or app.proc.poll() is not None, 180, f"output of run {run}", poll=0.1)
+            assert app.proc.poll() is None, f"run {run} exited:\n{app.output()[-3000:]}"
+            time.sleep(rng.uniform(0.0, 2.0))
+        finally:
+            app.kill()
+        aborted_seen += _transaction_open(kafka, sink)  # the kill left a transaction open
+
+    final = _AppProcess([*args, "--drain"], tmp_path / "final.log")
+    try:
+        final.proc.wait(timeout=300)
+    finally:
+        final.kill()
+    assert final.proc.returncode == 0 and "DRAINED" in final.output(), final.output()[-3000:]
+
+    out = _committed_counts(kafka, sink)
+    _assert_exactly_once(out, {f"k{k:03d}": RECORDS // KEYS for k in range(KEYS)})
+    # the crashes hit a running stream: records of aborted or killed writes are in the log, not read
+    assert _ends(kafka, sink, "read_uncommitted") > len(out), aborted_seen
+
+
+# -- the broker restarted inside a transaction -----------------------------------------------------
+def _eos_config(streams_config: Callable[..., dict[str, object]], name: str, **extra: object) -> dict[str, object]:
+    return streams_config(name, {"processing.guarantee": "exactly_once_v2", **extra})
+
+
+@pytest.mark.spark
+def test_broker_restart_inside_a_transaction_loses_and_duplicates_nothing(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    app_factory: Callable[..., KafkaStreams],
+) -> None:
+    """The broker is restarted (stopped, started on its log directory) at a moment a task's
+    transaction is open (its records are in the log above the last stable offset). The write
+    waits or fails and its micro-batch is run again (``REPLACE_THREAD``): a ``read_committed``
+    reader sees every (key, count) once and the exact final counts."""
+    source, sink = new_topic(3), new_topic(1)
+    _produce_keyed(kafka, source, 12_000, 300, 3)
+    app = app_factory(_count_topology(source, sink), _eos_config(
+        streams_config, "eos-restart", **{"max.offsets.per.trigger": 1_500, "producer.transaction.timeout.ms": 60_000}))
+    app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
+    app.start()
+    _wait_for(lambda: _transaction_open(kafka, sink), 120, "an open transaction", poll=0.02)
+    kafka.restart()
+    app.process_all_available()
+    assert app.state() is State.RUNNING
+    assert app.close(60)
+    _assert_exactly_once(_committed_counts(kafka, sink), {f"k{k:03d}": 40 for k in range(300)})
+
+
+# -- a zombie fenced -----------------------------------------------------------------------------
+@pytest.mark.slow
+def test_second_instance_fences_the_first(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    app_factory: Callable[..., KafkaStreams],
+    tmp_path: Path,
+) -> None:
+    """Instance A (a process) counts the first 600 records; instance B (this process, same
+    ``application.id``, its own checkpoint) starts and fences A. New records arrive: A stops at
+    its next micro-batch with `KafkaProducerFencedError` and writes nothing more; B writes
+    every count. The sink, read_committed: A's output, then B's (each (key, count) of B once),
+    exact final counts."""
+    source, sink = new_topic(3), new_topic(1)
+    _produce_keyed(kafka, source, 600, 30, 3)
+    app_id = f"eos-zombie-{uuid.uuid4().hex[:6]}"
+    zombie = _AppProcess([
+        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink, "--app-id", app_id,
+        "--state-dir", str(tmp_path / "a"), "--max-offsets", "10000", "--exactly-once",
+    ], tmp_path / "a.log")
+    try:
+        zombie.wait_running(180)
+        _wait_for(lambda: dict(_committed_counts(kafka, sink)) == {f"k{k:03d}": 20 for k in range(30)}, 180,
+                  "A's counts of the first records")
+        first = _committed_counts(kafka, sink)
+
+        config = {**_eos_config(streams_config, "unused"), "application.id": app_id}
+        b = app_factory(_count_topology(source, sink), config)
+        b.start()  # fences A
+        b.process_all_available()
+        _produce_keyed(kafka, source, 300, 30, 3, first=600)
+        _wait_for(lambda: zombie.proc.poll() is not None, 120, "A stops")
+        b.process_all_available()
+        assert b.close(60)
+    finally:
+        zombie.kill()
+
+    assert zombie.proc.returncode == 1
+    stopped = [line for line in zombie.output().splitlines() if line.startswith("STOPPED")]
+    assert len(stopped) == 1, zombie.output()[-3000:]
+    assert re.fullmatch(
+        rf"STOPPED State\.ERROR KafkaProducerFencedError: KafkaStreams '{app_id}' was fenced before micro-batch \d+: "
+        rf"another instance with the same application\.id started after this one \(consumer group '{app_id}-instance'\); "
+        r"this instance is a zombie and stops without writing the batch\. Run one instance per application\.id "
+        r"\(sharing its state\.dir\) at a time\.", stopped[0]), stopped[0]
+
+    out = _committed_counts(kafka, sink)
+    assert out[: len(first)] == first  # A wrote nothing after B started
+    rest = out[len(first):]
+    _assert_exactly_once(rest, {f"k{k:03d}": 30 for k in range(30)})
+    assert {(f"k{k:03d}", 20) for k in range(30)} <= set(rest)  # B's own first counts (its own checkpoint)
+
+
+# -- a transaction longer than transaction.timeout.ms --------------------------------------------------
+TIMEOUT_MESSAGE = re.compile(
+    r"the transaction of '(?P<tid>[\w.-]+)' \(micro-batch 0, topic '(?P<topic>[\w.-]+)'\) was open (?P<ms>\d+) ms, "
+    r"longer than transaction\.timeout\.ms = 1000 ms: Kafka aborts a transaction it does not see committed within "
+    r"that time, so the micro-batch fails and nothing of it is visible\. Raise the producer's "
+    r"'transaction\.timeout\.ms' \(KafkaStreams: 'producer\.transaction\.timeout\.ms'; at most the broker's "
+    r"transaction\.max\.timeout\.ms, 900000 by default\) or make micro-batches smaller \('max\.offsets\.per\.trigger'\)\."
+    r"( \(.+\))?"
+)
+
+
+@pytest.mark.spark
+def test_transaction_longer_than_its_timeout_fails_naming_the_option(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+    app_factory: Callable[..., KafkaStreams],
+) -> None:
+    """``producer.transaction.timeout.ms`` = 1000 and a micro-batch of 60,000 records in one
+    task (one input partition, a copy topology); the broker is frozen for 2.5 s while the task's
+    transaction is open. The application fails with `KafkaTransactionTimeoutError` naming the
+    option and the fix; a ``read_committed`` reader sees none of the batch."""
+    source, sink = new_topic(1), new_topic(1)
+    kafka.produce(source, [(f"k{i}".encode(), b"v" * 100, T + i, 0) for i in range(60_000)], timeout=120)
+    builder = StreamsBuilder()
+    builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String())).to(
+        sink, Produced.with_serdes(Serdes.String(), Serdes.String()))
+    app = app_factory(builder.build(), _eos_config(streams_config, "eos-timeout",
+                                                   **{"producer.transaction.timeout.ms": 1_000}))
+    seen: list[Any] = []
+    app.set_uncaught_exception_handler(lambda error: seen.append(error) or StreamThreadExceptionResponse.SHUTDOWN_CLIENT)
+    app.start()
+    _wait_for(lambda: _transaction_open(kafka, sink), 120, "the batch's open transaction", poll=0.02)
+    kafka.pause()
+    try:
+        time.sleep(2.5)
+    finally:
+        kafka.unpause()
+    _wait_for(lambda: app.state() is State.ERROR, 120, "state ERROR")
+    assert len(seen) == 1 and isinstance(seen[0], KafkaTransactionTimeoutError), seen
+    match = TIMEOUT_MESSAGE.fullmatch(str(seen[0]))
+    assert match is not None, str(seen[0])
+    assert match["topic"] == sink and int(match["ms"]) >= 1000
+    assert _committed(kafka, sink) == []
