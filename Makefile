@@ -4,7 +4,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml constraints.txt | cksum | cut -d' ' -f1)
 # The JVM operator's jar, built from the Java sources with the JDK's javac (jvm/build.py).
 JAR    := streamsdsl/jars/streamsdsl-operator.jar
 JAVA_SOURCES := $(shell find jvm/src -name '*.java' 2>/dev/null)
@@ -14,10 +14,10 @@ ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install kafka-jars run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
+.PHONY: install kafka-jars kafka-connector run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
 	oracle oracle-jar
 
-install: $(STAMP) $(JAR) kafka-jars
+install: $(STAMP) $(JAR) kafka-jars kafka-connector
 
 # Apache Kafka's jars for the local broker (process and locally built image), resolved from Maven
 # Central with mvn into the user's cache (~/.cache/streamsdsl/kafka-<version>), not into the
@@ -26,23 +26,33 @@ kafka-jars: $(STAMP)
 	@command -v mvn >/dev/null || { echo "Maven is required (mvn, to resolve Apache Kafka's jars for the local broker: apt-get install maven)"; exit 1; }
 	$(PY) -m streamsdsl.cli kafka-jars
 
+# Spark's Kafka connector (spark-sql-kafka-0-10 of the installed PySpark's version) and its runtime
+# dependencies, resolved with mvn into the same cache: the sessions streamsdsl builds or configures
+# load it, for kafka.connector = "jvm" (docs/kafka.md). PySpark is pinned in constraints.txt to a
+# version whose connector Maven Central serves.
+kafka-connector: $(STAMP)
+	@command -v mvn >/dev/null || { echo "Maven is required (mvn, to resolve Spark's Kafka connector: apt-get install maven)"; exit 1; }
+	$(PY) -m streamsdsl.cli kafka-connector
+
 # Rebuilt when a Java source, the contract it is generated with (columns.py) or the install changed; without a JDK it says so and the Python
 # operator runs the built-in aggregations.
 $(JAR): $(JAVA_SOURCES) jvm/build.py streamsdsl/compiler/columns.py $(STAMP)
 	$(PY) jvm/build.py
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@command -v java >/dev/null || { echo "Java 17 is required (a JDK, to build the JVM operator: apt-get install openjdk-17-jdk-headless)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,docs]'
+	$(PY) -m pip install --quiet -e '.[test,docs]' -c constraints.txt
 	rm -f $(VENV)/.installed-*
 	touch $@
 
 # Kafka → Spark → Kafka: on BOOTSTRAP_SERVERS if set, else on a local broker started (and stopped) by
-# the example. `$(PY) examples/quickstart.py --driver` runs it without a broker.
+# the example. `$(PY) examples/quickstart.py --driver` runs it without a broker. CONNECTOR=jvm reads
+# the input with Spark's own Kafka connector instead of streamsdsl's Python data source.
+CONNECTOR ?= python
 run: install
-	$(PY) examples/quickstart.py
+	$(PY) examples/quickstart.py --connector $(CONNECTOR)
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
 # slowest tests are listed at the end, and every test's time is in build/test-results.xml.

@@ -21,6 +21,9 @@ By default ``main()`` runs it against a broker:
 On an external broker where the topics already exist, both names get a run suffix so that
 an earlier run's records are not counted again.
 
+``--connector jvm`` reads ``orders`` with Spark's own Kafka connector instead of streamsdsl's
+Python data source (``make run CONNECTOR=jvm``; ``make install`` resolves the connector).
+
 ``--driver`` runs the same topology without a broker, through the
 :class:`~streamsdsl.runtime.driver.TopologyTestDriver`, and prints the same table.
 
@@ -124,8 +127,9 @@ def _interruptibly(fn: Callable[[], None]) -> None:
         raise failure[0]
 
 
-def run_on_kafka() -> list[tuple[str, int, int]]:
-    """Produce the orders, run the topology Kafka → Spark → Kafka, read the output topic back."""
+def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
+    """Produce the orders, run the topology Kafka → Spark → Kafka, read the output topic back;
+    ``connector`` is what reads ``orders`` (``kafka.connector``: ``python`` or ``jvm``)."""
     from pyspark.sql import SparkSession
 
     from streamsdsl.runtime.app import KafkaStreams
@@ -158,6 +162,7 @@ def run_on_kafka() -> list[tuple[str, int, int]]:
                 "commit.interval.ms": 50,
                 # One record per micro-batch: the changelog then has one update per counted order.
                 "max.offsets.per.trigger": 1,
+                "kafka.connector": connector,
             },
         )
         try:
@@ -184,10 +189,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--driver", action="store_true", help="run through the TopologyTestDriver instead of a Kafka broker"
     )
+    parser.add_argument(
+        "--connector", choices=("python", "jvm"), default="python",
+        help="what reads the input topic: streamsdsl's Python data source (default) or Spark's Kafka connector",
+    )
     args = parser.parse_args(argv)
     # SIGTERM (e.g. from a supervisor) unwinds like Ctrl-C, so the local broker is stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    records = run_with_driver() if args.driver else run_on_kafka()
+    records = run_with_driver() if args.driver else run_on_kafka(args.connector)
     print_table(records)
 
 

@@ -1,13 +1,16 @@
 """``kafka.connector = "jvm"``: the source topics read by Spark's JVM Kafka connector.
 
-The end-to-end test runs only when ``spark-sql-kafka-0-10`` is on the session's classpath
-(e.g. ``spark.jars.packages``); otherwise it is skipped with that reason, and the error
-``start()`` raises without the connector is checked instead. The checks of the
+``make install`` resolves the connector (``streamsdsl kafka-connector``) and the test session
+loads it from the user's cache; `test_kafka_streams_app` runs every end-to-end scenario on both
+connectors. Here: the raw-record columns through the connector, and the error ``start()``
+raises when the connector's class cannot be loaded (a class that does not exist stands in for
+it, so the check runs on the session that has the connector). The checks of the
 ``kafka.connector`` value are pure: ``tests/runtime/test_config.py``.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -16,18 +19,19 @@ import pytest
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.config import StreamsConfigError
-from streamsdsl.runtime.jvm_connector import JVM_KAFKA_PROVIDER, jvm_kafka_connector_available, jvm_kafka_package
+from streamsdsl.runtime import jvm_connector
+from streamsdsl.runtime.jvm_connector import (
+    JVM_KAFKA_PROVIDER,
+    connector_jars,
+    jvm_kafka_connector_available,
+    jvm_kafka_package,
+)
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from streamsdsl.ir.topology import Topology
-
-NO_CONNECTOR = (
-    "Spark's JVM Kafka connector (spark-sql-kafka-0-10) is not on the classpath; add "
-    "org.apache.spark:spark-sql-kafka-0-10_2.13 through spark.jars.packages to run this test"
-)
 
 T = 1_700_000_000_000  # a base timestamp (ms)
 
@@ -47,12 +51,13 @@ def _doubled_positive(source: str, sink: str) -> Topology:
 @pytest.mark.integration
 @pytest.mark.spark
 def test_start_without_the_connector_names_the_package(
-    spark: SparkSession, streams_config: Callable[..., dict[str, object]]
+    spark: SparkSession, streams_config: Callable[..., dict[str, object]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without the jar, ``start()`` fails before anything runs, naming the Maven package."""
-    if jvm_kafka_connector_available(spark):
-        pytest.skip("Spark's JVM Kafka connector is on the classpath, so the missing-connector error cannot "
-                    "occur; test_jvm_connector_kafka_to_kafka runs the connector instead")
+    """Without the connector's class, ``start()`` fails before anything runs, naming the command
+    that resolves it and the Maven package of the session's Spark version."""
+    assert jvm_kafka_connector_available(spark), "the session lacks the connector that make install resolves"
+    assert JVM_KAFKA_PROVIDER == "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+    monkeypatch.setattr(jvm_connector, "JVM_KAFKA_PROVIDER", "org.apache.spark.sql.kafka010.NotThere")
     app = KafkaStreams(_doubled_positive("in", "out"), streams_config("jvm-missing", {"kafka.connector": "jvm"}),
                        spark=spark)
     with pytest.raises(StreamsConfigError) as info:
@@ -60,10 +65,25 @@ def test_start_without_the_connector_names_the_package(
     message = str(info.value)
     assert f"org.apache.spark:spark-sql-kafka-0-10_2.13:{spark.version}" in message
     assert jvm_kafka_package(spark) in message
-    assert JVM_KAFKA_PROVIDER == "org.apache.spark.sql.kafka010.KafkaSourceProvider"
-    assert JVM_KAFKA_PROVIDER in message
+    assert "org.apache.spark.sql.kafka010.NotThere is not on the classpath" in message
+    assert "`streamsdsl kafka-connector`" in message
     assert "spark.jars.packages" in message
     assert app.query is None
+
+
+@pytest.mark.integration
+def test_the_cached_connector_is_the_installed_spark_version() -> None:
+    """The jars a session loads are the connector of the installed PySpark's version and the
+    dependencies Spark does not ship (``kafka-clients``, ``commons-pool2``, the token provider),
+    never a second copy of a jar Spark ships (Scala, Hadoop's client)."""
+    from pyspark.version import __version__
+
+    names = sorted(os.path.basename(j) for j in connector_jars())
+    assert f"spark-sql-kafka-0-10_2.13-{__version__}.jar" in names
+    assert f"spark-token-provider-kafka-0-10_2.13-{__version__}.jar" in names
+    assert any(n.startswith("kafka-clients-") for n in names)
+    assert any(n.startswith("commons-pool2-") for n in names)
+    assert not any(n.startswith(("scala-library-", "hadoop-client-", "spark-tags_")) for n in names), names
 
 
 @pytest.mark.integration
@@ -76,8 +96,6 @@ def test_jvm_connector_kafka_to_kafka(
 ) -> None:
     """A tiny topology Kafka → Kafka with the JVM connector as source: values, keys, record
     timestamps and the raw-record columns (headers included) arrive as with the Python source."""
-    if not jvm_kafka_connector_available(spark):
-        pytest.skip(NO_CONNECTOR)
     source, sink = new_topic(2), new_topic(1)
     long = Serdes.Long()
     kafka.produce(source, [

@@ -1,6 +1,7 @@
 """`KafkaStreams` end to end against a real broker: topics in, Spark, topics out.
 
-Each test produces its input first, runs the application until every record is processed
+Each test runs on both connectors (``kafka.connector``: the Python data source and Spark's own
+Kafka connector) with the same assertions. It produces its input first, runs the application until every record is processed
 (`KafkaStreams.process_all_available`, which also waits for the no-data micro-batch in which
 windows close), stops it, and reads the output topics back with an ``assign()`` consumer.
 """
@@ -44,6 +45,20 @@ def _run(topology: Topology, config: dict[str, Any], spark: SparkSession) -> Kaf
 @pytest.fixture
 def run(spark: SparkSession) -> Iterator[Callable[[Topology, dict[str, Any]], KafkaStreams]]:
     yield lambda topology, config: _run(topology, config, spark)
+
+
+@pytest.fixture(params=["python", "jvm"])
+def streams_config(request: pytest.FixtureRequest,
+                   streams_config: Callable[..., dict[str, object]]) -> Callable[..., dict[str, object]]:
+    """Every test of this module on both connectors (``kafka.connector``): the ``streamsdsl-kafka``
+    data source and Spark's own Kafka connector (resolved by ``make install``: a missing
+    connector fails the ``jvm`` case with the error naming ``streamsdsl kafka-connector``)."""
+    connector = request.param
+
+    def make(app_id: str, overrides: dict[str, object] | None = None) -> dict[str, object]:
+        return streams_config(f"{app_id}-{connector}", {"kafka.connector": connector, **(overrides or {})})
+
+    return make
 
 
 @pytest.mark.parametrize("operator", ["python", "jvm"])

@@ -50,6 +50,9 @@ def _digest(files: list[Path]) -> str:
         h.update(str(f.relative_to(SOURCES)).encode())
         h.update(f.read_bytes())
     h.update(contract_java().encode())
+    jars = pyspark_jars()  # the Spark it is compiled against: another PySpark version rebuilds it
+    if jars is not None and jars.is_dir():
+        h.update("\n".join(sorted(p.name for p in jars.glob("spark-*.jar"))).encode())
     return h.hexdigest()
 
 

@@ -14,6 +14,14 @@ Sub-commands
     print their directory; nothing to do when they are there. ``make install`` runs it; the
     local broker needs it. Exit code 1, with what went wrong, when ``mvn`` is missing or fails.
 
+``streamsdsl kafka-connector``
+    Resolve Spark's Kafka connector (``org.apache.spark:spark-sql-kafka-0-10_2.13`` of the
+    installed PySpark's version, and its runtime dependencies) from Maven Central with ``mvn``
+    into the user's cache (`streamsdsl.runtime.jvm_connector`) and print their directory. The
+    sessions streamsdsl builds or configures load it from there, for ``kafka.connector = "jvm"``.
+    ``make install`` runs it. Exit code 1, with what went wrong, when ``mvn`` is missing or fails
+    (e.g. Maven Central does not serve the connector for that Spark version).
+
 ``streamsdsl describe MODULE:ATTR [--format text|mermaid]``
     Print a topology's ``describe()``: Kafka Streams' text (the default) or a Mermaid flowchart
     (``--format mermaid``, `TopologyDescription.to_mermaid`). ``MODULE`` is an importable module
@@ -52,6 +60,8 @@ commands:
   dev-broker   start a local Apache Kafka broker until Ctrl-C (streamsdsl dev-broker --help)
   jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
   kafka-jars   resolve Apache Kafka's jars from Maven Central into the user's cache (the local broker's)
+  kafka-connector
+               resolve Spark's Kafka connector into the user's cache (kafka.connector = "jvm")
   reset        remove an application's checkpoint and state (streamsdsl reset --help)
 """
 
@@ -75,6 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_path("streamsdsl", jar_path, JvmOperatorError)
     if command == "kafka-jars":
         return _kafka_jars_main(rest)
+    if command == "kafka-connector":
+        return _kafka_connector_main(rest)
     if command == "reset":
         from streamsdsl.runtime.checkpoint import reset_main
 
@@ -86,14 +98,30 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _kafka_jars_main(args: list[str]) -> int:
     from streamsdsl.testing.kafka_dist import KAFKA_VERSION, KafkaJarsMissingError, resolve_kafka_jars
 
+    what = f"Apache Kafka {KAFKA_VERSION}'s jars (the local broker's)"
+    return _resolve_main("kafka-jars", what, args, resolve_kafka_jars, KafkaJarsMissingError)
+
+
+def _kafka_connector_main(args: list[str]) -> int:
+    from pyspark.version import __version__
+
+    from streamsdsl.runtime.jvm_connector import ConnectorJarsMissingError, resolve_connector
+
+    what = f"Spark's Kafka connector for Spark {__version__} (kafka.connector = \"jvm\")"
+    return _resolve_main("kafka-connector", what, args, resolve_connector, ConnectorJarsMissingError)
+
+
+def _resolve_main(command: str, what: str, args: list[str], resolve: Callable[[], object],
+                  error: type[Exception]) -> int:
+    """``streamsdsl <command>``: resolve ``what`` with ``resolve()`` and print its directory."""
     if args:
         if args[0] in ("-h", "--help"):
-            print(f"usage: streamsdsl kafka-jars\n\n  resolve Apache Kafka {KAFKA_VERSION}'s jars from Maven Central "
-                  "(mvn) into the user's cache and print their directory")
+            print(f"usage: streamsdsl {command}\n\n  resolve {what} from Maven Central (mvn) into the user's "
+                  "cache and print their directory")
             return 0
-        print(f"streamsdsl kafka-jars: no arguments expected (got {' '.join(args)})", file=sys.stderr)
+        print(f"streamsdsl {command}: no arguments expected (got {' '.join(args)})", file=sys.stderr)
         return 2
-    return _print_path("streamsdsl kafka-jars", resolve_kafka_jars, KafkaJarsMissingError)
+    return _print_path(f"streamsdsl {command}", resolve, error)
 
 
 def _print_path(prefix: str, find: Callable[[], object], error: type[Exception]) -> int:

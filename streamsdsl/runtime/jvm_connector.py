@@ -2,8 +2,14 @@
 
 With ``kafka.connector = "jvm"`` the source topics are read by Spark's own Kafka connector
 instead of the ``streamsdsl-kafka`` data source. This module tells whether the connector is
-on a session's classpath, names the Maven package that provides it, and builds the raw
-source that reads a topology's source topics with it. pyspark is imported lazily.
+on a session's classpath, names the Maven package that provides it, resolves that package into
+the user's cache (`resolve_connector`, the command `RESOLVE_CONNECTOR_COMMAND`, which ``make
+install`` runs; `streamsdsl.maven`), lists the cached jars a session loads (`connector_jars`: the
+sessions streamsdsl builds or configures add them to ``spark.jars``), and builds the raw source
+that reads a topology's source topics with it. pyspark is imported lazily.
+
+The connector's version is the installed PySpark's: Spark's connector is built against one
+Spark release's internals.
 
 Examples
 --------
@@ -21,9 +27,14 @@ False
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamsdsl import maven
+from streamsdsl.errors import StreamsDslError
 from streamsdsl.runtime.config import StreamsConfig, StreamsConfigError
 
 if TYPE_CHECKING:
@@ -33,6 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JVM_KAFKA_PROVIDER",
+    "RESOLVE_CONNECTOR_COMMAND",
+    "ConnectorJarsMissingError",
+    "connector_jars",
+    "resolve_connector",
     "check_jvm_connector",
     "jvm_kafka_connector_available",
     "jvm_kafka_package",
@@ -41,6 +56,69 @@ __all__ = [
 
 #: The class Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) registers format "kafka" with.
 JVM_KAFKA_PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: The command that resolves the connector into the user's cache (``make install`` runs it).
+RESOLVE_CONNECTOR_COMMAND = "streamsdsl kafka-connector"
+#: Spark 4 is built for Scala 2.13 only.
+_SCALA = "2.13"
+
+
+class ConnectorJarsMissingError(StreamsDslError, RuntimeError):
+    """``mvn`` could not resolve Spark's Kafka connector for the installed PySpark."""
+
+
+def _pyspark_version() -> str:
+    from pyspark.version import __version__
+
+    return str(__version__)
+
+
+def _connector_artifact(spark_version: str) -> str:
+    return f"org.apache.spark:spark-sql-kafka-0-10_{_SCALA}:{spark_version}"
+
+
+def _connector_dir(spark_version: str) -> Path:
+    return maven.cache_dir() / f"spark-sql-kafka-0-10_{_SCALA}-{spark_version}"
+
+
+def resolve_connector(spark_version: str | None = None) -> Path:
+    """Resolve ``spark-sql-kafka-0-10`` for ``spark_version`` (default: the installed PySpark's)
+    and its runtime dependencies into the user's cache; return the directory. Nothing to do when
+    it is there.
+
+    Raises
+    ------
+    ConnectorJarsMissingError
+        When ``mvn`` is missing or fails, e.g. Maven Central does not serve that version.
+    """
+    version = spark_version or _pyspark_version()
+    return maven.resolve([_connector_artifact(version)], _connector_dir(version), error=ConnectorJarsMissingError,
+                         what=f"Spark's Kafka connector for Spark {version}")
+
+
+_VERSIONED_JAR = re.compile(r"^(?P<name>.+?)-\d+(?:\.\d+)+(?:[-.][A-Za-z0-9_]+)*\.jar$")
+
+
+def _artifact_name(jar: str) -> str:
+    """``kafka-clients-3.9.2.jar`` → ``kafka-clients``."""
+    match = _VERSIONED_JAR.match(jar)
+    return match.group("name") if match else jar
+
+
+def connector_jars(spark_version: str | None = None) -> list[str]:
+    """The cached connector's jars a session of ``spark_version`` (default: the installed PySpark)
+    loads, or ``[]`` when `resolve_connector` has not run: the connector and the dependencies
+    Spark does not ship itself (a jar whose artifact is in PySpark's ``jars`` directory, in any
+    version, is left out, as ``spark-submit --packages`` leaves Spark's own modules out)."""
+    version = spark_version or _pyspark_version()
+    directory = _connector_dir(version)
+    if not directory.is_dir():
+        return []
+    import pyspark
+
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    shipped = {_artifact_name(j) for j in os.listdir(spark_jars)} if spark_jars.is_dir() else set()
+    return sorted(str(directory / j) for j in os.listdir(directory)
+                  if j.endswith(".jar") and _artifact_name(j) not in shipped)
 
 
 def _jvm_class_loadable(spark: SparkSession, class_name: str) -> bool | None:
@@ -107,7 +185,10 @@ def check_jvm_connector(spark: SparkSession) -> None:
     package = jvm_kafka_package(spark)
     raise StreamsConfigError(
         f"'kafka.connector' = \"jvm\" needs Spark's JVM Kafka connector, but {JVM_KAFKA_PROVIDER} is not on "
-        f"the classpath of this SparkSession. Add the package {package} before the session starts: "
+        f"the classpath of this SparkSession. Run `{RESOLVE_CONNECTOR_COMMAND}` once (make install does): it "
+        "resolves the connector from Maven Central into the user's cache, and every session streamsdsl builds "
+        "or configures (configure_spark) after that loads it. Or add the package "
+        f"{package} before the session starts: "
         f"{{'spark.jars.packages': '{package}'}} in the KafkaStreams config (Spark downloads it and its "
         f"dependencies from Maven Central when the session starts), spark-submit --packages {package}, "
         "or the jars (with kafka-clients, spark-token-provider-kafka-0-10 and commons-pool2) in 'spark.jars'. "

@@ -184,7 +184,8 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
     """The active SparkSession, or a new local one if there is none.
 
     A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`, and loads the JVM
-    operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it is built; its master is
+    operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it is built, and Spark's Kafka
+    connector when it is in the user's cache (``streamsdsl kafka-connector``); its master is
     ``master``, else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``. The Python workers run the
     interpreter of this process unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` (in
     ``conf``) names another (`worker_python`), so user functions see the same packages as the
@@ -205,7 +206,7 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         builder = SparkSession.builder.master(master)
         builder = builder.appName("streamsdsl")
         settings.update(_quiet_settings(settings, master))
-        jars = _with_operator_jar(str(settings.get("spark.jars", "")))
+        jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
         for k, v in settings.items():
@@ -284,21 +285,31 @@ class _ReportedByStreamsDsl(logging.Filter):
         return exc is None or _REPORTED.search(str(exc)) is None
 
 
-def _with_operator_jar(jars: str) -> str:
+def _with_streamsdsl_jars(jars: str, *, operator_must_exist: bool = False) -> str:
     """``spark.jars`` plus the JVM operator's jar when it is built (else unchanged: the Python
-    operator then runs the built-in aggregations, and says so)."""
+    operator then runs the built-in aggregations, and says so), plus Spark's Kafka connector
+    when it is in the user's cache (`streamsdsl.runtime.jvm_connector.connector_jars`, for
+    ``kafka.connector = "jvm"``; its classes load only when a query reads format ``kafka``)."""
+    from streamsdsl.runtime.jvm_connector import connector_jars
 
     ensure_built()
-    jar = jar_path(must_exist=False)
     listed = [j for j in jars.split(",") if j.strip()]
-    if os.path.isfile(jar) and jar not in listed:
-        listed.append(jar)
+    operator = jar_path(must_exist=operator_must_exist)
+    for jar in ([operator] if os.path.isfile(operator) else []) + connector_jars():
+        if jar not in listed:
+            listed.append(jar)
     return ",".join(listed)
 
 
 def require_state_store(spark: SparkSession) -> None:
     """Raise `SparkSessionError` unless ``spark`` uses the RocksDB state store, which Spark's
-    ``transformWithState`` (every stateful streamsdsl operator) requires."""
+    ``transformWithState`` (every stateful streamsdsl operator) requires.
+
+    Also starts the session's state store coordinator (with its ``StreamingQueryManager``,
+    ``spark.streams``) if no streaming query has yet: Spark 4.2's batch ``transformWithState``
+    (the `TopologyTestDriver`'s Spark engine) fails with ``CANNOT_LOAD_STATE_STORE``
+    (``Cannot find endpoint: StateStoreCoordinator``) without it; Spark 4.3 only warns."""
+    spark.streams  # noqa: B018 - creating the manager registers the coordinator endpoint
     provider = spark.conf.get(STATE_STORE_PROVIDER, "")
     if provider != ROCKSDB_PROVIDER:
         raise SparkSessionError(
@@ -313,7 +324,8 @@ def require_state_store(spark: SparkSession) -> None:
 def configure_spark(builder: Any) -> Any:
     """Configure a ``SparkSession.Builder`` for streamsdsl; returns the builder.
 
-    Adds the JVM operator's jar (``spark.jars``, keeping the jars already configured) and the
+    Adds the JVM operator's jar (``spark.jars``, keeping the jars already configured; with Spark's
+    Kafka connector when ``streamsdsl kafka-connector`` resolved it into the user's cache) and the
     settings streamsdsl needs (`REQUIRED_CONF`: RocksDB state store, Arrow, UTC) and, unless the
     builder sets them, `STATE_DEFAULTS` (changelog checkpointing); makes the
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` or the builder's
@@ -339,13 +351,9 @@ def configure_spark(builder: Any) -> Any:
     >>> b._options["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"]
     'true'
     """
-    ensure_built()
-    jar = jar_path()
     options = dict(getattr(builder, "_options", {}) or {})
-    existing = [j for j in str(options.get("spark.jars", "")).split(",") if j.strip()]
-    if jar not in existing:
-        existing.append(jar)
-    builder = builder.config("spark.jars", ",".join(existing))
+    builder = builder.config("spark.jars", _with_streamsdsl_jars(str(options.get("spark.jars", "")),
+                                                                 operator_must_exist=True))
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config(PYTHON_CONF, worker_python(options))

@@ -23,11 +23,12 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import uuid
 from pathlib import Path
 
+from streamsdsl import maven
 from streamsdsl.errors import StreamsDslError
+from streamsdsl.maven import CACHE_ENV, cache_dir
 
 __all__ = [
     "CACHE_ENV",
@@ -45,8 +46,6 @@ KAFKA_VERSION = "4.4.0"
 #: leaves the binding to the application): without it the broker's errors go nowhere. Its
 #: version is the log4j that ``kafka_2.13`` 4.4.0 depends on.
 _LOG4J_SLF4J = ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.25.5")
-#: Environment variable naming the cache directory (the jars go to ``<dir>/kafka-<version>/libs``).
-CACHE_ENV = "STREAMSDSL_CACHE_DIR"
 #: The command that resolves the jars (also run by ``make install``).
 RESOLVE_COMMAND = "streamsdsl kafka-jars"
 #: JVM options of both brokers: a modest heap, the serial collector and the client compiler
@@ -104,17 +103,8 @@ class KafkaJarsMissingError(BrokerStartError):
 
 
 # -- the cache ------------------------------------------------------------------------------
-def cache_dir() -> Path:
-    """``$STREAMSDSL_CACHE_DIR``, else ``$XDG_CACHE_HOME/streamsdsl``, else ``~/.cache/streamsdsl``."""
-    explicit = os.environ.get(CACHE_ENV, "").strip()
-    if explicit:
-        return Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "streamsdsl"
-
-
 def kafka_home(version: str = KAFKA_VERSION) -> Path:
-    """``<cache>/kafka-<version>``: the jars are in its ``libs`` directory."""
+    """``<cache>/kafka-<version>`` (`streamsdsl.maven.cache_dir`): the jars are in its ``libs`` directory."""
     return cache_dir() / f"kafka-{version}"
 
 
@@ -135,66 +125,21 @@ def kafka_libs(version: str = KAFKA_VERSION) -> Path:
     return libs
 
 
-def _pom(version: str) -> str:
-    group, artifact, binding_version = _LOG4J_SLF4J
-    return f"""\
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>streamsdsl</groupId>
-  <artifactId>local-kafka-broker</artifactId>
-  <version>{version}</version>
-  <packaging>pom</packaging>
-  <dependencies>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{version}</version></dependency>
-    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId><version>{binding_version}</version></dependency>
-  </dependencies>
-</project>
-"""
-
-
 def resolve_kafka_jars(version: str = KAFKA_VERSION) -> Path:
     """Resolve ``kafka_2.13`` ``version`` and its runtime dependencies with ``mvn``; return `kafka_libs`.
 
-    Does nothing when they are in the cache already. The jars are copied from Maven's local
-    repository into a temporary directory next to the target and renamed into place, so an
-    interrupted or concurrent run never leaves a partial ``libs`` directory.
+    Does nothing when they are in the cache already (`streamsdsl.maven.resolve`: never a partial
+    ``libs`` directory).
 
     Raises
     ------
     KafkaJarsMissingError
         When ``mvn`` is not installed or fails (its output's end is in the message).
     """
-    home = kafka_home(version)
-    libs = home / "libs"
-    if libs.is_dir():
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise KafkaJarsMissingError(
-            f"resolving Apache Kafka {version}'s jars needs Maven (mvn), which is not on PATH: install it "
-            "(apt-get install maven) and run the command again."
-        )
-    home.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=home, prefix=".resolving-") as tmp:
-        pom = Path(tmp) / "pom.xml"
-        pom.write_text(_pom(version))
-        argv = [
-            mvn, "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
-            "-DincludeScope=runtime", f"-DoutputDirectory={Path(tmp) / 'libs'}",
-        ]
-        done = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            tail = (done.stdout + done.stderr).strip()[-1500:]
-            raise KafkaJarsMissingError(
-                f"mvn could not resolve org.apache.kafka:kafka_2.13:{version} from Maven Central (exit code "
-                f"{done.returncode}); is Maven Central reachable? mvn said:\n{tail}"
-            )
-        try:
-            os.rename(Path(tmp) / "libs", libs)
-        except OSError:
-            if not libs.is_dir():  # else a concurrent run put them there first
-                raise
-    return libs
+    return maven.resolve(
+        [f"org.apache.kafka:kafka_2.13:{version}", ":".join(_LOG4J_SLF4J)], kafka_home(version) / "libs",
+        error=KafkaJarsMissingError, what=f"Apache Kafka {version}'s jars",
+    )
 
 
 # -- the broker's configuration --------------------------------------------------------------

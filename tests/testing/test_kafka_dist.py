@@ -99,8 +99,10 @@ mkdir -p "$out" && echo jar > "$out/kafka_2.13-4.4.0.jar"''')
         with pytest.raises(kafka_dist.KafkaJarsMissingError) as info:
             kafka_dist.resolve_kafka_jars()
         assert str(info.value) == (
-            "mvn could not resolve org.apache.kafka:kafka_2.13:4.4.0 from Maven Central (exit code 1); is Maven "
-            "Central reachable? mvn said:\nCould not transfer artifact: repo1.maven.org: Name or service not known"
+            "mvn could not resolve Apache Kafka 4.4.0's jars (org.apache.kafka:kafka_2.13:4.4.0, "
+            "org.apache.logging.log4j:log4j-slf4j-impl:2.25.5) from Maven Central (exit code 1); is Maven Central "
+            "reachable, and is that version published? mvn said:\n"
+            "Could not transfer artifact: repo1.maven.org: Name or service not known"
         )
         assert not (cache / "kafka-4.4.0" / "libs").exists()
 
@@ -121,7 +123,7 @@ mkdir -p "$out" && echo jar > "$out/kafka_2.13-4.4.0.jar"''')
         fake_mvn(tmp_path, monkeypatch, "echo offline; exit 1")
         assert cli.main(["kafka-jars"]) == 1
         assert capsys.readouterr().err.startswith(
-            "streamsdsl kafka-jars: mvn could not resolve org.apache.kafka:kafka_2.13:4.4.0 from Maven Central"
+            "streamsdsl kafka-jars: mvn could not resolve Apache Kafka 4.4.0's jars (org.apache.kafka:kafka_2.13:4.4.0, "
         )
         (cache / "kafka-4.4.0" / "libs").mkdir(parents=True)
         assert cli.main(["kafka-jars"]) == 0
