@@ -1,18 +1,77 @@
-"""Read a topic with the streamsdsl-kafka source on ``local-cluster[2,1,1024]`` (a driver and two
-executor JVMs, each with its own Python workers); print each micro-batch's rows as JSON.
+"""Read a topic on ``local-cluster[2,1,1024]`` (a driver and two executor JVMs, each with its own
+Python workers) with both connectors, on one session; print the result as JSON:
 
-Run by ``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``::
+1. the streamsdsl-kafka source, rate-limited: each micro-batch's rows (``batches``);
+2. a `KafkaStreams` application with ``kafka.connector = "jvm"`` (Spark's connector, shipped to
+   the executors from the user's cache) copying the topic, values upper-cased, to ``SINK``
+   (``jvm_app``: its state and metrics; the test reads ``SINK``).
 
-    python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT
+Run by ``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``
+and ``test_jvm_connector.py::test_jvm_connector_on_a_multi_process_cluster``::
+
+    python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT SINK
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: The one run of this script per test session (`local_cluster_run`): a local cluster starts in ≈ 30 s.
+_RUN: dict[str, tuple[dict[str, Any], list[tuple[bytes, bytes, int, int]]]] = {}
 
 
-def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str) -> None:
+def local_cluster_run(kafka: Any, new_topic: Callable[..., str], tmp_path_factory: Any,
+                      ) -> tuple[dict[str, Any], list[tuple[bytes, bytes, int, int]]]:
+    """Run this script once per test session in a subprocess (its own SparkSession on the local
+    cluster): 40 records on 2 partitions, 10 per trigger. Returns (its JSON output with ``sink``
+    added, the records produced as (key, value, timestamp, partition))."""
+    if "run" not in _RUN:
+        topic, sink = new_topic(2), new_topic(1)
+        records = [(f"k{i}".encode(), f"v{i}".encode(), 1_000 + i, i % 2) for i in range(40)]
+        kafka.produce(topic, records)
+        root = Path(__file__).parents[1]
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        env.pop("STREAMSDSL_SPARK_MASTER", None)
+        proc = subprocess.run(
+            [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers,
+             topic, "10", str(tmp_path_factory.mktemp("local-cluster") / "ckpt"), sink],
+            cwd=root, env=env, capture_output=True, text=True, timeout=420,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        _RUN["run"] = ({**out, "sink": sink}, records)
+    return _RUN["run"]
+
+
+def _jvm_app(bootstrap: str, topic: str, sink: str, state_dir: str) -> dict[str, object]:
+    from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+    from streamsdsl.runtime.app import KafkaStreams
+
+    strings = (Serdes.String(), Serdes.String())
+    builder = StreamsBuilder()
+    builder.stream(topic, Consumed.with_serdes(*strings)).map_values(lambda v: v.upper()).to(
+        sink, Produced.with_serdes(*strings))
+    app = KafkaStreams(builder.build(), {
+        "application.id": "local-cluster-jvm-connector", "bootstrap.servers": bootstrap, "state.dir": state_dir,
+        "commit.interval.ms": 50, "kafka.connector": "jvm",
+    })
+    app.start()
+    try:
+        app.process_all_available()
+    finally:
+        closed = app.close(60)
+    metrics = app.metrics()
+    return {"closed": closed, "state": app.state().value, "input": metrics["input-records-total"],
+            "output": metrics["output-records-total"]}
+
+
+def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink: str) -> None:
     from streamsdsl.io import register
     from streamsdsl.runtime.session import get_session
 
@@ -36,11 +95,12 @@ def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str) -> N
     finished = query.awaitTermination(180)
     error = query.exception()
     query.stop()
+    jvm_app = _jvm_app(bootstrap, topic, sink, checkpoint + "-state")
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # type: ignore[union-attr]
     spark.stop()
     print(json.dumps({"finished": finished, "error": str(error) if error else None, "executors": executors,
-                      "batches": batches}))
+                      "batches": batches, "jvm_app": jvm_app}))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from integration.local_cluster_source import local_cluster_run
 from streamsdsl.io.partition_reader import RAW_RECORD_SCHEMA
 from streamsdsl.records import RAW_RECORD_DDL, RAW_SINK_DDL
 from streamsdsl.testing.local_kafka import ConsumedRecord, LocalKafka
@@ -374,29 +375,12 @@ class TestPooledReader:
 
     @pytest.mark.slow
     def test_streaming_read_on_a_multi_process_cluster(
-        self, kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
+        self, kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
     ) -> None:
         """On ``local-cluster[2,1,1024]`` (two executor JVMs, their own Python workers, pooled
         consumers reused across micro-batches there) a rate-limited availableNow query reads every
         record exactly once, in batches of maxOffsetsPerTrigger."""
-        import os
-        import subprocess
-        import sys
-
-        topic = new_topic(2)
-        records = [(f"k{i}".encode(), f"v{i}".encode(), 1_000 + i, i % 2) for i in range(40)]
-        kafka.produce(topic, records)
-        root = Path(__file__).parents[1]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        env.pop("STREAMSDSL_SPARK_MASTER", None)
-        proc = subprocess.run(
-            [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers,
-             topic, "10", str(tmp_path / "ckpt")],
-            cwd=root, env=env, capture_output=True, text=True, timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out = json.loads(proc.stdout.strip().splitlines()[-1])
-
+        out, records = local_cluster_run(kafka, new_topic, tmp_path_factory)
         assert (out["finished"], out["error"], out["executors"]) == (True, None, 2)
         assert [len(b) for b in out["batches"]] == [10, 10, 10, 10]
         got = sorted((tuple(r) for b in out["batches"] for r in b), key=lambda r: (r[2], r[3]))
