@@ -160,7 +160,7 @@ def jvm_kafka_connector_available(spark: SparkSession) -> bool:
 
 def jvm_kafka_package(spark: SparkSession) -> str:
     """The Maven coordinates of the JVM Kafka connector matching the session's Spark and Scala
-    versions, e.g. ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0``."""
+    versions, e.g. ``org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0``."""
     scala = "2.13"
     try:
         full = str(spark._jvm.scala.util.Properties.versionNumberString())  # type: ignore[attr-defined]
