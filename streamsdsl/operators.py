@@ -97,12 +97,14 @@ def function_of(exc: BaseException, fns: AggFunctions, names: tuple[str, str, st
     return found
 
 
-def windowing_of(windows: AnyWindows | None) -> Windowing:
-    """The semantics-core rule of a window specification (``None``: unwindowed)."""
+def windowing_of(windows: AnyWindows | None, *, cached: bool = True) -> Windowing:
+    """The semantics-core rule of a window specification (``None``: unwindowed); ``cached``: the
+    aggregation's store has Kafka's record cache (emit on update with a cache), which decides
+    which sessions a record still finds (`SessionWindowing.cached`)."""
     if windows is None:
         return Unwindowed()
     if isinstance(windows, SessionWindows):
-        return SessionWindowing(windows.inactivity_gap_ms, windows.grace_period_ms)
+        return SessionWindowing(windows.inactivity_gap_ms, windows.grace_period_ms, cached=cached)
     if isinstance(windows, TimeWindows):
         return TimeWindowing(windows.size_ms, windows.advance_ms, windows.grace_period_ms)
     return SlidingWindowing(windows.time_difference_ms, windows.grace_period_ms)

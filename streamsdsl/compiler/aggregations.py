@@ -117,7 +117,8 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
                                         per_source_record=not _repartitioned(self, node, 0))
             return Frame(out, frame.key, value_out, is_table=True)
     emit = getattr(node, "emit", None)
-    windowing = windowing_of(windows)
+    on_close = final_results is None and emit is not None and emit.emits_on_close
+    windowing = windowing_of(windows, cached=self.flush is FlushPolicy.PER_RECORD and not on_close)
     if final_results is not None:
         windowing = FinalResultsWindowing(windowing, final_results)
     config = AggregateConfig(
@@ -192,7 +193,9 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         union = union.unionByName(p)
     merger = node.merger.fn if node.merger is not None else None
     config = AggregateConfig(
-        node.name, key_codec(key_serde, node.windows), value_out, windowing_of(node.windows),
+        node.name, key_codec(key_serde, node.windows), value_out,
+        windowing_of(node.windows, cached=self.flush is FlushPolicy.PER_RECORD
+                     and not (node.windows is not None and node.emit.emits_on_close)),
         tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger), _repartitioned(self, node, i))
               for i, (f, a) in enumerate(zip(frames, node.aggregators))),
         emit_on_close=node.windows is not None and node.emit.emits_on_close,

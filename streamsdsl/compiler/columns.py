@@ -123,7 +123,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 4
+JVM_PROTOCOL = 5
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
@@ -141,6 +141,7 @@ JVM_CONTRACT: dict[str, object] = {
     "NUMBER": NUMBER,
     "INPUT_INDEX": INPUT_INDEX,
     "STREAM_TIME": STREAM_TIME,
+    "STREAM_TIME_BEFORE": STREAM_TIME_BEFORE,
     "CARRIED_STATE": CARRIED_STATE,
     "RUN_STREAM_TIME": RUN_STREAM_TIME,
     "DROPPED": DROPPED,

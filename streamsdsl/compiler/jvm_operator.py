@@ -285,7 +285,7 @@ def _windowing_json(windowing: Any) -> dict[str, Any]:
     from streamsdsl.semantics.timewindow import TimeWindowing
 
     if isinstance(windowing, SessionWindowing):
-        return {"kind": "session", "gap": windowing.gap, "grace": windowing.grace}
+        return {"kind": "session", "gap": windowing.gap, "grace": windowing.grace, "cached": windowing.cached}
     if isinstance(windowing, TimeWindowing):
         return {"kind": "time", "size": windowing.size, "advance": windowing.advance, "grace": windowing.grace}
     if isinstance(windowing, SlidingWindowing):

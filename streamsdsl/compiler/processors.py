@@ -37,6 +37,7 @@ from pyspark.sql.types import ArrayType, BinaryType, BooleanType, ByteType, Doub
 from pyspark.sql.types import LongType, ShortType, StringType, StructField, StructType
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EMIT_FINAL, INPUT_INDEX, OPERATOR_OUTPUT_FIELDS
+from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, REPLAY_FIELDS, RUN_STREAM_TIME, SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
@@ -206,6 +207,7 @@ class _Columns:
         self.value, self.meta, self.headers = at["value"], at[META], at["headers"]
         self.input_index = at.get(INPUT_INDEX)
         self.stream_time = at.get(STREAM_TIME)
+        self.stream_time_before = at.get(STREAM_TIME_BEFORE)
         self.carried_state = at.get(CARRIED_STATE)
         self.run_stream_time = at.get(RUN_STREAM_TIME)
 
@@ -358,9 +360,11 @@ class AggregateProcessor(StatefulProcessor):
                 value, fns = cfg.value_of(r[i_val], r[i_index])
             else:
                 value = decode(r[i_val])
+            before_time = stream_time
             stream_time = self._stream_time(r, stream_time, ts, value)
             try:
-                step = record_step(windowing, state, k, value, ts, stream_time, fns)
+                step = record_step(windowing, state, k, value, ts, stream_time, fns,
+                                   stream_time_before=self._stream_time_before(r, before_time))
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError.of(cfg.node, function_of(exc, fns, cfg.function_names), exc, k,
                                            position).in_worker() from exc
@@ -377,6 +381,10 @@ class AggregateProcessor(StatefulProcessor):
 
     def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
         raise NotImplementedError
+
+    def _stream_time_before(self, r: tuple[Any, ...], previous: int) -> int | None:
+        """The stream time before the record (``previous``: the running one of the key's loop)."""
+        return previous
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:
@@ -497,6 +505,10 @@ class ReplayAggregateProcessor(AggregateProcessor):
 
     def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
         return int(r[self._cols.stream_time])
+
+    def _stream_time_before(self, r: tuple[Any, ...], previous: int) -> int | None:
+        at = self._cols.stream_time_before
+        return None if at is None else int(r[at])
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:

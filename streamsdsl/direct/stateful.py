@@ -211,8 +211,9 @@ def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Host) -> Aggre
     windows = getattr(node, "windows", None)
     emit = getattr(node, "emit", None)
     value_out = agg_value_serde(node, typed_in.value)
-    kernel = AggregateKernel(windowing_of(windows), agg_functions(agg),
-                             emit_on_close=emit is not None and emit.emits_on_close, flush=run.flush,
+    on_close = emit is not None and emit.emits_on_close
+    kernel = AggregateKernel(windowing_of(windows, cached=run.flush is FlushPolicy.PER_RECORD and not on_close),
+                             agg_functions(agg), emit_on_close=on_close, flush=run.flush,
                              key_order=typed_in.key.serde.serialize)
     typed = Typed(key_codec(typed_in.key.serde, windows), value_out, True)
     return AggregateStep(node, typed, run, kernel, [parent], function_names(agg))
@@ -225,7 +226,8 @@ def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Host) -> 
     merger = node.merger.fn if node.merger is not None else None
     fns = [AggFunctions(node.initializer.fn, a.fn, merger) for a in node.aggregators]
     emit_on_close = node.windows is not None and node.emit.emits_on_close
-    kernel = AggregateKernel(windowing_of(node.windows), fns, emit_on_close=emit_on_close,
+    cached = run.flush is FlushPolicy.PER_RECORD and not emit_on_close
+    kernel = AggregateKernel(windowing_of(node.windows, cached=cached), fns, emit_on_close=emit_on_close,
                              per_input_time=not emit_on_close, flush=run.flush, key_order=key_serde.serialize)
     typed = Typed(key_codec(key_serde, node.windows), cogroup_value_serde(node), True)
     return AggregateStep(node, typed, run, kernel, parents, function_names(None))
@@ -255,7 +257,7 @@ def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Host) -> Step:
     owner = run.steps[aggregation.name]
     assert isinstance(owner, AggregateStep)
     delay = final_results_delay(aggregation.windows)
-    windowing = windowing_of(aggregation.windows)
+    windowing = windowing_of(aggregation.windows, cached=run.flush is FlushPolicy.PER_RECORD)
     if delay is not None:
         windowing = FinalResultsWindowing(windowing, delay)
     kernel = AggregateKernel(windowing, owner.kernel.fns, emit_on_close=True, key_order=owner.kernel.key_order)

@@ -172,7 +172,8 @@ class AggregateKernel:
             self.stream_times[slot] = stream_time
             self._store(key, state)
             return self._released(key, release.passed, release.immediate, stream_time)
-        step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source])
+        step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
+                           stream_time_before=before_time)
         self.stream_times[slot] = stream_time
         self._store(key, step.state)
         if isinstance(windowing, FinalResultsWindowing):

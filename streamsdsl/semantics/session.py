@@ -38,11 +38,29 @@ class SessionWindowing(WindowingRules):
 
     gap: int
     grace: int
+    #: Whether the store has Kafka's record cache (emit on update with a cache, the default): the
+    #: cache still holds a session whose end equals the close time (stream time - gap - grace),
+    #: so a record within the gap merges into it. Without the cache (emit on close, or
+    #: ``statestore.cache.max.bytes = 0``) the RocksDB store's retention (gap + grace) hides a
+    #: session once ``end < store time - gap - grace + 1``
+    #: (``AbstractRocksDBSegmentedBytesStore``), the store time being the largest session end
+    #: written before the record, i.e. the stream time before it (``store_time`` of `step`): a
+    #: record within the gap of a hidden session starts a new one, and the hidden session is
+    #: emitted on close when stream time passes it.
+    cached: bool = attrs.field(default=True, kw_only=True)
 
     drops_null_values: ClassVar[bool] = False
 
+    @property
+    def reads_store_time(self) -> bool:
+        """Whether `step` reads the stream time before the record (``store_time``): without the cache."""
+        return not self.cached
+
+    #: The replay plan gives the processor the stream time before each record where this is true.
+    stream_time_before = reads_store_time
+
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
-             fns: AggFunctions) -> WindowStep:
+             fns: AggFunctions, *, store_time: int | None = None) -> WindowStep:
         """KStreamSessionWindowAggregate.process: find every session with ``end >= ts - gap`` and
         ``start <= ts + gap`` that is not closed; fold them, in (end, start) order, into
         ``initializer()`` with the merger; drop the record if the merged session is closed;
@@ -55,8 +73,13 @@ class SessionWindowing(WindowingRules):
             current.sort(key=_END_START)
         gap = self.gap
         closing = stream_time - self.grace - gap
-        # end >= ts - gap and end >= closing, start <= ts + gap (one comparison less per session)
-        lowest_end, highest_start = max(ts - gap, closing), ts + gap
+        # end >= ts - gap and end >= closing (without the cache: end > store time - grace - gap),
+        # start <= ts + gap
+        if self.cached or store_time is None:
+            visible = closing
+        else:
+            visible = max(closing, store_time - self.grace - gap + 1)
+        lowest_end, highest_start = max(ts - gap, visible), ts + gap
         # in (end, start) order the sessions with end >= lowest_end are a suffix
         first = len(current)
         while first and current[first - 1].end >= lowest_end:

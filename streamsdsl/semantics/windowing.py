@@ -214,20 +214,25 @@ class RecordStep:
 
 
 def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,
-                fns: AggFunctions) -> RecordStep:
+                fns: AggFunctions, *, stream_time_before: int | None = None) -> RecordStep:
     """Apply one record to one key's state (``stream_time`` already includes the record, see
     `advance_stream_time`), then close what that stream time closes.
 
     The step does not see windows that ``stream_time`` has expired: an operator advances a key's
     state only when the key has a record or a timer, while Kafka's store stops returning a
     window once stream time passes its retention, whatever the key. An expired window that is
-    not final yet still closes (and is emitted on close) below."""
+    not final yet still closes (and is emitted on close) below. ``stream_time_before``: the
+    stream time before the record, for a window kind whose ``reads_store_time`` says its step
+    reads it (uncached sessions: what Kafka's store still returns)."""
     windows = state.windows
     expiry = windowing.expiry_threshold
     expired = [w for w in windows if stream_time > expiry(w)]
     if expired:
         windows = tuple([w for w in windows if stream_time <= expiry(w)])
-    step = windowing.step(windows, key, value, ts, stream_time, fns)
+    if stream_time_before is not None and getattr(windowing, "reads_store_time", False):
+        step = windowing.step(windows, key, value, ts, stream_time, fns, store_time=stream_time_before)  # type: ignore[call-arg]
+    else:
+        step = windowing.step(windows, key, value, ts, stream_time, fns)
     finals = state.finals
     if finals and (step.puts or step.deletes):
         # a window written again is not final any more (only a suppressed table's windows are

@@ -78,6 +78,23 @@ def test_non_joined_result_emitted_at_the_first_record_past_its_window() -> None
     assert compare(Outcome.from_json(data["kafka"]), out, case.recipe) == []
 
 
+def test_closed_session_is_final_although_kafka_cache_still_merges_it() -> None:
+    """docs/differences.md, Session windows: gap 5, grace 0; a at 49, c at 55 (close time 50), a
+    at 51: the session [49, 49] is closed, so streamsdsl starts [51, 51]. Kafka Streams' record
+    cache still holds [49, 49] and merges it into [49, 51] without a tombstone for it (its store's
+    retention hides it from the flush): two live overlapping sessions of a, which the comparison
+    recognises."""
+    data = _file("9e94a81ed5ea")
+    case = Case.from_json(data)
+    kafka = Outcome.from_json(data["kafka"])
+    assert kafka.outputs["out"][-1] == [{"key": "a", "start": 49, "end": 51}, 2, 51]
+    out = run_streamsdsl(case)
+    assert out.outputs == {"out": [[{"key": "a", "start": 49, "end": 49}, 1, 49],
+                                   [{"key": "c", "start": 55, "end": 55}, 1, 55],
+                                   [{"key": "a", "start": 51, "end": 51}, 1, 51]]}
+    assert compare(kafka, out, case.recipe) == []
+
+
 def test_none_key_dropped_at_the_repartition_is_counted() -> None:
     """docs/differences.md, Running: a record re-keyed to None (its value) is dropped by the
     repartition's filter in both systems; streamsdsl counts it in dropped-records-total, Kafka

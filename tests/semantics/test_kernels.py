@@ -52,3 +52,31 @@ class TestInputRecordCache:
         assert [kernel.process("a", "v", t, cache=cache).outputs for t in (1, 2)] == [
             (Out("a", None, None, 1, 1),), (Out("a", None, None, 2, 2),)]
         assert kernel.flush_cache(cache) == []
+
+
+class TestSessionsWithoutTheCache:
+    """Kafka's uncached session store (emit on close, or statestore.cache.max.bytes 0) hides a
+    session once ``end < store time - gap - grace + 1``, the store time being the largest session
+    end written before the record; the record cache still holds it."""
+
+    def test_a_session_ending_at_the_close_time_is_hidden_once_the_store_time_is_there(self) -> None:
+        """Gap 2, grace 0, emit on close: z at 17, a at 19 (store time 19), z at 19: [z 17, 17]
+        ends at the close time 17 and is hidden, so z at 19 starts [19, 19]; [17, 17] is emitted
+        on close when stream time passes 19. With the cache the record merges into [17, 19]."""
+        def run(cached: bool) -> list[tuple[Any, ...]]:
+            kernel = AggregateKernel(SessionWindowing(gap=2, grace=0, cached=cached), COUNT, emit_on_close=not cached)
+            out = []
+            for key, ts in (("z", 17), ("a", 19), ("z", 19), ("b", 22)):
+                out += [(o.key, o.start, o.end, o.value) for o in kernel.process(key, "v", ts).outputs]
+            return out
+
+        assert run(cached=False) == [("z", 17, 17, 1), ("a", 19, 19, 1), ("z", 19, 19, 1)]
+        assert run(cached=True) == [("z", 17, 17, 1), ("a", 19, 19, 1), ("z", 17, 17, None), ("z", 17, 19, 2),
+                                    ("b", 22, 22, 1)]
+
+    def test_the_record_that_moves_the_store_time_still_finds_the_session(self) -> None:
+        """Gap 10, grace 0, no cache: a at 0 then a at 10: the store time before the second
+        record is 0, so [0, 0] (ending at the new close time 0) is still found and merged."""
+        kernel = AggregateKernel(SessionWindowing(gap=10, grace=0, cached=False), COUNT, flush=FlushPolicy.EVERY_WRITE)
+        out = [(o.start, o.end, o.value) for ts in (0, 10) for o in kernel.process("a", "v", ts).outputs]
+        assert out == [(0, 0, 1), (0, 0, None), (0, 10, 2)]

@@ -76,6 +76,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         Long x;
         int input;
         long streamTime;
+        /** Replay, where the window kind reads it: the stream time before the record. */
+        Long streamTimeBefore;
         Object headers;
         List<?> carried;
         Long runStreamTime;
@@ -101,6 +103,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         }
         rec.input = s.inputIdx >= 0 ? r.getInt(s.inputIdx) : 0;
         if (s.streamTimeIdx >= 0) rec.streamTime = r.getLong(s.streamTimeIdx);
+        if (s.streamTimeBeforeIdx >= 0 && !r.isNullAt(s.streamTimeBeforeIdx)) rec.streamTimeBefore = r.getLong(s.streamTimeBeforeIdx);
         if (s.runStreamTimeIdx >= 0 && !r.isNullAt(s.runStreamTimeIdx)) rec.runStreamTime = r.getLong(s.runStreamTimeIdx);
         return rec;
     }
@@ -319,8 +322,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         Rec pendingRec = null;
         for (int i = first; i < data.size(); i++) {
             Rec r = data.get(i);
+            long before = streamTime;
             streamTime = spec.replay ? r.streamTime : windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
-            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, agg);
+            long storeTime = !spec.replay ? before : r.streamTimeBefore != null ? r.streamTimeBefore : streamTime;
+            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime, agg);
             if (step.step.dropped > 0) out.add(event(DROPPED, step.step.dropped, r.ts, r.pos, null));
             if (!spec.emitOnClose) {
                 if (spec.replay) {

@@ -27,7 +27,7 @@ final class Spec implements Serializable {
      * whose cache flush forwards its writes; the others share one flush per source record). */
     final boolean[] repartitioned;
     final int keyIdx, valueIdx, tsIdx, headersIdx, posIdx, outPosIdx, numberIdx, inputIdx;
-    final int streamTimeIdx, carriedIdx, runStreamTimeIdx;
+    final int streamTimeIdx, streamTimeBeforeIdx, carriedIdx, runStreamTimeIdx;
 
     Spec(String json, StructType input) throws Exception {
         JsonNode j = new ObjectMapper().readTree(json);
@@ -41,7 +41,8 @@ final class Spec implements Serializable {
         JsonNode w = j.get("windowing");
         switch (w.get("kind").asText()) {
             case "session":
-                windowing = new Windowing.Session(w.get("gap").asLong(), w.get("grace").asLong());
+                windowing = new Windowing.Session(w.get("gap").asLong(), w.get("grace").asLong(),
+                    !w.has("cached") || w.get("cached").asBoolean());
                 break;
             case "time":
                 windowing = new Windowing.Time(w.get("size").asLong(), w.get("advance").asLong(), w.get("grace").asLong());
@@ -73,6 +74,7 @@ final class Spec implements Serializable {
         numberIdx = index(input, Contract.NUMBER);
         inputIdx = index(input, Contract.INPUT_INDEX);
         streamTimeIdx = index(input, Contract.STREAM_TIME);
+        streamTimeBeforeIdx = index(input, Contract.STREAM_TIME_BEFORE);
         carriedIdx = index(input, Contract.CARRIED_STATE);
         runStreamTimeIdx = index(input, Contract.RUN_STREAM_TIME);
     }

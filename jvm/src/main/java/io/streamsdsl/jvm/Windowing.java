@@ -28,6 +28,12 @@ abstract class Windowing implements Serializable {
 
     abstract Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns);
 
+    /** {@link #step} given also the stream time before the record ({@code storeTime}), which only
+     * uncached sessions read (what Kafka's store still returns). */
+    Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, long storeTime, Agg fns) {
+        return step(windows, valueNull, x, input, ts, streamTime, fns);
+    }
+
     abstract long closeThreshold(Win w);
 
     long expiryThreshold(Win w) {
@@ -149,6 +155,12 @@ abstract class Windowing implements Serializable {
      * a window once stream time passes its retention); one not final yet still closes below.
      */
     RecordStep recordStep(KeyState state, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns) {
+        return recordStep(state, valueNull, x, input, ts, streamTime, streamTime, fns);
+    }
+
+    /** {@link #recordStep} with the stream time before the record ({@code storeTime}). */
+    RecordStep recordStep(KeyState state, boolean valueNull, Long x, int input, long ts, long streamTime, long storeTime,
+                          Agg fns) {
         List<Win> expired = null;
         List<Win> live = state.windows;
         for (Win w : state.windows) {
@@ -161,7 +173,7 @@ abstract class Windowing implements Serializable {
             live = new ArrayList<>();
             for (Win w : state.windows) if (streamTime <= expiryThreshold(w)) live.add(w);
         }
-        Step step = step(live, valueNull, x, input, ts, streamTime, fns);
+        Step step = step(live, valueNull, x, input, ts, streamTime, storeTime, fns);
         List<Win> after = step.windows;
         if (expired != null) {
             after = new ArrayList<>(expired);
@@ -188,21 +200,38 @@ abstract class Windowing implements Serializable {
         private static final long serialVersionUID = 1L;
         final long gap;
         final long grace;
+        /** The store has Kafka's record cache (the Python core's {@code SessionWindowing.cached}):
+         * a session whose end equals the close time is still found; without it the store's
+         * retention (gap + grace) already hides that session. */
+        final boolean cached;
 
         Session(long gap, long grace) {
+            this(gap, grace, true);
+        }
+
+        Session(long gap, long grace, boolean cached) {
             this.gap = gap;
             this.grace = grace;
+            this.cached = cached;
         }
 
         @Override
         Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns) {
+            return step(windows, valueNull, x, input, ts, streamTime, streamTime, fns);
+        }
+
+        @Override
+        Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, long storeTime,
+                  Agg fns) {
             // the state's windows are kept in (end, start) order
             long closing = streamTime - grace - gap;
+            // without the cache the store hides a session once end < storeTime - retention + 1
+            long visible = cached ? closing : Math.max(closing, storeTime - grace - gap + 1);
             List<Win> found = new ArrayList<>(2);
             Long agg = fns.initializer();
             long start = ts, end = ts;
             for (Win s : windows) {
-                if (s.end >= ts - gap && s.start <= ts + gap && s.end >= closing) {
+                if (s.end >= ts - gap && s.start <= ts + gap && s.end >= visible) {
                     found.add(s);
                     if (fns.hasMerger()) agg = fns.merge(agg, s.agg);
                     start = Math.min(start, s.start);
