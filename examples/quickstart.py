@@ -33,6 +33,7 @@ Run it with ``make run`` or ``.venv/bin/python examples/quickstart.py [--driver]
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import logging
@@ -130,9 +131,8 @@ def _interruptibly(fn: Callable[[], None]) -> None:
 def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
     """Produce the orders, run the topology Kafka → Spark → Kafka, read the output topic back;
     ``connector`` is what reads ``orders`` (``kafka.connector``: ``python`` or ``jvm``)."""
-    from pyspark.sql import SparkSession
-
     from streamsdsl.runtime.app import KafkaStreams
+    from streamsdsl.runtime.session import get_session
     from streamsdsl.testing import local_kafka
 
     # Progress lines (one per micro-batch) and the Spark UI address go to stderr.
@@ -141,6 +141,8 @@ def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
     logging.getLogger("streamsdsl").addHandler(handler)
     logging.getLogger("streamsdsl").setLevel(logging.INFO)
 
+    # The SparkSession starts while the broker does (both take seconds; neither needs the other).
+    session = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quickstart-session").submit(get_session)
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-quickstart-") as state_dir:
         print(f"broker: {kafka.bootstrap_servers} ({kafka.kind})", file=sys.stderr)
         input_topic, output_topic = _topic_names(kafka)
@@ -164,6 +166,7 @@ def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
                 "max.offsets.per.trigger": 1,
                 "kafka.connector": connector,
             },
+            spark=session.result(),
         )
         try:
             app.start()
@@ -172,9 +175,7 @@ def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
             app.close()
             # Stop Spark before the broker: its Python workers keep producers open until then.
             with contextlib.suppress(Exception):
-                spark = SparkSession.getActiveSession()
-                if spark is not None:
-                    spark.stop()
+                session.result().stop()
 
         # assign()-based read of every partition from its start (no consumer group).
         keys, values = Serdes.String(), Serdes.Long()
