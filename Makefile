@@ -99,7 +99,9 @@ integration: install
 
 # A few integration tests with the broker forced to the Kafka JVM process (STREAMSDSL_BROKER=process),
 # the broker of a machine without Docker: CI runs it after `make test`, which uses a container there.
-PROCESS_BROKER_TESTS := integration/test_local_broker.py \
+# The reliability tests (test_faults.py: SIGKILL, broker paused, unreachable, topic re-created) run
+# on both kinds of broker with the same assertions.
+PROCESS_BROKER_TESTS := integration/test_local_broker.py integration/test_faults.py \
 	integration/test_kafka_io.py::TestStreamingSource::test_reads_exactly_the_produced_records \
 	integration/test_kafka_io.py::TestSink::test_streaming_copy_topic_to_topic
 integration-process: install
