@@ -33,6 +33,7 @@ BENCHMARKS = {
     "p3": ("p3_cogroup.py", ["--records", "60000", "--keys", "5000", "--repeats", "1"]),
     "p4": ("p4_kafka_source.py", ["--records", "50000", "--partitions", "3"]),
     "p5": ("p5_quix_session.py", ["--records", "20000", "--keys", "500"]),
+    "p5b": ("p5b_exactly_once.py", ["--records", "5000", "--keys", "500", "--repeats", "1"]),
     "p6": ("p6_driver.py", ["--tests", "2"]),
     "p7": ("p7_startup.py", ["--repeats", "1"]),
     "p8": ("p8_joins.py", ["--records", "20000", "--keys", "2000", "--repeats", "1"]),
