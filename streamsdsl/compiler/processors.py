@@ -481,8 +481,8 @@ class ReplayAggregateProcessor(AggregateProcessor):
 
     fields = (*OUTPUT_FIELDS, *REPLAY_FIELDS)
     #: The record cache of the key's current source position and its last row (`_on_update`).
-    _pending: ChangeBuffer | None = None
-    _pending_row: tuple[Any, ...] | None = None
+    _cache: ChangeBuffer | None = None
+    _cache_row: tuple[Any, ...] | None = None
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
                 final_key: str | None = None, threshold: int | None = None) -> Row:
@@ -518,38 +518,38 @@ class ReplayAggregateProcessor(AggregateProcessor):
         cfg, cols = self.config, self._cols
         index = r[cols.input_index] if cfg.cogroup else 0
         if cfg.flush is not FlushPolicy.PER_RECORD or cfg.inputs[index].repartitioned:
-            out = list(self._flush_pending(kcell))
+            out = list(self._flush_cache(kcell))
             out.extend(self._flush(kcell, forwarded_updates(before, step, cfg.flush), r))
             return iter(out)
-        out = list(self._flush_pending(kcell, cols.position(r)))
-        if self._pending is None:
-            self._pending = ChangeBuffer(w.bounds for w in before.windows)
-        step.write_to(self._pending)
-        self._pending_row = r
+        out = list(self._flush_cache(kcell, cols.position(r)))
+        if self._cache is None:
+            self._cache = ChangeBuffer(w.bounds for w in before.windows)
+        step.write_to(self._cache)
+        self._cache_row = r
         return iter(out)
 
-    def _flush_pending(self, kcell: Any, before_position: int | None = None) -> Iterator[Row]:
+    def _flush_cache(self, kcell: Any, before_position: int | None = None) -> Iterator[Row]:
         """The pending cache's writes, unless its rows are of ``before_position``."""
-        if self._pending is None or self._cols.position(self._pending_row) == before_position:
+        if self._cache is None or self._cols.position(self._cache_row) == before_position:
             return iter(())
-        pending, row = self._pending, self._pending_row
-        self._pending = self._pending_row = None
-        return self._flush(kcell, pending.flush(), row)
+        cache, row = self._cache, self._cache_row
+        self._cache = self._cache_row = None
+        return self._flush(kcell, cache.flush(), row)
 
-    def _pending_finals(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
+    def _pending(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
         threshold = self.config.windowing.close_threshold
         for w in windows:
             yield self._final(kcell, key, w, -1, [], threshold(w))
 
     def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
                   r: tuple[Any, ...]) -> Iterator[Row]:
-        return self._pending_finals(kcell, key, closed)
+        return self._pending(kcell, key, closed)
 
     def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
                     last: tuple[Any, ...]) -> Iterator[Row]:
-        yield from self._flush_pending(kcell)
+        yield from self._flush_cache(kcell)
         if self.config.emit_on_close:
-            yield from self._pending_finals(kcell, key, state.open_windows())
+            yield from self._pending(kcell, key, state.open_windows())
             # what the run's later records closed is emitted (assigned) in this run: not again
             state = close_step(self.config.windowing, state, self.run_stream_time).state
         if state.windows:
