@@ -26,9 +26,19 @@ import uuid
 from typing import Any
 
 from _common import write_json
-from p5_quix_session import GAP_MS, create_topic, expected_closed, produce, streamsdsl_sessions
+from p5_quix_session import GAP_MS, expected_closed, produce, streamsdsl_sessions
 
 GUARANTEES = ("at_least_once", "exactly_once_v2")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    """Create ``name`` keeping records forever: Kafka's time retention goes by record timestamps, and
+    P5's (November 2023) are older than P5's 7-day retention, so the broker deleted the input."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config={"retention.ms": "-1"})]).values():
+        future.result(30)
 
 
 def run(bootstrap: str, source: str, sink: str, guarantee: str, operator: str, state_dir: str,
@@ -67,6 +77,37 @@ def run(bootstrap: str, source: str, sink: str, guarantee: str, operator: str, s
     return elapsed
 
 
+def task_cost(bootstrap: str, writes: int = 20, rows: int = 100) -> dict[str, float]:
+    """Milliseconds per task write of ``rows`` records outside Spark, median of ``writes``: the
+    at-least-once path (`produce_batches`, a producer kept across tasks) and the exactly-once
+    path (`produce_transactionally`: a new producer, ``init_transactions``, the marker read,
+    the transaction with the marker). Run with ``--task-cost``."""
+    import pyarrow as pa
+
+    from streamsdsl.io.options import KafkaSinkOptions
+    from streamsdsl.io.sink import produce_batches, produce_transactionally
+
+    topic = f"p5b-task-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1)
+    batch = pa.record_batch({"key": pa.array([f"k{i}".encode() for i in range(rows)]),
+                             "value": pa.array([b"v"] * rows)})
+    base = {"kafka.bootstrap.servers": bootstrap, "topic": topic}
+    out: dict[str, float] = {}
+    for name, write in (
+        ("at_least_once", lambda i: produce_batches(KafkaSinkOptions.from_options(base), iter([batch]))),
+        ("exactly_once_v2", lambda i: produce_transactionally(KafkaSinkOptions.from_options(
+            {**base, "transactionalIdPrefix": "p5b-task", "transactionalBatch": f"q:{i}"}), iter([batch]), 0)),
+    ):
+        write(0)  # warm-up: the producer id, the coordinators
+        times = []
+        for i in range(1, writes + 1):
+            start = time.perf_counter()
+            assert write(i) == rows
+            times.append((time.perf_counter() - start) * 1000)
+        out[name] = round(statistics.median(times), 1)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000)
@@ -75,7 +116,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--max-offsets", type=int, default=0, help="max.offsets.per.trigger (0: unbounded)")
     parser.add_argument("--operator", default="python", help="streamsdsl.operator (python or jvm)")
+    parser.add_argument("--task-cost", action="store_true", help="only time one task's write on each path")
     args = parser.parse_args(argv)
+    if args.task_cost:
+        from streamsdsl.testing.local_kafka import local_kafka
+
+        with local_kafka() as kafka:
+            cost = task_cost(kafka.bootstrap_servers)
+        print(f"P5b task write of 100 records, median of 20 (ms): {cost}", flush=True)
+        return cost
     if args.records <= 0 or args.keys <= 0 or args.records % args.keys:
         parser.error("--records and --keys must be positive, --records a multiple of --keys")
 
