@@ -14,13 +14,9 @@ connector lives in `streamsdsl.runtime.jvm_connector`, the sink in
 `streamsdsl.runtime.kafka_sink`, the errors in `streamsdsl.runtime.errors`, what a failed query raises in
 `streamsdsl.runtime.failures`.
 
-Delivery is **at-least-once** by default: a micro-batch that was written but not yet committed
-to the checkpoint when the application stopped (a crash, ``kill -9``, a ``close()`` that had to
-interrupt a batch) is processed and written again after the restart. With
-``processing.guarantee = exactly_once_v2`` each write is a Kafka transaction that commits a
-marker of the micro-batch with its records: ``read_committed`` consumers see every micro-batch's
-output once, across crashes and restarts, and a second instance with the same
-``application.id`` fences the first (`streamsdsl.runtime.kafka_sink`).
+Delivery is **at-least-once** (a batch interrupted before its checkpoint commit, by a crash or
+``kill -9``, is written again after the restart) or, with ``processing.guarantee =
+exactly_once_v2``, exactly-once for ``read_committed`` consumers (`streamsdsl.runtime.kafka_sink`).
 
 Examples
 --------
@@ -109,9 +105,6 @@ class KafkaStreams:
     Traceback (most recent call last):
     ...
     streamsdsl.runtime.config.StreamsConfigError: 'application.id' is required: ...
-    >>> KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092",
-    ...                                "processing.guarantee": "exactly_once_v2"}).config.exactly_once
-    True
     >>> KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092",
     ...                                "processing.guarantee": "exactly_once"})
     Traceback (most recent call last):
@@ -293,13 +286,6 @@ class KafkaStreams:
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
             self._lease = ClientLease.create(prefix=f"streamsdsl-{self.config.application_id}-clients-")
             self._sink = KafkaTopicSink(self.config, self._lease.path)
-            try:
-                self._sink.open(self.topology.sink_topics[0])  # exactly-once: fences older instances
-            except BaseException:
-                self._metrics = self._sink = None
-                self._release_clients(None)
-                self._transition(State.ERROR)
-                raise
             self._listener = progress_listener(self.config.application_id, lambda: self._metrics,
                                                self._on_query_terminated)
             spark.streams.addListener(self._listener)
@@ -403,8 +389,6 @@ class KafkaStreams:
     def _release_clients(self, deadline: float | None) -> bool:
         """Release the run's client lease: each Python worker closes the Kafka clients it kept for this
         application (`streamsdsl.io.leases`). True once all have by ``deadline`` (None: 30 s, then True)."""
-        if self._sink is not None:
-            self._sink.close()
         lease, self._lease, seconds = self._lease, None, 30.0 if deadline is None else max(0.0, deadline - time.monotonic())
         return lease is None or lease.release(seconds, owner=f"KafkaStreams {self.config.application_id!r}") \
             or deadline is None

@@ -53,9 +53,9 @@ DEAD_LETTER_WRITER = "dead-letters"
 class InstanceFence:
     """Exactly-once: the application instance's registration, which a newer instance replaces.
 
-    `acquire` (at start) commits a new instance id as the metadata of the offset of partition 0
-    of ``marker_topic`` for the consumer group ``<application.id>-instance``; `check` (before
-    each micro-batch writes) reads it back and raises
+    `acquire` (before the instance's first write) commits a new instance id as the metadata of
+    the offset of partition 0 of ``marker_topic`` for the consumer group
+    ``<application.id>-instance``; `check` (before each micro-batch writes) reads it back and raises
     `streamsdsl.io.errors.KafkaProducerFencedError` once another instance registered after this
     one: a zombie stops before it writes another batch. The writes themselves are fenced per task
     by their transactional producers (`streamsdsl.io.sink.produce_transactionally`), whatever the
@@ -70,6 +70,8 @@ class InstanceFence:
         self.group = f"{config.application_id}-instance"
         self.instance = uuid.uuid4().hex
         self._consumer: Any = None
+        #: The message of the fencing, once fenced: a fenced instance never registers again.
+        self.fenced: str | None = None
 
     def _offsets(self, metadata: str | None = None) -> list[Any]:
         from confluent_kafka import TopicPartition
@@ -108,18 +110,21 @@ class InstanceFence:
         """Fail with `KafkaProducerFencedError` if another instance registered after this one."""
         from streamsdsl.io.errors import KafkaProducerFencedError
 
+        if self.fenced is not None:
+            raise KafkaProducerFencedError(self.fenced)
         if self._consumer is None:
             self.acquire(timeout_s)
         tp = self._retry(lambda: self._consumer.committed(self._offsets(), timeout=10)[0], "read the instance",
                          timeout_s)
         if tp.metadata != self.instance:
             self.close()
-            raise KafkaProducerFencedError(
+            self.fenced = (
                 f"KafkaStreams {self._config.application_id!r} was fenced before micro-batch {batch_id}: another "
                 f"instance with the same application.id started after this one (consumer group {self.group!r}); "
                 "this instance is a zombie and stops without writing the batch. Run one instance per "
                 "application.id (sharing its state.dir) at a time."
             )
+            raise KafkaProducerFencedError(self.fenced)
 
     def close(self) -> None:
         """Drop the consumer (the registration stays until a newer instance replaces it)."""
@@ -154,7 +159,7 @@ class KafkaTopicSink:
         if lease:
             self._options[LEASE_OPTION] = lease
         self._lock = threading.Lock()
-        #: Exactly-once: the instance's fence (`open`), the query id of the checkpoint, the last batch checked.
+        #: Exactly-once: the instance's fence, the query id of the checkpoint, the last batch checked.
         self.exactly_once = config.exactly_once
         self._fence: InstanceFence | None = None
         self._query_id: str | None = None
@@ -163,19 +168,6 @@ class KafkaTopicSink:
         self.emitted_total = 0
         self.emitted: dict[int, int] = {}
         self.dead_letters = 0
-
-    def open(self, marker_topic: str) -> None:
-        """Exactly-once: register the instance (fencing older ones); ``marker_topic`` (a sink
-        topic) holds the fence's offset. Does nothing under at-least-once."""
-        if self.exactly_once and self._fence is None:
-            self._fence = InstanceFence(self._config, marker_topic)
-            self._fence.acquire()
-
-    def close(self) -> None:
-        """Release the fence (exactly-once)."""
-        fence, self._fence = self._fence, None
-        if fence is not None:
-            fence.close()
 
     def _query_identity(self) -> str:
         """The id of the checkpoint's query (Spark keeps it in ``checkpoint/metadata`` across restarts;
@@ -190,11 +182,19 @@ class KafkaTopicSink:
                 self._query_id = str(json.loads(f.readline())["id"])
         return self._query_id
 
-    def _transactional_options(self, writer: str, batch_id: int) -> dict[str, str]:
-        """Exactly-once: the fence checked once per batch, and the options of a transactional write."""
-        if self._fence is not None and self._fenced_batch != batch_id:
+    def _transactional_options(self, writer: str, topic: str, batch_id: int) -> dict[str, str]:
+        """Exactly-once: the instance registered before its first write (its fence closes with the
+        client lease), the fence checked once per batch, and the options of a transactional write."""
+        from streamsdsl.io import leases
+        from streamsdsl.io.leases import LEASE_OPTION
+
+        if self._fence is None:
+            self._fence = InstanceFence(self._config, topic)
+            self._fence.acquire()
+            leases.hold(self._options.get(LEASE_OPTION), ("instance-fence", id(self)), self._fence.close)
+        elif self._fenced_batch != batch_id:
             self._fence.check(batch_id)
-            self._fenced_batch = batch_id
+        self._fenced_batch = batch_id
         return {
             "transactionalIdPrefix": f"{self._config.application_id}-{writer}",
             "transactionalBatch": f"{self._query_identity()}:{batch_id}",
@@ -208,7 +208,7 @@ class KafkaTopicSink:
         if count:
             options = dict(self._options)
             if self.exactly_once:
-                options.update(self._transactional_options(writer, batch_id))
+                options.update(self._transactional_options(writer, topic, batch_id))
             rows.select(*SINK_COLUMNS).write.format(SOURCE_NAME).mode("append").options(
                 **options
             ).option("topic", topic).save()
