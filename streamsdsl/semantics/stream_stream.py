@@ -347,10 +347,13 @@ def stream_join_operator_step(spec: StreamJoinSpec, state: StreamJoinState | Non
                               other_store_time: int | None = None) -> StreamJoinStep:
     """What a per-key operator does with one record: when the record is in order (``ts ==
     stream_time``), first `stream_join_close` (the key's expired held records come out before
-    the record's own results, as in Kafka), then `stream_join_step`."""
+    the record's own results, as in Kafka), then `stream_join_step`. The close keeps what the
+    other side's store still returns (cut at ``other_store_time``, as the step reads it); the
+    record's own side is cut at ``stream_time``, its store's time once the record is in."""
     emitted: tuple[Output, ...] = ()
     if key is not None and value is not None and state is not None and spec.holds and ts == stream_time:
-        close = stream_join_close(spec, state, key, stream_time, joiner)
+        other = {"left_store_time": other_store_time} if side == RIGHT else {"right_store_time": other_store_time}
+        close = stream_join_close(spec, state, key, stream_time, joiner, **other)
         state, emitted = close.state, close.outputs
     step = stream_join_step(spec, state, side, key, value, ts, stream_time, joiner, other_store_time=other_store_time)
     return attrs.evolve(step, outputs=emitted + step.outputs) if emitted else step
