@@ -4,12 +4,18 @@ Python workers) with both connectors, on one session; print the result as JSON:
 1. the streamsdsl-kafka source, rate-limited: each micro-batch's rows (``batches``);
 2. a `KafkaStreams` application with ``kafka.connector = "jvm"`` (Spark's connector, shipped to
    the executors from the user's cache) copying the topic, values upper-cased, to ``SINK``
-   (``jvm_app``: its state and metrics; the test reads ``SINK``).
+   (``jvm_app``: its state and metrics; the test reads ``SINK``);
+3. a `KafkaStreams` count of ``EOS_SOURCE`` into ``EOS_SINK`` with ``processing.guarantee =
+   exactly_once_v2`` (the executors' tasks write in transactions), application id ``EOS_APP``,
+   300 records per micro-batch (``eos_app``; the test reads the sink ``read_committed``).
 
-Run by ``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``
-and ``test_jvm_connector.py::test_jvm_connector_on_a_multi_process_cluster``::
+One session for the three (a local cluster starts in ≈ 30 s). Run by ``local_cluster_run`` for
+``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``,
+``test_jvm_connector.py::test_jvm_connector_on_a_multi_process_cluster`` and
+``test_exactly_once.py::test_exactly_once_on_a_multi_process_cluster``::
 
-    python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT SINK
+    python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT SINK \
+        EOS_SOURCE EOS_SINK EOS_APP
 """
 
 from __future__ import annotations
@@ -29,23 +35,29 @@ _RUN: dict[str, tuple[dict[str, Any], list[tuple[bytes, bytes, int, int]]]] = {}
 def local_cluster_run(kafka: Any, new_topic: Callable[..., str], tmp_path_factory: Any,
                       ) -> tuple[dict[str, Any], list[tuple[bytes, bytes, int, int]]]:
     """Run this script once per test session in a subprocess (its own SparkSession on the local
-    cluster): 40 records on 2 partitions, 10 per trigger. Returns (its JSON output with ``sink``
-    added, the records produced as (key, value, timestamp, partition))."""
+    cluster): 40 records on 2 partitions, 10 per trigger; for the exactly-once count 1,200
+    records of 40 keys ``k000``... on 2 partitions. Returns (its JSON output with ``sink``,
+    ``eos_source``, ``eos_sink`` and ``eos_app_id`` added, the 40 records produced as
+    (key, value, timestamp, partition))."""
     if "run" not in _RUN:
-        topic, sink = new_topic(2), new_topic(1)
+        topic, sink, eos_source, eos_sink = new_topic(2), new_topic(1), new_topic(2), new_topic(1)
         records = [(f"k{i}".encode(), f"v{i}".encode(), 1_000 + i, i % 2) for i in range(40)]
         kafka.produce(topic, records)
+        kafka.produce(eos_source, [(f"k{i % 40:03d}".encode(), b"x", 1_700_000_000_000 + i, (i % 40) % 2)
+                                   for i in range(1_200)], timeout=120)
+        eos_app = f"eos-cluster-{os.getpid()}"
         root = Path(__file__).parents[1]
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
         env.pop("STREAMSDSL_SPARK_MASTER", None)
         proc = subprocess.run(
             [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers,
-             topic, "10", str(tmp_path_factory.mktemp("local-cluster") / "ckpt"), sink],
-            cwd=root, env=env, capture_output=True, text=True, timeout=420,
+             topic, "10", str(tmp_path_factory.mktemp("local-cluster") / "ckpt"), sink, eos_source, eos_sink, eos_app],
+            cwd=root, env=env, capture_output=True, text=True, timeout=600,
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = json.loads(proc.stdout.strip().splitlines()[-1])
-        _RUN["run"] = ({**out, "sink": sink}, records)
+        _RUN["run"] = ({**out, "sink": sink, "eos_source": eos_source, "eos_sink": eos_sink, "eos_app_id": eos_app},
+                       records)
     return _RUN["run"]
 
 
@@ -71,7 +83,32 @@ def _jvm_app(bootstrap: str, topic: str, sink: str, state_dir: str) -> dict[str,
             "output": metrics["output-records-total"]}
 
 
-def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink: str) -> None:
+def _eos_app(bootstrap: str, source: str, sink: str, state_dir: str, app_id: str) -> dict[str, object]:
+    from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+    from streamsdsl.runtime.app import KafkaStreams
+
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
+        .group_by_key()
+        .count()
+        .to_stream()
+        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    )
+    app = KafkaStreams(builder.build(), {
+        "application.id": app_id, "bootstrap.servers": bootstrap, "state.dir": state_dir,
+        "commit.interval.ms": 50, "max.offsets.per.trigger": 300, "processing.guarantee": "exactly_once_v2",
+    })
+    app.start()
+    try:
+        app.process_all_available()
+    finally:
+        closed = app.close(120)
+    return {"closed": closed, "state": app.state().value, "state_dir": state_dir}
+
+
+def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink: str, eos_source: str,
+         eos_sink: str, eos_app: str) -> None:
     from streamsdsl.io import register
     from streamsdsl.runtime.session import get_session
 
@@ -96,11 +133,12 @@ def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink
     error = query.exception()
     query.stop()
     jvm_app = _jvm_app(bootstrap, topic, sink, checkpoint + "-state")
+    eos = _eos_app(bootstrap, eos_source, eos_sink, checkpoint + "-eos-state", eos_app)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # type: ignore[union-attr]
     spark.stop()
     print(json.dumps({"finished": finished, "error": str(error) if error else None, "executors": executors,
-                      "batches": batches, "jvm_app": jvm_app}))
+                      "batches": batches, "jvm_app": jvm_app, "eos_app": eos}))
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:9])

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from integration.local_cluster_source import local_cluster_run
 from integration.test_faults import (
     _AppProcess,
     _assert_counts_never_go_back,
@@ -302,38 +303,25 @@ def _marker(kafka: LocalKafka, group: str, topic: str) -> dict[str, Any] | None:
 
 @pytest.mark.slow
 def test_exactly_once_on_a_multi_process_cluster(
-    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """On ``local-cluster[2,1,1024]`` (two executor JVMs with their own Python workers) the
     exactly-once application counts 1,200 records in micro-batches of 300: the executors' tasks
     wrote in transactions (each task group's marker names the query and a micro-batch, with the
     records it wrote, together the 4 batches x 40 keys), and a ``read_committed`` reader sees
-    every count once and the exact final counts."""
+    every count once and the exact final counts. (The local cluster's one session also runs the
+    connectors' tests: `integration.local_cluster_source`.)"""
     import json
-    import os
-    import subprocess
-    import sys
 
-    source, sink = new_topic(2), new_topic(1)
-    _produce_keyed(kafka, source, 1_200, 40, 2)
-    app_id = f"eos-cluster-{uuid.uuid4().hex[:6]}"
-    state = tmp_path / "state"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "STREAMSDSL_SPARK_MASTER": "local-cluster[2,1,1024]"}
-    log_path = tmp_path / "cluster.log"
-    with log_path.open("wb") as log:
-        done = subprocess.run(
-            [sys.executable, str(Path(__file__).with_name("fault_app.py")), "--bootstrap", kafka.bootstrap_servers,
-             "--source", source, "--sink", sink, "--app-id", app_id, "--state-dir", str(state), "--max-offsets", "300",
-             "--exactly-once", "--drain"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, timeout=400, cwd=Path(__file__).parents[1])
-    output = log_path.read_text(errors="replace")
-    assert done.returncode == 0 and "DRAINED" in output, output[-3000:]
+    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    eos = run["eos_app"]
+    assert (eos["closed"], eos["state"]) == (True, "NOT_RUNNING")
+    source, sink, app_id = run["eos_source"], run["eos_sink"], run["eos_app_id"]
 
     out = _committed_counts(kafka, sink)
     _assert_exactly_once(out, {f"k{k:03d}": 30 for k in range(40)})
     assert len(out) == 4 * 40  # every batch updates every key once
-    with open(state / app_id / "checkpoint" / "metadata", encoding="utf-8") as f:
+    with open(Path(eos["state_dir"]) / app_id / "checkpoint" / "metadata", encoding="utf-8") as f:
         query_id = json.loads(f.readline())["id"]
     (sink_name,) = [n.name for n in _count_topology(source, sink).sinks]
     markers = [_marker(kafka, f"{app_id}-{sink_name}-{p}", sink) for p in range(2)]  # 2 shuffle partitions
