@@ -222,6 +222,20 @@ def _drop_producer(conf: dict[str, Any], lease: str | None = None) -> None:
         _producers.pop(_cache_key(conf, lease), None)
 
 
+class _Deliveries:
+    """The delivery reports of one write: how many records failed, and the first five errors."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+        self.failures: list[str] = []
+
+    def on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.failed += 1
+            if len(self.failures) < 5:
+                self.failures.append(str(err))
+
+
 def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row of ``batches`` to ``options.topic``; return the count once acknowledged.
 
@@ -230,21 +244,13 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
     KafkaDeliveryError
         If a record failed or was not acknowledged within ``kafka.flush.timeout.ms``.
     """
-    failures: list[str] = []
-    failed = 0
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-            if len(failures) < 5:
-                failures.append(str(err))
+    deliveries = _Deliveries()
 
     conf = options.client_conf()
     producer = _get_producer(conf, options.lease)
     topic = options.topic
     try:
-        count = _produce_rows(producer, topic, batches, on_delivery, lambda: failed)
+        count = _produce_rows(producer, topic, batches, deliveries.on_delivery, lambda: deliveries.failed)
         deadline = time.monotonic() + options.flush_timeout_ms / 1000
         remaining = producer.flush(options.flush_timeout_ms / 1000)
         while remaining and time.monotonic() < deadline:
@@ -254,12 +260,12 @@ def produce_batches(options: KafkaSinkOptions, batches: Iterator[pa.RecordBatch]
         producer.purge()
         producer.flush(1.0)
         raise
-    if failed or remaining:
+    if deliveries.failed or remaining:
         _drop_producer(conf, options.lease)  # a producer that lost records may be in a bad state
         producer.purge()
-    if failed:
+    if deliveries.failed:
         raise KafkaDeliveryError(
-            f"{failed} record(s) to topic {topic!r} were not delivered: {'; '.join(failures)}"
+            f"{deliveries.failed} record(s) to topic {topic!r} were not delivered: {'; '.join(deliveries.failures)}"
         )
     if remaining:
         raise KafkaDeliveryError(
@@ -390,15 +396,7 @@ def produce_transactionally(options: KafkaSinkOptions, batches: Iterator[pa.Reco
     shared = {k: v for k, v in conf.items() if k.startswith(("security.", "sasl.", "ssl.", "client.id"))}
     consumer = Consumer({"bootstrap.servers": options.bootstrap_servers, "group.id": tid,
                          "isolation.level": "read_committed", "enable.auto.commit": False, "logger": _LOG, **shared})
-    failures: list[str] = []
-    failed = 0
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-            if len(failures) < 5:
-                failures.append(str(err))
+    deliveries = _Deliveries()
 
     what = f"the transaction of {tid!r} (micro-batch {batch_id}, topic {topic!r})"
     started: float | None = None
@@ -411,15 +409,15 @@ def produce_transactionally(options: KafkaSinkOptions, batches: Iterator[pa.Reco
                 return 0
             producer.begin_transaction()
             started = time.monotonic()
-            count = _produce_rows(producer, topic, rows, on_delivery, lambda: failed)
+            count = _produce_rows(producer, topic, rows, deliveries.on_delivery, lambda: deliveries.failed)
             remaining = producer.flush(max(0.0, min(timeout_s, timeout_ms / 1000 - (time.monotonic() - started))))
             elapsed_ms = (time.monotonic() - started) * 1000
             if elapsed_ms >= timeout_ms:
                 raise _timed_out(what, elapsed_ms, timeout_ms)
-            if failed or remaining:
+            if deliveries.failed or remaining:
                 raise KafkaTransactionError(
-                    f"{failed or remaining} record(s) of {what} were not delivered"
-                    + (f": {'; '.join(failures)}" if failures else f" within kafka.flush.timeout.ms={options.flush_timeout_ms}")
+                    f"{deliveries.failed or remaining} record(s) of {what} were not delivered"
+                    + (f": {'; '.join(deliveries.failures)}" if deliveries.failures else f" within kafka.flush.timeout.ms={options.flush_timeout_ms}")
                     + "; the transaction is aborted.")
             offsets = [TopicPartition(topic, _MARKER_PARTITION, batch_id,
                                       metadata=_marker_metadata(query_id, batch_id, count))]
