@@ -342,8 +342,9 @@ def configure_spark(builder: Any) -> Any:
     ...     def __init__(self): self._options = {"spark.jars": "/opt/other.jar", "spark.master": "local[2]"}
     ...     def config(self, key, value): self._options[key] = value; return self
     >>> b = configure_spark(Builder())
-    >>> b._options["spark.jars"].startswith("/opt/other.jar,") and b._options["spark.jars"].endswith("streamsdsl-operator.jar")
-    True
+    >>> jars = b._options["spark.jars"].split(",")
+    >>> jars[0], jars[1].endswith("streamsdsl-operator.jar")
+    ('/opt/other.jar', True)
     >>> b._options["spark.pyspark.python"] == os.environ["PYSPARK_PYTHON"]
     True
     >>> b._options["spark.ui.showConsoleProgress"]
