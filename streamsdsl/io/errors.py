@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TypeVar
 
 from streamsdsl.errors import StreamsDslError
 
@@ -134,9 +135,17 @@ def find_source_error(error: BaseException) -> KafkaSourceError | None:
     >>> find_source_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
     True
     """
-    if isinstance(error, KafkaSourceError):
+    return _rebuilt(error, (KafkaSourceError, KafkaBrokerTimeoutError, KafkaDataLossError, KafkaTopicRecreatedError))
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def _rebuilt(error: BaseException, kinds: tuple[type[_E], ...]) -> _E | None:
+    """``error`` if it is of ``kinds[0]``; else the first of ``kinds`` named in a traceback
+    ``error`` carries, rebuilt with its message; else None."""
+    if isinstance(error, kinds[0]):
         return error
-    kinds = (KafkaSourceError, KafkaBrokerTimeoutError, KafkaDataLossError, KafkaTopicRecreatedError)
     by_name = {c.__name__: c for c in kinds}
     for text in _texts(error):
         for match in _IN_TRACEBACK.finditer(text):
@@ -174,13 +183,4 @@ def find_transaction_error(error: BaseException) -> KafkaTransactionError | None
     >>> find_transaction_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
     True
     """
-    if isinstance(error, KafkaTransactionError):
-        return error
-    kinds = (KafkaTransactionError, KafkaProducerFencedError, KafkaTransactionTimeoutError)
-    by_name = {c.__name__: c for c in kinds}
-    for text in _texts(error):
-        for match in _IN_TRACEBACK.finditer(text):
-            cls = by_name.get(match.group(1))
-            if cls is not None:
-                return cls(match.group(2).strip())
-    return None
+    return _rebuilt(error, (KafkaTransactionError, KafkaProducerFencedError, KafkaTransactionTimeoutError))
