@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 from typing import Any
 
 from streamsdsl.compiler import CompiledSink
@@ -66,3 +69,13 @@ def state_rows(spark: Any, checkpoint: str) -> dict[str, list[int]]:
         if props.get("timeMode") == "EventTime":
             counts.setdefault("timers", []).append(read("readRegisteredTimers", "true"))
     return counts
+
+
+def fake_mvn(tmp_path: Path, monkeypatch: Any, body: str) -> None:
+    """Put an executable ``mvn`` running the shell ``body`` first on PATH (its arguments in "$@")."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mvn = bin_dir / "mvn"
+    mvn.write_text(f"#!/bin/sh\n{body}\n")
+    mvn.chmod(mvn.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")

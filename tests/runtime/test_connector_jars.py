@@ -7,7 +7,6 @@ is checked by ``integration/test_jvm_connector.py``).
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from pyspark.version import __version__ as PYSPARK
 from streamsdsl import cli
 from streamsdsl.runtime.jvm_connector import ConnectorJarsMissingError, connector_jars, resolve_connector
 from streamsdsl.runtime.session import configure_spark
+from tests._support import fake_mvn
 
 
 @pytest.fixture
@@ -24,13 +24,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-def fake_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    mvn = bin_dir / "mvn"
-    mvn.write_text(f"#!/bin/sh\n{body}\n")
-    mvn.chmod(mvn.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 #: What `mvn dependency:copy-dependencies` puts out for spark-sql-kafka-0-10 (runtime scope).

@@ -5,14 +5,13 @@ No network and no broker: ``mvn`` is replaced by small scripts on PATH.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
 import pytest
 
 from streamsdsl import cli
 from streamsdsl.testing import kafka_dist
+from tests._support import fake_mvn
 
 
 @pytest.fixture
@@ -22,14 +21,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "cache"
 
 
-def fake_mvn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> None:
-    """Put an executable ``mvn`` running the shell ``body`` first on PATH (its arguments in "$@")."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    mvn = bin_dir / "mvn"
-    mvn.write_text(f"#!/bin/sh\n{body}\n")
-    mvn.chmod(mvn.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 class TestCache:
