@@ -64,6 +64,30 @@ def _transaction_open(kafka: LocalKafka, topic: str) -> bool:
     return _ends(kafka, topic, "read_uncommitted") > _ends(kafka, topic, "read_committed")
 
 
+class _OpenTransactionWatch:
+    """`_transaction_open` with two consumers kept open: a poll costs two requests, not two
+    connections, so a transaction open for a few milliseconds is seen."""
+
+    def __init__(self, kafka: LocalKafka, topic: str) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self._tp = TopicPartition(topic, 0)
+        self._consumers = [
+            Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
+                      "isolation.level": isolation})
+            for isolation in ("read_uncommitted", "read_committed")]
+
+    def ends(self) -> tuple[int, int]:
+        """Partition 0's high watermark and last stable offset."""
+        uncommitted, committed = (int(c.get_watermark_offsets(self._tp, timeout=30, cached=False)[1])
+                                  for c in self._consumers)
+        return uncommitted, committed
+
+    def close(self) -> None:
+        for consumer in self._consumers:
+            consumer.close()
+
+
 def _committed(kafka: LocalKafka, topic: str, timeout: float = 60) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of partition 0 a ``read_committed`` consumer reads, as (key, value), in order."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -172,17 +196,33 @@ def test_broker_restart_inside_a_transaction_loses_and_duplicates_nothing(
     waits or fails and its micro-batch is run again (``REPLACE_THREAD``): a ``read_committed``
     reader sees every (key, count) once and the exact final counts."""
     source, sink = new_topic(3), new_topic(1)
-    _produce_keyed(kafka, source, 12_000, 300, 3)
     app = app_factory(_count_topology(source, sink), _eos_config(
         streams_config, "eos-restart", **{"max.offsets.per.trigger": 1_500, "producer.transaction.timeout.ms": 60_000}))
     app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
     app.start()
-    _wait_for(lambda: _transaction_open(kafka, sink), 120, "an open transaction", poll=0.02)
+    # a task's transaction is open for milliseconds: rounds of input until one is seen open
+    watch = _OpenTransactionWatch(kafka, sink)
+    try:
+        for rounds in range(1, 41):
+            before = watch.ends()[1]
+            _produce_keyed(kafka, source, 1_500, 300, 3, first=(rounds - 1) * 1_500)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:  # until the round's 300 counts are committed
+                uncommitted, committed = watch.ends()
+                if uncommitted > committed or committed >= before + 300:
+                    break
+                time.sleep(0.005)
+            if uncommitted > committed:
+                break
+        else:
+            pytest.fail("no transaction of the sink was seen open in 40 rounds of input")
+    finally:
+        watch.close()
     kafka.restart()
     app.process_all_available()
     assert app.state() is State.RUNNING
     assert app.close(60)
-    _assert_exactly_once(_committed_counts(kafka, sink), {f"k{k:03d}": 40 for k in range(300)})
+    _assert_exactly_once(_committed_counts(kafka, sink), {f"k{k:03d}": 5 * rounds for k in range(300)})
 
 
 # -- a zombie fenced -----------------------------------------------------------------------------
