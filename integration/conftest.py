@@ -53,6 +53,21 @@ def kafka(pytestconfig: pytest.Config) -> Iterator[LocalKafka]:
         logger.setLevel(level)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand the broker's line to the controller, which prints it."""
+    line = session.config.stash.get(_BROKER_LINE, None)
+    if line is not None and hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["broker_line"] = line
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the pytest-xdist controller: keep the line a worker handed over."""
+    line = getattr(node, "workeroutput", {}).get("broker_line")
+    if line is not None:
+        node.config.stash[_BROKER_LINE] = line
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
     """Name the integration tests' broker (kind, image, why) at the end of the run."""
     line = config.stash.get(_BROKER_LINE, None)
