@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.sliding import SlidingWindowing
-from streamsdsl.semantics.windowing import WindowAgg
+from streamsdsl.semantics.windowing import KeyState, WindowAgg, record_step
 
 CONCAT = AggFunctions(lambda: "0", lambda k, v, a: f"{a}+{v}")
 REDUCE = AggFunctions(lambda: None, lambda k, v, a: v if a is None else f"{a}+{v}")
@@ -418,10 +418,25 @@ class TestLateRecords:
 class TestCloseAndRetention:
     def test_thresholds(self) -> None:
         """[s, e] closes when stream time first exceeds e + grace. It expires when stream time
-        first exceeds e + grace + d + 1."""
+        first exceeds e + grace + 2d."""
         w = SlidingWindowing(10, 5)
         win = WindowAgg(3, 13, "x", 9)
-        assert (w.close_threshold(win), w.expiry_threshold(win)) == (18, 29)
+        assert (w.close_threshold(win), w.expiry_threshold(win)) == (18, 38)
+
+    def test_closed_window_read_for_the_drop_count(self) -> None:
+        """Oracle case ba17b223b48a (d=3, grace=2): records at 12 and 19, then 14 (stream time
+        19, close time 17). The record at 14 reads the record at 12's window [9, 12], closed at
+        stream time 15: the record at 12's right window [13, 16] and 14's left window [11, 14]
+        are both closed, so the record counts twice, as in Kafka Streams. Nothing is written."""
+        w = SlidingWindowing(3, 2)
+        state, stream_time, steps = KeyState(), -1, []
+        for ts in (12, 19, 14):
+            stream_time = max(stream_time, ts)
+            steps.append(step := record_step(w, state, "yy", "yy", ts, stream_time, CONCAT))
+            state = step.state
+        assert [s.dropped for s in steps] == [0, 0, 2]
+        assert steps[2].puts == ()
+        assert [x.bounds for x in state.windows] == [(9, 12), (16, 19)]
 
     def test_closed_windows_must_be_kept_until_expiry(self) -> None:
         """testJoin, emit on close (d=10, grace=0). A@15's left window [5,15] is "0+1+1": it is
@@ -493,7 +508,7 @@ def test_in_order_records_are_counted_exactly_with_pruning(gaps: list[int], d: i
        st.integers(1, 10), st.integers(0, 10))
 def test_pruning_at_expiry_changes_no_output(records: list[tuple[str, int]], d: int, grace: int) -> None:
     """Two keys share stream time and records may be late. Pruning windows once they expire (`expiry_threshold`)
-    gives the same puts and emissions as keeping every window forever. Pruning one ms earlier
+    gives the same puts, emissions and drop counts as keeping every window forever. Pruning one ms earlier
     does not; that is checked outside the suite."""
     inputs = [(k, (k, i), t) for i, (k, t) in enumerate(records)]
     w = SlidingWindowing(d, grace)
@@ -501,6 +516,7 @@ def test_pruning_at_expiry_changes_no_output(records: list[tuple[str, int]], d: 
     pruned = run(w, inputs, SET_AGG, prune="expiry")
     assert pruned.puts == kept.puts
     assert pruned.emitted == kept.emitted
+    assert pruned.dropped == kept.dropped
     for key, windows in pruned.state.items():
         assert set(windows) == {x for x in kept.state[key] if not max(t for _, t in records) > w.expiry_threshold(x)}
 

@@ -35,8 +35,8 @@ that has ``emitRangeUpperBound``. Below, ``closeTime = streamTime - grace``.
   ``A@15`` then builds ``[5,15] = "0+1+1"`` from it. Kafka keeps such windows because the
   default store retention is ``2d + grace`` (``SlidingWindowedKStreamImpl``). So a key's
   windows must be kept until they expire (stream time past `SlidingWindowing.expiry_threshold`,
-  ``end + grace + d + 1``), not just until they close. If closed windows are pruned earlier, ``step`` silently builds
-  different windows.
+  ``end + grace + 2d``), not just until they close. If closed windows are pruned when they close,
+  ``step`` silently builds different windows.
 - **Partly late records** (``t < closeTime <= t + d``: some of their windows are closed) are
   ported exactly, quirks included. Such a record can make a later window hold a record outside
   ``[start, end]``. With only on-time records, every window is the exact fold of its records.
@@ -308,20 +308,23 @@ class SlidingWindowing(WindowingRules):
 
 
     def expiry_threshold(self, window: WindowAgg) -> int:
-        """The window can leave the state when stream time first exceeds ``e + grace + d + 1``.
+        """The window can leave the state when stream time first exceeds ``e + grace + 2d``.
 
-        Up to then, an accepted record can still read it, and whether it is present changes
-        what the record writes. A record at ``t >= closeTime - d`` reads it as the previous
-        record's window when ``e >= closeTime - d - 1``. That read gives the aggregate to copy
-        into ``t``'s left window and the previous record's ts, which is the start of its right
-        window. Kafka itself keeps windows while ``start > storeTime - (2d + grace)``. Here
-        storeTime is the largest window start written. That bound depends on the store, so it
-        is not modelled.
+        Up to then, a record Kafka accepts can still read it: a record at ``t`` is dropped whole
+        unless ``t >= closeTime - d``, and it reads the windows that start in ``[t - 2d, t + 1]``,
+        so the lowest window read ends at ``closeTime - 2d = streamTime - grace - 2d``. Read as
+        the previous record's window, it gives the aggregate copied into ``t``'s left window
+        and the previous record's ts (the start of its right window); a closed window read so
+        changes only the drop count (the previous record's right window and ``t``'s left
+        window are then closed writes, skipped and counted). Kafka's store keeps such windows:
+        its record cache returns every window it holds, and its segmented store keeps windows
+        while ``start > storeTime - (2d + grace)`` (storeTime, the largest window start
+        written, is at least ``streamTime - d``).
 
-        Pruning at this threshold keeps every write and value identical. Only one count is
-        affected: a skipped write of a previous record's right window that is already closed.
+        Pruning at this threshold keeps every write, value and drop count identical to never
+        pruning.
         """
-        return window.end + self.grace + self.time_difference + 1
+        return window.end + self.grace + 2 * self.time_difference
 
     def final_order(self, window: WindowAgg) -> tuple[int, ...]:
         return (window.start,)

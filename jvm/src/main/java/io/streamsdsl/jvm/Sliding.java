@@ -190,7 +190,7 @@ final class Sliding extends Windowing {
 
     @Override
     long expiryThreshold(Win w) {
-        return w.end + grace + d + 1;
+        return w.end + grace + 2 * d;
     }
 
     @Override
