@@ -255,6 +255,18 @@ class TestTimeWindowedCogroup:
             TW("k", 0, 10, 1, 10), TW("k", 11, 21, 10, 14), TW("k", 4, 14, 11, 14),
         ]
 
+    def test_a_window_another_input_closed_keeps_its_aggregate(self, run_driver: Any) -> None:
+        """Each input keeps its own stream time (Kafka's one aggregate processor per input), over
+        one store: stream two's record at 25 closes [0, 10) for stream two only; stream one's
+        record at 7 is on time for stream one and adds to the window's 10 (Kafka's store still
+        holds it), not to a new window from the initializer. Oracle case 197bb19b1746."""
+        records = [("two", "k", "y", 5), ("two", "k", "y", 25), ("one", "k", "x", 7), ("one", "k", "x", 12),
+                   ("two", "k", "y", 9)]
+        out, metrics = run_driver(_two_stream_cogroup(TimeWindows.of_size_with_no_grace(10)), records,
+                                  with_metrics=True)
+        assert out == [TW("k", 0, 10, 10, 5), TW("k", 20, 30, 10, 25), TW("k", 0, 10, 11, 7), TW("k", 10, 20, 1, 12)]
+        assert metrics["dropped-records-total"] == 1.0  # two's record at 9: late for stream two
+
     def test_emit_on_close_is_final_for_every_input(self, run_driver: Any) -> None:
         """With emit on close one stream time spans the inputs: after [0, 10) was emitted
         (stream time 12 from stream one), a record of stream two for it is dropped and counted,

@@ -23,6 +23,9 @@ STREAM_TIME = "_stream_time"
 #: Test driver, suppressed session/sliding windows: stream time before the record (the
 #: previous record's, any key's).
 STREAM_TIME_BEFORE = "_stream_time_before"
+#: Test driver, a cogroup whose inputs keep their own stream times: the least of the inputs'
+#: stream times after the record (a window leaves the state once every input's expired it).
+EXPIRY_TIME = "_expiry_time"
 #: Test driver, emit on close: stream time at the end of the run (the last record's).
 RUN_STREAM_TIME = "_run_stream_time"
 #: Test driver, emit on close: the stream time a window must pass to be emitted.
@@ -123,7 +126,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 5
+JVM_PROTOCOL = 6
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
@@ -142,6 +145,7 @@ JVM_CONTRACT: dict[str, object] = {
     "INPUT_INDEX": INPUT_INDEX,
     "STREAM_TIME": STREAM_TIME,
     "STREAM_TIME_BEFORE": STREAM_TIME_BEFORE,
+    "EXPIRY_TIME": EXPIRY_TIME,
     "CARRIED_STATE": CARRIED_STATE,
     "RUN_STREAM_TIME": RUN_STREAM_TIME,
     "DROPPED": DROPPED,

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIME_BEFORE
+from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, EXPIRY_TIME, STREAM_TIME_BEFORE
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.suppress import streaming_suppress_processor, suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
@@ -156,6 +156,14 @@ class ReplayLowering(Lowering):
         if getattr(config.windowing, "stream_time_before", False):
             earlier = F.max(F.when(advances, F.col("timestamp"))).over(w.rowsBetween(Window.unboundedPreceding, -1))
             df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), initial).cast("bigint"))
+        if partition_by and inputs > 1 and config.key.windowed:
+            # one store for all inputs: a window leaves it once every input's stream time expired
+            # it, so each record carries the least of the inputs' stream times after it
+            everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION).rowsBetween(Window.unboundedPreceding,
+                                                                                     Window.currentRow)
+            each = [F.greatest(F.coalesce(F.max(F.when(advances & (F.col(partition_by) == i), F.col("timestamp"))
+                                                ).over(everyone), F.lit(-1)), F.lit(t)) for i, t in enumerate(before)]
+            df = df.withColumn(EXPIRY_TIME, F.least(*each).cast("bigint"))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)

@@ -37,7 +37,7 @@ from pyspark.sql.types import ArrayType, BinaryType, BooleanType, ByteType, Doub
 from pyspark.sql.types import LongType, ShortType, StringType, StructField, StructType
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EMIT_FINAL, INPUT_INDEX, OPERATOR_OUTPUT_FIELDS
-from streamsdsl.compiler.columns import STREAM_TIME_BEFORE
+from streamsdsl.compiler.columns import EXPIRY_TIME, STREAM_TIME_BEFORE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, REPLAY_FIELDS, RUN_STREAM_TIME, SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIME
 from streamsdsl.compiler.frame import KeyCodec
@@ -208,6 +208,7 @@ class _Columns:
         self.input_index = at.get(INPUT_INDEX)
         self.stream_time = at.get(STREAM_TIME)
         self.stream_time_before = at.get(STREAM_TIME_BEFORE)
+        self.expiry_time = at.get(EXPIRY_TIME)
         self.carried_state = at.get(CARRIED_STATE)
         self.run_stream_time = at.get(RUN_STREAM_TIME)
 
@@ -364,7 +365,8 @@ class AggregateProcessor(StatefulProcessor):
             stream_time = self._stream_time(r, stream_time, ts, value)
             try:
                 step = record_step(windowing, state, k, value, ts, stream_time, fns,
-                                   stream_time_before=self._stream_time_before(r, before_time))
+                                   stream_time_before=self._stream_time_before(r, before_time),
+                                   expiry_time=self._expiry_time(r))
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError.of(cfg.node, function_of(exc, fns, cfg.function_names), exc, k,
                                            position).in_worker() from exc
@@ -385,6 +387,12 @@ class AggregateProcessor(StatefulProcessor):
     def _stream_time_before(self, r: tuple[Any, ...], previous: int) -> int | None:
         """The stream time before the record (``previous``: the running one of the key's loop)."""
         return previous
+
+    def _expiry_time(self, r: tuple[Any, ...]) -> int | None:
+        """The stream time windows expire by, where it is not the record's stream time (a cogroup
+        whose inputs keep their own stream times: the least of them); ``None``: stream time."""
+        at = self._cols.expiry_time
+        return None if at is None else int(r[at])
 
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:

@@ -157,8 +157,9 @@ class CloseStep:
     state: KeyState
 
 
-def close_step(windowing: Windowing, state: KeyState, stream_time: int) -> CloseStep:
-    """Advance a key's state to ``stream_time``: close, and drop expired windows.
+def close_step(windowing: Windowing, state: KeyState, stream_time: int, *, expiry_time: int | None = None) -> CloseStep:
+    """Advance a key's state to ``stream_time``: close, and drop expired windows (those whose
+    expiry threshold ``expiry_time``, by default ``stream_time``, has passed).
 
     Examples
     --------
@@ -171,10 +172,11 @@ def close_step(windowing: Windowing, state: KeyState, stream_time: int) -> Close
     closed: list[WindowAgg] = []
     kept: list[WindowAgg] = []
     close, expiry = windowing.close_threshold, windowing.expiry_threshold
+    expire_at = stream_time if expiry_time is None else expiry_time
     for w in state.windows:
         if stream_time > close(w) and w.start not in finals:
             closed.append(w)
-        if stream_time <= expiry(w):
+        if expire_at <= expiry(w):
             kept.append(w)
     if not closed and len(kept) == len(state.windows):
         return CloseStep((), state)  # the common case: nothing closed, nothing expired
@@ -214,7 +216,8 @@ class RecordStep:
 
 
 def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts: int, stream_time: int,
-                fns: AggFunctions, *, stream_time_before: int | None = None) -> RecordStep:
+                fns: AggFunctions, *, stream_time_before: int | None = None,
+                expiry_time: int | None = None) -> RecordStep:
     """Apply one record to one key's state (``stream_time`` already includes the record, see
     `advance_stream_time`), then close what that stream time closes.
 
@@ -223,12 +226,29 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
     window once stream time passes its retention, whatever the key. An expired window that is
     not final yet still closes (and is emitted on close) below. ``stream_time_before``: the
     stream time before the record, for a window kind whose ``reads_store_time`` says its step
-    reads it (uncached sessions: what Kafka's store still returns)."""
+    reads it (uncached sessions: what Kafka's store still returns). ``expiry_time``: the stream
+    time windows expire by, when it is not ``stream_time``: a cogroup whose inputs each keep
+    their own stream time (Kafka's one aggregate processor per input over one shared store)
+    passes the least of them, so that a window leaves the state only once no input can write
+    it any more; a record of a slower input still finds, and adds to, a window that a faster
+    input's stream time has closed (Kafka's store keeps it).
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.timewindow import TimeWindowing
+    >>> count = AggFunctions(lambda: 0, lambda k, v, a: a + 1)
+    >>> w = TimeWindowing(size=10, advance=10, grace=0)
+    >>> s = record_step(w, KeyState(), "k", "v", 3, 3, count)
+    >>> s = record_step(w, s.state, "k", "v", 12, 12, count, expiry_time=3)   # [0, 10) closed, kept
+    >>> record_step(w, s.state, "k", "v", 5, 5, count, expiry_time=5).puts   # the slower input's record
+    (WindowAgg(start=0, end=10, agg=2, ts=5),)
+    """
     windows = state.windows
     expiry = windowing.expiry_threshold
-    expired = [w for w in windows if stream_time > expiry(w)]
+    expire_at = stream_time if expiry_time is None else expiry_time
+    expired = [w for w in windows if expire_at > expiry(w)]
     if expired:
-        windows = tuple([w for w in windows if stream_time <= expiry(w)])
+        windows = tuple([w for w in windows if expire_at <= expiry(w)])
     if stream_time_before is not None and getattr(windowing, "reads_store_time", False):
         step = windowing.step(windows, key, value, ts, stream_time, fns, store_time=stream_time_before)  # type: ignore[call-arg]
     else:
@@ -240,10 +260,10 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
         finals = finals - {w.start for w in step.puts} - {w.start for w in step.deletes}
     close = windowing.close_threshold
     for w in step.windows:
-        if (stream_time > close(w) and w.start not in finals) or stream_time > expiry(w):
+        if (stream_time > close(w) and w.start not in finals) or expire_at > expiry(w):
             break
     else:  # the common case (`close_step`'s): nothing closes, nothing expires
         if not expired:
             return RecordStep(KeyState(step.windows, finals), step.puts, step.deletes, step.dropped, ())
-    closed = close_step(windowing, KeyState((*expired, *step.windows), finals), stream_time)
+    closed = close_step(windowing, KeyState((*expired, *step.windows), finals), stream_time, expiry_time=expiry_time)
     return RecordStep(closed.state, step.puts, step.deletes, step.dropped, closed.closed)

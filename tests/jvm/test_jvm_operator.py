@@ -161,6 +161,30 @@ class TestSameOutputAsTheKernel:
         assert outs[1] == outs[0]
         assert "JVM operator (cogroup of count, sum, sum" in explain(topology, spark, mode="simple", operator="jvm")
 
+    def test_cogroup_window_another_input_closed_keeps_its_count(self, spark: Any) -> None:
+        """Each cogrouped input keeps its own stream time over one store: in2's record at 25
+        closes [0, 10) for in2 only; in's record at 7, piped in a later run, still counts into
+        it (2, not 1), on the JVM operator as in the kernel (oracle case 197bb19b1746)."""
+        b = StreamsBuilder()
+        streams = [b.stream(t, Consumed.with_serdes(*LONGS)).group_by_key() for t in ("in", "in2")]
+        count = Aggregations.count()
+        (streams[0].cogroup(count.aggregator).cogroup(streams[1], count.aggregator).windowed_by(TUMBLING)
+         .aggregate(count.initializer).to_stream().to("out"))
+        topology = b.build()
+        runs = [[("in2", "k", 1, 5), ("in2", "k", 1, 25)], [("in", "k", 1, 7), ("in2", "k", 1, 9)]]
+        outs = []
+        for choice in ("direct", "jvm"):
+            with _driver(topology, choice, spark) as driver:
+                topics = {t: driver.create_input_topic(t) for t in ("in", "in2")}
+                out = driver.create_output_topic("out")
+                got = []
+                for run in runs:
+                    for t, k, v, ts in run:
+                        topics[t].pipe_input(k, v, ts)
+                    got += [(r.key.window.start, r.value, r.timestamp) for r in out.read_records_to_list()]
+                outs.append((got, driver.metrics()["dropped-records-total"]))
+        assert outs[1] == outs[0] == ([(0, 1, 5), (20, 1, 25), (0, 2, 7)], 1.0)
+
 
 def _session_count() -> Any:
     b = StreamsBuilder()

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, Out
 from streamsdsl.semantics.session import SessionWindowing
-from streamsdsl.semantics.timewindow import TimeWindowing
+from streamsdsl.semantics.timewindow import TimeWindowing, window_starts
 from streamsdsl.semantics.unwindowed import Unwindowed
 
 COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
@@ -80,3 +83,55 @@ class TestSessionsWithoutTheCache:
         kernel = AggregateKernel(SessionWindowing(gap=10, grace=0, cached=False), COUNT, flush=FlushPolicy.EVERY_WRITE)
         out = [(o.start, o.end, o.value) for ts in (0, 10) for o in kernel.process("a", "v", ts).outputs]
         assert out == [(0, 0, 1), (0, 0, None), (0, 10, 2)]
+
+
+class TestCogroupStreamTimePerInput:
+    """A cogroup's inputs each keep their own stream time (Kafka's one aggregate processor per
+    input) over one store: a window leaves the state only once every input's stream time has
+    passed its end + grace, so a record on time for its own input still finds the window."""
+
+    def test_a_window_another_input_closed_keeps_its_aggregate(self) -> None:
+        """Oracle case 197bb19b1746: hopping windows of 5 ms advancing by 2, grace 0, each input
+        adds its value's length. "other" writes "yy" at 45 ([42, 47), [44, 49): 2), then "x" at 53
+        (its stream time closes both); "in" (stream time 47) writes None at 47: [44, 49) is open
+        for "in" and keeps its 2 (Kafka's store still holds it); [46, 51) starts from 0."""
+        add_length = AggFunctions(lambda: 0, lambda k, v, a: a + len(v or ""))
+        kernel = AggregateKernel(TimeWindowing(size=5, advance=2, grace=0), [add_length, add_length],
+                                 per_input_time=True)
+        out = [(o.start, o.end, o.value, o.timestamp) for source, value, ts in ((1, "yy", 45), (1, "x", 53), (0, None, 47))
+               for o in kernel.process("b", value, ts, source).outputs]
+        assert out == [(42, 47, 2, 45), (44, 49, 2, 45), (50, 55, 1, 53), (52, 57, 1, 53), (44, 49, 2, 47),
+                       (46, 51, 0, 47)]
+        assert kernel.stream_times == [47, 53]
+        assert [w.bounds for w in kernel.states["b"].windows] == [(44, 49), (46, 51), (50, 55), (52, 57)]
+
+    def test_a_window_leaves_the_state_once_every_input_passed_it(self) -> None:
+        """Tumbling windows of 10 ms, grace 0: [0, 10) stays while "in"'s stream time is 5; a
+        record of "in" at 12 expires it (both inputs' stream times are past 10)."""
+        kernel = AggregateKernel(TimeWindowing(size=10, advance=10, grace=0), [COUNT, COUNT], per_input_time=True)
+        for source, ts in ((0, 5), (1, 3), (1, 20)):
+            kernel.process("k", "v", ts, source)
+        assert [w.bounds for w in kernel.states["k"].windows] == [(0, 10), (20, 30)]
+        kernel.process("k", "v", 12, 0)
+        assert [w.bounds for w in kernel.states["k"].windows] == [(10, 20), (20, 30)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.sampled_from("ab"), st.integers(0, 40)), min_size=1, max_size=25),
+       st.sampled_from([(10, 10), (10, 5), (5, 2)]), st.integers(0, 6))
+def test_cogroup_window_counts_every_record_its_input_accepts(records: list[tuple[int, str, int]],
+                                                             size_advance: tuple[int, int], grace: int) -> None:
+    """Three cogrouped inputs, each with its own stream time, counting: every forwarded window
+    holds exactly the records that reached it on time for their own input, whichever other
+    input's stream time has passed the window (no window restarts from the initializer)."""
+    size, advance = size_advance
+    kernel = AggregateKernel(TimeWindowing(size=size, advance=advance, grace=grace), [COUNT] * 3, per_input_time=True)
+    times = [-1] * 3
+    accepted: dict[tuple[str, int], int] = {}
+    for source, key, ts in records:
+        times[source] = max(times[source], ts)
+        for start in window_starts(ts, size, advance):
+            if start + size > times[source] - grace:
+                accepted[(key, start)] = accepted.get((key, start), 0) + 1
+        for o in kernel.process(key, "v", ts, source).outputs:
+            assert o.value == accepted[(o.key, o.start)]

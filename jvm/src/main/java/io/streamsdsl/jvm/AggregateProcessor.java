@@ -78,6 +78,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         long streamTime;
         /** Replay, where the window kind reads it: the stream time before the record. */
         Long streamTimeBefore;
+        /** Replay, a cogroup with a stream time per input: the least of the inputs' stream times. */
+        Long expiryTime;
         Object headers;
         List<?> carried;
         Long runStreamTime;
@@ -104,6 +106,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         rec.input = s.inputIdx >= 0 ? r.getInt(s.inputIdx) : 0;
         if (s.streamTimeIdx >= 0) rec.streamTime = r.getLong(s.streamTimeIdx);
         if (s.streamTimeBeforeIdx >= 0 && !r.isNullAt(s.streamTimeBeforeIdx)) rec.streamTimeBefore = r.getLong(s.streamTimeBeforeIdx);
+        if (s.expiryTimeIdx >= 0 && !r.isNullAt(s.expiryTimeIdx)) rec.expiryTime = r.getLong(s.expiryTimeIdx);
         if (s.runStreamTimeIdx >= 0 && !r.isNullAt(s.runStreamTimeIdx)) rec.runStreamTime = r.getLong(s.runStreamTimeIdx);
         return rec;
     }
@@ -325,7 +328,9 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             long before = streamTime;
             streamTime = spec.replay ? r.streamTime : windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
             long storeTime = !spec.replay ? before : r.streamTimeBefore != null ? r.streamTimeBefore : streamTime;
-            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime, agg);
+            long expiryTime = r.expiryTime != null ? r.expiryTime : streamTime;
+            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime,
+                expiryTime, agg);
             if (step.step.dropped > 0) out.add(event(DROPPED, step.step.dropped, r.ts, r.pos, null));
             if (!spec.emitOnClose) {
                 if (spec.replay) {

@@ -125,12 +125,17 @@ abstract class Windowing implements Serializable {
     }
 
     CloseStep closeStep(KeyState state, long streamTime) {
+        return closeStep(state, streamTime, streamTime);
+    }
+
+    /** {@link #closeStep} where windows expire by {@code expiryTime} ({@code close_step}'s {@code expiry_time}). */
+    CloseStep closeStep(KeyState state, long streamTime, long expiryTime) {
         Set<Long> finals = state.finals;
         List<Win> closed = new ArrayList<>();
         List<Win> kept = new ArrayList<>();
         for (Win w : state.windows) {
             if (streamTime > closeThreshold(w) && !finals.contains(w.start)) closed.add(w);
-            if (streamTime <= expiryThreshold(w)) kept.add(w);
+            if (expiryTime <= expiryThreshold(w)) kept.add(w);
         }
         if (closed.isEmpty() && kept.size() == state.windows.size()) return new CloseStep(List.of(), state);
         Set<Long> newFinals;
@@ -161,17 +166,27 @@ abstract class Windowing implements Serializable {
     /** {@link #recordStep} with the stream time before the record ({@code storeTime}). */
     RecordStep recordStep(KeyState state, boolean valueNull, Long x, int input, long ts, long streamTime, long storeTime,
                           Agg fns) {
+        return recordStep(state, valueNull, x, input, ts, streamTime, storeTime, streamTime, fns);
+    }
+
+    /**
+     * {@link #recordStep} where windows expire by {@code expiryTime} ({@code record_step}'s
+     * {@code expiry_time}): a cogroup whose inputs keep their own stream times passes the least of
+     * them, so that a window leaves the state only once every input's stream time expired it.
+     */
+    RecordStep recordStep(KeyState state, boolean valueNull, Long x, int input, long ts, long streamTime, long storeTime,
+                          long expiryTime, Agg fns) {
         List<Win> expired = null;
         List<Win> live = state.windows;
         for (Win w : state.windows) {
-            if (streamTime > expiryThreshold(w)) {
+            if (expiryTime > expiryThreshold(w)) {
                 if (expired == null) expired = new ArrayList<>();
                 expired.add(w);
             }
         }
         if (expired != null) {
             live = new ArrayList<>();
-            for (Win w : state.windows) if (streamTime <= expiryThreshold(w)) live.add(w);
+            for (Win w : state.windows) if (expiryTime <= expiryThreshold(w)) live.add(w);
         }
         Step step = step(live, valueNull, x, input, ts, streamTime, storeTime, fns);
         List<Win> after = step.windows;
@@ -179,7 +194,7 @@ abstract class Windowing implements Serializable {
             after = new ArrayList<>(expired);
             after.addAll(step.windows);
         }
-        CloseStep close = closeStep(new KeyState(after, state.finals), streamTime);
+        CloseStep close = closeStep(new KeyState(after, state.finals), streamTime, expiryTime);
         return new RecordStep(close.state, step, close.closed);
     }
 
