@@ -12,7 +12,8 @@ non-zero if a benchmark fails (a result that disagrees with its baseline fails t
 
 ``--records N`` sets the input size of any benchmark (for P6: the records piped per test; for
 P7: the orders in the input topic; for P8: the orders of the stream–table join, the orders and
-payments of the stream–stream join).
+payments of the stream–stream join; for P9: the input records of each application's throughput
+run, a multiple of its 500 session keys).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ BENCHMARKS = {
     "p6": ("p6_driver.py", ["--tests", "2"]),
     "p7": ("p7_startup.py", ["--repeats", "1"]),
     "p8": ("p8_joins.py", ["--records", "20000", "--keys", "2000", "--repeats", "1"]),
+    "p9": ("p9_kafka_streams_peer.py", ["--records", "5000", "--latency-seconds", "8", "--latency-warmup", "2"]),
     "p10": ("p10_state_bounded.py", ["--quick"]),
 }
 
