@@ -104,6 +104,30 @@ def test_no_cache_filtered_table_forwards_no_change_of_nothing_into_a_join(make_
     assert run(None) == run(NO_CACHE) == [("b", "xy+ab", 24), ("b", None, 25)]
 
 
+@pytest.mark.parametrize("kind", ["outer", "inner"])
+def test_map_values_none_of_a_value_reaches_a_join(make_driver: Any, kind: str) -> None:
+    """A KTable map_values whose mapper returns None before a table-table join: the source
+    holds the key, so Kafka's KTableMapValues forwards Change(None, None) into the join, cache
+    or not (oracle case af0946f5be2c): outer joins None with the other side, inner deletes; the
+    source's tombstone of the key is forwarded too (the source held it)."""
+    def run(config: dict[str, Any] | None) -> list[tuple[Any, ...]]:
+        b = StreamsBuilder()
+        left = b.table("in", STRINGS).map_values(lambda v: None if v == "x" else v)
+        joiner = lambda lv, rv: f"{lv}+{rv}"  # noqa: E731
+        right = b.table("other", STRINGS)
+        (left.outer_join(right, joiner) if kind == "outer" else left.join(right, joiner)).to_stream().to("out")
+        with make_driver(b.build(), config) as d:
+            other, inp = d.create_input_topic("other"), d.create_input_topic("in")
+            other.pipe_input("a", "x", 53)
+            inp.pipe_input("a", "x", 56)
+            inp.pipe_input("a", None, 58)
+            return [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out").read_records_to_list()]
+
+    expected = {"outer": [("a", "None+x", 53), ("a", "None+x", 56), ("a", "None+x", 58)],
+                "inner": [("a", None, 56), ("a", None, 58)]}[kind]
+    assert run(None) == run(NO_CACHE) == expected
+
+
 def _chars_counted(make_driver: Any, config: dict[str, Any] | None, rekey: bool) -> list[tuple[Any, ...]]:
     """Each value's characters counted per key in hopping windows (size 10, advance 5):
     ``flat_map_values`` (same sub-topology) or a key-changing ``flat_map`` (a repartition)."""

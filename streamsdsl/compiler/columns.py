@@ -33,6 +33,10 @@ CLOSE_THRESHOLD = "_close_threshold"
 #: Test driver: a key's stored windows carried over from the previous run (a processor's input
 #: and, as a `CARRY` event, its output).
 CARRIED_STATE = "_carried_state"
+#: A table's records (`streamsdsl.compiler.frame.Frame.table_records`) after a stateless table
+#: step: whether the table source's value was a tombstone (a ``map_values`` can make ``None`` of
+#: a value); a table-table join reads it.
+SOURCE_TOMBSTONE = "_source_tombstone"
 #: Cogroup: the index of the input stream a record came from.
 INPUT_INDEX = "_input_index"
 #: The sink a row of the compiled output goes to (`DEAD_LETTER_SINK` for dead letters).

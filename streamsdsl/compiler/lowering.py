@@ -35,6 +35,7 @@ from streamsdsl.compiler.columns import (
     POSITION_TYPE,
     SINK_INDEX,
     SOURCE_POSITION,
+    SOURCE_TOMBSTONE,
     merged_observation_name,
     observation_name,
 )
@@ -509,7 +510,10 @@ def _table_step(frame: Frame, step: Callable[[Frame], Frame]) -> Frame:
     if frame.table_records is not None:
         import attrs
 
-        out = attrs.evolve(out, table_records=step(frame.with_df(frame.table_records)).df)
+        records = frame.table_records
+        if SOURCE_TOMBSTONE not in records.columns:  # whether the source's value was a tombstone goes along
+            records = records.withColumn(SOURCE_TOMBSTONE, F.col("value").isNull())
+        out = attrs.evolve(out, table_records=step(frame.with_df(records)).df)
     return out
 
 

@@ -31,7 +31,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED
-from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
+from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, SOURCE_TOMBSTONE
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import KeyedOperator, KeyedOperatorConfig, run_keyed_operator
@@ -126,7 +126,8 @@ class TableJoinOperator(KeyedOperator):
             left = r[INPUT_INDEX] == LEFT_SIDE
             value = (cfg.left_value if left else cfg.right_value).from_internal(r["value"]["l" if left else "r"])
             try:
-                step = table_join_step(self.spec, state, LEFT if left else RIGHT, k, value, ts, cfg.joiner)
+                step = table_join_step(self.spec, state, LEFT if left else RIGHT, k, value, ts, cfg.joiner,
+                                       tombstone=r["value"]["t"])
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError.of(cfg.node, "joiner", exc, k, position).in_worker() from exc
             if step.dropped:
@@ -156,12 +157,16 @@ class TableJoinOperator(KeyedOperator):
 
 def _side_input(frame: Frame, side: int, key: PlanSerde, left_type: str, right_type: str) -> DataFrame:
     """A table's records in the operator's input layout: the key in ``key``'s encoding, the value
-    in field ``l`` (this table) or ``r`` (the other table) of a struct, the side in `INPUT_INDEX`."""
+    in field ``l`` (this table) or ``r`` (the other table) of a struct, whether the table source's
+    value was a tombstone in its field ``t`` (`SOURCE_TOMBSTONE`; null: the value says it), the
+    side in `INPUT_INDEX`."""
     df = frame.table_records if frame.table_records is not None else frame.df
     k = convert_column(F.col("key"), frame.key.serde, key) if frame.key.serde != key else F.col("key")
+    tombstone = F.col(SOURCE_TOMBSTONE) if SOURCE_TOMBSTONE in df.columns else F.lit(None)
     value = F.struct(
         (F.col("value") if side == LEFT_SIDE else F.lit(None)).cast(left_type).alias("l"),
         (F.col("value") if side == RIGHT_SIDE else F.lit(None)).cast(right_type).alias("r"),
+        tombstone.cast("boolean").alias("t"),
     )
     return df.select(k.alias("key"), value.alias("value"), "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION,
                      F.lit(side).alias(INPUT_INDEX))

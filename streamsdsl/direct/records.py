@@ -25,12 +25,17 @@ Headers = tuple[tuple[str, "bytes | None"], ...]
 
 @attrs.frozen
 class Record:
-    """One record between two steps: key and value as Python values, timestamp (ms), headers."""
+    """One record between two steps: key and value as Python values, timestamp (ms), headers.
+
+    ``tombstone``: on a table's records channel after a stateless table step, whether the table
+    source's value was a tombstone (a ``map_values`` can make ``None`` of a value); ``None``:
+    ``value is None`` says it."""
 
     key: Any
     value: Any
     timestamp: int
     headers: Headers = ()
+    tombstone: bool | None = None
 
 
 @attrs.frozen

@@ -346,8 +346,9 @@ class TableJoinStep(StatefulStep):
         key = self.key_of(rec, port)
         position = self.run.position
         state = self.state.get(key) or TableJoinState()
-        step = call_user(self.name, "joiner", key, position, table_join_step, self.spec, state,
-                         LEFT if port == 0 else RIGHT, key, rec.value, rec.timestamp, self.joiner)
+        tombstone = rec.tombstone if records else None
+        step = call_user(self.name, "joiner", key, position, lambda *args: table_join_step(*args, tombstone=tombstone),
+                         self.spec, state, LEFT if port == 0 else RIGHT, key, rec.value, rec.timestamp, self.joiner)
         if step.dropped:
             self.drop("input", rec)
             return

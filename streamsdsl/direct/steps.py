@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable
 
+import attrs
+
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec
 from streamsdsl.compiler.columns import DLQ_EXCEPTION, DLQ_HEADERS, DROP_REASONS
@@ -195,6 +197,8 @@ class MapStep(Step):
                 raise result_error(self.name, self.function, exc, rec.key, self.run.position) from exc
             out = rec if nk is rec.key and nv is rec.value else Record(nk, nv, rec.timestamp, rec.headers)
             if records:
+                if out is not rec:  # a table step: whether the source's value was a tombstone goes along
+                    out = attrs.evolve(out, tombstone=rec.value is None if rec.tombstone is None else rec.tombstone)
                 self.forward_records(out)
             else:
                 self.forward(out)

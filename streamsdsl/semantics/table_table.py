@@ -22,6 +22,11 @@ Kafka Streams' rules (``KAFKA_STREAMS_SEMANTICS.md`` §5.3; ``KI/KTableKTableInn
   them): ``old = joiner(old, other)`` — when ``old`` is present (inner; left side of a left
   join), always (right side of a left join), or when ``old`` or the other side is present
   (outer). Without them ``old`` is ``None``.
+- **A side read through map_values** (``tombstone`` of `table_join_step`): the source's record
+  cache drops a tombstone of a key the *source* does not hold, but a mapper that returns
+  ``None`` for a value makes a ``Change(None, old)`` that ``KTableMapValues`` forwards. The join
+  is told whether the source value was a tombstone, and its side state keeps that the source
+  holds the key (a `TableValue` whose value is ``None``), which the other side reads as absent.
 - **A side read through a filter** (``filtered_sides``): ``KTableFilter`` sends old values
   (its parent table has a store) and does not forward a change whose new and old values both
   fail, so a side's ``None`` for a key the side does not hold is not joined, cache or not.
@@ -54,7 +59,7 @@ import attrs
 
 from streamsdsl._validation import one_of
 from streamsdsl.errors import InvalidArgumentError
-from streamsdsl.semantics.tables import Change, KeyedChange, TableValue, table_source_step
+from streamsdsl.semantics.tables import Change, KeyedChange, TableSourceStep, TableValue, table_source_step
 
 __all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "table_join_reference_run", "table_join_step"]
 
@@ -145,25 +150,44 @@ def _join(kind: str, side: str, change: Change, other: Any, send_old: bool, join
 
 
 def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str, key: Any, value: Any, ts: int,
-                    joiner: Joiner) -> TableJoinStep:
-    """Apply one table record of ``side`` (``"left"``/``"right"``) to its key's join state."""
+                    joiner: Joiner, *, tombstone: bool | None = None) -> TableJoinStep:
+    """Apply one table record of ``side`` (``"left"``/``"right"``) to its key's join state.
+
+    ``tombstone``: whether the side's source value was a tombstone, where a ``map_values`` stands
+    between the source and the join (``None``: ``value is None``). A ``None`` value that is not a
+    tombstone (the mapper's result) is forwarded whatever the side held, as Kafka's
+    ``KTableMapValues`` forwards ``Change(None, old)``, and the side keeps holding the key.
+
+    Examples
+    --------
+    >>> pair = lambda l, r: f"{l}+{r}"
+    >>> s = table_join_step(TableJoinSpec("outer"), None, "right", "k", "x", 53, pair)
+    >>> table_join_step(TableJoinSpec("outer"), s.state, "left", "k", None, 56, pair, tombstone=False).output
+    KeyedChange(key='k', change=Change(new='None+x', old=None), timestamp=56)
+    >>> table_join_step(TableJoinSpec("outer"), s.state, "left", "k", None, 56, pair).output is None
+    True
+    """
     if side not in (LEFT, RIGHT):
         raise InvalidArgumentError(f"a join record's side must be 'left' or 'right' (got {side!r}).")
     state = state or TableJoinState()
     this = state.left if side == LEFT else state.right
-    source = table_source_step(this, key, value, ts, send_old_values=True,
-                               materialized=spec.cached or side in spec.filtered_sides)
+    if key is not None and value is None and tombstone is False and side not in spec.filtered_sides:
+        # the source holds the key (its value is not a tombstone); map_values made it None
+        source = TableSourceStep(TableValue(None, ts), Change(None, None if this is None else this.value))
+    else:
+        source = table_source_step(this, key, value, ts, send_old_values=True,
+                                   materialized=spec.cached or side in spec.filtered_sides)
     if source.dropped:
         return TableJoinStep(state, dropped=source.dropped)
     state = attrs.evolve(state, left=source.state) if side == LEFT else attrs.evolve(state, right=source.state)
     if source.forwarded is None:
         return TableJoinStep(state)
     other = state.right if side == LEFT else state.left
-    change = _join(spec.kind, side, source.forwarded, None if other is None else other.value,
-                   spec.send_old_values, joiner)
+    other_value = None if other is None else other.value  # a side holding a mapped None has no value
+    change = _join(spec.kind, side, source.forwarded, other_value, spec.send_old_values, joiner)
     if change is None:
         return TableJoinStep(state)
-    out_ts = ts if other is None else max(ts, other.ts)
+    out_ts = ts if other is None or other_value is None else max(ts, other.ts)
     if spec.materialized:
         if change.new is None and not state.has_result and spec.cached:
             return TableJoinStep(state)
