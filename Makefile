@@ -56,11 +56,12 @@ run: install
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
 # slowest tests are listed at the end, and every test's time is in build/test-results.xml.
-# TEST_WORKERS pytest-xdist processes share the tests (conftest.py: the integration suite stays
-# together on one of them, with its broker); TEST_WORKERS=0 runs them in this process.
+# TEST_WORKERS pytest-xdist processes share the tests, a whole file each (conftest.py: the
+# integration files first; each worker that runs one starts its own broker); TEST_WORKERS=0 runs
+# them in this process.
 TEST_WORKERS ?= 2
 test: install $(ORACLE_BUILT)
-	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup --durations=30 --junitxml=build/test-results.xml
+	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=30 --junitxml=build/test-results.xml
 	$(PY) -m mkdocs build --strict --site-dir build/site
 	$(PY) tools/check_site.py build/site --static
 

@@ -62,10 +62,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """On the pytest-xdist controller: keep the line a worker handed over."""
+    """On the pytest-xdist controller: keep the line each worker with a broker handed over."""
     line = getattr(node, "workeroutput", {}).get("broker_line")
     if line is not None:
-        node.config.stash[_BROKER_LINE] = line
+        previous = node.config.stash.get(_BROKER_LINE, None)
+        node.config.stash[_BROKER_LINE] = line if previous is None else f"{previous}\n{line}"
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
@@ -76,8 +77,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatu
 
 
 @pytest.fixture(scope="session")
-def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
-    """The shared SparkSession, with the ``streamsdsl-kafka`` data source registered.
+def kafka_session(kafka: LocalKafka) -> Iterator[SparkSession]:
+    """The worker's SparkSession, with the ``streamsdsl-kafka`` data source registered, warmed up.
 
     It depends on ``kafka`` only so that the broker outlives the session: the Python
     workers keep producers open until the session stops.
@@ -86,8 +87,6 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     from streamsdsl.runtime.session import get_session
 
     session = get_session()
-    # as an application's session: two shuffle partitions (the unit tests' fixture runs one)
-    session.conf.set("spark.sql.shuffle.partitions", "2")
     register(session)
     # Warm up once (Python worker daemon, planner imports: ~10 s on a cold session) so that
     # each test's duration measures the test, not the session's first Python job.
@@ -103,6 +102,14 @@ def spark(kafka: LocalKafka) -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture
+def spark(kafka_session: SparkSession) -> SparkSession:
+    """The shared session, as an application's: two shuffle partitions, set for each test (the
+    unit tests' fixture sets one; an xdist worker runs files of both suites on one session)."""
+    kafka_session.conf.set("spark.sql.shuffle.partitions", "2")
+    return kafka_session
 
 
 @pytest.fixture

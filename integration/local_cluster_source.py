@@ -10,9 +10,7 @@ Python workers) with both connectors, on one session; print the result as JSON:
    300 records per micro-batch (``eos_app``; the test reads the sink ``read_committed``).
 
 One session for the three (a local cluster starts in ≈ 30 s). Run by ``local_cluster_run`` for
-``test_kafka_io.py::TestPooledReader::test_streaming_read_on_a_multi_process_cluster``,
-``test_jvm_connector.py::test_jvm_connector_on_a_multi_process_cluster`` and
-``test_exactly_once.py::test_exactly_once_on_a_multi_process_cluster``::
+the three tests of ``test_local_cluster.py``::
 
     python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT SINK \
         EOS_SOURCE EOS_SINK EOS_APP

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 
-from integration.local_cluster_source import local_cluster_run
 from integration.test_faults import (
     _AppProcess,
     _assert_counts_never_go_back,
@@ -336,48 +335,3 @@ def test_transaction_longer_than_its_timeout_fails_naming_the_option(
     assert match is not None, str(seen[0])
     assert match["topic"] == sink and int(match["ms"]) >= 1000
     assert _committed(kafka, sink) == []
-
-
-# -- on a multi-process cluster ---------------------------------------------------------------------
-def _marker(kafka: LocalKafka, group: str, topic: str) -> dict[str, Any] | None:
-    """The exactly-once marker the task group ``group`` committed (its offset's metadata)."""
-    import json
-
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group,
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    try:
-        tp = consumer.committed([TopicPartition(topic, 0)], timeout=30)[0]
-    finally:
-        consumer.close()
-    return json.loads(tp.metadata) if tp.offset >= 0 and tp.metadata else None
-
-
-@pytest.mark.slow
-def test_exactly_once_on_a_multi_process_cluster(
-    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """On ``local-cluster[2,1,1024]`` (two executor JVMs with their own Python workers) the
-    exactly-once application counts 1,200 records in micro-batches of 300: the executors' tasks
-    wrote in transactions (each task group's marker names the query and a micro-batch, with the
-    records it wrote, together the 4 batches x 40 keys), and a ``read_committed`` reader sees
-    every count once and the exact final counts. (The local cluster's one session also runs the
-    connectors' tests: `integration.local_cluster_source`.)"""
-    import json
-
-    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
-    eos = run["eos_app"]
-    assert (eos["closed"], eos["state"]) == (True, "NOT_RUNNING")
-    source, sink, app_id = run["eos_source"], run["eos_sink"], run["eos_app_id"]
-
-    out = _committed_counts(kafka, sink)
-    _assert_exactly_once(out, {f"k{k:03d}": 30 for k in range(40)})
-    assert len(out) == 4 * 40  # every batch updates every key once
-    with open(Path(eos["state_dir"]) / app_id / "checkpoint" / "metadata", encoding="utf-8") as f:
-        query_id = json.loads(f.readline())["id"]
-    (sink_name,) = [n.name for n in _count_topology(source, sink).sinks]
-    markers = [_marker(kafka, f"{app_id}-{sink_name}-{p}", sink) for p in range(2)]  # 2 shuffle partitions
-    assert all(m is not None and m["query"] == query_id for m in markers), markers
-    assert sorted(m["batch"] for m in markers if m) == [3, 3]
-    assert sum(m["records"] for m in markers if m) == 40  # batch 3 updated every key once

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from integration.local_cluster_source import local_cluster_run
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.config import StreamsConfigError
@@ -120,19 +119,3 @@ def test_jvm_connector_kafka_to_kafka(
     metrics = app.metrics()
     assert metrics["input-records-total"] == 4.0
     assert metrics["output-records-total"] == 3.0
-
-
-@pytest.mark.integration
-@pytest.mark.slow
-def test_jvm_connector_on_a_multi_process_cluster(
-    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    """On ``local-cluster[2,1,1024]`` (two executor JVMs: the connector's jars reach them through
-    ``spark.jars`` from the user's cache) an application with ``kafka.connector = "jvm"`` copies
-    every record once, upper-cased, keeping keys, partitions' order and timestamps (the same
-    subprocess run as the Python source's test in test_kafka_io.py)."""
-    out, records = local_cluster_run(kafka, new_topic, tmp_path_factory)
-    assert out["executors"] == 2
-    assert out["jvm_app"] == {"closed": True, "state": "NOT_RUNNING", "input": 40.0, "output": 40.0}
-    got = sorted((r.key, r.value, r.timestamp) for r in kafka.consume_all(out["sink"]))
-    assert got == sorted((k, v.upper(), ts) for k, v, ts, _ in records)

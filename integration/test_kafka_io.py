@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from integration.local_cluster_source import local_cluster_run
 from streamsdsl.io.partition_reader import RAW_RECORD_SCHEMA
 from streamsdsl.records import RAW_RECORD_DDL, RAW_SINK_DDL
 from streamsdsl.testing.local_kafka import ConsumedRecord, LocalKafka
@@ -372,18 +371,3 @@ class TestPooledReader:
         ]
         assert consumers[0] is consumers[1] is consumers[2]
         pool.close_all()
-
-    @pytest.mark.slow
-    def test_streaming_read_on_a_multi_process_cluster(
-        self, kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
-    ) -> None:
-        """On ``local-cluster[2,1,1024]`` (two executor JVMs, their own Python workers, pooled
-        consumers reused across micro-batches there) a rate-limited availableNow query reads every
-        record exactly once, in batches of maxOffsetsPerTrigger."""
-        out, records = local_cluster_run(kafka, new_topic, tmp_path_factory)
-        assert (out["finished"], out["error"], out["executors"]) == (True, None, 2)
-        assert [len(b) for b in out["batches"]] == [10, 10, 10, 10]
-        got = sorted((tuple(r) for b in out["batches"] for r in b), key=lambda r: (r[2], r[3]))
-        # partition i % 2, offset i // 2
-        expected = [(k.decode(), v.decode(), p, i // 2, ts) for i, (k, v, ts, p) in enumerate(records)]
-        assert got == sorted(expected, key=lambda r: (r[2], r[3]))

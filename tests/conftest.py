@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 from hypothesis import settings
@@ -19,16 +19,22 @@ if os.environ.get("CI"):
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """The one SparkSession of the test run (local[2], RocksDB state), with one shuffle
-    partition: the unit tests' inputs are a few records, and a second partition only doubles
-    the tasks of every stage (about a quarter of a Spark test's time). The integration suite
-    (its own fixture) and the local-cluster tests run with two."""
+def spark_session() -> Any:
+    """The worker's SparkSession (local[2], RocksDB state)."""
     from streamsdsl.runtime.session import get_session
 
-    session = get_session()
-    session.conf.set("spark.sql.shuffle.partitions", "1")
-    yield session
+    return get_session()
+
+
+@pytest.fixture
+def spark(spark_session: Any) -> Any:
+    """The shared SparkSession with one shuffle partition, set for each test (an xdist worker
+    may run an integration file, two partitions, on the same session before): the unit tests'
+    inputs are a few records, and a second partition only doubles the tasks of every stage
+    (about a quarter of a Spark test's time). The integration suite (its own fixture) and the
+    local-cluster tests run with two."""
+    spark_session.conf.set("spark.sql.shuffle.partitions", "1")
+    return spark_session
 
 
 @pytest.fixture(params=["python", "jvm"])

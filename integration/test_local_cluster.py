@@ -1,0 +1,98 @@
+"""Both connectors and both guarantees on ``local-cluster[2,1,1024]``: a driver and two executor
+JVMs, each with its own Python workers (issue 27, item 4).
+
+One subprocess (`integration.local_cluster_source`, run once by `local_cluster_run`: a local
+cluster starts in ≈ 30 s) reads with streamsdsl's source, runs an application on Spark's
+connector and an exactly-once count; the tests below check its three results. They live in one
+file so that ``make test``'s xdist workers (``--dist loadfile``) run that subprocess once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.local_cluster_source import local_cluster_run
+from integration.test_exactly_once import _assert_exactly_once, _committed_counts
+from integration.test_faults import _count_topology
+from streamsdsl.testing.local_kafka import LocalKafka
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+
+# -- streamsdsl's Kafka source ------------------------------------------------------------------
+@pytest.mark.slow
+def test_streaming_read_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """On ``local-cluster[2,1,1024]`` (two executor JVMs, their own Python workers, pooled
+    consumers reused across micro-batches there) a rate-limited availableNow query reads every
+    record exactly once, in batches of maxOffsetsPerTrigger."""
+    out, records = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    assert (out["finished"], out["error"], out["executors"]) == (True, None, 2)
+    assert [len(b) for b in out["batches"]] == [10, 10, 10, 10]
+    got = sorted((tuple(r) for b in out["batches"] for r in b), key=lambda r: (r[2], r[3]))
+    # partition i % 2, offset i // 2
+    expected = [(k.decode(), v.decode(), p, i // 2, ts) for i, (k, v, ts, p) in enumerate(records)]
+    assert got == sorted(expected, key=lambda r: (r[2], r[3]))
+
+
+# -- Spark's Kafka connector -----------------------------------------------------------------
+@pytest.mark.slow
+def test_jvm_connector_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """On ``local-cluster[2,1,1024]`` (two executor JVMs: the connector's jars reach them through
+    ``spark.jars`` from the user's cache) an application with ``kafka.connector = "jvm"`` copies
+    every record once, upper-cased, keeping keys, partitions' order and timestamps (the same
+    subprocess run as the Python source's test in test_kafka_io.py)."""
+    out, records = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    assert out["executors"] == 2
+    assert out["jvm_app"] == {"closed": True, "state": "NOT_RUNNING", "input": 40.0, "output": 40.0}
+    got = sorted((r.key, r.value, r.timestamp) for r in kafka.consume_all(out["sink"]))
+    assert got == sorted((k, v.upper(), ts) for k, v, ts, _ in records)
+
+
+# -- exactly-once --------------------------------------------------------------------------------
+def _marker(kafka: LocalKafka, group: str, topic: str) -> dict[str, Any] | None:
+    """The exactly-once marker the task group ``group`` committed (its offset's metadata)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": group,
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        tp = consumer.committed([TopicPartition(topic, 0)], timeout=30)[0]
+    finally:
+        consumer.close()
+    return json.loads(tp.metadata) if tp.offset >= 0 and tp.metadata else None
+
+
+@pytest.mark.slow
+def test_exactly_once_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """On ``local-cluster[2,1,1024]`` (two executor JVMs with their own Python workers) the
+    exactly-once application counts 1,200 records in micro-batches of 300: the executors' tasks
+    wrote in transactions (each task group's marker names the query and a micro-batch, with the
+    records it wrote, together the 4 batches x 40 keys), and a ``read_committed`` reader sees
+    every count once and the exact final counts. (The local cluster's one session also runs the
+    connectors' tests: `integration.local_cluster_source`.)"""
+    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    eos = run["eos_app"]
+    assert (eos["closed"], eos["state"]) == (True, "NOT_RUNNING")
+    source, sink, app_id = run["eos_source"], run["eos_sink"], run["eos_app_id"]
+
+    out = _committed_counts(kafka, sink)
+    _assert_exactly_once(out, {f"k{k:03d}": 30 for k in range(40)})
+    assert len(out) == 4 * 40  # every batch updates every key once
+    with open(Path(eos["state_dir"]) / app_id / "checkpoint" / "metadata", encoding="utf-8") as f:
+        query_id = json.loads(f.readline())["id"]
+    (sink_name,) = [n.name for n in _count_topology(source, sink).sinks]
+    markers = [_marker(kafka, f"{app_id}-{sink_name}-{p}", sink) for p in range(2)]  # 2 shuffle partitions
+    assert all(m is not None and m["query"] == query_id for m in markers), markers
+    assert sorted(m["batch"] for m in markers if m) == [3, 3]
+    assert sum(m["records"] for m in markers if m) == 40  # batch 3 updated every key once
