@@ -20,6 +20,7 @@ Measured for each application and engine:
   ``peek`` before the first stateful step has counted every input record; streamsdsl's from
   ``KafkaStreams.start()`` until ``process_all_available()`` returns (its closed windows
   written). records/s = input records / that time;
+* Kafka Streams once more with its own default commit interval (30 s), for scale;
 * **CPU seconds per million records** over the same interval: Kafka Streams' JVM process CPU
   time (``OperatingSystemMXBean.getProcessCpuTime``); for streamsdsl the sum over the process
   tree from ``/proc`` (this driver, Spark's JVM, Python workers and planner processes; the
@@ -29,7 +30,9 @@ Measured for each application and engine:
   ``emit.interval.ms.kstreams.windowed.aggregation`` default), so after its timed run a few
   records at the input's last timestamp are produced to every partition (they close nothing
   and stay in open windows) until its output is complete; streamsdsl reads the same topic,
-  those records included;
+  those records included. Kafka Streams' windowed store keeps 10 minutes (`KS_RETENTION_MS`):
+  with its default retention its on-close emission lost the closed sessions of this replayed
+  input. The enrichment's input has one partition (`PARTITIONS`);
 * **latency**: the same applications with the default emit strategy (on every update), a fresh
   topic fed at ``--rate`` records/s for ``--latency-seconds`` by a load generator process that
   also reads the output: latency = the consumer's receive time minus the output record's
@@ -79,6 +82,8 @@ PARTITIONS = {"session": 2, "enrich": 1}
 #: replayed input (event time runs ~100x faster than the wall clock, and the emission runs at
 #: most once a second): 0 of 500 sessions written in the 5,000-record smoke run.
 KS_RETENTION_MS = 600_000
+#: Kafka Streams' own default commit interval (at-least-once), for one more throughput row.
+KS_DEFAULT_COMMIT_MS = 30_000
 CUSTOMERS = 1000
 REGIONS = 10
 WINDOW_MS = 60_000
@@ -393,10 +398,10 @@ def run_sdsl_throughput(bootstrap: str, app: str, source: str, customers: str | 
 
 # -- Kafka Streams ------------------------------------------------------------------------------
 def run_ks_throughput(kafka: Any, classpath: str, app: str, topics: dict[str, Any], n: int, keys: int,
-                      state_dir: str, expected_count: int) -> dict[str, Any]:
+                      state_dir: str, expected_count: int, commit_ms: int = COMMIT_MS) -> dict[str, Any]:
     java = JavaApp(classpath, app=app, emit="close", bootstrap=kafka.bootstrap_servers,
                    application_id=f"p9-ks-{app}-{uuid.uuid4().hex[:6]}", state_dir=state_dir,
-                   commit_interval_ms=COMMIT_MS, retention_ms=KS_RETENTION_MS, source=topics["source"],
+                   commit_interval_ms=commit_ms, retention_ms=KS_RETENTION_MS, source=topics["source"],
                    customers=topics.get("customers"), sink=topics["sink"], records=n, warmup_source=topics["warm_source"],
                    warmup_customers=topics.get("warm_customers"), warmup_sink=topics["warm_sink"],
                    warmup_records=topics["warm_records"])
@@ -407,7 +412,7 @@ def run_ks_throughput(kafka: Any, classpath: str, app: str, topics: dict[str, An
         # on-close results wait for a record after the emit interval (1 s): feed sentinels until
         # every closed window is out (they close nothing, so the expected output stays the same)
         sentinels = 0
-        for _ in range(20):
+        for _ in range(20 if commit_ms <= 1000 else 40):
             time.sleep(1.2)
             sentinels += produce_sentinels(kafka.bootstrap_servers, app, topics["source"], last_input_ts(app, n, keys))
             deadline = time.monotonic() + 3
@@ -582,6 +587,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=15, help="seconds of each latency run (0: none)")
     parser.add_argument("--latency-warmup", type=float, default=5, help="seconds left out at a latency run's start")
     parser.add_argument("--apps", default=",".join(APPS), help="applications to run (session,enrich)")
+    parser.add_argument("--ks-default-commit", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time Kafka Streams with its default commit interval (30 s)")
     parser.add_argument("--loadgen", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.loadgen:
@@ -631,7 +638,8 @@ def main(argv: list[str] | None = None) -> int:
             expected = expected_output(app, n, keys)
             expected_count = expected if isinstance(expected, int) else len(expected)
 
-            sinks = {e: f"p9-{app}-out-{e}-{tag}" for e in ("ks", "sdsl", "ks-warm", "sdsl-warm")}
+            sinks = {e: f"p9-{app}-out-{e}-{tag}" for e in ("ks", "sdsl", "ks-warm", "sdsl-warm", "ks-default",
+                                                            "ks-warm2")}
             for s in sinks.values():
                 kafka.create_topic(s, PARTITIONS[app])
             print(f"P9 {app}: Kafka Streams on {n:,} records", file=sys.stderr, flush=True)
@@ -639,6 +647,14 @@ def main(argv: list[str] | None = None) -> int:
                                    {**topics, "sink": sinks["ks"], "warm_sink": sinks["ks-warm"]}, n, keys,
                                    os.path.join(tmp, f"ks-{app}"), expected_count)
             ks_out = parse_output(app, kafka.consume_all(sinks["ks"]))
+            ks_default = None
+            if args.ks_default_commit:
+                print(f"P9 {app}: Kafka Streams, default commit interval", file=sys.stderr, flush=True)
+                ks_default = run_ks_throughput(kafka, classpath, app,
+                                               {**topics, "sink": sinks["ks-default"], "warm_sink": sinks["ks-warm2"]},
+                                               n, keys, os.path.join(tmp, f"ks-default-{app}"), expected_count,
+                                               commit_ms=KS_DEFAULT_COMMIT_MS)
+                ks_default_out = parse_output(app, kafka.consume_all(sinks["ks-default"]))
 
             print(f"P9 {app}: streamsdsl on {n:,} records", file=sys.stderr, flush=True)
             run_sdsl_throughput(bootstrap, app, topics["warm_source"], topics.get("warm_customers"),
@@ -661,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
                                 [list(x) for x in sorted(set(expected) - set(sd_out))[:5]]},
                 "produce_seconds": round(produce_s, 2),
                 "expected_outputs": expected_count,
-                "outputs_equal": ks_out == sd_out and ks_ok and sd_ok,
+                "outputs_equal": ks_out == sd_out and ks_ok and sd_ok and (ks_default is None or ks_default_out == ks_out),
                 "kafka_streams": {
                     "seconds": round(ks["seconds"], 3), "records_per_second": round(ks_rate),
                     "cpu_seconds": round(ks["cpu_seconds"], 2),
@@ -675,6 +691,12 @@ def main(argv: list[str] | None = None) -> int:
                     "cpu_seconds_per_million_records": round(sd["cpu"]["total"] / n * 1e6, 1),
                     "outputs": len(sd_out), "outputs_as_expected": sd_ok, "profile": sd["profile"],
                 },
+                **({} if ks_default is None else {"kafka_streams_default_commit": {
+                    "commit_interval_ms": KS_DEFAULT_COMMIT_MS,
+                    "seconds": round(ks_default["seconds"], 3), "records_per_second": round(n / ks_default["seconds"]),
+                    "cpu_seconds": round(ks_default["cpu_seconds"], 2),
+                    "cpu_seconds_per_million_records": round(ks_default["cpu_seconds"] / n * 1e6, 1),
+                    "outputs_equal": ks_default_out == ks_out}}),
                 "ratio_records_per_second": round(sd_rate / ks_rate, 3),
                 "ratio_cpu_per_record": round(sd["cpu"]["total"] / max(ks["cpu_seconds"], 1e-9), 2),
             }
@@ -725,6 +747,10 @@ def main(argv: list[str] | None = None) -> int:
             lat = r.get("latency", {}).get("kafka-streams" if key == "kafka_streams" else "streamsdsl", {})
             lines.append(f"| {app} | {engine} | {r[key]['records_per_second']:,} | "
                          f"{r[key]['cpu_seconds_per_million_records']} | {lat.get('p50_ms')} / {lat.get('p99_ms')} |")
+        if "kafka_streams_default_commit" in r:
+            d = r["kafka_streams_default_commit"]
+            lines.append(f"| {app} | Kafka Streams, commit every 30 s | {d['records_per_second']:,} | "
+                         f"{d['cpu_seconds_per_million_records']} | |")
         lines.append(f"| {app} | ratio | {r['ratio_records_per_second']}× | {r['ratio_cpu_per_record']}× | |")
     print("\n".join(lines))
     if not equal:
