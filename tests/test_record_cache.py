@@ -104,6 +104,26 @@ def test_no_cache_filtered_table_forwards_no_change_of_nothing_into_a_join(make_
     assert run(None) == run(NO_CACHE) == [("b", "xy+ab", 24), ("b", None, 25)]
 
 
+def test_cogroup_window_another_input_expired_is_kept_by_the_cache_only(make_driver: Any) -> None:
+    """A time-windowed cogroup (oracle case 197bb19b1746): stream two's record at 25 expires
+    [0, 10) for stream two; stream one's record at 7 is on time for stream one. With the cache,
+    Kafka's cache still returns the window and the record adds to it; without it, Kafka's store
+    (its time the fastest input's) hides it and the window starts again."""
+    def run(config: dict[str, Any] | None) -> list[tuple[Any, ...]]:
+        b = StreamsBuilder()
+        one, two = b.stream("one", STRINGS).group_by_key(), b.stream("two", STRINGS).group_by_key()
+        (one.cogroup(lambda k, v, a: a + 1).cogroup(two, lambda k, v, a: a + 10)
+         .windowed_by(TimeWindows.of_size_with_no_grace(10)).aggregate(lambda: 0).to_stream().to("out"))
+        with make_driver(b.build(), config) as d:
+            for topic, ts in (("two", 5), ("two", 25), ("one", 7)):
+                d.create_input_topic(topic).pipe_input("k", "v", ts)
+            return [(r.key.window.start, r.value, r.timestamp)
+                    for r in d.create_output_topic("out").read_records_to_list()]
+
+    assert run(None) == [(0, 10, 5), (20, 10, 25), (0, 11, 7)]
+    assert run(NO_CACHE) == [(0, 10, 5), (20, 10, 25), (0, 1, 7)]
+
+
 @pytest.mark.parametrize("kind", ["outer", "inner"])
 def test_map_values_none_of_a_value_reaches_a_join(make_driver: Any, kind: str) -> None:
     """A KTable map_values whose mapper returns None before a table-table join: the source

@@ -34,6 +34,7 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.semantics.kernels import FlushPolicy
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
@@ -156,9 +157,10 @@ class ReplayLowering(Lowering):
         if getattr(config.windowing, "stream_time_before", False):
             earlier = F.max(F.when(advances, F.col("timestamp"))).over(w.rowsBetween(Window.unboundedPreceding, -1))
             df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), initial).cast("bigint"))
-        if partition_by and inputs > 1 and config.key.windowed:
-            # one store for all inputs: a window leaves it once every input's stream time expired
-            # it, so each record carries the least of the inputs' stream times after it
+        if (partition_by and inputs > 1 and config.flush is FlushPolicy.PER_RECORD
+                and getattr(config.windowing, "cache_keeps_expired_windows", False)):
+            # one record cache for all inputs: a window stays in it until every input's stream
+            # time has expired it, so each record carries the least of the inputs' stream times
             everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION).rowsBetween(Window.unboundedPreceding,
                                                                                      Window.currentRow)
             each = [F.greatest(F.coalesce(F.max(F.when(advances & (F.col(partition_by) == i), F.col("timestamp"))

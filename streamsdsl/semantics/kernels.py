@@ -129,9 +129,10 @@ class AggregateKernel:
     """One aggregation operator over all its keys.
 
     ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
-    processor per input stream, over one store), and a window leaves the state only once every
-    input's stream time has expired it (`record_step`'s ``expiry_time``); otherwise one stream
-    time spans the inputs. ``states`` is the
+    processor per input stream, over one store); with the record cache, a time or sliding window
+    leaves the state only once every input's stream time has expired it (`record_step`'s
+    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`); otherwise one stream time
+    spans the inputs. ``states`` is the
     state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
     key's serialized bytes (Kafka's store order), which order the windows one stream-time step
     closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
@@ -175,8 +176,10 @@ class AggregateKernel:
             self._store(key, state)
             return self._released(key, release.passed, release.immediate, stream_time)
         expiry_time = None
-        if self.per_input_time and len(self.stream_times) > 1:
-            # one store for all inputs: a window leaves it once every input's stream time expired it
+        if (self.per_input_time and len(self.stream_times) > 1 and self.flush is FlushPolicy.PER_RECORD
+                and getattr(windowing, "cache_keeps_expired_windows", False)):
+            # one record cache for all inputs: a window stays in it until every input's stream
+            # time has expired it
             expiry_time = min(stream_time if i == slot else t for i, t in enumerate(self.stream_times))
         step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
                            stream_time_before=before_time, expiry_time=expiry_time)

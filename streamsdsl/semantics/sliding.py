@@ -271,6 +271,7 @@ class SlidingWindowing(WindowingRules):
     in_order_iterator: bool = False
 
     drops_null_values: ClassVar[bool] = True
+    cache_keeps_expired_windows: ClassVar[bool] = True
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep:

@@ -50,6 +50,7 @@ class TimeWindowing(WindowingRules):
     grace: int
 
     drops_null_values: ClassVar[bool] = False
+    cache_keeps_expired_windows: ClassVar[bool] = True
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep:

@@ -113,6 +113,14 @@ class WindowingRules:
     """Base of the window kinds: their close and expiry thresholds (a window closes, or expires, at
     the first stream time greater than its threshold)."""
 
+    #: In a cogroup whose inputs keep their own stream times, whether Kafka's record cache still
+    #: returns a window that a faster input's stream time has expired, so that a slower input's
+    #: record adds to it (`record_step`'s ``expiry_time``): time and sliding windows, which are
+    #: only ever put. Without the cache Kafka's store hides it (its retention follows the
+    #: fastest input). Session windows keep their stream time's expiry: Kafka's cache would
+    #: merge such a session but forward no tombstone for it, which is not modelled.
+    cache_keeps_expired_windows: ClassVar[bool] = False
+
     def close_threshold(self, window: WindowAgg) -> int:
         raise NotImplementedError
 

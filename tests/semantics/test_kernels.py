@@ -87,8 +87,9 @@ class TestSessionsWithoutTheCache:
 
 class TestCogroupStreamTimePerInput:
     """A cogroup's inputs each keep their own stream time (Kafka's one aggregate processor per
-    input) over one store: a window leaves the state only once every input's stream time has
-    passed its end + grace, so a record on time for its own input still finds the window."""
+    input) over one store and one record cache: with the cache, a time window leaves the state
+    only once every input's stream time has passed its end + grace, so a record on time for its
+    own input still finds the window (Kafka's cache still returns it)."""
 
     def test_a_window_another_input_closed_keeps_its_aggregate(self) -> None:
         """Oracle case 197bb19b1746: hopping windows of 5 ms advancing by 2, grace 0, each input
@@ -104,6 +105,17 @@ class TestCogroupStreamTimePerInput:
                        (46, 51, 0, 47)]
         assert kernel.stream_times == [47, 53]
         assert [w.bounds for w in kernel.states["b"].windows] == [(44, 49), (46, 51), (50, 55), (52, 57)]
+
+    def test_without_the_cache_the_store_hides_it(self) -> None:
+        """The same records without the record cache (statestore.cache.max.bytes 0): Kafka's
+        store hides [44, 49) once its time (the fastest input's) is past the window's retention,
+        so "in"'s record starts it again from the initializer, as it does here."""
+        add_length = AggFunctions(lambda: 0, lambda k, v, a: a + len(v or ""))
+        kernel = AggregateKernel(TimeWindowing(size=5, advance=2, grace=0), [add_length, add_length],
+                                 per_input_time=True, flush=FlushPolicy.EVERY_WRITE)
+        out = [(o.start, o.value) for source, value, ts in ((1, "yy", 45), (1, "x", 53), (0, None, 47))
+               for o in kernel.process("b", value, ts, source).outputs]
+        assert out[-2:] == [(44, 0), (46, 0)]
 
     def test_a_window_leaves_the_state_once_every_input_passed_it(self) -> None:
         """Tumbling windows of 10 ms, grace 0: [0, 10) stays while "in"'s stream time is 5; a
