@@ -741,8 +741,22 @@ def main(argv: list[str] | None = None) -> int:
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     write_json("p9", result)
-    lines = ["| app | engine | records/s | CPU s / M records | latency p50 / p99 ms |", "|---|---|---|---|---|"]
-    for app, r in results.items():
+    md = markdown(result)
+    with open(os.path.join(HERE, "results", "p9.md"), "w") as f:
+        f.write(md)
+    print(md)
+    if not equal:
+        print("P9: the engines' outputs differ from each other or from the expected windows", file=sys.stderr)
+        return 1
+    return 0
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The result as a markdown table: records/s, CPU per million records, latency, ratios."""
+    lines = [f"### P9: Kafka Streams as the peer, {result['records']:,} records, latency at "
+             f"{result['latency_rate']:,} records/s", "",
+             "| app | engine | records/s | CPU s / M records | latency p50 / p99 ms |", "|---|---|---|---|---|"]
+    for app, r in result["apps"].items():
         for engine, key in (("Kafka Streams", "kafka_streams"), ("streamsdsl", "streamsdsl")):
             lat = r.get("latency", {}).get("kafka-streams" if key == "kafka_streams" else "streamsdsl", {})
             lines.append(f"| {app} | {engine} | {r[key]['records_per_second']:,} | "
@@ -752,11 +766,7 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"| {app} | Kafka Streams, commit every 30 s | {d['records_per_second']:,} | "
                          f"{d['cpu_seconds_per_million_records']} | |")
         lines.append(f"| {app} | ratio | {r['ratio_records_per_second']}× | {r['ratio_cpu_per_record']}× | |")
-    print("\n".join(lines))
-    if not equal:
-        print("P9: the engines' outputs differ from each other or from the expected windows", file=sys.stderr)
-        return 1
-    return 0
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

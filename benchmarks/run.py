@@ -38,7 +38,8 @@ BENCHMARKS = {
     "p6": ("p6_driver.py", ["--tests", "2"]),
     "p7": ("p7_startup.py", ["--repeats", "1"]),
     "p8": ("p8_joins.py", ["--records", "20000", "--keys", "2000", "--repeats", "1"]),
-    "p9": ("p9_kafka_streams_peer.py", ["--records", "5000", "--latency-seconds", "8", "--latency-warmup", "2"]),
+    "p9": ("p9_kafka_streams_peer.py", ["--records", "5000", "--latency-seconds", "8", "--latency-warmup", "2",
+                                        "--no-ks-default-commit"]),
     "p10": ("p10_state_bounded.py", ["--quick"]),
 }
 

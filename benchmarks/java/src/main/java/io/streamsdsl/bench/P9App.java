@@ -48,7 +48,9 @@ import org.apache.kafka.streams.state.WindowStore;
  *
  * {@code --emit close} emits each window once when it closes, {@code --emit update} on every
  * update (Kafka Streams' default). The input records are counted by a {@code peek} before the
- * first stateful step.
+ * first stateful step. {@code --retention-ms} sets the windowed store's retention (default: Kafka
+ * Streams' own, gap or size + grace), {@code --caching false} turns its record cache off and
+ * {@code --config k=v,k=v} adds configuration (both for experiments; the benchmark uses neither).
  *
  * <p>Protocol (one JSON object per stdout line): an optional warm-up run over
  * {@code --warmup-source} (and {@code --warmup-customers}) until {@code --warmup-records} input
