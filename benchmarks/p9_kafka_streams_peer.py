@@ -78,9 +78,9 @@ COMMIT_MS = 100
 #: late records, so its input has one partition (its repartition step still runs).
 PARTITIONS = {"session": 2, "enrich": 1}
 #: Kafka Streams' state store retention for the windowed count. With the default (gap + grace for
-#: sessions, size + grace for windows) its on-close emission found no closed session of this
-#: replayed input (event time runs ~100x faster than the wall clock, and the emission runs at
-#: most once a second): 0 of 500 sessions written in the 5,000-record smoke run.
+#: sessions) its on-close emission wrote no closed session of this replayed input (0 of 500 in a
+#: 5,000-record run, also with the internal emit interval at 0 and with caching off); with this
+#: retention it writes them all. docs/performance.md, P9.
 KS_RETENTION_MS = 600_000
 #: Kafka Streams' own default commit interval (at-least-once), for one more throughput row.
 KS_DEFAULT_COMMIT_MS = 30_000
