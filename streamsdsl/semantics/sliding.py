@@ -317,10 +317,12 @@ class SlidingWindowing(WindowingRules):
         the previous record's window, it gives the aggregate copied into ``t``'s left window
         and the previous record's ts (the start of its right window); a closed window read so
         changes only the drop count (the previous record's right window and ``t``'s left
-        window are then closed writes, skipped and counted). Kafka's store keeps such windows:
-        its record cache returns every window it holds, and its segmented store keeps windows
-        while ``start > storeTime - (2d + grace)`` (storeTime, the largest window start
-        written, is at least ``streamTime - d``).
+        window are then closed writes, skipped and counted). Kafka keeps such windows readable:
+        its record cache returns every window it holds, and so does the store of an emit-on-close
+        aggregation (checked with the oracle). Without the cache, on update, Kafka's store hides
+        a window once ``start <= storeTime - (2d + grace)``, storeTime being the largest window
+        start written across keys (between ``streamTime - d`` and ``streamTime``): a record can
+        then count fewer skipped writes than here (not modelled: the store time is not tracked).
 
         Pruning at this threshold keeps every write, value and drop count identical to never
         pruning.
