@@ -6,7 +6,7 @@ import struct
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamsdsl import SerializationError, Serdes, SessionWindow, TimeWindow, Windowed, WindowedSerdes
@@ -52,7 +52,7 @@ class TestPythonSerdes:
 
 @pytest.mark.spark
 class TestNativeSparkEncodings:
-    @settings(max_examples=25, deadline=None)
+    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(
         longs=st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), min_size=1, max_size=20),
         ints=st.lists(st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)), min_size=1, max_size=20),
