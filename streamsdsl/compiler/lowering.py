@@ -151,12 +151,19 @@ class Lowering:
         chain = self._joins_chain(df, node)
         base, points = (chain[1], (*chain[2], point)) if chain is not None else (df, (point,))
         flags = [f"{_KEEP_FLAG}{i}" for i in range(len(points))]
+        records = [f"{_DROPPED_RECORD}{i}" for i in range(len(points))]
         computed: list[Column] = []
         for i, p in enumerate(points):
             computed.append((p.keep if i == 0 else F.when(F.col(flags[i - 1]), p.keep)).alias(flags[i]))
+        # each point's dropped record (null for the rows it keeps) is computed in the same
+        # generated projection as the flags: the observation's list then reads one column per
+        # row instead of evaluating the record's expression outside the generated code
+        for flag, record, p in zip(flags, records, points):
+            computed.append(F.when(~F.col(flag), _dropped_record(p.detail, p.position)).alias(record))
         out = base.select("*", *computed)
-        fields = [_observed_fields(F.when(~F.col(flag), F.lit(1)), None, p.detail, p.position)
-                  for flag, p in zip(flags, points)]
+        fields = [_observed_fields(F.when(~F.col(flag), F.lit(1)), None, p.detail, p.position,
+                                   record=F.col(record))
+                  for flag, record, p in zip(flags, records, points)]
         names = [observation_name(p.node, p.part) for p in points]
         if len(points) == 1:
             out = out.observe(names[0], *fields[0])
@@ -170,7 +177,7 @@ class Lowering:
         kept = F.col(flags[0])
         for flag in flags[1:]:
             kept = kept & F.col(flag)
-        result = out.filter(kept).drop(*flags)
+        result = out.filter(kept).drop(*flags, *records)
         self._drop_chains[id(result)] = (result, base, points)
         return result
 
@@ -217,12 +224,22 @@ class Lowering:
 _KEEP_FLAG = "_keep_"
 
 
-def _observed_fields(dropped: Column, final_latency: Column | None, detail: Column | None,
-                     position: Column | None) -> list[Column]:
-    """The aggregates of one observation (`Lowering.observe`)."""
+#: Prefix of the dropped-record columns `Lowering.drop_counted` computes (one per drop point).
+_DROPPED_RECORD = "_dropped_record_"
+
+
+def _dropped_record(detail: Column | None, position: Column | None) -> Column:
+    """What an observation keeps of a dropped record, for the runners' log warning."""
     position = position if position is not None else F.col(SOURCE_POSITION)
-    record = F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
-                      (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
+    return F.struct(position.alias("position"), F.col("timestamp").cast("bigint").alias("timestamp"),
+                    (detail if detail is not None else F.lit(None).cast("string")).alias("detail"))
+
+
+def _observed_fields(dropped: Column, final_latency: Column | None, detail: Column | None,
+                     position: Column | None, *, record: Column | None = None) -> list[Column]:
+    """The aggregates of one observation (`Lowering.observe`); ``record``: a column holding each
+    dropped row's record (null for the others), computed before the observation."""
+    listed = record if record is not None else F.when(dropped.isNotNull(), _dropped_record(detail, position))
     if final_latency is None:
         # a point without emit-final records: the values the aggregates below would give
         # (count 0, sum 0.0, max null) as constants, not aggregated per row
@@ -234,7 +251,7 @@ def _observed_fields(dropped: Column, final_latency: Column | None, detail: Colu
                  F.coalesce(F.sum(final_latency), F.lit(0.0)).cast("double").alias(OBSERVED_LATENCY_SUM),
                  F.max(final_latency).cast("double").alias(OBSERVED_LATENCY_MAX)]
     return [F.coalesce(F.sum(dropped), F.lit(0)).cast("long").alias(OBSERVED_DROPPED), *final,
-            F.slice(F.collect_list(F.when(dropped.isNotNull(), record)), 1, MAX_LOGGED_DROPS).alias(
+            F.slice(F.collect_list(listed), 1, MAX_LOGGED_DROPS).alias(
                 OBSERVED_DROPPED_RECORDS)]
 
 
