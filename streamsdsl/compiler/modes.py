@@ -154,18 +154,24 @@ class ReplayLowering(Lowering):
         else:
             initial = F.lit(max(before))
         df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
+        cogroup = bool(partition_by) and inputs > 1
+        # one store for all inputs, its time the fastest input's: a session it closed is final
+        store_time = cogroup and getattr(config.windowing, "store_time_expires_windows", False)
+        everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION)
         if getattr(config.windowing, "stream_time_before", False):
-            earlier = F.max(F.when(advances, F.col("timestamp"))).over(w.rowsBetween(Window.unboundedPreceding, -1))
-            df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), initial).cast("bigint"))
-        if (partition_by and inputs > 1 and config.flush is FlushPolicy.PER_RECORD
-                and getattr(config.windowing, "cache_keeps_expired_windows", False)):
-            # one record cache for all inputs: a window stays in it until every input's stream
-            # time has expired it, so each record carries the least of the inputs' stream times
-            everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION).rowsBetween(Window.unboundedPreceding,
-                                                                                     Window.currentRow)
+            before_w = (everyone if store_time else w).rowsBetween(Window.unboundedPreceding, -1)
+            earlier = F.max(F.when(advances, F.col("timestamp"))).over(before_w)
+            first = F.lit(max(before)) if store_time else initial
+            df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), first).cast("bigint"))
+        if store_time or (cogroup and config.flush is FlushPolicy.PER_RECORD
+                          and getattr(config.windowing, "cache_keeps_expired_windows", False)):
+            # each record carries the greatest of the inputs' stream times after it (sessions) or,
+            # with one record cache for all inputs that keeps a window until every input's stream
+            # time has expired it (time and sliding windows), the least of them
+            upto = everyone.rowsBetween(Window.unboundedPreceding, Window.currentRow)
             each = [F.greatest(F.coalesce(F.max(F.when(advances & (F.col(partition_by) == i), F.col("timestamp"))
-                                                ).over(everyone), F.lit(-1)), F.lit(t)) for i, t in enumerate(before)]
-            df = df.withColumn(EXPIRY_TIME, F.least(*each).cast("bigint"))
+                                                ).over(upto), F.lit(-1)), F.lit(t)) for i, t in enumerate(before)]
+            df = df.withColumn(EXPIRY_TIME, (F.greatest if store_time else F.least)(*each).cast("bigint"))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)

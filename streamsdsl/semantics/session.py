@@ -50,6 +50,7 @@ class SessionWindowing(WindowingRules):
     cached: bool = attrs.field(default=True, kw_only=True)
 
     drops_null_values: ClassVar[bool] = False
+    store_time_expires_windows: ClassVar[bool] = True
 
     @property
     def reads_store_time(self) -> bool:

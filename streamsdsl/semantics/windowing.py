@@ -117,9 +117,17 @@ class WindowingRules:
     #: returns a window that a faster input's stream time has expired, so that a slower input's
     #: record adds to it (`record_step`'s ``expiry_time``): time and sliding windows, which are
     #: only ever put. Without the cache Kafka's store hides it (its retention follows the
-    #: fastest input). Session windows keep their stream time's expiry: Kafka's cache would
-    #: merge such a session but forward no tombstone for it, which is not modelled.
+    #: fastest input).
     cache_keeps_expired_windows: ClassVar[bool] = False
+
+    #: In a cogroup whose inputs keep their own stream times, whether a window leaves the state
+    #: once the store's time, the greatest of the inputs' stream times, has expired it, for
+    #: every key and every input (`record_step`'s ``expiry_time`` and ``stream_time_before``):
+    #: sessions, whose closed session is final (docs/differences.md, Session windows). Kafka's
+    #: uncached store hides such a session from a slower input's record, as streamsdsl does;
+    #: Kafka's record cache still merges it and forwards no tombstone for it (the store it asks
+    #: for the old value has expired it).
+    store_time_expires_windows: ClassVar[bool] = False
 
     def close_threshold(self, window: WindowAgg) -> int:
         raise NotImplementedError
@@ -237,9 +245,12 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
     reads it (uncached sessions: what Kafka's store still returns). ``expiry_time``: the stream
     time windows expire by, when it is not ``stream_time``: a cogroup whose inputs each keep
     their own stream time (Kafka's one aggregate processor per input over one shared store)
-    passes the least of them, so that a window leaves the state only once no input can write
-    it any more; a record of a slower input still finds, and adds to, a window that a faster
-    input's stream time has closed (Kafka's store keeps it).
+    passes the least of them for time and sliding windows with the record cache, so that a
+    window leaves the state only once no input can write it any more (a record of a slower
+    input still finds, and adds to, a window that a faster input's stream time has closed:
+    Kafka's cache keeps it), and the greatest of them for sessions, the store's time, by which
+    a closed session is final (`WindowingRules.store_time_expires_windows`; the cogroup passes
+    the greatest of the stream times before the record as ``stream_time_before`` too).
 
     Examples
     --------

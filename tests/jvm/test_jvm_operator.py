@@ -185,6 +185,40 @@ class TestSameOutputAsTheKernel:
                 outs.append((got, driver.metrics()["dropped-records-total"]))
         assert outs[1] == outs[0] == ([(0, 1, 5), (20, 1, 25), (0, 2, 7)], 1.0)
 
+    @pytest.mark.parametrize("cached", [True, False], ids=["cache", "no-cache"])
+    def test_cogroup_session_the_store_time_closed_is_final(self, spark: Any, cached: bool) -> None:
+        """A session cogroup (gap 2, grace 5) over one store whose time is the fastest input's:
+        in's record of key b at 14 closes a's [6, 6] for every input; in2's record of a at 4,
+        piped in a later run, is on time for in2 but starts [4, 4] (oracle case 234cb66c1139),
+        on the JVM operator as in the kernel, cache or not."""
+        b = StreamsBuilder()
+        streams = [b.stream(t, Consumed.with_serdes(*LONGS)).group_by_key() for t in ("in", "in2")]
+        count = Aggregations.count()
+        (streams[0].cogroup(count.aggregator).cogroup(streams[1], count.aggregator)
+         .windowed_by(SessionWindows.of_inactivity_gap_and_grace(2, 5))
+         .aggregate(count.initializer, count.merger).to_stream().to("out"))
+        topology = b.build()
+        runs = [[("in", "a", 1, 6), ("in", "b", 1, 14)], [("in2", "a", 1, 4), ("in", "a", 1, 4)]]
+        outs = []
+        cache = {} if cached else {"statestore.cache.max.bytes": 0}
+        for choice in ("direct", "jvm"):
+            if choice == "direct":
+                driver = TopologyTestDriver(topology, cache, engine="direct")
+            else:
+                driver = TopologyTestDriver(topology, {**cache, "streamsdsl.operator": choice}, engine="spark",
+                                            spark=spark)
+            with driver:
+                topics = {t: driver.create_input_topic(t) for t in ("in", "in2")}
+                out = driver.create_output_topic("out")
+                got = []
+                for run in runs:
+                    for t, k, v, ts in run:
+                        topics[t].pipe_input(k, v, ts)
+                    got += [(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp)
+                            for r in out.read_records_to_list()]
+                outs.append((got, driver.metrics()["dropped-records-total"]))
+        assert outs[1] == outs[0] == ([("a", 6, 6, 1, 6), ("b", 14, 14, 1, 14), ("a", 4, 4, 1, 4)], 1.0)
+
 
 def _session_count() -> Any:
     b = StreamsBuilder()

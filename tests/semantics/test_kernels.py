@@ -128,6 +128,60 @@ class TestCogroupStreamTimePerInput:
         assert [w.bounds for w in kernel.states["k"].windows] == [(10, 20), (20, 30)]
 
 
+
+#: The oracle's "append" aggregator and "concat_bar" merger over the initializer "".
+APPEND = AggFunctions(lambda: "", lambda k, v, a: a + ("-" if v is None else v), lambda k, a, b: a + "|" + b)
+
+
+class TestCogroupSessionsCloseByTheStoreTime:
+    """A session-windowed cogroup: its inputs keep their own stream times (what is late is each
+    input's own), but share one store, whose time is the fastest input's. A session that time
+    has closed (end + gap + grace passed) is final for every input and every key: Kafka's
+    uncached store hides it, and streamsdsl does not merge it whatever the cache (Kafka's record
+    cache merges it without a tombstone: docs/differences.md, Session windows)."""
+
+    @staticmethod
+    def _run(records: tuple[tuple[int, str, Any, int], ...], flush: FlushPolicy) -> list[tuple[Any, ...]]:
+        kernel = AggregateKernel(SessionWindowing(gap=2, grace=5, cached=flush is FlushPolicy.PER_RECORD),
+                                 [APPEND, APPEND], per_input_time=True, flush=flush)
+        return [(o.key, o.start, o.end, o.value, o.timestamp) for source, key, value, ts in records
+                for o in kernel.process(key, value, ts, source).outputs]
+
+    def test_a_session_the_faster_input_closed_is_final_for_the_slower_one(self) -> None:
+        """Oracle case 234cb66c1139: gap 2, grace 5; "in" writes x at 6 and ab at 14 (its stream
+        time closes [6, 6]: 6 + 7 < 14); "other" (stream time 4) writes None at 4, on time for
+        itself and within [6, 6]'s gap: it starts [4, 4], with no tombstone for [6, 6]."""
+        records = ((0, "a", "x", 6), (0, "a", "ab", 14), (1, "a", None, 4))
+        expected = [("a", 6, 6, "x", 6), ("a", 14, 14, "ab", 14), ("a", 4, 4, "-", 4)]
+        assert self._run(records, FlushPolicy.PER_RECORD) == expected
+        assert self._run(records, FlushPolicy.EVERY_WRITE) == expected
+
+    def test_whichever_key_moved_the_store_time(self) -> None:
+        """The same with "in"'s record at 14 for key b: the store's time closes a's [6, 6] too
+        (before, a's session stayed until a record of a expired it, and "other"'s record merged
+        it into [4, 6] with a tombstone for [6, 6], which Kafka Streams never forwards)."""
+        records = ((0, "a", "x", 6), (0, "b", "ab", 14), (1, "a", None, 4))
+        expected = [("a", 6, 6, "x", 6), ("b", 14, 14, "ab", 14), ("a", 4, 4, "-", 4)]
+        assert self._run(records, FlushPolicy.PER_RECORD) == expected
+        assert self._run(records, FlushPolicy.EVERY_WRITE) == expected
+
+    def test_at_the_close_time_the_cache_still_merges(self) -> None:
+        """The store's time 13 is [6, 6]'s end + gap + grace: not closed, so with the cache
+        "other"'s record merges it (its tombstone, then [4, 6]), as for one input; without the
+        cache Kafka's store hides it already (6 < 13 - 7 + 1, the store time being the greatest
+        of the inputs' stream times before the record), so the record starts [4, 4]."""
+        records = ((0, "a", "x", 6), (0, "b", "ab", 13), (1, "a", None, 4))
+        assert self._run(records, FlushPolicy.PER_RECORD)[2:] == [("a", 6, 6, None, 6), ("a", 4, 6, "|x-", 6)]
+        assert self._run(records, FlushPolicy.EVERY_WRITE)[2:] == [("a", 4, 4, "-", 4)]
+
+    def test_lateness_stays_each_inputs_own(self) -> None:
+        """"other"'s record at 4 is late for neither store nor itself; "in"'s record at 4 after
+        its own 14 is late (4 + 7 < 14) and dropped."""
+        kernel = AggregateKernel(SessionWindowing(gap=2, grace=5), [APPEND, APPEND], per_input_time=True)
+        steps = [kernel.process("a", v, ts, source) for source, v, ts in ((0, "ab", 14), (1, "x", 4), (0, "y", 4))]
+        assert [(s.dropped, [(o.start, o.end, o.value) for o in s.outputs]) for s in steps] == [
+            (0, [(14, 14, "ab")]), (0, [(4, 4, "x")]), (1, [])]
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 2), st.sampled_from("ab"), st.integers(0, 40)), min_size=1, max_size=25),
        st.sampled_from([(10, 10), (10, 5), (5, 2)]), st.integers(0, 6))
