@@ -341,6 +341,27 @@ class TestSuppressSessionAndSlidingDriver:
             assert _read(d.create_output_topic("output-suppressed")) == expected
             assert _reference(_read(d.create_output_topic("output-raw")), 0) == expected
 
+    @pytest.mark.parametrize("engine", ["direct", "spark"])
+    def test_one_input_records_writes_of_a_window_released_once(self, spark: Any, engine: str) -> None:
+        """Oracle cases 67bb539ac621 and e5a630e8b794 (difference 5, no grace, the record cache
+        on): a@26 writes [21,26] twice (a@20's right window and its own left window); 'x,y,z'
+        at 45 reaches the count as three records, each writing [40,45]. Kafka's record cache
+        forwards each window once per input record, with its last value, and the suppress
+        node releases it once."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        b = StreamsBuilder()
+        (b.stream("input", STR).flat_map_values(lambda v: v.split(",")).group_by_key()
+         .windowed_by(SlidingWindows.of_time_difference_with_no_grace(5)).count()
+         .suppress(FINAL).to_stream().to("output-suppressed"))
+        with TopologyTestDriver(b.build(), engine=engine, spark=spark if engine == "spark" else None) as d:
+            inp = d.create_input_topic("input", Serdes.String(), Serdes.String())
+            for v, ts in (("v", 19), ("v", 20), ("v", 26), ("x,y,z", 45)):
+                inp.pipe_input("a", v, ts)
+            assert _read(d.create_output_topic("output-suppressed")) == [
+                ("a", 14, 19, 1, 19), ("a", 15, 20, 2, 20), ("a", 20, 25, 1, 20), ("a", 21, 26, 1, 26),
+                ("a", 40, 45, 3, 45)]
+
     def test_released_windows_written_again(self, spark: Any) -> None:
         """Gap 5, no grace: b@5 takes stream time to 5 and releases [a@0/0]; a@5 still merges it
         (0 is not < close time 0) into [a@0/5], released at stream time 10 with [b@5/5] (end,

@@ -120,7 +120,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     on_close = final_results is None and emit is not None and emit.emits_on_close
     windowing = windowing_of(windows, cached=self.flush is FlushPolicy.PER_RECORD and not on_close)
     if final_results is not None:
-        windowing = FinalResultsWindowing(windowing, final_results)
+        windowing = FinalResultsWindowing(windowing, final_results, cached=self.flush is FlushPolicy.PER_RECORD)
     config = AggregateConfig(
         node.name, key_codec(frame.key.serde, windows), value_out, windowing,
         (AggregateInput(frame.value, agg_functions(node.agg), _repartitioned(self, node, 0)),),

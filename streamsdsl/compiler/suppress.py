@@ -98,12 +98,44 @@ class ReplayFinalResultsProcessor(_ReleasingProcessor):
         self._at_times = self._times(r)
         return self._at_times[1]
 
+    #: With the record cache: the key's rows of the current source position, released together
+    #: at its last row (the state and stream time before the first, the steps, the last row).
+    _held: tuple[KeyState, int, list[RecordStep], tuple[Any, ...]] | None = None
+
     def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
                    r: tuple[Any, ...]) -> Iterator[Row]:
+        """Kafka's suppress node receives what the aggregation's record cache forwards, once
+        per source record: the key's rows of one source position are released together
+        (`final_results_release` of their steps); a row that crossed a repartition is alone."""
+        cfg = self.config
+        windowing = cfg.windowing
+        assert isinstance(windowing, FinalResultsWindowing)
+        index = r[self._cols.input_index] if cfg.cogroup else 0
+        if not windowing.cached or cfg.inputs[index].repartitioned:
+            release = final_results_release(windowing, before, step, *self._at_times)
+            return self._released(kcell, release, r, self._at_times[1])
+        out = list(self._release_held(kcell, self._cols.position(r)))
+        held = self._held
+        self._held = (before, self._at_times[0], [step], r) if held is None else (held[0], held[1], [*held[2], step], r)
+        return iter(out)
+
+    def _release_held(self, kcell: Any, before_position: int | None = None) -> Iterator[Row]:
+        """The held rows' release, unless they are of ``before_position``."""
+        held = self._held
+        if held is None or self._cols.position(held[3]) == before_position:
+            return iter(())
+        self._held = None
+        before, time_before, steps, r = held
         windowing = self.config.windowing
         assert isinstance(windowing, FinalResultsWindowing)
-        release = final_results_release(windowing, before, step, *self._at_times)
-        return self._released(kcell, release, r, self._at_times[1])
+        stream_time = self._times(r)[1]
+        return self._released(kcell, final_results_release(windowing, before, steps, time_before, stream_time), r,
+                              stream_time)
+
+    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer | None,
+                    last: tuple[Any, ...]) -> Iterator[Row]:
+        yield from self._release_held(kcell)
+        yield from super()._end_of_key(kcell, key, state, batch, last)
 
 
 class ReplayTimeLimitProcessor(_ReleasingProcessor):

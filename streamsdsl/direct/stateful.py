@@ -162,6 +162,9 @@ class AggregateStep(StatefulStep):
         the windows were last written."""
         for o, headers in self.kernel.flush_cache(self.cache):
             self._forward(o, headers)
+        if self.cache.final_latencies:
+            self.run.finals.extend(self.cache.final_latencies)
+            self.cache.final_latencies.clear()
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         source = self.inputs[port]
@@ -259,9 +262,13 @@ def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Host) -> Step:
     delay = final_results_delay(aggregation.windows)
     windowing = windowing_of(aggregation.windows, cached=run.flush is FlushPolicy.PER_RECORD)
     if delay is not None:
-        windowing = FinalResultsWindowing(windowing, delay)
+        windowing = FinalResultsWindowing(windowing, delay, cached=run.flush is FlushPolicy.PER_RECORD)
     kernel = AggregateKernel(windowing, owner.kernel.fns, emit_on_close=True, key_order=owner.kernel.key_order)
     step = AggregateStep(node, owner.typed, run, kernel, owner.inputs, owner.names)
+    if isinstance(windowing, FinalResultsWindowing):
+        # the suppress node receives what the aggregation's record cache forwards: the input
+        # record's writes, once per window (`final_results_release`)
+        step.cached_inputs = owner.cached_inputs
     owner.folded.append(step)
     if all(isinstance(run.topology.node(c), ir.SuppressNode) for c in run.topology.children(aggregation.name)):
         owner.counted = False  # the plan runs only the folded operator (its store reads the folded state)

@@ -108,6 +108,11 @@ class InputRecordCache:
         self.buffer = ChangeBuffer()
         self._seen: set[Any] = set()
         self._contexts: dict[Any, Any] = {}
+        #: A suppress folded into the aggregation (`FinalResultsWindowing`): per key, its state
+        #: and the stream time before the input record's first record of it, its steps, and the
+        #: stream time after the last (`final_results_release` of them all at the flush).
+        self.finals: dict[Any, tuple[KeyState, int, list[RecordStep], int]] = {}
+        self.final_latencies: list[int] = []
 
     def write(self, key: Any, before: KeyState, step: RecordStep, context: Any = None) -> None:
         if key not in self._seen:
@@ -131,10 +136,8 @@ class AggregateKernel:
     ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
     processor per input stream, over one store); with the record cache, a time or sliding window
     leaves the state only once every input's stream time has expired it (`record_step`'s
-    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`), while a session leaves it
-    once the store's time, the greatest of the inputs' stream times, has closed it
-    (`WindowingRules.store_time_expires_windows`); otherwise one stream time spans the inputs.
-    ``states`` is the
+    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`); otherwise one stream time
+    spans the inputs. ``states`` is the
     state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
     key's serialized bytes (Kafka's store order), which order the windows one stream-time step
     closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
@@ -178,22 +181,22 @@ class AggregateKernel:
             self._store(key, state)
             return self._released(key, release.passed, release.immediate, stream_time)
         expiry_time = None
-        store_time = before_time
-        if self.per_input_time and len(self.stream_times) > 1:
-            times = [stream_time if i == slot else t for i, t in enumerate(self.stream_times)]
-            if getattr(windowing, "store_time_expires_windows", False):
-                # one store for all inputs, its time the fastest input's: a session it has
-                # closed is final, whichever input and key the record has
-                expiry_time, store_time = max(times), max(self.stream_times)
-            elif self.flush is FlushPolicy.PER_RECORD and getattr(windowing, "cache_keeps_expired_windows", False):
-                # one record cache for all inputs: a window stays in it until every input's
-                # stream time has expired it
-                expiry_time = min(times)
+        if (self.per_input_time and len(self.stream_times) > 1 and self.flush is FlushPolicy.PER_RECORD
+                and getattr(windowing, "cache_keeps_expired_windows", False)):
+            # one record cache for all inputs: a window stays in it until every input's stream
+            # time has expired it
+            expiry_time = min(stream_time if i == slot else t for i, t in enumerate(self.stream_times))
         step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
-                           stream_time_before=store_time, expiry_time=expiry_time)
+                           stream_time_before=before_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time
         self._store(key, step.state)
         if isinstance(windowing, FinalResultsWindowing):
+            if cache is not None and windowing.cached:  # released at the input record's flush
+                first = cache.finals.get(key)
+                steps = [step] if first is None else [*first[2], step]
+                cache.finals[key] = (before, before_time, steps, stream_time) if first is None \
+                    else (first[0], first[1], steps, stream_time)
+                return KernelStep(dropped=step.dropped)
             release = final_results_release(windowing, before, step, before_time, stream_time)
             return self._released(key, release.passed, release.immediate, stream_time, step.dropped)
         outputs: list[Out] = []
@@ -210,7 +213,20 @@ class AggregateKernel:
         return KernelStep(tuple(outputs), step.dropped, tuple(latencies))
 
     def flush_cache(self, cache: InputRecordCache) -> list[tuple[Out, Any]]:
-        """What the input record's cache forwards at its flush: ``(record, context)`` pairs."""
+        """What the input record's cache forwards at its flush: ``(record, context)`` pairs; with
+        a folded suppress, what its node releases of what the cache forwards (context ``()``;
+        the latencies are added to ``cache.final_latencies``)."""
+        if cache.finals:
+            windowing = self.windowing
+            assert isinstance(windowing, FinalResultsWindowing)
+            finals, cache.finals = cache.finals, {}
+            out: list[tuple[Out, Any]] = []
+            for key, (before, before_time, steps, stream_time) in finals.items():
+                release = final_results_release(windowing, before, steps, before_time, stream_time)
+                step = self._released(key, release.passed, release.immediate, stream_time)
+                out.extend((o, ()) for o in step.outputs)
+                cache.final_latencies.extend(step.final_latencies)
+            return out
         return [(self._out(key, bounds, w), context) for key, bounds, w, context in cache.flush()]
 
     # -- helpers ---------------------------------------------------------------------------------

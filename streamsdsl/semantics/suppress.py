@@ -53,6 +53,7 @@ import attrs
 from streamsdsl._validation import duration_field
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
 from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.tables import Change, key_bytes
 from streamsdsl.semantics.windowing import KeyState, WindowAgg, WindowStep, Windowing, WindowingRules
 
@@ -267,6 +268,10 @@ class FinalResultsWindowing(WindowingRules):
 
     inner: Windowing
     delay: int
+    #: Whether the aggregation's store has Kafka's record cache (emit on update, the default
+    #: ``statestore.cache.max.bytes``): the suppress node then receives, per record, each
+    #: window's last write once (the cache's flush), not every write (`final_results_release`).
+    cached: bool = True
 
     #: The operator needs the stream time before each record (`final_results_release`).
     stream_time_before: ClassVar[bool] = True
@@ -307,13 +312,20 @@ class FinalResultsRelease:
     immediate: tuple[WindowAgg, ...] = ()
 
 
-def final_results_release(windowing: FinalResultsWindowing, before: KeyState, step: WindowStep | Any,
-                          stream_time_before: int, stream_time: int) -> FinalResultsRelease:
+def final_results_release(windowing: FinalResultsWindowing, before: KeyState,
+                          step: WindowStep | Any | Sequence[WindowStep | Any], stream_time_before: int,
+                          stream_time: int) -> FinalResultsRelease:
     """Kafka's suppress node applied to what one record of one key forwards.
+
+    ``step`` may be a sequence of steps: the records of this key that one input record caused
+    (a ``flat_map_values`` before the aggregation, a join with several matches), which Kafka's
+    record cache forwards together at the input record's flush; ``before`` and
+    ``stream_time_before`` are then those before the first, ``stream_time`` the one after the last.
 
     ``before`` is the key's state before the record (``finals``: the windows whose current
     value was released), ``step`` the record's store operations (``deletes``, then ``puts``, in
-    Kafka's forwarding order), ``stream_time_before``/``stream_time`` the stream time before
+    Kafka's write order; what of them reaches the suppress node is `_forwarded_writes`: with
+    the record cache, each window's last write once), ``stream_time_before``/``stream_time`` the stream time before
     and after the record (all keys'). The suppress node's own stream time is the max timestamp
     it was forwarded: it passes ``stream_time_before`` at the first forwarded update that
     carries a later timestamp, and it evicts after every forwarded record, all keys' windows
@@ -337,6 +349,7 @@ def final_results_release(windowing: FinalResultsWindowing, before: KeyState, st
     >>> final_results_release(w, KeyState((WindowAgg(0, 0, 1, 0),)), merged, 4, 5)
     FinalResultsRelease(passed=(), immediate=())
     """
+    writes = _forwarded_writes(windowing, before, step)
     threshold = windowing.close_threshold
     current = {w.start: w for w in before.windows}
     released = set(before.finals)
@@ -351,10 +364,11 @@ def final_results_release(windowing: FinalResultsWindowing, before: KeyState, st
     suppress_time = stream_time_before
     passed = evict(suppress_time)  # released by the records between this key's previous one and this one
     immediate: list[WindowAgg] = []
-    for w in step.deletes:  # tombstones: they carry the old end, never a later time
-        current.pop(w.start, None)
-        released.discard(w.start)
-    for w in step.puts:
+    for w, deleted in writes:
+        if deleted:  # tombstones: they carry the old end, never a later time
+            current.pop(w.start, None)
+            released.discard(w.start)
+            continue
         released.discard(w.start)
         if w.agg is None:
             current.pop(w.start, None)
@@ -368,6 +382,34 @@ def final_results_release(windowing: FinalResultsWindowing, before: KeyState, st
     if stream_time > suppress_time:  # not reached by a write (no such record: kept for safety)
         passed += evict(stream_time)
     return FinalResultsRelease(tuple(passed), tuple(immediate))
+
+
+def _forwarded_writes(windowing: FinalResultsWindowing, before: KeyState,
+                      step: WindowStep | Any | Sequence[WindowStep | Any]) -> list[tuple[WindowAgg, bool]]:
+    """What the aggregation forwards to the suppress node for one record: ``(window, deleted)``
+    pairs in forwarding order (``deleted``: ``step.deletes``' tombstones, which never carry a
+    later time; a put of a ``None`` aggregate is a put).
+
+    Without the record cache, every store write: the deletes, then the puts. With it (Kafka's
+    TopologyTestDriver flushes the cache after each record), each window's last write once, in
+    the order the windows were last written, and no tombstone of a window that had not reached
+    the store before (`streamsdsl.semantics.changes.ChangeBuffer`): a sliding window the record
+    writes twice (its previous record's right window that is also its own left window) reaches
+    the suppress node once, with its last value.
+    """
+    steps = step if isinstance(step, (list, tuple)) else (step,)
+    writes = [write for one in steps for write in (*((w, True) for w in one.deletes), *((w, False) for w in one.puts))]
+    if not windowing.cached:
+        return writes
+    buffer = ChangeBuffer(w.bounds for w in before.windows)
+    last: dict[tuple[int, int], tuple[WindowAgg, bool]] = {}
+    for w, deleted in writes:
+        if deleted or w.agg is None:
+            buffer.delete(w.bounds)
+        else:
+            buffer.put(w.bounds, w)
+        last[w.bounds] = (w, deleted)
+    return [last[bounds] for bounds, _ in buffer.flush()]
 
 
 # --- until_time_limit: one buffered update per key ---------------------------------------------

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.changes import ChangeBuffer
 from streamsdsl.semantics.reference import reference_run
 from streamsdsl.semantics.session import SessionWindowing
 from streamsdsl.semantics.sliding import SlidingWindowing
-from streamsdsl.semantics.suppress import FinalResultsWindowing, SuppressBufferFullError, Suppression, SuppressState
+from streamsdsl.semantics.suppress import FinalResultsRelease, FinalResultsWindowing, SuppressBufferFullError, Suppression, SuppressState
 from streamsdsl.semantics.suppress import TimeLimitBuffer, final_results_release, suppress_close, time_limit_release
 from streamsdsl.semantics.suppress import suppress_reference_run, suppress_step, suppress_timer_threshold
 from streamsdsl.semantics.tables import Change
@@ -129,14 +131,16 @@ class TestPerKey:
 
 
 def _folded_run(inner: Any, delay: int, records: list[tuple[str, Any, int]],
-                fns: AggFunctions) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+                fns: AggFunctions, *, cached: bool = False) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """One aggregation operator with suppress folded in (`FinalResultsWindowing`) over
     ``(key, value, ts)`` records, placed as the test driver's plan places them: a released
     window with its threshold goes out with the first record whose stream time passes it, in
     (end, key) order; an immediate release with its own record, after those. Also returns the
     aggregation's changelog as Kafka forwards it to a suppress node without a cache (per record:
-    tombstones of deleted windows with ts = their end, then the puts)."""
-    windowing = FinalResultsWindowing(inner, delay)
+    tombstones of deleted windows with ts = their end, then the puts). ``cached``: Kafka's
+    record cache between them, flushed after each record (each window's last write once, in
+    the order last written; no tombstone of a window that was not in the store)."""
+    windowing = FinalResultsWindowing(inner, delay, cached=cached)
     times: list[int] = []
     stream_time = -1
     for _, value, ts in records:
@@ -155,8 +159,14 @@ def _folded_run(inner: Any, delay: int, records: list[tuple[str, Any, int]],
     for i, (key, value, ts) in enumerate(records):
         before = states.get(key, KeyState())
         step = record_step(windowing, before, key, value, ts, times[i], fns)
-        changelog += [(key, w.bounds, Change(None), w.end) for w in step.deletes]
-        changelog += [(key, w.bounds, Change(w.agg), w.ts) for w in step.puts]
+        if cached:
+            buffer = ChangeBuffer(w.bounds for w in before.windows)
+            step.write_to(buffer)
+            changelog += [(key, b, Change(None if w is None else w.agg), b[1] if w is None else w.ts)
+                          for b, w in buffer.flush()]
+        else:
+            changelog += [(key, w.bounds, Change(None), w.end) for w in step.deletes]
+            changelog += [(key, w.bounds, Change(w.agg), w.ts) for w in step.puts]
         release = final_results_release(windowing, before, step, before_time, times[i])
         for w in release.passed:
             place(key, w)
@@ -185,18 +195,19 @@ class TestFinalResultsFold:
     order (also between keys), under the same input record."""
 
     @settings(max_examples=400, deadline=None)
-    @given(folded_records, st.integers(1, 8), st.integers(0, 6))
-    def test_sessions(self, rows: list[tuple[str, int]], gap: int, grace: int) -> None:
+    @given(folded_records, st.integers(1, 8), st.integers(0, 6), st.booleans())
+    def test_sessions(self, rows: list[tuple[str, int]], gap: int, grace: int, cached: bool) -> None:
         records = [(k, str(i % 10), ts) for i, (k, ts) in enumerate(rows)]
-        out, changelog = _folded_run(SessionWindowing(gap, grace), gap + grace, records, CONCAT)
+        out, changelog = _folded_run(SessionWindowing(gap, grace, cached=cached), gap + grace, records, CONCAT,
+                                     cached=cached)
         expected = suppress_reference_run(changelog, Suppression.until_window_closes(grace, session_gap=gap))
         assert out == [(o.key, o.window[0], o.change.new, o.timestamp) for o in expected]  # type: ignore[index]
 
     @settings(max_examples=400, deadline=None)
-    @given(folded_records, st.integers(1, 8), st.integers(0, 6))
-    def test_sliding_windows(self, rows: list[tuple[str, int]], difference: int, grace: int) -> None:
+    @given(folded_records, st.integers(1, 8), st.integers(0, 6), st.booleans())
+    def test_sliding_windows(self, rows: list[tuple[str, int]], difference: int, grace: int, cached: bool) -> None:
         records = [(k, str(i % 10), ts) for i, (k, ts) in enumerate(rows)]
-        out, changelog = _folded_run(SlidingWindowing(difference, grace), grace, records, CONCAT)
+        out, changelog = _folded_run(SlidingWindowing(difference, grace), grace, records, CONCAT, cached=cached)
         expected = suppress_reference_run(changelog, Suppression.until_window_closes(grace))
         assert out == [(o.key, o.window[0], o.change.new, o.timestamp) for o in expected]  # type: ignore[index]
 
@@ -218,6 +229,39 @@ class TestFinalResultsFold:
         out = _folded_run(SlidingWindowing(5, 0), 0, [("a", "1", 10), ("a", "2", 11), ("a", "3", 12),
                                                        ("a", "4", 16)], CONCAT)[0]
         assert [(s, agg) for _, s, agg, _ in out if s == 11] == [(11, "23"), (11, "234")]
+
+    def test_sliding_window_written_twice_by_one_record(self) -> None:
+        """Oracle case 67bb539ac621 (difference 5, grace 0, count): the record at 26 writes
+        [21,26] twice, as the previous record's right window and as its own left window. Without
+        the record cache the suppress node receives both writes and releases [21,26] twice;
+        with it (Kafka's default), the cache's flush forwards the window once, released once."""
+        count = AggFunctions(lambda: 0, lambda k, v, a: a + 1)
+        records = [("all", "ab", 19), ("all", "ab", 20), ("all", "yy", 26)]
+        uncached = _folded_run(SlidingWindowing(5, 0), 0, records, count)[0]
+        assert uncached == [("all", 14, 1, 19), ("all", 15, 2, 20), ("all", 20, 1, 20), ("all", 21, 1, 26),
+                            ("all", 21, 1, 26)]
+        cached = _folded_run(SlidingWindowing(5, 0), 0, records, count, cached=True)[0]
+        assert cached == [("all", 14, 1, 19), ("all", 15, 2, 20), ("all", 20, 1, 20), ("all", 21, 1, 26)]
+
+    def test_one_input_records_writes_released_once(self) -> None:
+        """Oracle case e5a630e8b794 (difference 5, grace 0, reduce): one input record 'x y' at
+        45 reaches the aggregation as three records ('x', ' ', 'y': a flat_map_values before it).
+        With the cache, the suppress node receives [40,45] once, at the input record's flush,
+        with its last value: `final_results_release` of the three steps together."""
+        reduce = AggFunctions(lambda: None, lambda k, v, a: v if a is None else a + v)
+        windowing = FinalResultsWindowing(SlidingWindowing(5, 0), 0)
+        state, steps = KeyState(), []
+        for value in ("x", " ", "y"):
+            step = record_step(windowing, state, "b", value, 45, 45, reduce)
+            steps.append(step)
+            state = step.state
+        release = final_results_release(windowing, KeyState(), steps, -1, 45)
+        assert release == FinalResultsRelease(passed=(WindowAgg(40, 45, "x y", 45),))
+        uncached = attrs.evolve(windowing, cached=False)
+        first = final_results_release(uncached, KeyState(), steps[0], -1, 45)
+        assert first == FinalResultsRelease(passed=(WindowAgg(40, 45, "x", 45),))
+        assert final_results_release(uncached, steps[0].state, steps[1], 45, 45) == \
+            FinalResultsRelease(immediate=(WindowAgg(40, 45, "x ", 45),))
 
 
 class TestTimeLimitOperator:
