@@ -136,8 +136,10 @@ class AggregateKernel:
     ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
     processor per input stream, over one store); with the record cache, a time or sliding window
     leaves the state only once every input's stream time has expired it (`record_step`'s
-    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`); otherwise one stream time
-    spans the inputs. ``states`` is the
+    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`), while a session leaves it
+    once the store's time, the greatest of the inputs' stream times, has closed it
+    (`WindowingRules.store_time_expires_windows`); otherwise one stream time spans the inputs.
+    ``states`` is the
     state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
     key's serialized bytes (Kafka's store order), which order the windows one stream-time step
     closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
@@ -181,13 +183,19 @@ class AggregateKernel:
             self._store(key, state)
             return self._released(key, release.passed, release.immediate, stream_time)
         expiry_time = None
-        if (self.per_input_time and len(self.stream_times) > 1 and self.flush is FlushPolicy.PER_RECORD
-                and getattr(windowing, "cache_keeps_expired_windows", False)):
-            # one record cache for all inputs: a window stays in it until every input's stream
-            # time has expired it
-            expiry_time = min(stream_time if i == slot else t for i, t in enumerate(self.stream_times))
+        store_time = before_time
+        if self.per_input_time and len(self.stream_times) > 1:
+            times = [stream_time if i == slot else t for i, t in enumerate(self.stream_times)]
+            if getattr(windowing, "store_time_expires_windows", False):
+                # one store for all inputs, its time the fastest input's: a session it has
+                # closed is final, whichever input and key the record has
+                expiry_time, store_time = max(times), max(self.stream_times)
+            elif self.flush is FlushPolicy.PER_RECORD and getattr(windowing, "cache_keeps_expired_windows", False):
+                # one record cache for all inputs: a window stays in it until every input's
+                # stream time has expired it
+                expiry_time = min(times)
         step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
-                           stream_time_before=before_time, expiry_time=expiry_time)
+                           stream_time_before=store_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time
         self._store(key, step.state)
         if isinstance(windowing, FinalResultsWindowing):
