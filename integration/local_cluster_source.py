@@ -7,10 +7,15 @@ Python workers) with both connectors, on one session; print the result as JSON:
    (``jvm_app``: its state and metrics; the test reads ``SINK``);
 3. a `KafkaStreams` count of ``EOS_SOURCE`` into ``EOS_SINK`` with ``processing.guarantee =
    exactly_once_v2`` (the executors' tasks write in transactions), application id ``EOS_APP``,
-   300 records per micro-batch (``eos_app``; the test reads the sink ``read_committed``).
+   300 records per micro-batch (``eos_app``; the test reads the sink ``read_committed``);
+4. the JVM operator shipped to the executors (``operator``): `tests.jvm._loading_app`'s session
+   count on the Spark engine with ``streamsdsl.operator = "jvm"`` and its ``explain``, a
+   streaming session aggregation whose packing step and Python processor run there, and the
+   clicks-and-users application (`tests._quiet_table`), whose users table stays quiet.
 
-One session for the three (a local cluster starts in ≈ 30 s). Run by ``local_cluster_run`` for
-the three tests of ``test_local_cluster.py``::
+One session for all of it (a local cluster starts in ≈ 30 s), built as a user builds one:
+``streamsdsl.configure_spark(SparkSession.builder.master("local-cluster[2,1,1024]"))``. Run by
+``local_cluster_run`` for the tests of ``test_local_cluster.py``::
 
     python -m integration.local_cluster_source BOOTSTRAP TOPIC MAX_OFFSETS_PER_TRIGGER CHECKPOINT SINK \
         EOS_SOURCE EOS_SINK EOS_APP
@@ -97,12 +102,29 @@ def _eos_app(bootstrap: str, source: str, sink: str, state_dir: str, app_id: str
     return {"closed": closed, "state": app.state().value, "state_dir": state_dir}
 
 
+def _operator(spark: Any) -> dict[str, object]:
+    """The JVM operator and a Python processor in the executors (item 4 of the module's list)."""
+    from streamsdsl import explain
+    from tests import _quiet_table
+    from tests.jvm import _loading_app
+
+    sessions = _quiet_table.run(spark)
+    return {"driver": _loading_app.run(spark, {"streamsdsl.operator": "jvm"}),
+            "explain_jvm": "JVM operator (count, session windows)" in explain(_loading_app.topology(), spark,
+                                                                             mode="simple"),
+            "streaming": _loading_app.streaming_sessions(spark),
+            "quiet_sessions": len(sessions), "quiet_as_expected": sessions == _quiet_table.expected_sessions()}
+
+
 def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink: str, eos_source: str,
          eos_sink: str, eos_app: str) -> None:
-    from streamsdsl.io import register
-    from streamsdsl.runtime.session import get_session
+    from pyspark.sql import SparkSession
 
-    spark = get_session(master="local-cluster[2,1,1024]")
+    import streamsdsl
+    from streamsdsl.io import register
+
+    builder = SparkSession.builder.master("local-cluster[2,1,1024]").config("spark.ui.enabled", "false")
+    spark = streamsdsl.configure_spark(builder.config("spark.sql.shuffle.partitions", "2")).getOrCreate()
     register(spark)
     batches: list[list[list[object]]] = []
 
@@ -124,10 +146,12 @@ def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink
     query.stop()
     jvm_app = _jvm_app(bootstrap, topic, sink, checkpoint + "-state")
     eos = _eos_app(bootstrap, eos_source, eos_sink, checkpoint + "-eos-state", eos_app)
+    operator = _operator(spark)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # type: ignore[union-attr]
     spark.stop()
     print(json.dumps({"finished": finished, "error": str(error) if error else None, "executors": executors,
-                      "batches": batches, "jvm_app": jvm_app, "eos_app": eos}))
+                      "batches": batches, "jvm_app": jvm_app, "eos_app": eos,
+                      "operator": operator}))
 
 
 if __name__ == "__main__":

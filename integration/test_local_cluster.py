@@ -1,9 +1,10 @@
-"""Both connectors and both guarantees on ``local-cluster[2,1,1024]``: a driver and two executor
-JVMs, each with its own Python workers (issue 27, item 4).
+"""Both connectors, both guarantees and the JVM operator on ``local-cluster[2,1,1024]``: a driver
+and two executor JVMs, each with its own Python workers (issue 27, item 4; PLATFORM.md: what
+ships code to executors is tested once there).
 
 One subprocess (`integration.local_cluster_source`, run once by `local_cluster_run`: a local
 cluster starts in ≈ 30 s) reads with streamsdsl's source, runs an application on Spark's
-connector and an exactly-once count; the tests below check its three results. They live in one
+connector, an exactly-once count and the JVM operator; the tests below check its results. They live in one
 file so that ``make test``'s xdist workers (``--dist loadfile``) run that subprocess once.
 """
 
@@ -96,3 +97,24 @@ def test_exactly_once_on_a_multi_process_cluster(
     assert all(m is not None and m["query"] == query_id for m in markers), markers
     assert sorted(m["batch"] for m in markers if m) == [3, 3]
     assert sum(m["records"] for m in markers if m) == 40  # batch 3 updated every key once
+
+
+# -- the JVM operator and Python processors in the executors --------------------------------------
+@pytest.mark.slow
+def test_code_ships_to_executors_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """In the local cluster's one session, configured with ``streamsdsl.configure_spark``: the JVM
+    operator runs in the executors and gives the exact records; a streaming query's packing step
+    and Python processor ship there and give the exact records of both micro-batches; and the
+    clicks-and-users application (`tests._quiet_table`) closes all 20 sessions there too,
+    although its users table stays quiet."""
+    from tests.jvm._loading_app import EXPECTED, STREAMING_EXPECTED
+
+    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    operator = run["operator"]
+    assert run["executors"] == 2
+    assert [tuple(r) for r in operator["driver"]] == EXPECTED
+    assert operator["explain_jvm"] is True
+    assert operator["streaming"] == STREAMING_EXPECTED
+    assert (operator["quiet_sessions"], operator["quiet_as_expected"]) == (20, True)

@@ -4,7 +4,7 @@ the same application, counted per user in sessions emitted on close (to ``sessio
 click far in the future every user's session closes: Kafka's stream time never waits for the
 quiet table, and neither does the global watermark (the largest input's).
 
-Shared by the ``local[2]`` test and the local-cluster one (`tests/jvm/test_loading.py`)."""
+Shared by the ``local[2]`` test and the local-cluster one (`integration.local_cluster_source`)."""
 
 from __future__ import annotations
 
