@@ -19,6 +19,7 @@ on the Python operator (``--require`` makes that an error). Three callers, one f
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import hashlib
 import importlib.util
@@ -67,13 +68,43 @@ def _java_literal(value: object) -> tuple[str, str]:
     return "String[]", "{" + ", ".join(json.dumps(v) for v in value) + "}"
 
 
+def _contract() -> dict[str, object]:
+    """``JVM_CONTRACT`` of `streamsdsl.compiler.columns`, read from that file without importing the
+    package (pip's isolated build does not have the package's dependencies): a name the file
+    imports from another streamsdsl module is read as that module's top-level literal."""
+    tree = ast.parse(COLUMNS.read_text(encoding="utf-8"), str(COLUMNS))
+    namespace: dict[str, object] = {}
+    body: list[ast.stmt] = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("streamsdsl."):
+            literals = _literals(ROOT.parent.joinpath(*node.module.split(".")).with_suffix(".py"))  # type: ignore[union-attr]
+            for alias in node.names:
+                if alias.name not in literals:
+                    raise BuildError(f"{COLUMNS.name} imports {alias.name} from {node.module}, which is not a "
+                                     "literal there: the JVM contract can only use literals")
+                namespace[alias.asname or alias.name] = literals[alias.name]
+        else:
+            body.append(node)
+    exec(compile(ast.Module(body=body, type_ignores=[]), str(COLUMNS), "exec"), namespace)  # noqa: S102
+    return namespace["JVM_CONTRACT"]  # type: ignore[return-value]
+
+
+def _literals(path: Path) -> dict[str, object]:
+    """The top-level ``NAME = literal`` assignments of a Python file."""
+    out: dict[str, object] = {}
+    for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        value = getattr(node, "value", None)
+        for target in targets:
+            if isinstance(target, ast.Name) and value is not None:
+                with contextlib.suppress(ValueError, SyntaxError):
+                    out[target.id] = ast.literal_eval(value)
+    return out
+
+
 def contract_java() -> str:
-    """``Contract.java``: the constants of ``JVM_CONTRACT`` (`streamsdsl.compiler.columns`), read
-    from that file without importing the package (pip's isolated build does not have it)."""
-    spec = importlib.util.spec_from_file_location("_streamsdsl_columns", COLUMNS)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """``Contract.java``: the constants of ``JVM_CONTRACT`` (`streamsdsl.compiler.columns`, read
+    by `_contract` without importing the package)."""
     lines = [
         "package io.streamsdsl.jvm;",
         "",
@@ -83,7 +114,7 @@ def contract_java() -> str:
         "    }",
         "",
     ]
-    for name, value in module.JVM_CONTRACT.items():
+    for name, value in _contract().items():
         java_type, literal = _java_literal(value)
         lines.append(f"    static final {java_type} {name} = {literal};")
     lines.append("}")

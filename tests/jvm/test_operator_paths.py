@@ -5,8 +5,10 @@ does not read (its real ``load()`` on crafted state bytes, in a plain JVM)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -180,3 +182,21 @@ def test_state_of_another_layout_version_is_refused(tmp_path: Path) -> None:
         "layout version 2 of the streamsdsl JVM operator; this jar reads version 1. Restart from the checkpoint "
         "with the streamsdsl version that wrote it, or start a new application.id.",
     ]
+
+
+def test_the_contract_is_generated_without_the_package_dependencies() -> None:
+    """``Contract.java`` is generated from ``JVM_CONTRACT`` where pip builds the package: an
+    isolated interpreter without streamsdsl's dependencies (``setup.py`` builds the jar there). A
+    constant ``columns.py`` imports from another module (``JSON_MAX_DEPTH``) is read as that
+    module's literal; the result equals the contract the package itself declares."""
+    from streamsdsl.compiler.columns import JVM_CONTRACT
+
+    code = ("import json, sys; sys.path.insert(0, 'jvm'); import build; "
+            "print(json.dumps(build._contract()))")
+    # -I -S: no site-packages (no attrs, no pyspark), no PYTHONPATH, as in pip's build environment
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got == {k: list(v) if isinstance(v, tuple) else v for k, v in JVM_CONTRACT.items()}
+    assert got["JSON_MAX_DEPTH"] == 500
+    assert "static final int JSON_MAX_DEPTH = 500;" in _jvm_build().contract_java()
