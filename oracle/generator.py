@@ -172,9 +172,11 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
         op["kind"] = rng.choice(["inner", "left"])
         op["joiner"] = "pair"
         op["table_from_stream"] = rng.random() < 0.3
+        table_value = "str"
         if op["table_from_stream"]:
-            recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
-        recipe["table_steps"], _ = _steps(rng, "str", rng.randint(0, 1), TABLE_STEPS)
+            # the table's values are what the stream's steps made of them (a length is a long)
+            recipe["other_pre"], table_value = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
+        recipe["table_steps"], _ = _steps(rng, table_value, rng.randint(0, 1), TABLE_STEPS)
     elif shape == "stream_stream":
         recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
         difference = rng.choice([0, 2, 5])

@@ -98,7 +98,8 @@ def value_type(recipe: dict[str, Any]) -> str:
     shape, op = recipe["shape"], recipe.get("op", {})
     after_pre = step_types(recipe["pre"], "str")
     other = step_types(recipe.get("other_pre", []), "str")
-    table = step_types(recipe.get("table_steps", []), "str")
+    # a table made from the other stream (to_table) has the values its steps made
+    table = step_types(recipe.get("table_steps", []), other if op.get("table_from_stream") else "str")
     if op.get("merge") and other != after_pre:
         raise RecipeError(f"merge of {after_pre} and {other} values")
     if shape in ("stateless", "split"):

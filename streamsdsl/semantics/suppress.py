@@ -280,8 +280,16 @@ class FinalResultsWindowing(WindowingRules):
     def drops_null_values(self) -> bool:  # type: ignore[override]
         return self.inner.drops_null_values
 
+    @property
+    def reads_store_time(self) -> bool:
+        """The aggregation's step reads its store's time (uncached sessions): a suppress after it
+        changes nothing about what the store returns."""
+        return bool(getattr(self.inner, "reads_store_time", False))
+
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
-             fns: AggFunctions) -> WindowStep:
+             fns: AggFunctions, *, store_time: int | None = None) -> WindowStep:
+        if store_time is not None and self.reads_store_time:
+            return self.inner.step(windows, key, value, ts, stream_time, fns, store_time=store_time)  # type: ignore[call-arg]
         return self.inner.step(windows, key, value, ts, stream_time, fns)
 
     def close_threshold(self, window: WindowAgg) -> int:

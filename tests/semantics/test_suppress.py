@@ -243,6 +243,21 @@ class TestFinalResultsFold:
         cached = _folded_run(SlidingWindowing(5, 0), 0, records, count, cached=True)[0]
         assert cached == [("all", 14, 1, 19), ("all", 15, 2, 20), ("all", 20, 1, 20), ("all", 21, 1, 26)]
 
+    def test_uncached_session_store_time_with_suppress(self) -> None:
+        """Oracle case ab493706a6e2 (gap 2, grace 0, no cache, suppress folded in): key yy has
+        [28, 28]; (yy, 30) comes after another key's record at 30 raised the store's time to 30.
+        Kafka's session store then hides [28, 28] (its end is below 30 - 2 - 0 + 1) and the
+        record starts [30, 30], as without the suppress; with the store's time still at 28 it
+        merges into [28, 30]. The folded operator reads the store's time as the aggregation does."""
+        concat = AggFunctions(lambda: "", lambda k, v, a: a + v, lambda k, a, b: a + "|" + b)
+        windowing = FinalResultsWindowing(SessionWindowing(2, 0, cached=False), 2, cached=False)
+        first = record_step(windowing, KeyState(), "yy", "b", 28, 28, concat, stream_time_before=-1)
+        assert first.puts == (WindowAgg(28, 28, "b", 28),)
+        hidden = record_step(windowing, first.state, "yy", "a", 30, 30, concat, stream_time_before=30)
+        assert (hidden.puts, hidden.deletes) == ((WindowAgg(30, 30, "a", 30),), ())
+        seen = record_step(windowing, first.state, "yy", "a", 30, 30, concat, stream_time_before=28)
+        assert (seen.puts, seen.deletes) == ((WindowAgg(28, 30, "|ba", 30),), (WindowAgg(28, 28, "b", 28),))
+
     def test_one_input_records_writes_released_once(self) -> None:
         """Oracle case e5a630e8b794 (difference 5, grace 0, reduce): one input record 'x y' at
         45 reaches the aggregation as three records ('x', ' ', 'y': a flat_map_values before it).
