@@ -51,12 +51,30 @@ def _documents(seed: int, n: int = 30) -> list[tuple[Any, Any, int]]:
     return [(rng.choice(["x", "y", 7]), rng.choice(values), rng.randint(0, 60)) for _ in range(n)]
 
 
-def _driver(topology: Any, choice: str, spark: Any) -> TopologyTestDriver:
+def _driver(topology: Any, choice: str, spark: Any, config: dict[str, Any] | None = None) -> TopologyTestDriver:
     """``jvm``: the Spark engine with the JVM operator; ``direct``: the direct engine, which runs
     the Python kernels (the Python operator's) in the test process."""
     if choice == "direct":
-        return TopologyTestDriver(topology, engine="direct")
-    return TopologyTestDriver(topology, {"streamsdsl.operator": choice}, engine="spark", spark=spark)
+        return TopologyTestDriver(topology, config or {}, engine="direct")
+    return TopologyTestDriver(topology, {**(config or {}), "streamsdsl.operator": choice}, engine="spark", spark=spark)
+
+
+def _runs_on_both(topology: Any, spark: Any, runs: list[list[tuple[str, Any, Any, int]]],
+                  record: Any, config: dict[str, Any] | None = None) -> list[tuple[list[Any], float]]:
+    """Per operator (direct, then jvm): each run's records piped to topics ``in``/``in2``, then
+    ``out`` read (``record(r)`` of each output record), and the dropped-records total."""
+    outs = []
+    for choice in ("direct", "jvm"):
+        with _driver(topology, choice, spark, config) as driver:
+            topics = {t: driver.create_input_topic(t) for t in ("in", "in2")}
+            out = driver.create_output_topic("out")
+            got: list[Any] = []
+            for run in runs:
+                for t, k, v, ts in run:
+                    topics[t].pipe_input(k, v, ts)
+                got += [record(r) for r in out.read_records_to_list()]
+            outs.append((got, driver.metrics()["dropped-records-total"]))
+    return outs
 
 
 def _metrics(metrics: dict[str, float]) -> list[tuple[str, str]]:
@@ -172,17 +190,7 @@ class TestSameOutputAsTheKernel:
          .aggregate(count.initializer).to_stream().to("out"))
         topology = b.build()
         runs = [[("in2", "k", 1, 5), ("in2", "k", 1, 25)], [("in", "k", 1, 7), ("in2", "k", 1, 9)]]
-        outs = []
-        for choice in ("direct", "jvm"):
-            with _driver(topology, choice, spark) as driver:
-                topics = {t: driver.create_input_topic(t) for t in ("in", "in2")}
-                out = driver.create_output_topic("out")
-                got = []
-                for run in runs:
-                    for t, k, v, ts in run:
-                        topics[t].pipe_input(k, v, ts)
-                    got += [(r.key.window.start, r.value, r.timestamp) for r in out.read_records_to_list()]
-                outs.append((got, driver.metrics()["dropped-records-total"]))
+        outs = _runs_on_both(topology, spark, runs, lambda r: (r.key.window.start, r.value, r.timestamp))
         assert outs[1] == outs[0] == ([(0, 1, 5), (20, 1, 25), (0, 2, 7)], 1.0)
 
     @pytest.mark.parametrize("cached", [True, False], ids=["cache", "no-cache"])
@@ -199,24 +207,9 @@ class TestSameOutputAsTheKernel:
          .aggregate(count.initializer, count.merger).to_stream().to("out"))
         topology = b.build()
         runs = [[("in", "a", 1, 6), ("in", "b", 1, 14)], [("in2", "a", 1, 4), ("in", "a", 1, 4)]]
-        outs = []
         cache = {} if cached else {"statestore.cache.max.bytes": 0}
-        for choice in ("direct", "jvm"):
-            if choice == "direct":
-                driver = TopologyTestDriver(topology, cache, engine="direct")
-            else:
-                driver = TopologyTestDriver(topology, {**cache, "streamsdsl.operator": choice}, engine="spark",
-                                            spark=spark)
-            with driver:
-                topics = {t: driver.create_input_topic(t) for t in ("in", "in2")}
-                out = driver.create_output_topic("out")
-                got = []
-                for run in runs:
-                    for t, k, v, ts in run:
-                        topics[t].pipe_input(k, v, ts)
-                    got += [(r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp)
-                            for r in out.read_records_to_list()]
-                outs.append((got, driver.metrics()["dropped-records-total"]))
+        outs = _runs_on_both(topology, spark, runs,
+                             lambda r: (r.key.key, r.key.window.start, r.key.window.end, r.value, r.timestamp), cache)
         assert outs[1] == outs[0] == ([("a", 6, 6, 1, 6), ("b", 14, 14, 1, 14), ("a", 4, 4, 1, 4)], 1.0)
 
 
