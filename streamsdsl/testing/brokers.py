@@ -71,6 +71,30 @@ logger = logging.getLogger("streamsdsl.testing.local_kafka")
 
 
 # -- broker control ----------------------------------------------------------------------
+def _thread_states(pid: int) -> list[str]:
+    """The scheduler state letter of each thread of ``pid`` (``T`` when stopped), from /proc."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            stat = (task / "stat").read_text()
+            states.append(stat[stat.rindex(")") + 2])
+    return states
+
+
+def _wait_for_threads(pid: int, *, stopped: bool, timeout: float = 10.0) -> None:
+    """Wait until every thread of ``pid`` is stopped (or none is), where /proc exists."""
+    if not Path(f"/proc/{pid}/task").is_dir():
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = _thread_states(pid)
+        if all((s in "Tt") == stopped for s in states):
+            return
+        time.sleep(0.01)
+    logger.warning("broker process %d: threads not all %s after %.0f s", pid,
+                   "stopped" if stopped else "running", timeout)
+
+
 class _ProcessControl:
     """The Kafka broker run as a JVM child process: SIGSTOP/SIGCONT, terminate, start again.
 
@@ -95,16 +119,23 @@ class _ProcessControl:
         return self._proc is not None and self._proc.poll() is None
 
     def pause(self) -> None:
+        """SIGSTOP, then wait until every thread of the JVM has stopped.
+
+        A group stop is not instantaneous: each thread stops when it next runs, and on a loaded
+        machine a network thread can still answer a request in between.
+        """
         if not self.paused:
             assert self._proc is not None
             os.kill(self._proc.pid, signal.SIGSTOP)
             self.paused = True
+            _wait_for_threads(self._proc.pid, stopped=True)
 
     def unpause(self) -> None:
         if self.paused:
             assert self._proc is not None
             os.kill(self._proc.pid, signal.SIGCONT)
             self.paused = False
+            _wait_for_threads(self._proc.pid, stopped=False)
 
     def stop(self) -> None:
         """SIGTERM (Kafka's controlled shutdown), SIGKILL after 30 s."""
