@@ -124,6 +124,29 @@ def test_cogroup_window_another_input_expired_is_kept_by_the_cache_only(make_dri
     assert run(NO_CACHE) == [(0, 10, 5), (20, 10, 25), (0, 1, 7)]
 
 
+@pytest.mark.parametrize(("grace", "first"), [(5, (0, 1, 7)), (6, (0, 2, 9))])
+def test_cogroup_window_hidden_by_the_greatest_window_start_put_without_the_cache(
+        make_driver: Any, grace: int, first: tuple[int, int, int]) -> None:
+    """A hopping-window cogroup without the cache (size 10, advance 3; oracle case
+    2851cd2fc7c6): stream two counts a at 9, stream one c at 17, whose last window starts at 15,
+    the store's time. Stream two's record of a at 7, piped in a later run of the driver, is on
+    time for stream two. With grace 5 the store hides a's [0, 10) (0 < 15 - 15 + 1), which
+    starts again: 1; with grace 6 it does not, whatever the greatest stream time (17): 2."""
+    b = StreamsBuilder()
+    one, two = b.stream("one", STRINGS).group_by_key(), b.stream("two", STRINGS).group_by_key()
+    (one.cogroup(lambda k, v, a: a + 1).cogroup(two, lambda k, v, a: a + 1)
+     .windowed_by(TimeWindows.of_size_and_grace(10, grace).advance_by(3)).aggregate(lambda: 0)
+     .to_stream().to("out"))
+    with make_driver(b.build(), NO_CACHE) as d:
+        for topic, key, ts in (("two", "a", 9), ("one", "c", 17)):
+            d.create_input_topic(topic).pipe_input(key, "v", ts)
+        out = d.create_output_topic("out")
+        assert len(out.read_records_to_list()) == 4 + 3
+        d.create_input_topic("two").pipe_input("a", "v", 7)
+        assert [(r.key.window.start, r.value, r.timestamp) for r in out.read_records_to_list()] == [
+            first, (3, 2, 9), (6, 2, 9)]
+
+
 def test_cogroup_session_the_store_time_closed_is_final_for_every_input(make_driver: Any) -> None:
     """A session-windowed cogroup (gap 2, grace 5; oracle case 234cb66c1139): stream one's
     record at 14, for key b, moves the store's time (the fastest input's) past a's [6, 6];

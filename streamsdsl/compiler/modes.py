@@ -172,6 +172,15 @@ class ReplayLowering(Lowering):
             each = [F.greatest(F.coalesce(F.max(F.when(advances & (F.col(partition_by) == i), F.col("timestamp"))
                                                 ).over(upto), F.lit(-1)), F.lit(t)) for i, t in enumerate(before)]
             df = df.withColumn(EXPIRY_TIME, (F.greatest if store_time else F.least)(*each).cast("bigint"))
+        elif (cogroup and config.flush is FlushPolicy.EVERY_WRITE and not config.emit_on_close
+              and (unit := config.windowing.uncached_store_time_unit) is not None):
+            # no cache: one store for all inputs, which hides a window by its own time, the
+            # greatest stream time before the record rounded down to the unit (for time windows
+            # the greatest window start put: `WindowingRules.uncached_store_time_unit`)
+            earlier = F.max(F.when(advances, F.col("timestamp"))).over(
+                everyone.rowsBetween(Window.unboundedPreceding, -1))
+            latest = F.greatest(F.coalesce(earlier, F.lit(-1)), F.lit(max(before)))
+            df = df.withColumn(EXPIRY_TIME, (latest - F.pmod(latest, F.lit(unit))).cast("bigint"))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)

@@ -136,9 +136,11 @@ class AggregateKernel:
     ``per_input_time``: each input keeps its own stream time (Kafka's cogroup: one aggregate
     processor per input stream, over one store); with the record cache, a time or sliding window
     leaves the state only once every input's stream time has expired it (`record_step`'s
-    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`), while a session leaves it
-    once the store's time, the greatest of the inputs' stream times, has closed it
-    (`WindowingRules.store_time_expires_windows`); otherwise one stream time spans the inputs.
+    ``expiry_time``, `WindowingRules.cache_keeps_expired_windows`), and without it once the
+    store's time has (`WindowingRules.uncached_store_time_unit`: for time windows the greatest
+    window start put), while a session leaves it once the store's time, the greatest of the inputs'
+    stream times, has closed it (`WindowingRules.store_time_expires_windows`); otherwise one
+    stream time spans the inputs.
     ``states`` is the
     state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
     key's serialized bytes (Kafka's store order), which order the windows one stream-time step
@@ -194,6 +196,11 @@ class AggregateKernel:
                 # one record cache for all inputs: a window stays in it until every input's
                 # stream time has expired it
                 expiry_time = min(times)
+            elif (self.flush is FlushPolicy.EVERY_WRITE and not self.emit_on_close
+                  and (unit := windowing.uncached_store_time_unit) is not None):
+                # no cache: one store for all inputs, which hides a window by its own time
+                latest = max(self.stream_times)
+                expiry_time = latest - latest % unit
         step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
                            stream_time_before=store_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time

@@ -77,6 +77,13 @@ class TimeWindowing(WindowingRules):
             puts.append(put)
         return WindowStep(tuple(sorted(by_start.values(), key=BY_START)), tuple(puts), (), dropped)
 
+    @property
+    def uncached_store_time_unit(self) -> int:
+        """The advance: Kafka's window store keeps the greatest window start put, the last
+        window of the latest record's. It hides ``[s, e)`` once ``s < time - (size + grace) +
+        1``, i.e. once the time passes ``e + grace - 1``, the window's `expiry_threshold`."""
+        return self.advance
+
     def close_threshold(self, window: WindowAgg) -> int:
         """``[s, e)`` closes when stream time reaches ``e + grace``."""
         return window.end + self.grace - 1

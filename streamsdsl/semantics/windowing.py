@@ -108,6 +108,11 @@ class Windowing(Protocol):
         """Sort key of on-close records within one stream-time step (before the record key)."""
         ...
 
+    @property
+    def uncached_store_time_unit(self) -> int | None:
+        """See `WindowingRules.uncached_store_time_unit`."""
+        ...
+
 
 class WindowingRules:
     """Base of the window kinds: their close and expiry thresholds (a window closes, or expires, at
@@ -128,6 +133,17 @@ class WindowingRules:
     #: Kafka's record cache still merges it and forwards no tombstone for it (the store it asks
     #: for the old value has expired it).
     store_time_expires_windows: ClassVar[bool] = False
+
+    @property
+    def uncached_store_time_unit(self) -> int | None:
+        """In a cogroup without the record cache, whose inputs keep their own stream times:
+        Kafka's one window store for all inputs keeps a time of its own, the greatest of the
+        inputs' stream times rounded down to a multiple of this unit (for time windows the
+        advance: the greatest window start put). Its fetch hides a window whose
+        `expiry_threshold` that time passes, from every input and key, and a slower input's
+        record starts the window again from the initializer (`record_step`'s ``expiry_time``).
+        ``None``: the window kind keeps expiring by each input's own stream time."""
+        return None
 
     def close_threshold(self, window: WindowAgg) -> int:
         raise NotImplementedError

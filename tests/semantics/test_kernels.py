@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,6 +117,22 @@ class TestCogroupStreamTimePerInput:
         out = [(o.start, o.value) for source, value, ts in ((1, "yy", 45), (1, "x", 53), (0, None, 47))
                for o in kernel.process("b", value, ts, source).outputs]
         assert out[-2:] == [(44, 0), (46, 0)]
+
+    @pytest.mark.parametrize(("grace", "first"), [(5, (0, 1, 7)), (6, (0, 2, 9))])
+    def test_without_the_cache_the_store_time_is_the_greatest_window_start_put(
+            self, grace: int, first: tuple[int, int, int]) -> None:
+        """Oracle case 2851cd2fc7c6: hopping windows of 10 ms advancing by 3. "other" counts a
+        at 9; "in" counts c at 17, whose windows start at 9, 12 and 15: the store's time is 15,
+        not 17. "other"'s record of a at 7 is on time for "other" (stream time 9). With grace
+        5, [0, 10) is hidden (0 < 15 - 15 + 1) for key a too and starts again: 1 at 7; with
+        grace 6 it is not (0 >= 15 - 16 + 1), although the greatest stream time, 17, is past its
+        close: 2 at 9. [3, 13) and [6, 16) are kept either way."""
+        kernel = AggregateKernel(TimeWindowing(size=10, advance=3, grace=grace), [COUNT, COUNT], per_input_time=True,
+                                 flush=FlushPolicy.EVERY_WRITE)
+        for source, key, ts in ((1, "a", 9), (0, "c", 17)):
+            kernel.process(key, "v", ts, source)
+        out = [(o.start, o.value, o.timestamp) for o in kernel.process("a", "v", 7, 1).outputs]
+        assert out == [first, (3, 2, 9), (6, 2, 9)]
 
     def test_a_window_leaves_the_state_once_every_input_passed_it(self) -> None:
         """Tumbling windows of 10 ms, grace 0: [0, 10) stays while "in"'s stream time is 5; a
