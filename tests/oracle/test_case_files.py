@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from oracle.generator import Case
@@ -63,6 +64,25 @@ def test_closed_window_emitted_although_kafka_retention_expired_it() -> None:
     assert data["kafka"]["outputs"] == {"out": []}
     out = run_streamsdsl(Case.from_json(data))
     assert out.outputs == {"out": [[{"key": "c", "start": 21, "end": 24}, "yy", 24]]}
+
+
+def test_suppress_keeps_the_stream_time_kafka_has_without_the_cache() -> None:
+    """docs/differences.md, Grouped tables and suppress: a tumbling reduce (size 5) suppressed
+    until its windows close, the cache on; (b, zzz) at 11, then (b, None) at 77, for which the
+    reduce returns None in the new window [75, 80). Kafka's cache forwards nothing for it, so
+    Kafka's suppress node stays at 11 and never releases [10, 15]; without the cache it gets the
+    record and releases [10, 15] at 77. streamsdsl's suppress advances by every record the
+    aggregation accepts: Kafka's outcome without the cache, cache or not."""
+    data = _file("35cdebb28726")
+    case = Case.from_json(data)
+    assert case.cache and data["kafka"]["outputs"] == {"out": []}
+    released = {"out": [[{"key": "all", "start": 10, "end": 15}, "zzz", 11]]}
+    assert data["kafka_without_cache"]["outputs"] == released
+    out = run_streamsdsl(case)
+    assert out.outputs == released
+    assert run_streamsdsl(attrs.evolve(case, cache=False)).outputs == released
+    assert compare(Outcome.from_json(data["kafka_without_cache"]), out, case.recipe) == []
+    assert compare(Outcome.from_json(data["kafka"]), out, case.recipe) != []
 
 
 def test_non_joined_result_emitted_at_the_first_record_past_its_window() -> None:

@@ -12,11 +12,12 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+import attrs
 import pytest
 
 from oracle.generator import Case, generate
 from oracle.harness import CLOSE_RETENTION_MS, JAVA_DIR, KafkaOracle, Outcome, OracleUnavailableError, case_id
-from oracle.harness import run_cases
+from oracle.harness import compare, outcomes, run_cases
 from oracle.menu import MENU
 from oracle.recipe import build
 from oracle.spec import UnsupportedNodeError, topology_spec
@@ -65,6 +66,28 @@ def test_case_file_holds_what_kafka_streams_writes(kafka: KafkaOracle, path: Pat
     data = json.loads(path.read_text())
     retention = data.get("kafka_close_retention_ms", CLOSE_RETENTION_MS)
     assert kafka.run(Case.from_json(data), close_retention_ms=retention) == Outcome.from_json(data["kafka"])
+
+
+def test_suppress_case_is_compared_with_kafka_streams_without_the_cache(kafka: KafkaOracle) -> None:
+    """Case 35cdebb28726 (a suppress, the cache on) differs from Kafka Streams with the cache;
+    the harness runs Kafka Streams again without it, whose outcome the file holds and streamsdsl
+    matches (KNOWN_DIFFERENCES["suppress-clock-without-cache"]); a case without a suppress is
+    never run twice."""
+    data = json.loads((CASES / "35cdebb28726.json").read_text())
+    case = Case.from_json(data)
+    uncached = kafka.run(attrs.evolve(case, cache=False))
+    assert uncached == Outcome.from_json(data["kafka_without_cache"])
+    k, s = outcomes(kafka, case)
+    assert k == uncached and compare(k, s, case.recipe) == []
+    runs: list[Case] = []
+
+    class Counting:
+        def run(self, c: Case) -> Outcome:
+            runs.append(c)
+            return Outcome(outputs={"out": []})
+    plain = attrs.evolve(case, recipe={**case.recipe, "op": {**case.recipe["op"], "suppress": False}})
+    outcomes(Counting(), plain)  # type: ignore[arg-type]
+    assert runs == [plain]
 
 
 def test_close_retention_makes_kafka_streams_emit_every_closed_window(kafka: KafkaOracle) -> None:
