@@ -223,11 +223,17 @@ class KafkaStreams:
 
         Examples
         --------
-        >>> from streamsdsl import StreamsBuilder
+        A handler that restarts the query after a failure, unless a record failed:
+
+        >>> from streamsdsl import RecordError, StreamsBuilder
+        >>> def on_failure(error):
+        ...     if isinstance(error, RecordError):
+        ...         return StreamThreadExceptionResponse.SHUTDOWN_CLIENT
+        ...     return StreamThreadExceptionResponse.REPLACE_THREAD
         >>> b = StreamsBuilder()
         >>> b.stream("orders").map_values(str.upper).to("orders-upper")
         >>> app = KafkaStreams(b.build(), {"application.id": "upper", "bootstrap.servers": "broker:9092"})
-        >>> app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
+        >>> app.set_uncaught_exception_handler(on_failure)
         >>> app.set_uncaught_exception_handler(lambda: None)
         Traceback (most recent call last):
         ...
