@@ -60,7 +60,7 @@ from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
 from streamsdsl.runtime.lifecycle import progress_listener
 from streamsdsl.runtime.lifecycle import seconds as _seconds
-from streamsdsl.runtime.metrics import QueryMetrics, log_progress
+from streamsdsl.runtime.metrics import QueryMetrics, completed_batch, log_progress
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -274,6 +274,7 @@ class KafkaStreams:
         """
         from streamsdsl.io import register
         from streamsdsl.runtime.session import quiet_py4j
+        from streamsdsl.runtime.warmup import start_python_workers
 
         with self._lock:
             if self._state is not State.CREATED:
@@ -288,6 +289,7 @@ class KafkaStreams:
             if self.config.connector is Connector.JVM:
                 check_jvm_connector(spark)
             check_topics(self.config, self.topology)
+            start_python_workers(spark)  # in the background, while the query is planned
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
             self._lease = ClientLease.create(prefix=f"streamsdsl-{self.config.application_id}-clients-")
@@ -380,8 +382,8 @@ class KafkaStreams:
         # A micro-batch interrupted half-way is replayed after a restart (duplicates): wait for
         # the running trigger to finish first, but only that one: with a backlog the next trigger
         # starts at once, and waiting for an idle moment would drain the whole backlog.
-        running = self._completed_batch(query) + 1
-        while query.isActive and query.status.get("isTriggerActive") and self._completed_batch(query) < running:
+        running = completed_batch(query) + 1
+        while query.isActive and query.status.get("isTriggerActive") and completed_batch(query) < running:
             if deadline is not None and time.monotonic() >= deadline:
                 break
             time.sleep(0.02)
@@ -398,15 +400,6 @@ class KafkaStreams:
         lease, self._lease, seconds = self._lease, None, 30.0 if deadline is None else max(0.0, deadline - time.monotonic())
         return lease is None or lease.release(seconds, owner=f"KafkaStreams {self.config.application_id!r}") \
             or deadline is None
-
-    @staticmethod
-    def _completed_batch(query: StreamingQuery) -> int:
-        """The id of the last micro-batch the query completed (-1 if none yet)."""
-        try:
-            progress = query.lastProgress
-        except Exception:  # noqa: BLE001 - the session may be gone
-            return -1
-        return -1 if progress is None else int(progress.batchId)
 
     def _stop_query(self, query: StreamingQuery) -> None:
         try:

@@ -215,6 +215,15 @@ class QueryMetrics(Metrics):
         return super().snapshot()
 
 
+def completed_batch(query: Any) -> int:
+    """The id of the last micro-batch a streaming query completed (-1 if none yet)."""
+    try:
+        progress = query.lastProgress
+    except Exception:  # noqa: BLE001 - the session may be gone
+        return -1
+    return -1 if progress is None else int(progress.batchId)
+
+
 def rows_per_second(rows: int, duration_ms: int) -> str:
     """A micro-batch's rate as the progress line shows it: whole rows per second from 100 on,
     else three significant digits (a slow batch of a few rows is not ``0 rows/s``).
