@@ -68,7 +68,8 @@ class SessionWindowing(WindowingRules):
         otherwise delete the merged sessions (unless the result is the same ``[ts, ts]``
         window), apply the aggregator and put the merged session (ts = its end). A ``None``
         aggregate (a reduce whose first value is ``None``) deletes the merged session, as Kafka's
-        ``put(session, null)`` does: no session is stored, none is emitted on close."""
+        ``put(session, null)`` does: no session is stored, none is emitted on close. Without the
+        cache a put replaces a hidden session of the same bounds, as Kafka's store does."""
         current = list(windows)
         if len(current) > 1:
             current.sort(key=_END_START)
@@ -103,6 +104,10 @@ class SessionWindowing(WindowingRules):
             return WindowStep(tuple(current), dropped=1)
         put = WindowAgg(start, end, fns.aggregator(key, value, agg), end)
         deletes = tuple(found) if (start != ts or end != ts) else ()
+        if visible > closing:
+            # the put overwrites a hidden session of the same bounds (the store's key is the
+            # key, end and start): one session stays, the new one
+            kept = [s for s in kept if s.start != start or s.end != end]
         # a None aggregate is Kafka's put(session, null): the session is deleted, not stored
         if put.agg is not None:
             # kept stays in (end, start) order: put goes after every session with a key <= its

@@ -78,6 +78,15 @@ class TestSessionsWithoutTheCache:
         assert run(cached=True) == [("z", 17, 17, 1), ("a", 19, 19, 1), ("z", 17, 17, None), ("z", 17, 19, 2),
                                     ("b", 22, 22, 1)]
 
+    def test_a_session_started_again_with_the_bounds_of_a_hidden_one_replaces_it(self) -> None:
+        """Oracle case 78ba5d55ed19: gap 2, grace 5, emit on close: c at 12, then c at 5 twice
+        (store time 12 hides [5, 5] from the second: 5 < 12 - 7 + 1), then c at 33. The second
+        record's [5, 5] overwrites the first in Kafka's store (its key is key, end and start):
+        one [5, 5] is emitted on close, not two."""
+        kernel = AggregateKernel(SessionWindowing(gap=2, grace=5, cached=False), COUNT, emit_on_close=True)
+        out = [(o.start, o.end, o.value) for ts in (12, 5, 5, 33) for o in kernel.process("c", "v", ts).outputs]
+        assert out == [(5, 5, 1), (12, 12, 1)]
+
     def test_the_record_that_moves_the_store_time_still_finds_the_session(self) -> None:
         """Gap 10, grace 0, no cache: a at 0 then a at 10: the store time before the second
         record is 0, so [0, 0] (ending at the new close time 0) is still found and merged."""

@@ -260,6 +260,9 @@ abstract class Windowing implements Serializable {
             boolean placed = put.agg == null;
             for (Win s : windows) {
                 if (found.contains(s)) continue;
+                // the put overwrites a hidden session of the same bounds (the store's key is the
+                // key, end and start): one session stays, the new one
+                if (visible > closing && s.start == start && s.end == end) continue;
                 if (!placed && BY_END_START.compare(put, s) < 0) {
                     out.add(put);
                     placed = true;
