@@ -11,9 +11,9 @@ per worker module, its workers reused).
 `start_python_workers` runs one tiny batch job in a background thread as ``start()`` begins: it
 reads two empty partitions of a data source of this module and writes them back to it, which
 starts the UDF daemon with two workers (they import the modules the Kafka reader and the serdes
-import), the read planner, the write planner and the commit planner. The first micro-batch then
-finds them running. The streaming source's own runner and the streaming sink's commit runner are
-started per query by Spark and cannot be started ahead.
+import), the read planner, and the write and commit planners that the sink's batch write in
+``foreachBatch`` uses. The first micro-batch then finds them running. The streaming source's own
+runner, the fifth kind, is started per query by Spark and cannot be started ahead.
 """
 
 from __future__ import annotations

@@ -219,6 +219,10 @@ class LocalKafka:
                     "acks": "all",
                     "enable.idempotence": True,
                     "partitioner": "murmur2_random",
+                    # errors only: a broker just started answers the producer-id request with
+                    # "coordinator load in progress" for a moment, a warning librdkafka retries
+                    # (produce() still raises when a record is not delivered)
+                    "log_level": 3,
                 }
             )
         return self._cached_producer
