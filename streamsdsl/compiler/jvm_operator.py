@@ -50,6 +50,8 @@ log = logging.getLogger("streamsdsl")
 JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
 #: The jar's JSON validity check of a source's bytes (`json_check`).
 JSON_CHECK_CLASS = "io.streamsdsl.jvm.JsonCheck"
+#: The jar's drop counter of a streaming plan's drop points (`drop_counter`).
+DROP_COUNTER_CLASS = "io.streamsdsl.jvm.DropCounter"
 #: The Python-JVM contract version the Java side must report (`streamsdsl.compiler.columns.JVM_CONTRACT`).
 PROTOCOL = JVM_PROTOCOL
 
@@ -273,6 +275,15 @@ def json_check(col: Column) -> Column | None:
     if spark is None or not isinstance(col, ClassicColumn) or _unavailable(spark) is not None:
         return None
     return ClassicColumn(getattr(spark._jvm, JSON_CHECK_CLASS).valid(col._jc))
+
+
+def drop_counter(spark: Any, max_records: int) -> Any | None:
+    """A new counter of one drop point (``io.streamsdsl.jvm.DropCounter``, registered with
+    ``spark``'s context as an accumulator; at most ``max_records`` dropped records kept), or None
+    when ``spark`` has not loaded the jar (the caller observes the point with ``observe``)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect") or _unavailable(spark) is not None:
+        return None
+    return getattr(spark._jvm, DROP_COUNTER_CLASS).create(spark.sparkContext._jsc.sc(), max_records)
 
 
 def _key_kind(serde: PlanSerde) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.classic.column import Column as ClassicColumn
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import (
@@ -40,7 +41,7 @@ from streamsdsl.compiler.columns import (
     observation_name,
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.compiler.jvm_operator import OperatorChoices
+from streamsdsl.compiler.jvm_operator import OperatorChoices, drop_counter
 from streamsdsl.operators import null_keys_pass
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
@@ -76,6 +77,8 @@ class Lowering:
     #: Whether Spark's native aggregation forwards one change per record (replay) rather than the
     #: latest per key and micro-batch (streaming).
     native_per_record: ClassVar[bool] = False
+    #: Whether drop points are counted by the jar's counters (`drop_counted`) rather than observed.
+    counts_drops: ClassVar[bool] = False
 
     def __init__(self, raw_source: RawSource,
                  handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
@@ -92,6 +95,13 @@ class Lowering:
         #: `drop_counted` outputs, by id: (the output, the DataFrame before its drop points, the
         #: points), so that a drop point right after another one joins it (`drop_counted`).
         self._drop_chains: dict[int, tuple[DataFrame, DataFrame, tuple[_DropPoint, ...]]] = {}
+        #: The drop points counted by a counter of the jar (`drop_counted`), by observation name:
+        #: (the counter's name in the plan, the ``io.streamsdsl.jvm.DropCounter``).
+        self.counters: dict[str, tuple[str, Any]] = {}
+        self._counter_serial = 0
+        #: The drop points observed with ``observe`` even where a counter could count them (set
+        #: by `compile_topology`: points whose counter the plan would hold twice).
+        self.observed_points: frozenset[str] = frozenset()
 
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
         return self.frames[node.parents[i]]
@@ -165,6 +175,22 @@ class Lowering:
                                    record=F.col(record))
                   for flag, record, p in zip(flags, records, points)]
         names = [observation_name(p.node, p.part) for p in points]
+        counters = self._drop_counters(out, names)
+        if counters is not None:
+            # each counter passes its flag through and counts the false ones, inside Spark's
+            # generated code, in a projection of its own that the filter reads: as the counters
+            # are not deterministic, Spark neither pushes the filter below the flags' projection
+            # nor merges the two, which would evaluate each flag's expression once per use
+            counted = [f"{_COUNTED}{i}" for i in range(len(points))]
+            out = out.select("*", *[
+                ClassicColumn(counter.apply(udf_name, F.col(flag)._jc, F.col(record)._jc)).alias(name)
+                for flag, record, (udf_name, counter), name in zip(flags, records, counters, counted)])
+            kept = F.col(counted[0])
+            for name in counted[1:]:
+                kept = kept & F.col(name)
+            result = out.filter(kept).drop(*flags, *records, *counted)
+            self._drop_chains[id(result)] = (result, base, points)
+            return result
         if len(points) == 1:
             out = out.observe(names[0], *fields[0])
         else:
@@ -180,6 +206,25 @@ class Lowering:
         result = out.filter(kept).drop(*flags, *records)
         self._drop_chains[id(result)] = (result, base, points)
         return result
+
+    def _drop_counters(self, df: DataFrame, names: list[str]) -> list[tuple[str, Any]] | None:
+        """A counter (`streamsdsl.compiler.jvm_operator.drop_counter`) for each drop point of
+        ``names``, registered in `counters`; None where the points are observed instead: in a mode
+        that does not count drops so (`counts_drops`), for a point `observed_points` names, or
+        without the jar."""
+        if not self.counts_drops or any(name in self.observed_points for name in names):
+            return None
+        spark = df.sparkSession
+        made = [drop_counter(spark, MAX_LOGGED_DROPS) for _ in names]
+        if any(c is None for c in made):
+            return None
+        out = []
+        for name, counter in zip(names, made):
+            udf_name = f"{_COUNTER_UDF}{self._counter_serial}"
+            self._counter_serial += 1
+            self.counters[name] = (udf_name, counter)
+            out.append((udf_name, counter))
+        return out
 
     def _joins_chain(self, df: DataFrame, node: str) -> tuple[DataFrame, DataFrame, tuple[_DropPoint, ...]] | None:
         """The drop points ``df`` is the result of (`drop_counted`), when ``node``'s point can join
@@ -218,6 +263,14 @@ class Lowering:
         (``per_source_record``: the record cache is flushed once per source record, not once
         per record reaching the aggregation)."""
         raise NotImplementedError
+
+
+#: Prefix of the names of the drop counters' functions in a plan (one per counter).
+_COUNTER_UDF = "streamsdsl_dropped_"
+
+
+#: Prefix of the columns the drop counters compute (each a copy of its point's flag).
+_COUNTED = "_counted_"
 
 
 #: Prefix of the flag columns `Lowering.drop_counted` computes (one per drop point).

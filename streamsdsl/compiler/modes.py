@@ -44,6 +44,7 @@ class StreamingLowering(Lowering):
 
     mode = PlanMode.STREAMING
     rules = RULES
+    counts_drops = True
 
     def with_event_time(self, df: DataFrame) -> DataFrame:
         # The operator gets event time as a plain long so Spark drops nothing before Kafka

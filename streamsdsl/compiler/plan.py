@@ -8,7 +8,7 @@ column `SINK_INDEX` tells which — so a whole topology runs as one Spark query.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from pyspark.sql import Column, DataFrame
@@ -68,6 +68,9 @@ class CompiledTopology:
     replay: ReplayLowering | None = None
     #: Which operator runs each stateful node, and why.
     operators: dict[str, OperatorChoice] = attrs.field(factory=dict)
+    #: Streaming: the drop points counted by the jar's counters rather than observed, by
+    #: observation name (``io.streamsdsl.jvm.DropCounter``; `streamsdsl.runtime.metrics.drain_counters`).
+    counters: dict[str, Any] = attrs.field(factory=dict)
 
     def release(self) -> None:
         """Unpersist what a replay cached."""
@@ -172,6 +175,9 @@ class CompileOptions:
         default=DeserializationHandler.LOG_AND_FAIL, converter=DeserializationHandler.parse)
     carry: ReplayCarry | None = None
     flush: FlushPolicy = FlushPolicy.PER_RECORD
+    #: Streaming: drop points (observation names) to observe with ``observe`` although the jar's
+    #: counters could count them (`compile_topology` sets it for a point the plan holds twice).
+    observed_points: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
 
 
 def compile_topology(topology: Topology, raw_source: RawSource, options: CompileOptions | None = None) -> CompiledTopology:
@@ -179,6 +185,24 @@ def compile_topology(topology: Topology, raw_source: RawSource, options: Compile
     raw record DataFrame of a source. The result names the operator of each stateful node
     (`CompiledTopology.operators`)."""
     options = options or CompileOptions()
+    compiled, lowering = _compile(topology, raw_source, options)
+    twice = _counted_twice(compiled, lowering)
+    if twice:
+        # a drop point the plan holds twice (two readers of its frame): its counter would count
+        # each record twice, where an observation of it counts it once
+        compiled, _ = _compile(topology, raw_source, attrs.evolve(options, observed_points=twice))
+    return compiled
+
+
+def _counted_twice(compiled: CompiledTopology, lowering: Lowering) -> frozenset[str]:
+    """The drop points whose counter appears more than once in ``compiled``'s plan."""
+    if compiled.output is None or not lowering.counters:
+        return frozenset()
+    plan = compiled.output._jdf.queryExecution().analyzed().toString()
+    return frozenset(name for name, (udf_name, _) in lowering.counters.items() if plan.count(f"{udf_name}(") > 1)
+
+
+def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions) -> tuple[CompiledTopology, Lowering]:
     handler = options.deserialization_handler
     choices = OperatorChoices(options.operator)
     if options.mode is PlanMode.REPLAY:
@@ -186,6 +210,7 @@ def compile_topology(topology: Topology, raw_source: RawSource, options: Compile
     else:
         lowering = lowering_for(options.mode)(raw_source, handler, choices)
     lowering.flush = options.flush
+    lowering.observed_points = options.observed_points
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
@@ -206,6 +231,8 @@ def compile_topology(topology: Topology, raw_source: RawSource, options: Compile
     output = None
     for df in outputs:
         output = df if output is None else output.unionByName(df)
+    counters = {name: counter.counted() for name, (_, counter) in lowering.counters.items()}
     return CompiledTopology(topology, lowering.mode, dict(lowering.frames), tuple(sinks), output,
                             tuple(lowering.persisted), bool(lowering.dead_letters),
-                            lowering if isinstance(lowering, ReplayLowering) else None, dict(choices.by_node))
+                            lowering if isinstance(lowering, ReplayLowering) else None, dict(choices.by_node),
+                            counters), lowering

@@ -692,8 +692,9 @@ class KafkaStreams:
         out["dead-letter-records-total"] = float(sink.dead_letters) if sink else 0.0
         return out
 
-    def _log_progress(self, progress: Any) -> None:
+    def _log_progress(self, progress: Any, observed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Log one micro-batch's progress (called once per batch by `QueryMetrics`)."""
         self._replacements = 0  # a batch completed: the query makes progress again
         sink = self._sink
-        log_progress(self.config.application_id, progress, sink.emitted.pop(progress.batchId, 0) if sink else 0)
+        log_progress(self.config.application_id, progress, sink.emitted.pop(progress.batchId, 0) if sink else 0,
+                     observed)

@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-__all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "dropped_in", "log_dropped", "log_progress",
+__all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "drain_counters", "dropped_in", "log_dropped",
+           "log_progress",
            "observed_metrics", "progress_observations", "rows_per_second"]
 
 log = logging.getLogger("streamsdsl")
@@ -101,6 +102,23 @@ def progress_observations(progress: Any) -> dict[str, dict[str, Any]]:
     return _points({name: row.asDict(recursive=True) for name, row in (progress.observedMetrics or {}).items()})
 
 
+def drain_counters(counters: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the plan's drop counters (``io.streamsdsl.jvm.DropCounter``'s accumulators, by
+    observation name: `streamsdsl.compiler.plan.CompiledTopology.counters`) counted since they were
+    last drained, as observations of the points that dropped records; the counters are left at zero."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, counted in counters.items():
+        drained = counted.drain()
+        dropped = int(drained.count())
+        if dropped == 0:
+            continue
+        records = [{"position": int(r.getLong(0)), "timestamp": None if r.isNullAt(1) else int(r.getLong(1)),
+                    "detail": None if r.isNullAt(2) else str(r.getString(2))} for r in drained.records()]
+        out[name] = {OBSERVED_DROPPED: dropped, OBSERVED_EMITTED_FINAL: 0, OBSERVED_LATENCY_SUM: 0.0,
+                     OBSERVED_LATENCY_MAX: None, OBSERVED_DROPPED_RECORDS: records}
+    return out
+
+
 def dropped_in(observed: Mapping[str, Mapping[str, Any]]) -> int:
     """The records streamsdsl's operators dropped, according to ``observed``."""
     return sum(int(row.get(OBSERVED_DROPPED) or 0) for name, row in observed.items()
@@ -155,16 +173,20 @@ class Metrics:
 
 class QueryMetrics(Metrics):
     """The metrics of one streaming query, accumulated from its progress reports, each counted
-    once (by batch id) whichever way it arrives: a progress listener, or `refresh`;
-    ``on_progress`` is called once for each newly counted report (e.g. to log it)."""
+    once (by batch id) whichever way it arrives: a progress listener, or `refresh`, together with
+    what the plan's drop counters counted in that batch (`batch_written`); ``on_progress`` is
+    called once for each newly counted report with the batch's observations (e.g. to log it)."""
 
-    def __init__(self, on_progress: Callable[[Any], None] | None = None, locate: Locate | None = None) -> None:
+    def __init__(self, on_progress: Callable[[Any, Mapping[str, Mapping[str, Any]]], None] | None = None,
+                 locate: Locate | None = None) -> None:
         super().__init__()
         self._on_progress = on_progress
         self._locate = locate
         self._accounted = -1
         self._written = -1
         self._progress_lock = threading.Lock()
+        #: The drop counters' observations of the batches written whose progress is not counted yet.
+        self._counted: dict[int, dict[str, Any]] = {}
         self.query: StreamingQuery | None = None
 
     def add_progress(self, progress: Any) -> bool:
@@ -173,7 +195,9 @@ class QueryMetrics(Metrics):
             if progress.batchId <= self._accounted:
                 return False
             self._accounted = progress.batchId
-            observed = progress_observations(progress)
+            observed = {**progress_observations(progress), **self._counted.pop(progress.batchId, {})}
+            for batch in [b for b in self._counted if b < progress.batchId]:
+                del self._counted[batch]
             self.add_observations(observed)
             if self._locate is not None:
                 log_dropped(observed, self._locate)
@@ -181,13 +205,16 @@ class QueryMetrics(Metrics):
                 self.input_rows += int(progress.numInputRows or 0)
                 self.batches += 1
         if self._on_progress is not None:
-            self._on_progress(progress)
+            self._on_progress(progress, observed)
         return True
 
-    def batch_written(self, batch_id: int) -> None:
-        """The sink finished micro-batch ``batch_id`` (its progress follows shortly)."""
+    def batch_written(self, batch_id: int, counted: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        """The sink finished micro-batch ``batch_id`` (its progress follows shortly); ``counted``:
+        what the plan's drop counters counted in it (`drain_counters`), read with its progress."""
         with self._progress_lock:
             self._written = max(self._written, batch_id)
+            if counted:
+                self._counted[batch_id] = dict(counted)
 
     def refresh(self, timeout_s: float = 10.0) -> None:
         """Count the query's recent progress reports, waiting (up to ``timeout_s``) for those of
@@ -239,12 +266,15 @@ def rows_per_second(rows: int, duration_ms: int) -> str:
     return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}" if rate >= 1 else f"{rate:.3f}".rstrip("0").rstrip(".")
 
 
-def log_progress(application_id: str, progress: Any, emitted: int) -> None:
+def log_progress(application_id: str, progress: Any, emitted: int,
+                 observed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Log one micro-batch's line on ``streamsdsl.progress``: input rows and their rate
-    (`rows_per_second`), state rows, dropped records (observed metrics plus the rows Spark's
-    state operators dropped by the watermark), records written to sink topics, duration."""
+    (`rows_per_second`), state rows, dropped records (``observed``, the batch's observations:
+    by default its progress's, plus the rows Spark's state operators dropped by the watermark),
+    records written to sink topics, duration."""
     ops = progress.stateOperators or []
-    dropped = dropped_in(progress_observations(progress)) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
+    observed = progress_observations(progress) if observed is None else observed
+    dropped = dropped_in(observed) + sum(int(op.numRowsDroppedByWatermark or 0) for op in ops)
     rows, duration = int(progress.numInputRows or 0), int(progress.batchDuration or 0)
     progress_log.info(
         "%s batch %d: %d input rows (%s rows/s), %d state rows, %d dropped, %d emitted, %d ms",

@@ -25,7 +25,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import TopologyError
-from streamsdsl.runtime.metrics import QueryMetrics
+from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
 from streamsdsl.runtime.session import require_state_store
 
 if TYPE_CHECKING:
@@ -113,7 +113,11 @@ def start_streaming(
     sinks = compiled.sinks
     dead_letters = compiled.dead_letters and hasattr(sink, "write_dead_letters")
 
+    counters = compiled.counters
+
     def each_batch(batch: DataFrame, batch_id: int) -> None:
+        for counted in counters.values():
+            counted.reset()  # what a failed attempt of this batch counted
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             if dead_letters:
@@ -123,7 +127,7 @@ def start_streaming(
             for s in sinks:
                 rows = batch.filter(batch[SINK_INDEX] == s.index).select(*SINK_COLUMNS, SOURCE_POSITION, OUTPUT_POSITION)
                 sink.write_batch(s, rows, batch_id)
-            metrics.batch_written(batch_id)
+            metrics.batch_written(batch_id, drain_counters(counters))
         finally:
             batch.unpersist()
 

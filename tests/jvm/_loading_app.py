@@ -31,14 +31,16 @@ def run(spark: Any, config: dict[str, Any]) -> list[tuple[str, int, int, int | N
 EXPECTED = [("a", 0, 0, 1), ("a", 0, 0, None), ("a", 0, 3, 2), ("b", 1, 1, 1), ("a", 20, 20, 1)]
 
 #: `streaming_sessions`' records: batch 0 [0, 5] "pq" and [1, 1] "x"; batch 1 a tombstone for
-#: [0, 5], then [0, 12] "pqr" and [30, 30] "y"
+#: [0, 5], then [0, 12] "pqr" and [30, 30] "y" (a null-key record of each batch dropped)
 STREAMING_EXPECTED = [[0, "a", 0, 5, "pq", 5], [0, "b", 1, 1, "x", 1],
-                      [1, "a", 0, 12, "pqr", 12], [1, "a", 0, 5, None, 5], [1, "b", 30, 30, "y", 30]]
+                      [1, "a", 0, 12, "pqr", 12], [1, "a", 0, 5, None, 5], [1, "b", 30, 30, "y", 30],
+                      ["dropped", 2.0]]
 
 
 def streaming_sessions(spark: Any) -> list[list[Any]]:
     """A streaming query of a session aggregation with a Python aggregator over two files
-    (two micro-batches): its records as (batch, key, start, end, value, timestamp), sorted."""
+    (two micro-batches): its records as (batch, key, start, end, value, timestamp), sorted, and
+    last ``["dropped", n]``: the null-key records its drop counter counted (one per batch)."""
     from streamsdsl.runtime.streaming import start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
@@ -49,12 +51,15 @@ def streaming_sessions(spark: Any) -> list[list[Any]]:
      .to_stream().to("sessions"))
     d = tempfile.mkdtemp()
     topic = FileTopic(d + "/in")
-    topic.append("clicks", [("a", "p", 0), ("b", "x", 1), ("a", "q", 5)], Serdes.String(), Serdes.String())
-    topic.append("clicks", [("a", "r", 12), ("b", "y", 30)], Serdes.String(), Serdes.String())
+    topic.append("clicks", [("a", "p", 0), (None, "n", 2), ("b", "x", 1), ("a", "q", 5)], Serdes.String(),
+                 Serdes.String())
+    topic.append("clicks", [("a", "r", 12), ("b", "y", 30), (None, "n", 31)], Serdes.String(), Serdes.String())
     out = Collect()
-    q, _, _ = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+    q, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
                               checkpoint_location=d + "/cp")
     q.processAllAvailable()
+    metrics.refresh()
     q.stop()
-    return sorted(([batch, k.key, k.window.start, k.window.end, v, ts] for batch, k, v, ts in out.records),
-                  key=repr)
+    counted = "dropped" if compiled.counters else "observed (no counter)"
+    return [*sorted(([batch, k.key, k.window.start, k.window.end, v, ts] for batch, k, v, ts in out.records),
+                    key=repr), [counted, metrics.snapshot()["dropped-records-total"]]]
