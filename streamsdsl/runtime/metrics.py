@@ -3,7 +3,9 @@
 Each operator counts what it drops and what it emits on close with Spark's ``observe()``
 (`streamsdsl.compiler.columns.OBSERVED_FIELDS`). A streaming query reports the observations
 per micro-batch in its progress (``StreamingQueryProgress.observedMetrics``); the test driver's
-batch job reports them once for the whole run (`observed_metrics`).
+batch job reports them once for the whole run (`observed_metrics`). A streaming plan counts its
+drop points with the jar's counters instead where it can (`drain_counters`, read per batch by
+the sink and handed to `QueryMetrics` as observations of the same names).
 """
 
 from __future__ import annotations
