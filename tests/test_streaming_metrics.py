@@ -13,7 +13,7 @@ import logging
 
 from streamsdsl import Consumed, Serdes, SessionWindows, StreamsBuilder
 from streamsdsl.compiler.columns import observation_name
-from streamsdsl.runtime.metrics import QueryMetrics
+from streamsdsl.runtime.metrics import QueryMetrics, dropped_in
 from streamsdsl.runtime.streaming import start_streaming
 from streamsdsl.testing.files import FileTopic
 from tests._support import Collect
@@ -73,8 +73,15 @@ def _locate(node: str, position: int) -> tuple[str, int, int]:
 class TestDropCounters:
     """The jar's counters in place of ``observe()`` (the session loads the jar)."""
 
+    @pytest.mark.parametrize("counted", [True, False], ids=["counter", "observe"])
     def test_null_keys_counted_per_batch_in_generated_code_and_logged(self, spark: Any, tmp_path: Any,
-                                                                       caplog: Any) -> None:
+                                                                       caplog: Any, monkeypatch: Any,
+                                                                       counted: bool) -> None:
+        """The same counts, progress and log lines from the jar's counter and from ``observe()``
+        (``counts_drops`` off: as in a session without the jar)."""
+        from streamsdsl.compiler.modes import StreamingLowering
+
+        monkeypatch.setattr(StreamingLowering, "counts_drops", counted)
         b = StreamsBuilder()
         b.stream("a", STRINGS).group_by_key().count().to_stream().to("out")
         topology = b.build()
@@ -82,7 +89,9 @@ class TestDropCounters:
         topic = FileTopic(str(tmp_path / "in"))
         topic.append("a", [("k", "x", 100), (None, "x", 101), (None, "y", 102)], Serdes.String(), Serdes.String())
         out = Collect()
-        metrics = QueryMetrics(locate=_locate)
+        batches: list[tuple[int, int]] = []  # (input rows, dropped) of each batch, as its progress line counts
+        metrics = QueryMetrics(on_progress=lambda progress, observed: batches.append(
+            (int(progress.numInputRows), dropped_in(observed))), locate=_locate)
         query, compiled, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
                                              checkpoint_location=str(tmp_path / "checkpoint"), metrics=metrics)
         caplog.set_level(logging.WARNING, logger="streamsdsl")
@@ -95,12 +104,17 @@ class TestDropCounters:
         finally:
             query.stop()
         point = observation_name(count, "input")
-        assert set(compiled.counters) == {point}
         plan = compiled.output._jdf.queryExecution().analyzed().toString()
-        assert point not in plan and "streamsdsl_dropped_" in plan  # no observation: the counter
+        if counted:
+            assert set(compiled.counters) == {point}
+            assert point not in plan and "streamsdsl_dropped_" in plan  # no observation: the counter
+        else:
+            assert compiled.counters == {}
+            assert point in plan and "streamsdsl_dropped_" not in plan
         assert first == 2.0
         assert metrics.snapshot()["dropped-records-total"] == 3.0
         assert [(k, v) for _, k, v, _ in out.records] == [("k", 1), ("k", 2)]
+        assert [b for b in batches if b[0]] == [(3, 2), (2, 1)]
         offsets = [r.getMessage().split("offset=[")[1].split("]")[0] for r in caplog.records
                    if "Skipping record due to null key or value" in r.getMessage()]
         assert offsets == ["1", "2", "3"]
