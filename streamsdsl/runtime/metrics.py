@@ -34,8 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming import StreamingQuery
 
 __all__ = ["TASK_METRICS", "Locate", "Metrics", "QueryMetrics", "drain_counters", "dropped_in", "log_dropped",
-           "log_progress",
-           "observed_metrics", "progress_observations", "rows_per_second"]
+           "log_progress", "observed_metrics", "progress_observations", "rows_per_second"]
 
 log = logging.getLogger("streamsdsl")
 #: One line per micro-batch (`KafkaStreams` logs it at INFO): silence it alone with
