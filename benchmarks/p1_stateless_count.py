@@ -115,10 +115,10 @@ def checked_job(spark: Any, directory: str) -> Any:
     return hand_written_job(spark, directory, lambda raw: raw.filter(_checks()))
 
 
-def observed_job(spark: Any, directory: str) -> Any:
-    """`checked_job` that also counts, with Spark's own ``observe``, the records the grouping
-    drops (a null customer) and keeps the first 100 for a log line, as streamsdsl's dropped-records
-    metric does: the floor of what the compiled plan does, written by hand."""
+def _flagged(spark: Any, directory: str, *record: Any) -> Any:
+    """The checked, paid orders re-keyed by customer, each with ``_kept`` (its customer is not
+    null) and, for the others, ``_dropped``: the record a dropped-records log keeps (position,
+    timestamp, ``record``)."""
     from pyspark.sql import functions as F
 
     raw = spark.read.parquet(directory).filter(_checks())
@@ -127,19 +127,34 @@ def observed_job(spark: Any, directory: str) -> Any:
         F.get_json_object(value, "$.customer").alias("customer"), "timestamp",
         (F.col("partition").cast("bigint") * (1 << 40) + F.col("offset")).alias("position"))
     kept = F.col("customer").isNotNull()
-    flagged = paid.select("*", kept.alias("_kept"),
-                          F.when(~kept, F.struct("position", "timestamp")).alias("_dropped"))
-    observed = flagged.observe("dropped", F.sum(F.when(~F.col("_kept"), 1)).alias("n"),
-                               F.slice(F.collect_list("_dropped"), 1, 100).alias("records"))
-    counts = observed.filter("_kept").groupBy("customer").agg(
-        F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("timestamp"))
+    return paid.select("*", kept.alias("_kept"),
+                       F.when(~kept, F.struct("position", "timestamp", *record)).alias("_dropped"))
+
+
+def _counted_per_customer(kept: Any) -> Any:
+    """The count per customer of the rows ``kept`` holds, encoded as the sink writes it."""
+    from pyspark.sql import functions as F
+
+    counts = kept.groupBy("customer").agg(F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("timestamp"))
     return counts.select(F.encode("customer", "UTF-8").alias("key"),
                          F.unhex(F.lpad(F.hex("n"), 16, "0")).alias("value"), "timestamp")
 
 
+def observed_job(spark: Any, directory: str) -> Any:
+    """`checked_job` that also counts, with Spark's own ``observe``, the records the grouping
+    drops (a null customer) and keeps the first 100 for a log line, as streamsdsl's dropped-records
+    metric does: the floor of what the compiled plan does, written by hand."""
+    from pyspark.sql import functions as F
+
+    observed = _flagged(spark, directory).observe(
+        "dropped", F.sum(F.when(~F.col("_kept"), 1)).alias("n"),
+        F.slice(F.collect_list("_dropped"), 1, 100).alias("records"))
+    return _counted_per_customer(observed.filter("_kept"))
+
+
 def counted_job(spark: Any, directory: str) -> Any:
     """`observed_job` with the dropped records counted by the jar's ``DropCounter`` (in a
-    projection that the filter reads) instead of ``observe``."""
+    projection that the filter reads, called only for a dropped row) instead of ``observe``."""
     from pyspark.sql import functions as F
     from pyspark.sql.classic.column import Column as ClassicColumn
 
@@ -148,20 +163,10 @@ def counted_job(spark: Any, directory: str) -> Any:
     counter = drop_counter(spark, 100)
     if counter is None:
         raise SystemExit("P1: the session did not load streamsdsl's jar")
-    raw = spark.read.parquet(directory).filter(_checks())
-    value = F.col("value").cast("string")
-    paid = raw.filter(F.get_json_object(value, "$.status") == "paid").select(
-        F.get_json_object(value, "$.customer").alias("customer"), "timestamp",
-        (F.col("partition").cast("bigint") * (1 << 40) + F.col("offset")).alias("position"))
-    kept = F.col("customer").isNotNull()
-    flagged = paid.select("*", kept.alias("_kept"),
-                          F.when(~kept, F.struct("position", "timestamp", F.lit(None).cast("string"))).alias("_dropped"))
+    flagged = _flagged(spark, directory, F.lit(None).cast("string"))
     count = ClassicColumn(counter.apply("p1_dropped", F.col("_kept")._jc, F.col("_dropped")._jc))
     counted = flagged.select("*", F.when(F.col("_kept"), F.lit(True)).otherwise(count).alias("_counted"))
-    counts = counted.filter("_counted").groupBy("customer").agg(
-        F.count(F.lit(1)).alias("n"), F.max("timestamp").alias("timestamp"))
-    return counts.select(F.encode("customer", "UTF-8").alias("key"),
-                         F.unhex(F.lpad(F.hex("n"), 16, "0")).alias("value"), "timestamp")
+    return _counted_per_customer(counted.filter("_counted"))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
