@@ -14,10 +14,17 @@ ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install kafka-jars kafka-connector run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
+.PHONY: install kafka-jars kafka-connector class-archive run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
 	oracle oracle-jar
 
-install: $(STAMP) $(JAR) kafka-jars kafka-connector
+install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
+
+# The archive of the Spark driver's classes (class data sharing) for this PySpark and JDK, written
+# into the user's cache by a first application run in a child process (≈ 45 s, once): the sessions
+# streamsdsl builds or configures start from it, a cold start ≈ 4 s sooner (docs/performance.md,
+# P7). Nothing to do when it is there; STREAMSDSL_CLASS_ARCHIVE=off turns it off.
+class-archive: $(STAMP) $(JAR)
+	$(PY) -m streamsdsl.cli class-archive
 
 # Apache Kafka's jars for the local broker (process and locally built image), resolved from Maven
 # Central with mvn into the user's cache (~/.cache/streamsdsl/kafka-<version>), not into the

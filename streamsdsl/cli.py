@@ -22,6 +22,13 @@ Sub-commands
     ``make install`` runs it. Exit code 1, with what went wrong, when ``mvn`` is missing or fails
     (e.g. Maven Central does not serve the connector for that Spark version).
 
+``streamsdsl class-archive``
+    Write the class-data-sharing archive of the Spark driver's classes for the installed PySpark
+    and JDK into the user's cache (`streamsdsl.runtime.class_archive`), and print its path;
+    nothing to do when it is there. The sessions streamsdsl builds or configures start their
+    driver from it (a cold start ≈ 4 s sooner on two cores). ``make install`` runs it. Exit
+    code 1, with what went wrong, when there is no JDK or the child process that writes it fails.
+
 ``streamsdsl describe MODULE:ATTR [--format text|mermaid]``
     Print a topology's ``describe()``: Kafka Streams' text (the default) or a Mermaid flowchart
     (``--format mermaid``, `TopologyDescription.to_mermaid`). ``MODULE`` is an importable module
@@ -56,6 +63,8 @@ __all__ = ["main"]
 _USAGE = """usage: streamsdsl <command> [options]
 
 commands:
+  class-archive
+               write the archive of the Spark driver's classes into the user's cache (a faster cold start)
   describe     print a topology's describe(), as text or Mermaid (streamsdsl describe --help)
   dev-broker   start a local Apache Kafka broker until Ctrl-C (streamsdsl dev-broker --help)
   jar-path     print the path of the JVM operator's jar (spark-submit --jars "$(streamsdsl jar-path)")
@@ -73,6 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(_USAGE, end="")
         return 0 if args else 2
     command, rest = args[0], args[1:]
+    if command == "class-archive":
+        from streamsdsl.runtime.class_archive import ClassArchiveError, build
+
+        return _resolve_main("class-archive", "the archive of the Spark driver's classes", rest, build,
+                             ClassArchiveError, verb="write", source="by running a first application in a child process")
     if command == "describe":
         return _describe_main(rest)
     if command == "dev-broker":
@@ -112,12 +126,12 @@ def _kafka_connector_main(args: list[str]) -> int:
 
 
 def _resolve_main(command: str, what: str, args: list[str], resolve: Callable[[], object],
-                  error: type[Exception]) -> int:
-    """``streamsdsl <command>``: resolve ``what`` with ``resolve()`` and print its directory."""
+                  error: type[Exception], *, verb: str = "resolve", source: str = "from Maven Central (mvn)") -> int:
+    """``streamsdsl <command>``: resolve (or write) ``what`` with ``resolve()`` and print where it is."""
     if args:
         if args[0] in ("-h", "--help"):
-            print(f"usage: streamsdsl {command}\n\n  resolve {what} from Maven Central (mvn) into the user's "
-                  "cache and print their directory")
+            print(f"usage: streamsdsl {command}\n\n  {verb} {what} {source} into the user's "
+                  "cache and print where it is")
             return 0
         print(f"streamsdsl {command}: no arguments expected (got {' '.join(args)})", file=sys.stderr)
         return 2

@@ -206,6 +206,7 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         builder = SparkSession.builder.master(master)
         builder = builder.appName("streamsdsl")
         settings.update(_quiet_settings(settings, master))
+        settings.update(_class_sharing(settings))
         jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
@@ -256,6 +257,17 @@ def _quiet_settings(settings: dict[str, Any], master: str | None) -> dict[str, s
         if not any(name in current for name in _LOG4J_OPTIONS):
             out[key] = f"{current} {option}".strip()
     return out
+
+
+def _class_sharing(settings: dict[str, Any]) -> dict[str, str]:
+    """The driver's JVM options with the class archive of this JDK and PySpark, when one was
+    written (`streamsdsl.runtime.class_archive.driver_options`); empty when nothing changes."""
+    from streamsdsl.runtime.class_archive import driver_options
+
+    key = "spark.driver.extraJavaOptions"
+    current = str(settings.get(key, "") or "")
+    options = driver_options(current)
+    return {} if options == current else {key: options}
 
 
 def quiet_py4j() -> None:
@@ -361,7 +373,8 @@ def configure_spark(builder: Any) -> Any:
     for key, value in STATE_DEFAULTS.items():
         if key not in options:
             builder = builder.config(key, value)
-    for key, value in _quiet_settings(options, options.get("spark.master")).items():
+    quiet = _quiet_settings(options, options.get("spark.master"))
+    for key, value in {**quiet, **_class_sharing({**options, **quiet})}.items():
         builder = builder.config(key, value)
     quiet_py4j()
     return builder

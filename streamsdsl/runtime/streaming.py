@@ -116,6 +116,10 @@ def start_streaming(
     counters = compiled.counters
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
+        with _stop_reported_briefly():
+            write_batch(batch, batch_id)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
         for counted in counters.values():
             counted.reset()  # what a failed attempt of this batch counted
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
@@ -145,6 +149,58 @@ def start_streaming(
     query = writer.start()
     metrics.query = query
     return query, compiled, metrics
+
+
+#: What Spark takes as a query's stop in a ``foreachBatch`` function's error: the JVM call that
+#: was interrupted (``StreamExecution.isInterruptionException``) and the exception's class names.
+_PY4J_CALL_FAILED = "py4j.protocol.Py4JJavaError: An error occurred while calling"
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")
+
+
+class QueryStopInterruptedBatch(RuntimeError):
+    """A micro-batch's JVM call was interrupted because its query is stopping (``close()``).
+
+    Raised in place of py4j's error, whose text (a JVM stack trace, thousands of characters)
+    Spark's stream thread matches with a regular expression that recurses once per character:
+    the thread then dies of a ``StackOverflowError`` and prints 1,024 lines of stack. This text
+    is short and still tells Spark the batch was interrupted by the stop, so the query ends
+    without an error (the batch runs again after a restart)."""
+
+
+class _stop_reported_briefly:  # noqa: N801 - used as a context manager
+    """Turns a py4j error that is an interruption (`_INTERRUPTIONS`) into a short
+    `QueryStopInterruptedBatch`; other errors pass unchanged."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> bool:
+        interruption = _interruption(error)
+        if interruption is not None:
+            raise QueryStopInterruptedBatch(interruption) from None
+        return False
+
+
+def _interruption(error: BaseException | None) -> str | None:
+    r"""The short text Spark reads as a stop for a py4j error naming an interruption, else None.
+
+    >>> class Py4JJavaError(Exception): pass
+    >>> _interruption(Py4JJavaError("An error occurred while calling o7.count.\n: "
+    ...                             "java.lang.InterruptedException\n\tat java.base/..."))
+    'py4j.protocol.Py4JJavaError: An error occurred while calling o7.count: java.lang.InterruptedException'
+    >>> _interruption(Py4JJavaError("An error occurred while calling o7.count.\n: org.apache.spark.SparkException"))
+    >>> _interruption(ValueError("java.lang.InterruptedException")) is None
+    True
+    """
+    if error is None or type(error).__name__ != "Py4JJavaError":
+        return None
+    text = str(error)
+    named = next((name for name in _INTERRUPTIONS if name in text), None)
+    if named is None:
+        return None
+    call = text.split("An error occurred while calling", 1)[-1].strip().split("\n", 1)[0].rstrip(".")
+    return f"{_PY4J_CALL_FAILED} {call}: {named}"
 
 
 def await_event_time_timers(query: StreamingQuery, topology: Topology, timeout_s: float = 5.0) -> None:

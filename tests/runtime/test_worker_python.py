@@ -72,6 +72,31 @@ try:
     run(lambda v: 1 // 0)
 except Exception as exc:
     print("record error:", type(exc).__name__)
+
+mark("STOP-MID-BATCH")
+import tempfile, threading, time
+from streamsdsl import Serdes
+from streamsdsl.runtime.streaming import start_streaming
+from streamsdsl.testing.files import FileTopic
+
+work = tempfile.mkdtemp()
+topic = FileTopic(os.path.join(work, "in"))
+topic.append("in", [("k", "v", 1)], Serdes.String(), Serdes.String())
+writing = threading.Event()
+
+class SlowSink:  # still writing when the query stops: its next JVM call is interrupted
+    def write_batch(self, sink, rows, batch_id):
+        writing.set()
+        time.sleep(2)
+        rows.count()
+
+b = StreamsBuilder()
+b.stream("in").map_values(lambda v: v.upper()).to("out")
+query, _, _ = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), SlowSink(),
+                              checkpoint_location=os.path.join(work, "checkpoint"))
+writing.wait(120)
+query.stop()
+print("stopped mid-batch:", query.isActive, query.exception())
 mark("DONE")
 """
 
@@ -177,6 +202,7 @@ class TestSettings:
         from streamsdsl.runtime.session import log4j2_config_path
 
         monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)  # configure_spark sets it
+        monkeypatch.setenv("STREAMSDSL_CLASS_ARCHIVE", "off")  # tests/runtime/test_class_archive.py
         option = f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}"
         b = streamsdsl.configure_spark(self.Builder(**{"spark.master": "local[2]",
                                                        "spark.driver.extraJavaOptions": "-Xss4m"}))
@@ -222,7 +248,7 @@ class TestQuietSession:
         at most two lines on stderr (no Java or Python stack trace)."""
         out, err = app_run
         assert "record error: UserFunctionError\n" in out
-        printed = err.split("FAILING-RECORD\n", 1)[1].split("DONE\n", 1)[0].splitlines()
+        printed = err.split("FAILING-RECORD\n", 1)[1].split("STOP-MID-BATCH\n", 1)[0].splitlines()
         assert len(printed) <= 2, "\n".join(printed)
         assert [line.split(" ", 2)[2] for line in printed] == [
             "ERROR Executor: Exception in task 0.0 in stage 2.0 (TID 2)",
@@ -235,6 +261,16 @@ class TestQuietSession:
         _, err = app_run
         printed = err.split("WORKER-ERROR\n", 1)[1].split("FAILING-RECORD\n", 1)[0].splitlines()
         assert len(printed) <= 2, "\n".join(printed)
+
+    def test_a_query_stopped_mid_batch_stops_quietly(self, app_run: tuple[str, str]) -> None:
+        """``query.stop()`` while the sink's ``foreachBatch`` call waits: its next JVM call is
+        interrupted, and the query stops without an error and without printing anything. Before,
+        py4j's long error text made Spark's stream thread die of a ``StackOverflowError`` in
+        ``StreamExecution.isInterruptionException`` (1,024 lines of stack on stderr)."""
+        out, err = app_run
+        assert "stopped mid-batch: False None\n" in out
+        printed = err.split("STOP-MID-BATCH\n", 1)[1].split("DONE\n", 1)[0].splitlines()
+        assert printed == []
 
     def test_the_session_starts_without_warnings(self, app_run: tuple[str, str]) -> None:
         """No WARN line, no console progress bar and no log4j banner while the session starts and
