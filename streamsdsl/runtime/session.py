@@ -22,7 +22,7 @@ from streamsdsl.jvm import ensure_built, jar_path
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["DAEMON_CONF", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
            "require_state_store", "worker_python"]
 
@@ -66,6 +66,11 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # the Python operator went there (docs/performance.md). Int.MaxValue is Spark's "no cap".
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
+
+#: Spark's Python daemon for the UDF workers, where the caller has not chosen one: it imports
+#: PySpark's compiled modules instead of compiling them from ``pyspark.zip`` in every worker
+#: (`streamsdsl.runtime.worker_daemon`).
+DAEMON_CONF: dict[str, str] = {"spark.python.daemon.module": "streamsdsl.runtime.worker_daemon"}
 
 #: The interpreter Spark starts its Python workers with: the configuration key and the
 #: environment variable (the key wins, as with ``spark-submit``).
@@ -122,7 +127,7 @@ def worker_python(conf: dict[str, Any] | None = None) -> str:
 #: ``No module named 'x'`` / ``cannot import name 'y' from 'x'`` in a Python worker's traceback.
 _WORKER_IMPORT = re.compile(
     r"\b(?P<kind>ModuleNotFoundError|ImportError): (?P<text>(?:No module named|cannot import name [^\n]*? from) "
-    r"'(?P<module>[\w.]+)'[^\n]*)"
+    r"'(?P<module>[\w.]+)')"
 )
 
 
@@ -191,7 +196,10 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
     ``conf``) names another (`worker_python`), so user functions see the same packages as the
     caller. The session is quiet: no console progress, streamsdsl's log4j2 configuration
     (`log4j2_config_path`), Spark's log level ``STREAMSDSL_SPARK_LOG_LEVEL`` (default
-    ``ERROR``), and the ``py4j`` logger at ``WARNING``. An active session is returned unchanged.
+    ``ERROR``), and the ``py4j`` logger at ``WARNING``. It starts sooner: its driver maps the
+    class archive ``streamsdsl class-archive`` wrote, if any (`streamsdsl.runtime.class_archive`),
+    and its UDF workers import PySpark's compiled modules (`DAEMON_CONF`). An active session is
+    returned unchanged.
     """
     from pyspark.sql import SparkSession
 
@@ -207,6 +215,7 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         builder = builder.appName("streamsdsl")
         settings.update(_quiet_settings(settings, master))
         settings.update(_class_sharing(settings))
+        settings.update({k: v for k, v in DAEMON_CONF.items() if k not in settings})
         jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
@@ -344,7 +353,9 @@ def configure_spark(builder: Any) -> Any:
     ``spark.pyspark.python`` names another (`worker_python`: it sets ``PYSPARK_PYTHON``, which is
     what PySpark reads); and, for the settings the builder leaves out, the quiet ones of the
     sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
-    (`log4j2_config_path`). Keeps the ``py4j`` logger at ``WARNING`` (`quiet_py4j`).
+    (`log4j2_config_path`), and those that start it sooner: the driver's class archive
+    (`streamsdsl.runtime.class_archive`) and `DAEMON_CONF`. Keeps the ``py4j`` logger at
+    ``WARNING`` (`quiet_py4j`).
 
     The style of ``configure_spark_with_delta_pip``.
 
@@ -374,7 +385,8 @@ def configure_spark(builder: Any) -> Any:
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))
-    for key, value in {**quiet, **_class_sharing({**options, **quiet})}.items():
+    daemon = {k: v for k, v in DAEMON_CONF.items() if k not in options}
+    for key, value in {**quiet, **_class_sharing({**options, **quiet}), **daemon}.items():
         builder = builder.config(key, value)
     quiet_py4j()
     return builder

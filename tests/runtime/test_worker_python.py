@@ -151,7 +151,19 @@ class TestPythonWorkerErrorText:
             error = python_worker_error(outer, "/usr/bin/python3")
         assert isinstance(error, PythonWorkerError)
         assert str(error).startswith("Spark's Python workers cannot import 'google' (ImportError: cannot import name "
-                                     "'descriptor' from 'google.protobuf' (unknown)): they run /usr/bin/python3, ")
+                                     "'descriptor' from 'google.protobuf'): they run /usr/bin/python3, ")
+
+    def test_the_text_ends_at_the_module_name(self) -> None:
+        """What follows the module's name is left out: the file of an ``ImportError``, and the
+        parenthesis of Python's ``-m`` error when the daemon module itself cannot be imported
+        (``spark.python.daemon.module``, `streamsdsl.runtime.worker_daemon`)."""
+        from streamsdsl.runtime.session import python_worker_error
+
+        error = python_worker_error(RuntimeError(
+            "/usr/bin/python3: Error while finding module specification for 'streamsdsl.runtime.worker_daemon' "
+            "(ModuleNotFoundError: No module named 'streamsdsl')"), "/usr/bin/python3")
+        assert str(error).startswith("Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: "
+                                     "No module named 'streamsdsl'): they run /usr/bin/python3, ")
 
     def test_other_errors_are_not_worker_errors(self) -> None:
         """An error without an import failure is left to the other rules."""
