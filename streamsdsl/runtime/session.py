@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.jvm import ensure_built, jar_path
+from streamsdsl.runtime.python_launcher import launched_python, launcher
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["DAEMON_CONF", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
            "require_state_store", "worker_python"]
 
@@ -66,11 +67,6 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # the Python operator went there (docs/performance.md). Int.MaxValue is Spark's "no cap".
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
-
-#: Spark's Python daemon for the UDF workers, where the caller has not chosen one: it imports
-#: PySpark's compiled modules instead of compiling them from ``pyspark.zip`` in every worker
-#: (`streamsdsl.runtime.worker_daemon`).
-DAEMON_CONF: dict[str, str] = {"spark.python.daemon.module": "streamsdsl.runtime.worker_daemon"}
 
 #: The interpreter Spark starts its Python workers with: the configuration key and the
 #: environment variable (the key wins, as with ``spark-submit``).
@@ -124,6 +120,15 @@ def worker_python(conf: dict[str, Any] | None = None) -> str:
     return python
 
 
+def _driver_python(master: str | None) -> None:
+    """``PYSPARK_DRIVER_PYTHON``, the interpreter of the Python processes Spark starts on the
+    driver (its lookup of installed Python data sources): this interpreter unless set to another,
+    through the `launcher` on a local master."""
+    driver = os.environ.get("PYSPARK_DRIVER_PYTHON", "").strip() or sys.executable
+    if os.path.isfile(driver) and os.path.realpath(driver) == os.path.realpath(sys.executable):
+        os.environ["PYSPARK_DRIVER_PYTHON"] = launcher(driver, master)
+
+
 #: ``No module named 'x'`` / ``cannot import name 'y' from 'x'`` in a Python worker's traceback.
 _WORKER_IMPORT = re.compile(
     r"\b(?P<kind>ModuleNotFoundError|ImportError): (?P<text>(?:No module named|cannot import name [^\n]*? from) "
@@ -169,6 +174,7 @@ def python_worker_error(error: BaseException, python: str | None = None) -> Pyth
         if match is None:
             continue
         module = match.group("module").split(".")[0]
+        python = None if python is None else launched_python(python)
         runs = f"they run {python}" if python else "they run another interpreter"
         same = python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
         if same:
@@ -198,8 +204,8 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
     (`log4j2_config_path`), Spark's log level ``STREAMSDSL_SPARK_LOG_LEVEL`` (default
     ``ERROR``), and the ``py4j`` logger at ``WARNING``. It starts sooner: its driver maps the
     class archive ``streamsdsl class-archive`` wrote, if any (`streamsdsl.runtime.class_archive`),
-    and its UDF workers import PySpark's compiled modules (`DAEMON_CONF`). An active session is
-    returned unchanged.
+    and on a local master its Python processes import PySpark's compiled modules
+    (`streamsdsl.runtime.python_launcher.launcher`). An active session is returned unchanged.
     """
     from pyspark.sql import SparkSession
 
@@ -208,14 +214,13 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         if active is not None:
             return active
         settings = {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}
-        worker_python(settings)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         master = master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]")
+        os.environ[PYTHON_ENV] = launcher(worker_python(settings), master)
+        _driver_python(master)
         builder = SparkSession.builder.master(master)
         builder = builder.appName("streamsdsl")
         settings.update(_quiet_settings(settings, master))
         settings.update(_class_sharing(settings))
-        settings.update({k: v for k, v in DAEMON_CONF.items() if k not in settings})
         jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
@@ -351,11 +356,12 @@ def configure_spark(builder: Any) -> Any:
     builder sets them, `STATE_DEFAULTS` (changelog checkpointing); makes the
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` or the builder's
     ``spark.pyspark.python`` names another (`worker_python`: it sets ``PYSPARK_PYTHON``, which is
-    what PySpark reads); and, for the settings the builder leaves out, the quiet ones of the
+    what PySpark reads; on a local master through `streamsdsl.runtime.python_launcher.launcher`,
+    which runs it without PySpark's zips on the path); and, for the settings the builder leaves out, the quiet ones of the
     sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
-    (`log4j2_config_path`), and those that start it sooner: the driver's class archive
-    (`streamsdsl.runtime.class_archive`) and `DAEMON_CONF`. Keeps the ``py4j`` logger at
-    ``WARNING`` (`quiet_py4j`).
+    (`log4j2_config_path`), and the driver's class archive, which starts it sooner
+    (`streamsdsl.runtime.class_archive`). Keeps the ``py4j`` logger at ``WARNING``
+    (`quiet_py4j`).
 
     The style of ``configure_spark_with_delta_pip``.
 
@@ -380,13 +386,15 @@ def configure_spark(builder: Any) -> Any:
                                                                  operator_must_exist=True))
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
-    builder = builder.config(PYTHON_CONF, worker_python(options))
+    python = launcher(worker_python(options), options.get("spark.master"))
+    os.environ[PYTHON_ENV] = python
+    _driver_python(options.get("spark.master"))
+    builder = builder.config(PYTHON_CONF, python)
     for key, value in STATE_DEFAULTS.items():
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))
-    daemon = {k: v for k, v in DAEMON_CONF.items() if k not in options}
-    for key, value in {**quiet, **_class_sharing({**options, **quiet}), **daemon}.items():
+    for key, value in {**quiet, **_class_sharing({**options, **quiet})}.items():
         builder = builder.config(key, value)
     quiet_py4j()
     return builder

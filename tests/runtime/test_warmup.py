@@ -34,15 +34,14 @@ def _jvm_pid(spark: Any) -> int:
 
 
 def test_the_planners_and_workers_are_running_afterwards(spark: Any) -> None:
-    """Once the warm-up thread is done, the session's JVM runs the UDF daemon (streamsdsl's,
-    `DAEMON_CONF`) and the read, write and commit planners' daemons (Spark's); a second call
-    returns the same thread."""
+    """Once the warm-up thread is done, the session's JVM runs the UDF daemon and the read,
+    write and commit planners' daemons; a second call returns the same thread."""
     thread = start_python_workers(spark)
     thread.join(timeout=240)
     assert not thread.is_alive()
     assert start_python_workers(spark) is thread
     modules = _python_modules_under(_jvm_pid(spark))
-    assert {"streamsdsl.runtime.worker_daemon pyspark.worker", "pyspark.daemon pyspark.sql.worker.plan_data_source_read",
+    assert {"pyspark.daemon pyspark.worker", "pyspark.daemon pyspark.sql.worker.plan_data_source_read",
             "pyspark.daemon pyspark.sql.worker.write_into_data_source",
             "pyspark.daemon pyspark.sql.worker.commit_data_source_write"} <= modules, modules
 

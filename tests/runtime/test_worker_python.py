@@ -55,7 +55,8 @@ def run(mapper):
 spark = streamsdsl.configure_spark(SparkSession.builder.master("local[1]").config(
     "spark.sql.shuffle.partitions", "1")).getOrCreate()
 mark("SESSION-READY")
-print("workers:", spark.sparkContext.pythonExec == sys.executable)
+print("workers:", spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("sys").executable).collect()
+      == [sys.executable])
 print("upper:", run(lambda v: v.upper()))
 
 mark("WORKER-ERROR")
@@ -155,12 +156,11 @@ class TestPythonWorkerErrorText:
 
     def test_the_text_ends_at_the_module_name(self) -> None:
         """What follows the module's name is left out: the file of an ``ImportError``, and the
-        parenthesis of Python's ``-m`` error when the daemon module itself cannot be imported
-        (``spark.python.daemon.module``, `streamsdsl.runtime.worker_daemon`)."""
+        parenthesis of Python's ``-m`` error when a worker's module itself cannot be imported."""
         from streamsdsl.runtime.session import python_worker_error
 
         error = python_worker_error(RuntimeError(
-            "/usr/bin/python3: Error while finding module specification for 'streamsdsl.runtime.worker_daemon' "
+            "/usr/bin/python3: Error while finding module specification for 'streamsdsl.runtime.some_daemon' "
             "(ModuleNotFoundError: No module named 'streamsdsl')"), "/usr/bin/python3")
         assert str(error).startswith("Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: "
                                      "No module named 'streamsdsl'): they run /usr/bin/python3, ")
@@ -195,8 +195,11 @@ class TestSettings:
         assert (b._options["spark.pyspark.python"], os.environ["PYSPARK_PYTHON"]) == ("/conf/python", "/conf/python")
 
     def test_the_environment_is_kept_else_this_interpreter(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Without the setting, ``PYSPARK_PYTHON`` is kept; without both, this interpreter."""
+        """Without the setting, ``PYSPARK_PYTHON`` is kept; without both, this interpreter (here
+        without the launcher of a local master: tests/runtime/test_python_launcher.py)."""
         import streamsdsl
+
+        monkeypatch.setenv("STREAMSDSL_PYTHON_LAUNCHER", "off")
 
         monkeypatch.setenv("PYSPARK_PYTHON", "/env/python")
         assert streamsdsl.configure_spark(self.Builder())._options["spark.pyspark.python"] == "/env/python"
@@ -263,8 +266,8 @@ class TestQuietSession:
         printed = err.split("FAILING-RECORD\n", 1)[1].split("STOP-MID-BATCH\n", 1)[0].splitlines()
         assert len(printed) <= 2, "\n".join(printed)
         assert [line.split(" ", 2)[2] for line in printed] == [
-            "ERROR Executor: Exception in task 0.0 in stage 2.0 (TID 2)",
-            "ERROR TaskSetManager: Task 0 in stage 2.0 failed 1 times; aborting job",
+            "ERROR Executor: Exception in task 0.0 in stage 3.0 (TID 3)",
+            "ERROR TaskSetManager: Task 0 in stage 3.0 failed 1 times; aborting job",
         ]
 
     def test_a_worker_without_streamsdsl_prints_a_few_lines(self, app_run: tuple[str, str]) -> None:
