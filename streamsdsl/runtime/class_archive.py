@@ -95,8 +95,10 @@ def archive_path() -> Path | None:
     """Where the archive for this JDK and PySpark is (whether or not it was written), or None when
     there is no JDK or no Spark jar directory to key it on."""
     identity = _identity()
-    if identity is None:
-        return None
+    return None if identity is None else _path_of(identity)
+
+
+def _path_of(identity: dict[str, Any]) -> Path:
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     return _directory() / f"spark-{key}.jsa"
 
@@ -135,10 +137,11 @@ def build(*, force: bool = False, timeout: float = BUILD_TIMEOUT_S) -> Path:
     ClassArchiveError
         If there is no JDK or Spark jar directory, or the child process fails.
     """
-    path = archive_path()
-    if path is None:
+    identity = _identity()
+    if identity is None:
         raise ClassArchiveError("no class archive: no 'java' (JAVA_HOME or the PATH) or no Spark jar directory "
                                 "(pyspark's 'jars') was found.")
+    path = _path_of(identity)
     if path.is_file() and not force:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -161,9 +164,7 @@ def build(*, force: bool = False, timeout: float = BUILD_TIMEOUT_S) -> Path:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    identity = _identity()
-    path.with_suffix(".json").write_text(json.dumps({**(identity or {}), "seconds": round(time.monotonic() - started, 1)},
-                                                    indent=1))
+    path.with_suffix(".json").write_text(json.dumps({**identity, "seconds": round(time.monotonic() - started, 1)}, indent=1))
     return path
 
 

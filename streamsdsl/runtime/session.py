@@ -357,8 +357,8 @@ def configure_spark(builder: Any) -> Any:
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` or the builder's
     ``spark.pyspark.python`` names another (`worker_python`: it sets ``PYSPARK_PYTHON``, which is
     what PySpark reads; on a local master through `streamsdsl.runtime.python_launcher.launcher`,
-    which runs it without PySpark's zips on the path); and, for the settings the builder leaves out, the quiet ones of the
-    sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
+    which runs it without PySpark's zips on the path); and, for the settings the builder leaves
+    out, the quiet ones of the sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
     (`log4j2_config_path`), and the driver's class archive, which starts it sooner
     (`streamsdsl.runtime.class_archive`). Keeps the ``py4j`` logger at ``WARNING``
     (`quiet_py4j`).

@@ -116,8 +116,13 @@ def start_streaming(
     counters = compiled.counters
 
     def each_batch(batch: DataFrame, batch_id: int) -> None:
-        with _stop_reported_briefly():
+        try:
             write_batch(batch, batch_id)
+        except Exception as error:
+            interruption = _interruption(error)
+            if interruption is None:
+                raise
+            raise QueryStopInterruptedBatch(interruption) from None
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         for counted in counters.values():
@@ -168,22 +173,9 @@ class QueryStopInterruptedBatch(RuntimeError):
     without an error (the batch runs again after a restart)."""
 
 
-class _stop_reported_briefly:  # noqa: N801 - used as a context manager
-    """Turns a py4j error that is an interruption (`_INTERRUPTIONS`) into a short
-    `QueryStopInterruptedBatch`; other errors pass unchanged."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> bool:
-        interruption = _interruption(error)
-        if interruption is not None:
-            raise QueryStopInterruptedBatch(interruption) from None
-        return False
-
-
-def _interruption(error: BaseException | None) -> str | None:
-    r"""The short text Spark reads as a stop for a py4j error naming an interruption, else None.
+def _interruption(error: BaseException) -> str | None:
+    r"""The short text Spark reads as a stop for a py4j error (``Py4JJavaError``, known by its
+    name: this module imports no py4j) naming an interruption (`_INTERRUPTIONS`), else None.
 
     >>> class Py4JJavaError(Exception): pass
     >>> _interruption(Py4JJavaError("An error occurred while calling o7.count.\n: "
@@ -193,7 +185,7 @@ def _interruption(error: BaseException | None) -> str | None:
     >>> _interruption(ValueError("java.lang.InterruptedException")) is None
     True
     """
-    if error is None or type(error).__name__ != "Py4JJavaError":
+    if type(error).__name__ != "Py4JJavaError":
         return None
     text = str(error)
     named = next((name for name in _INTERRUPTIONS if name in text), None)
