@@ -83,8 +83,12 @@ def _identity() -> dict[str, Any] | None:
         return None
     modules = os.path.join(os.path.dirname(os.path.dirname(java)), "lib", "modules")
     image = os.stat(modules) if os.path.isfile(modules) else os.stat(java)
-    listing = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(jars) if e.name.endswith(".jar"))
-    return {"java": java, "java_image": [image.st_size, image.st_mtime_ns], "jars": jars, "jar_files": listing}
+    return {"java": java, "java_image": [image.st_size, image.st_mtime_ns], "jars": jars, "jar_files": _listing(jars)}
+
+
+def _listing(jars: str) -> list[list[Any]]:
+    """Each jar of a directory: ``[name, size, modification time in ns]``, by name."""
+    return sorted([e.name, e.stat().st_size, e.stat().st_mtime_ns] for e in os.scandir(jars) if e.name.endswith(".jar"))
 
 
 def _directory() -> Path:
@@ -127,7 +131,7 @@ def driver_options(java_options: str = "") -> str:
 
 def build(*, force: bool = False, timeout: float = BUILD_TIMEOUT_S) -> Path:
     """Write the archive for this JDK and PySpark (nothing to do when it exists, unless ``force``);
-    returns its path. Archives of jar directories that no longer exist are removed.
+    returns its path. Archives of jars that are gone or changed are removed.
 
     The child process writes to a temporary file, renamed into place once its JVM has exited, so
     a session never maps a partial archive, and two concurrent builds leave one whole archive.
@@ -169,13 +173,16 @@ def build(*, force: bool = False, timeout: float = BUILD_TIMEOUT_S) -> Path:
 
 
 def _remove_stale(directory: Path) -> None:
-    """Remove the archives whose Spark jar directory is gone (an old virtual environment)."""
+    """Remove the archives whose Spark jars are gone or changed (an old or rebuilt virtual
+    environment, another PySpark): no JVM could use them again."""
     for meta in directory.glob("spark-*.json"):
         try:
-            jars = json.loads(meta.read_text()).get("jars", "")
-        except (OSError, ValueError):
+            made_for = json.loads(meta.read_text())
+            jars = str(made_for["jars"])
+            current = _listing(jars) if os.path.isdir(jars) else None
+        except (OSError, ValueError, KeyError):
             continue
-        if jars and not os.path.isdir(jars):
+        if current != made_for.get("jar_files"):
             for stale in (meta, meta.with_suffix(".jsa")):
                 stale.unlink(missing_ok=True)
 

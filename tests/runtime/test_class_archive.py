@@ -134,13 +134,21 @@ class TestBuild:
         assert not archive_path().exists()  # type: ignore[union-attr]
         assert [p.name for p in (cache / "class-archives").iterdir()] == []
 
-    def test_archives_of_jar_directories_that_are_gone_are_removed(self, cache: Path, tmp_path: Path,
+    def test_archives_of_jars_that_are_gone_or_changed_are_removed(self, cache: Path, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        """A jar directory removed, or the same directory with other jars (a virtual environment
+        made again at the same path): their archives go; another valid one stays."""
         directory = cache / "class-archives"
         directory.mkdir(parents=True)
-        for name, jars in (("spark-old", tmp_path / "gone"), ("spark-other", tmp_path)):
+        same, rebuilt = tmp_path / "same", tmp_path / "rebuilt"
+        for jars in (same, rebuilt):
+            jars.mkdir()
+            (jars / "spark-core.jar").write_bytes(b"1")
+        listing = class_archive._listing(str(same))
+        for name, jars in (("spark-old", tmp_path / "gone"), ("spark-other", same), ("spark-rebuilt", rebuilt)):
             (directory / f"{name}.jsa").write_bytes(b"x")
-            (directory / f"{name}.json").write_text(json.dumps({"jars": str(jars)}))
+            (directory / f"{name}.json").write_text(json.dumps({"jars": str(jars), "jar_files": listing}))
+        (rebuilt / "spark-core.jar").write_bytes(b"12")
         monkeypatch.setattr(subprocess, "run", lambda args, **k: (Path(args[-1]).write_bytes(b"c"),
                                                                   subprocess.CompletedProcess(args, 0, "", ""))[1])
         path = build()
