@@ -220,7 +220,7 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         builder = SparkSession.builder.master(master)
         builder = builder.appName("streamsdsl")
         settings.update(_quiet_settings(settings, master))
-        settings.update(_class_sharing(settings))
+        settings.update(_class_sharing(settings, master))
         jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
         if jars:
             settings["spark.jars"] = jars
@@ -273,15 +273,23 @@ def _quiet_settings(settings: dict[str, Any], master: str | None) -> dict[str, s
     return out
 
 
-def _class_sharing(settings: dict[str, Any]) -> dict[str, str]:
+def _class_sharing(settings: dict[str, Any], master: str | None) -> dict[str, str]:
     """The driver's JVM options with the class archive of this JDK and PySpark, when one was
-    written (`streamsdsl.runtime.class_archive.driver_options`); empty when nothing changes."""
+    written (`streamsdsl.runtime.class_archive.driver_options`), and the executors' too on a
+    ``local-cluster`` master (their JVMs start on this machine, with the same class path; the
+    archive's classes include the executor's, which a local driver runs); only the keys that
+    change."""
     from streamsdsl.runtime.class_archive import driver_options
 
-    key = "spark.driver.extraJavaOptions"
-    current = str(settings.get(key, "") or "")
-    options = driver_options(current)
-    return {} if options == current else {key: options}
+    roles = ["driver"] + (["executor"] if str(master or "").startswith("local-cluster") else [])
+    out = {}
+    for role in roles:
+        key = f"spark.{role}.extraJavaOptions"
+        current = str(settings.get(key, "") or "")
+        options = driver_options(current)
+        if options != current:
+            out[key] = options
+    return out
 
 
 def quiet_py4j() -> None:
@@ -394,7 +402,7 @@ def configure_spark(builder: Any) -> Any:
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))
-    for key, value in {**quiet, **_class_sharing({**options, **quiet})}.items():
+    for key, value in {**quiet, **_class_sharing({**options, **quiet}, options.get("spark.master"))}.items():
         builder = builder.config(key, value)
     quiet_py4j()
     return builder

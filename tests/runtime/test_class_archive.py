@@ -79,6 +79,20 @@ class TestDriverOptions:
         assert options["spark.executor.extraJavaOptions"] == log4j
 
 
+    def test_executors_on_a_local_cluster_get_it_too(self, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``local-cluster``: the executors' JVMs start on this machine with the same class path."""
+        from streamsdsl.runtime.session import _class_sharing, log4j2_config_path
+
+        path = _write_archive()
+        log4j = f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+        options = {"spark.driver.extraJavaOptions": log4j, "spark.executor.extraJavaOptions": log4j}
+        archive = f"-XX:SharedArchiveFile={path} {SHARING}"
+        assert _class_sharing(options, "local-cluster[2,1,1024]") == {
+            "spark.driver.extraJavaOptions": f"{log4j} {archive}", "spark.executor.extraJavaOptions": f"{log4j} {archive}"}
+        assert list(_class_sharing(options, "local[2]")) == ["spark.driver.extraJavaOptions"]
+        assert list(_class_sharing(options, "spark://host:7077")) == ["spark.driver.extraJavaOptions"]
+
+
 class TestKey:
     def test_another_spark_jar_directory_has_another_archive(self, cache: Path, tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
