@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.jvm import ensure_built, jar_path
+from streamsdsl.runtime.class_archive import driver_options
 from streamsdsl.runtime.python_launcher import launched_python, launcher
 
 if TYPE_CHECKING:
@@ -279,8 +280,6 @@ def _class_sharing(settings: dict[str, Any], master: str | None) -> dict[str, st
     ``local-cluster`` master (their JVMs start on this machine, with the same class path; the
     archive's classes include the executor's, which a local driver runs); only the keys that
     change."""
-    from streamsdsl.runtime.class_archive import driver_options
-
     roles = ["driver"] + (["executor"] if str(master or "").startswith("local-cluster") else [])
     out = {}
     for role in roles:
