@@ -94,19 +94,20 @@ def hand_written_job(spark: Any, directory: str, before: Any = None) -> Any:
 def _checks() -> Any:
     """The checks streamsdsl makes of every source record under ``log_and_fail`` (the others fail
     the job): ``Serdes.String()`` keys valid UTF-8, ``Serdes.Json()`` values valid JSON (the
-    jar's JSON check, as streamsdsl calls it)."""
+    jar's UTF-8 and JSON checks, as streamsdsl calls them)."""
     from pyspark.sql import functions as F
 
-    from streamsdsl.compiler.jvm_operator import json_check
+    from streamsdsl.compiler.jvm_operator import json_check, utf8_check
 
     def check(bad: Any, what: str) -> Any:
         return F.when(bad, F.raise_error(F.lit(f"cannot deserialize the record {what}"))).otherwise(F.lit(True))
 
     key, value = F.col("key"), F.col("value")
-    valid_json = json_check(value)
-    if valid_json is None:  # the session has not loaded the jar: streamsdsl's own fallback
+    valid_key, valid_json = utf8_check(key), json_check(value)
+    if valid_key is None or valid_json is None:  # the session has not loaded the jar: streamsdsl's own fallback
+        valid_key = F.try_validate_utf8(key).isNotNull()
         valid_json = F.try_parse_json(value.cast("string")).isNotNull()
-    return (check(key.isNotNull() & F.try_validate_utf8(key).isNull(), "key")
+    return (check(key.isNotNull() & ~valid_key, "key")
             & check(value.isNotNull() & ~valid_json, "value"))
 
 

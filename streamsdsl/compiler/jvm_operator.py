@@ -50,6 +50,10 @@ log = logging.getLogger("streamsdsl")
 JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
 #: The jar's JSON validity check of a source's bytes (`json_check`).
 JSON_CHECK_CLASS = "io.streamsdsl.jvm.JsonCheck"
+#: The jar's UTF-8 validity check of a source's bytes (`utf8_check`).
+UTF8_CHECK_CLASS = "io.streamsdsl.jvm.Utf8Check"
+#: The jar's builder of a source record's deserialization error (`deserialization_message`).
+RECORD_ERRORS_CLASS = "io.streamsdsl.jvm.RecordErrors"
 #: The jar's drop counter of a streaming plan's drop points (`drop_counter`).
 DROP_COUNTER_CLASS = "io.streamsdsl.jvm.DropCounter"
 #: The Python-JVM contract version the Java side must report (`streamsdsl.compiler.columns.JVM_CONTRACT`).
@@ -268,13 +272,37 @@ def json_check(col: Column) -> Column | None:
     one RFC 8259 text in valid UTF-8, and for null. One pass over the bytes, where Spark's
     ``try_parse_json`` builds a Variant of every record. None when the active session has not
     loaded the jar (the caller falls back to ``try_parse_json``)."""
+    return _jar_column(JSON_CHECK_CLASS, "valid", col)
+
+
+def utf8_check(col: Column) -> Column | None:
+    """The jar's UTF-8 validity check of a bytes column (``io.streamsdsl.jvm.Utf8Check``): true
+    for valid UTF-8 (Python's strict rule) and for null, read from the bytes as they are. None
+    when the active session has not loaded the jar (the caller uses Spark's
+    ``try_validate_utf8``)."""
+    return _jar_column(UTF8_CHECK_CLASS, "valid", col)
+
+
+def deserialization_message(processor: Column, cause: Column, position: Column, topic: Column, partition: Column,
+                            offset: Column, key_json: Column, data: Column) -> Column | None:
+    """The message of a source record's deserialization error, built by the jar in one call
+    (``io.streamsdsl.jvm.RecordErrors``: the readable line and the payload
+    `streamsdsl.errors.RecordError.find` reads; ``position``, ``partition`` and ``offset`` as
+    decimal text, ``key_json`` and ``data`` may be null). None when the active session has not
+    loaded the jar (the caller builds the same message from Spark expressions)."""
+    return _jar_column(RECORD_ERRORS_CLASS, "deserializationMessage", processor, cause, position, topic, partition,
+                       offset, key_json, data)
+
+
+def _jar_column(owner: str, method: str, *cols: Column) -> Column | None:
+    """``owner.method(cols...)``, a Column the jar builds; None without the jar."""
     from pyspark.sql import SparkSession
     from pyspark.sql.classic.column import Column as ClassicColumn
 
     spark = SparkSession.getActiveSession()
-    if spark is None or not isinstance(col, ClassicColumn) or _unavailable(spark) is not None:
+    if spark is None or not all(isinstance(c, ClassicColumn) for c in cols) or _unavailable(spark) is not None:
         return None
-    return ClassicColumn(getattr(spark._jvm, JSON_CHECK_CLASS).valid(col._jc))
+    return ClassicColumn(getattr(getattr(spark._jvm, owner), method)(*[c._jc for c in cols]))
 
 
 def drop_counter(spark: Any, max_records: int) -> Any | None:

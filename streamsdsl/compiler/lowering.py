@@ -169,6 +169,26 @@ class Lowering:
         computed: list[Column] = []
         for i, p in enumerate(points):
             computed.append((p.keep if i == 0 else F.when(F.col(flags[i - 1]), p.keep)).alias(flags[i]))
+        names = [observation_name(p.node, p.part) for p in points]
+        counters = self._drop_counters(base, names)
+        if counters is not None:
+            # the counters count inside Spark's generated code, in a projection of their own
+            # that the filter reads: as they are not deterministic, Spark neither pushes the
+            # filter below the flags' projection nor merges the two, which would evaluate each
+            # flag's expression once per use. A row that every point keeps (the last flag is true
+            # only then) takes one test; the counters are called only for the others (a call
+            # for every row cost P1 ≈ 8% of its time), each point's in turn until one drops the
+            # row (its counter returns false), with the dropped record built only then.
+            calls = [ClassicColumn(counter.apply(udf_name, F.col(flag)._jc, _dropped_record(p.detail, p.position)._jc))
+                     for flag, p, (udf_name, counter) in zip(flags, points, counters)]
+            counted = calls[0]
+            for call in calls[1:]:
+                counted = counted & call
+            out = base.select("*", *computed).select(
+                "*", F.when(F.col(flags[-1]), F.lit(True)).otherwise(counted).alias(_COUNTED))
+            result = out.filter(F.col(_COUNTED)).drop(*flags, _COUNTED)
+            self._drop_chains[id(result)] = (result, base, points)
+            return result
         # each point's dropped record (null for the rows it keeps) is computed in the same
         # generated projection as the flags: the observation's list then reads one column per
         # row instead of evaluating the record's expression outside the generated code
@@ -178,26 +198,6 @@ class Lowering:
         fields = [_observed_fields(F.when(~F.col(flag), F.lit(1)), None, p.detail, p.position,
                                    record=F.col(record))
                   for flag, record, p in zip(flags, records, points)]
-        names = [observation_name(p.node, p.part) for p in points]
-        counters = self._drop_counters(out, names)
-        if counters is not None:
-            # each counter passes its flag through and counts the false ones, inside Spark's
-            # generated code, in a projection of its own that the filter reads: as the counters
-            # are not deterministic, Spark neither pushes the filter below the flags' projection
-            # nor merges the two, which would evaluate each flag's expression once per use
-            # (called only for a row whose flag is not true: a call for every row cost P1 ≈ 8% of
-            # its time, the guarded call ≈ 2%)
-            counted = [f"{_COUNTED}{i}" for i in range(len(points))]
-            out = out.select("*", *[
-                F.when(F.col(flag), F.lit(True)).otherwise(
-                    ClassicColumn(counter.apply(udf_name, F.col(flag)._jc, F.col(record)._jc))).alias(name)
-                for flag, record, (udf_name, counter), name in zip(flags, records, counters, counted)])
-            kept = F.col(counted[0])
-            for name in counted[1:]:
-                kept = kept & F.col(name)
-            result = out.filter(kept).drop(*flags, *records, *counted)
-            self._drop_chains[id(result)] = (result, base, points)
-            return result
         if len(points) == 1:
             out = out.observe(names[0], *fields[0])
         else:
@@ -276,8 +276,8 @@ class Lowering:
 _COUNTER_UDF = "streamsdsl_dropped_"
 
 
-#: Prefix of the columns the drop counters compute (each a copy of its point's flag).
-_COUNTED = "_counted_"
+#: The column the drop counters compute: true for the rows all the points keep.
+_COUNTED = "_counted"
 
 
 #: Prefix of the flag columns `Lowering.drop_counted` computes (one per drop point).
@@ -355,9 +355,11 @@ def _build_source_columns(node: ir.SourceNode, key_serde: PlanSerde, value_serde
     if handler is not DeserializationHandler.LOG_AND_CONTINUE:
         key_bad, _ = invalid_bytes(F.col("key"), key_serde)
         key_json = F.when(~key_bad, key_as_json(decode(F.col("key"), key_serde), key_serde))
+        topic = node.topics[0] if len(node.topics) == 1 else None
         checks = [c for c in (
-            deserialization_check(F.col("key"), key_serde, "key", RecordContext(node.name, position)),
-            deserialization_check(F.col("value"), value_serde, "value", RecordContext(node.name, position, key_json)),
+            deserialization_check(F.col("key"), key_serde, "key", RecordContext(node.name, position, topic=topic)),
+            deserialization_check(F.col("value"), value_serde, "value",
+                                  RecordContext(node.name, position, key_json, topic)),
         ) if c is not None]
         for c in checks:
             check = c if check is None else check & c

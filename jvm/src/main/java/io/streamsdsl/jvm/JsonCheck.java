@@ -1,9 +1,6 @@
 package io.streamsdsl.jvm;
 
 import org.apache.spark.sql.Column;
-import org.apache.spark.sql.api.java.UDF1;
-import org.apache.spark.sql.expressions.UserDefinedFunction;
-import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataTypes;
 
 /**
@@ -15,31 +12,31 @@ import org.apache.spark.sql.types.DataTypes;
  * Arrays and objects nest at most {@code Contract.JSON_MAX_DEPTH} deep.
  *
  * <p>One pass over the bytes without building anything and without recursion, which is what
- * makes it cheap: Spark's {@code try_parse_json} builds a Variant of every record.
+ * makes it cheap: Spark's {@code try_parse_json} builds a Variant of every record. The plan
+ * calls it as Spark calls its own helpers ({@link Expressions#staticCall}): a direct call in the
+ * generated code, without a user-defined function's conversions. The containers open at a depth
+ * below 64 are bits of a {@code long}; an array holds deeper ones, allocated only for them.
  * Null is valid (a null value is a tombstone, not bytes to read).
  */
-public final class JsonCheck implements UDF1<byte[], Boolean> {
-    private static final long serialVersionUID = 1L;
-
-    private static final byte OBJECT = 1;
-    private static final byte ARRAY = 2;
+public final class JsonCheck {
+    private JsonCheck() {
+    }
 
     /** The check as a Column of a boolean that is true for valid bytes (and for null). */
     public static Column valid(Column bytes) {
-        UserDefinedFunction udf = functions.udf(new JsonCheck(), DataTypes.BooleanType).asNonNullable()
-                .withName("streamsdsl_json_valid");
-        return udf.apply(bytes);
+        return Expressions.staticCall(JsonCheck.class, "validOrNull", DataTypes.BooleanType, false, bytes);
     }
 
-    @Override
-    public Boolean call(byte[] data) {
+    /** True for null and for one JSON text. */
+    public static boolean validOrNull(byte[] data) {
         return data == null || isValid(data);
     }
 
     /** True when {@code b} is exactly one JSON text, surrounded by JSON white space at most. */
     public static boolean isValid(byte[] b) {
         final int n = b.length;
-        byte[] stack = new byte[16];
+        long objects = 0L; // bit d: the container at depth d is an object (d < 64)
+        byte[] deep = null; // the same for depths from 64: 1 for an object
         int depth = 0;
         int i = space(b, 0);
         while (true) {
@@ -56,10 +53,16 @@ public final class JsonCheck implements UDF1<byte[], Boolean> {
                 if (i < n && b[i] == (c == '{' ? '}' : ']')) {
                     i++;
                 } else {
-                    if (depth == stack.length) {
-                        stack = java.util.Arrays.copyOf(stack, depth * 2);
+                    boolean object = c == '{';
+                    if (depth < 64) {
+                        objects = object ? objects | (1L << depth) : objects & ~(1L << depth);
+                    } else {
+                        if (deep == null || depth - 64 == deep.length) {
+                            deep = deep == null ? new byte[64] : java.util.Arrays.copyOf(deep, deep.length * 2);
+                        }
+                        deep[depth - 64] = (byte) (object ? 1 : 0);
                     }
-                    stack[depth++] = c == '{' ? OBJECT : ARRAY;
+                    depth++;
                     if (c == '{') {
                         i = member(b, i);
                         if (i < 0) {
@@ -91,15 +94,16 @@ public final class JsonCheck implements UDF1<byte[], Boolean> {
                 if (i >= n) {
                     return false;
                 }
-                byte top = stack[depth - 1];
+                int d = depth - 1;
+                boolean top = d < 64 ? (objects & (1L << d)) != 0 : deep[d - 64] == 1;
                 if (b[i] == ',') {
                     i = space(b, i + 1);
-                    if (top == OBJECT) {
+                    if (top) {
                         i = member(b, i);
                     }
                     break;
                 }
-                if (b[i] == (top == OBJECT ? '}' : ']')) {
+                if (b[i] == (top ? '}' : ']')) {
                     depth--;
                     i++;
                     continue;
@@ -241,7 +245,7 @@ public final class JsonCheck implements UDF1<byte[], Boolean> {
 
     /** Past one multi-byte UTF-8 sequence led by {@code c} at {@code i}, or -1 (overlong forms,
      * surrogates and code points above U+10FFFF are invalid, as Python's strict decoder says). */
-    private static int utf8(byte[] b, int i, int c) {
+    static int utf8(byte[] b, int i, int c) {
         if (c >= 0xC2 && c <= 0xDF) {
             return continuation(b, i + 1) ? i + 2 : -1;
         }

@@ -63,6 +63,31 @@ class JsonCheckTest {
 
     @Test
     void nullIsATombstoneAndValid() {
-        assertTrue(new JsonCheck().call(null));
+        assertTrue(JsonCheck.validOrNull(null));
+    }
+
+    @Test
+    void containersDeeperThan64AlternateKinds() {
+        // depths from 64 are held in an array, the others in a long's bits: mixed kinds across both
+        StringBuilder open = new StringBuilder();
+        StringBuilder close = new StringBuilder();
+        for (int d = 0; d < 200; d++) {
+            open.append(d % 3 == 0 ? "{\"k\":" : "[");
+            close.insert(0, d % 3 == 0 ? "}" : "]");
+        }
+        assertTrue(valid(open + "1" + close));
+        assertTrue(valid(open + "[1,{\"a\":[]}]" + close));
+        // a closer of the other kind at depth 150, and at depth 10
+        String wrong = close.toString();
+        int at = wrong.length() - 151;
+        wrong = wrong.substring(0, at) + (wrong.charAt(at) == '}' ? ']' : '}') + wrong.substring(at + 1);
+        assertFalse(valid(open + "1" + wrong));
+        String wrong10 = close.toString();
+        int at10 = wrong10.length() - 11;
+        wrong10 = wrong10.substring(0, at10) + (wrong10.charAt(at10) == '}' ? ']' : '}') + wrong10.substring(at10 + 1);
+        assertFalse(valid(open + "1" + wrong10));
+        // an object's member after a comma at depth 100 needs its name
+        assertFalse(valid("[".repeat(100) + "{\"a\":1,2}" + "]".repeat(100)));
+        assertTrue(valid("[".repeat(100) + "{\"a\":1,\"b\":2}" + "]".repeat(100)));
     }
 }
