@@ -157,8 +157,8 @@ def test_dropped_records_are_logged_with_their_coordinates(
     topic, partition and offset, as Kafka Streams does, and counts it."""
     source, sink = new_topic(1), new_topic(1)
     b = StreamsBuilder()
-    b.stream(source, STRINGS).group_by_key().count().to_stream().to(sink)
-    kafka.produce(source, [(b"k1", b"a", T, 0), (None, b"b", T + 1, 0), (b"\xff", b"c", T + 2, 0)])
+    b.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.Json())).group_by_key().count().to_stream().to(sink)
+    kafka.produce(source, [(b"k1", b'"a"', T, 0), (None, b'"b"', T + 1, 0), (b"\xff", b"c", T + 2, 0)])
     config = streams_config("drops", {"default.deserialization.exception.handler": "log_and_continue"})
     app = KafkaStreams(b.build(), config, spark=spark)
     with caplog.at_level("WARNING", logger="streamsdsl"):
@@ -174,6 +174,6 @@ def test_dropped_records_are_logged_with_their_coordinates(
         f"KSTREAM-AGGREGATE-0000000002: Skipping record due to null key or value. topic=[{source}] partition=[0] "
         f"offset=[1] timestamp=[{T + 1}]",
         f"KSTREAM-SOURCE-0000000000: Skipping record that could not be deserialized (log_and_continue). "
-        f"topic=[{source}] partition=[0] offset=[2] timestamp=[{T + 2}] reason=[Serdes.String() cannot deserialize "
-        f"the record key: not valid UTF-8]",
+        f"topic=[{source}] partition=[0] offset=[2] timestamp=[{T + 2}] reason=[Serdes.Json() cannot deserialize "
+        f"the record value: not valid UTF-8 JSON]",
     ]

@@ -141,13 +141,14 @@ class TestRecordErrors:
     def test_key_deserializer(self, spark: Any) -> None:
         """An unreadable key: the message names the key as the part that failed (and no key)."""
         b = StreamsBuilder()
-        b.stream("in", STRINGS).to("out")
+        b.stream("in", Consumed.with_serdes(Serdes.Long(), Serdes.String())).to("out", Produced.with_serdes(
+            Serdes.Long(), Serdes.String()))
         with TopologyTestDriver(b.build(), spark=spark) as d:
             d.create_input_topic("in", key_serde=Serdes.Bytes()).pipe_input(b"\xff", "v", 1)
             with pytest.raises(RecordDeserializationError) as caught:
-                d.create_output_topic("out").read_records_to_list()
-        assert str(caught.value).startswith("KSTREAM-SOURCE-0000000000: Serdes.String() cannot deserialize the "
-                                            "record key: not valid UTF-8.")
+                d.create_output_topic("out", key_serde=Serdes.Long()).read_records_to_list()
+        assert str(caught.value).startswith("KSTREAM-SOURCE-0000000000: Serdes.Long() cannot deserialize the "
+                                            "record key: expected 8 bytes, got 1.")
         assert str(caught.value).endswith("(record at topic in partition 0 offset 0)")
 
     def test_serializer_at_sink(self, spark: Any) -> None:
@@ -211,8 +212,8 @@ class TestDropLog:
         """As Kafka Streams: one warning per skipped record, in source order, with the processor,
         the reason, topic, partition, offset and timestamp (log_and_continue, null key, late)."""
         b2 = StreamsBuilder()
-        (b2.stream("in", STRINGS).group_by_key().windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 0))
-         .count().to_stream().map(lambda k, v: (k.key, v)).to("out"))
+        (b2.stream("in", Consumed.with_serdes(Serdes.String(), Serdes.Json())).group_by_key()
+         .windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 0)).count().to_stream().map(lambda k, v: (k.key, v)).to("out"))
         config = {"default.deserialization.exception.handler": "log_and_continue"}
         with caplog.at_level("WARNING", logger="streamsdsl"), TopologyTestDriver(b2.build(), config, spark=spark) as d:
             i = d.create_input_topic("in", Serdes.Bytes(), Serdes.Bytes())
@@ -228,6 +229,6 @@ class TestDropLog:
             "KSTREAM-AGGREGATE-0000000002: Skipping record for expired window. topic=[in] partition=[0] offset=[2] "
             "timestamp=[1]",
             "KSTREAM-SOURCE-0000000000: Skipping record that could not be deserialized (log_and_continue). "
-            "topic=[in] partition=[0] offset=[3] timestamp=[102] reason=[Serdes.String() cannot deserialize the "
-            "record key: not valid UTF-8]",
+            "topic=[in] partition=[0] offset=[3] timestamp=[102] reason=[Serdes.Json() cannot deserialize the "
+            "record value: not valid UTF-8 JSON]",
         ]

@@ -39,6 +39,13 @@ class TestPythonSerdes:
         with pytest.raises(SerializationError, match="Return JSON-compatible values"):
             Serdes.Json().serialize({1, 2})
 
+    def test_string_reads_any_bytes_with_replacement_characters(self) -> None:
+        """Like Kafka's StringDeserializer, bytes that are not UTF-8 are read, not refused: each
+        maximal invalid part becomes U+FFFD."""
+        assert Serdes.String().deserialize(b"caf\xc3\xa9") == "café"
+        assert Serdes.String().deserialize(b"a\xffb\xc3") == "a\ufffdb\ufffd"
+        assert Serdes.String().deserialize(b"\xe2\x82") == "\ufffd"  # a cut sequence: one
+
     def test_windowed_key_layouts(self) -> None:
         """Session keys: key + end + start (8 bytes BE each); time keys: key + start."""
         session = WindowedSerdes.session_windowed_serde_from(Serdes.String())
@@ -85,6 +92,32 @@ class TestNativeSparkEncodings:
         ).collect()
         assert [r.v for r in rows] == values
         assert [None if r.e is None else bytes(r.e) for r in rows] == [serde.serialize(v) for v in values]
+
+    def test_string_reads_any_bytes_as_the_python_serde_does(self, spark: Any) -> None:
+        """A ``Serdes.String()`` column reads every byte string as the Python serde (the direct
+        engine) reads it: bytes that are not UTF-8 become U+FFFD (Kafka's StringDeserializer reads
+        them too), never an error. Byte strings built around UTF-8's edges: overlong forms,
+        surrogates, beyond U+10FFFF, cut sequences."""
+        import random
+
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler.serde_exprs import deserialize, invalid_bytes
+
+        rng = random.Random(7)
+        pieces = [b"a", b"\x00", b"\x7f", b"\xc2\x80", b"\xc1\xbf", b"\xdf\xbf", b"\xe0\x9f\xbf", b"\xe0\xa0\x80",
+                  b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xef\xbf\xbf", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80",
+                  b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\x80", b"\xbf", b"\xff",
+                  b"\xc2", b"\xe2\x82", b"\xf0\x9f\x98", "é€😀".encode()]
+        samples = [None, b""] + [b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 6)))
+                                 for _ in range(2000)]
+        serde = Serdes.String()
+        bad, _ = invalid_bytes(F.col("b"), serde)
+        rows = _raw(spark, samples).select(bad.alias("bad"), deserialize(F.col("b"), serde, "key", _context()).alias("s"))
+        got = rows.collect()
+        assert [r.bad for r in got] == [False] * len(samples)
+        assert [r.s for r in got] == [serde.deserialize(s) for s in samples]
+        assert sum("\ufffd" in (r.s or "") for r in got) > 1000  # most samples hold invalid parts
 
     def test_custom_serde_column_is_the_wire_bytes(self, spark: Any) -> None:
         """A user's serde: the column holds its bytes; its deserialize() decides which are invalid."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindows, StreamsBuilder
@@ -59,11 +59,14 @@ def _topology(gap: int, grace: int, on_close: bool) -> Any:
     grace=st.integers(min_value=0, max_value=12),
     on_close=st.booleans(),
 )
+# found by this test: on close the store has no record cache, whose retention hides the session
+# [1, 1] at stream time 24, so the record at 0 starts a session that is already closed: dropped
+@example(records=[("a", 1), ("a", 24), ("a", 0)], gap=11, grace=12, on_close=True)
 def test_spark_session_operator_equals_core(spark: Any, records: list[tuple[Any, int]], gap: int, grace: int,
                                             on_close: bool) -> None:
     """Identical records (windowed key, value, timestamp), drops and on-close counts."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
-    expected = reference_run(inputs, SessionWindowing(gap, grace), FNS, emit_on_close=on_close)
+    expected = reference_run(inputs, SessionWindowing(gap, grace, cached=not on_close), FNS, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _topology(gap, grace, on_close), inputs, expected)
 
 
@@ -95,5 +98,5 @@ def test_session_count_on_the_jvm_operator_equals_core(spark: Any, records: list
     """count() on the JVM operator equals the core's count (the Python operator runs the core's
     kernel, as the direct engine does: compared in ``test_spark_*_operator_equals_core`` above)."""
     inputs = [(k, f"{i}.", ts) for i, (k, ts) in enumerate(records)]
-    expected = reference_run(inputs, SessionWindowing(gap, grace), COUNT, emit_on_close=on_close)
+    expected = reference_run(inputs, SessionWindowing(gap, grace, cached=not on_close), COUNT, emit_on_close=on_close)
     assert_driver_equals_reference(spark, _count_topology(gap, grace, on_close), inputs, expected)

@@ -50,8 +50,6 @@ log = logging.getLogger("streamsdsl")
 JAVA_CLASS = "io.streamsdsl.jvm.AggregateOperator"
 #: The jar's JSON validity check of a source's bytes (`json_check`).
 JSON_CHECK_CLASS = "io.streamsdsl.jvm.JsonCheck"
-#: The jar's UTF-8 validity check of a source's bytes (`utf8_check`).
-UTF8_CHECK_CLASS = "io.streamsdsl.jvm.Utf8Check"
 #: The jar's builder of a source record's deserialization error (`deserialization_message`).
 RECORD_ERRORS_CLASS = "io.streamsdsl.jvm.RecordErrors"
 #: The jar's drop counter of a streaming plan's drop points (`drop_counter`).
@@ -273,14 +271,6 @@ def json_check(col: Column) -> Column | None:
     ``try_parse_json`` builds a Variant of every record. None when the active session has not
     loaded the jar (the caller falls back to ``try_parse_json``)."""
     return _jar_column(JSON_CHECK_CLASS, "valid", col)
-
-
-def utf8_check(col: Column) -> Column | None:
-    """The jar's UTF-8 validity check of a bytes column (``io.streamsdsl.jvm.Utf8Check``): true
-    for valid UTF-8 (Python's strict rule) and for null, read from the bytes as they are. None
-    when the active session has not loaded the jar (the caller uses Spark's
-    ``try_validate_utf8``)."""
-    return _jar_column(UTF8_CHECK_CLASS, "valid", col)
 
 
 def deserialization_message(processor: Column, cause: Column, position: Column, topic: Column, partition: Column,

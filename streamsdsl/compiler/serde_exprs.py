@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
 from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
-from streamsdsl.compiler.jvm_operator import deserialization_message, json_check, utf8_check
+from streamsdsl.compiler.jvm_operator import deserialization_message, json_check
 from streamsdsl.values.serdes import (
     BytesSerde,
     CustomSerde,
@@ -84,8 +84,15 @@ _decode = _column_rule("decoding")
 
 
 @_decode.register(StringSerde)
+def _(serde: StringSerde, col: Column) -> Column:
+    # bytes that are not UTF-8 read with U+FFFD, as Kafka's StringDeserializer reads them (Spark's
+    # rule is Python's, the direct engine's); valid text costs one pass over its bytes
+    return F.make_valid_utf8(col.cast("string"))
+
+
 @_decode.register(JsonSerde)
-def _(serde: PlanSerde, col: Column) -> Column:
+def _(serde: JsonSerde, col: Column) -> Column:
+    # checked before it is read (`deserialization_check`): valid UTF-8
     return col.cast("string")
 
 
@@ -119,8 +126,9 @@ def _invalid(serde: PlanSerde, col: Column) -> tuple[Column, Column] | None:
 
 
 @_invalid.register(BytesSerde)
-def _(serde: BytesSerde, col: Column) -> None:
-    return None
+@_invalid.register(StringSerde)
+def _(serde: PlanSerde, col: Column) -> None:
+    return None  # any bytes (a String reads them with U+FFFD)
 
 
 @_invalid.register(FixedWidthSerde)
@@ -137,14 +145,6 @@ def _(serde: JsonSerde, col: Column) -> tuple[Column, Column]:
     if valid is None:  # a session without the jar: Spark's parser (duplicate object keys are invalid there)
         valid = F.try_parse_json(col.cast("string")).isNotNull()
     return col.isNotNull() & ~valid, F.lit(NOT_JSON)
-
-
-@_invalid.register(StringSerde)
-def _(serde: StringSerde, col: Column) -> tuple[Column, Column]:
-    valid = utf8_check(col)
-    if valid is None:  # a session without the jar: Spark's check of the bytes cast to a string
-        valid = F.try_validate_utf8(col).isNotNull()
-    return col.isNotNull() & ~valid, F.lit("not valid UTF-8")
 
 
 @_invalid.register(CustomSerde)

@@ -121,7 +121,7 @@ def _nested_too_deeply(data: bytes, parsed: Any) -> bool:
 def invalid_reason(serde: PlanSerde, data: bytes) -> str | None:
     """Why ``serde`` cannot read ``data`` (``None``: it can), in the words the Spark plan's
     validation uses (`streamsdsl.compiler.serde_exprs`)."""
-    if isinstance(serde, BytesSerde):
+    if isinstance(serde, (BytesSerde, StringSerde)):  # any bytes (a String reads them with U+FFFD)
         return None
     if isinstance(serde, FixedWidthSerde):
         return None if len(data) == serde.width else f"expected {serde.width} bytes, got {len(data)}"
@@ -131,12 +131,6 @@ def invalid_reason(serde: PlanSerde, data: bytes) -> str | None:
         except (ValueError, RecursionError):
             return "not valid UTF-8 JSON"
         return "not valid UTF-8 JSON" if _nested_too_deeply(data, parsed) else None
-    if isinstance(serde, StringSerde):
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return "not valid UTF-8"
-        return None
     if isinstance(serde, CustomSerde):
         try:
             serde.inner.deserialize(data)

@@ -131,7 +131,16 @@ def _require(value: Any, types: type | tuple[type, ...], expected: str) -> None:
 
 @attrs.frozen(repr=False)
 class StringSerde(PlanSerde):
-    """UTF-8 text; the column holds the ``str``."""
+    r"""UTF-8 text; the column holds the ``str``. Like Kafka's ``StringDeserializer`` (Java's
+    ``new String(bytes, UTF_8)``), it reads any bytes: a sequence that is not UTF-8 becomes
+    U+FFFD, the replacement character (Python's and Spark's rule; see Differences for the one
+    case where Java's count of replacement characters differs).
+
+    Examples
+    --------
+    >>> StringSerde().deserialize(b"caf\xc3\xa9 \xff!")
+    'café \ufffd!'
+    """
 
     name = "String"
     spark_type = "string"
@@ -141,7 +150,7 @@ class StringSerde(PlanSerde):
         return value.encode("utf-8")
 
     def _decode(self, data: bytes) -> Any:
-        return data.decode("utf-8")
+        return data.decode("utf-8", "replace")
 
 
 @attrs.frozen(repr=False)

@@ -77,33 +77,3 @@ def test_a_null_value_is_a_tombstone_not_invalid_json(spark: Any) -> None:
     df = spark.createDataFrame([(None,)], "b binary")
     assert df.select(json_check(F.col("b")).alias("v")).first().v is True
 
-
-def test_the_jars_utf8_check_agrees_with_pythons_strict_decoder(spark: Any) -> None:
-    """``io.streamsdsl.jvm.Utf8Check`` (a ``Serdes.String()`` source's check) against
-    ``bytes.decode("utf-8")``, the direct engine's rule, on random byte strings built around
-    UTF-8's edges (overlong forms, surrogates, beyond U+10FFFF, cut sequences) and on null."""
-    from pyspark.sql import functions as F
-
-    from streamsdsl.compiler.jvm_operator import utf8_check
-
-    rng = random.Random(7)
-    pieces = [b"a", b"\x00", b"\x7f", b"\xc2\x80", b"\xc1\xbf", b"\xdf\xbf", b"\xe0\x9f\xbf", b"\xe0\xa0\x80",
-              b"\xed\x9f\xbf", b"\xed\xa0\x80", b"\xef\xbf\xbf", b"\xf0\x8f\xbf\xbf", b"\xf0\x90\x80\x80",
-              b"\xf4\x8f\xbf\xbf", b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\x80", b"\xbf", b"\xff", b"\xc2",
-              b"\xe2\x82", "é€😀".encode()]
-    samples: list[bytes | None] = [None, b""]
-    for _ in range(3000):
-        samples.append(b"".join(rng.choice(pieces) for _ in range(rng.randrange(1, 6))))
-    df = spark.createDataFrame([(i, s) for i, s in enumerate(samples)], "i int, b binary")
-    check = utf8_check(F.col("b"))
-    assert check is not None, "the test session loads the jar"
-    got = {r.i: r.valid for r in df.select("i", check.alias("valid")).collect()}
-
-    def valid(data: bytes | None) -> bool:
-        try:
-            return data is None or data.decode("utf-8") is not None
-        except UnicodeDecodeError:
-            return False
-
-    assert [samples[i] for i in got if got[i] != valid(samples[i])] == []
-    assert 500 < sum(valid(s) for s in samples) < len(samples) - 500

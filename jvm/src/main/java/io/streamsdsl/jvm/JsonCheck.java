@@ -245,7 +245,7 @@ public final class JsonCheck {
 
     /** Past one multi-byte UTF-8 sequence led by {@code c} at {@code i}, or -1 (overlong forms,
      * surrogates and code points above U+10FFFF are invalid, as Python's strict decoder says). */
-    static int utf8(byte[] b, int i, int c) {
+    private static int utf8(byte[] b, int i, int c) {
         if (c >= 0xC2 && c <= 0xDF) {
             return continuation(b, i + 1) ? i + 2 : -1;
         }
