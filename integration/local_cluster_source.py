@@ -102,6 +102,42 @@ def _eos_app(bootstrap: str, source: str, sink: str, state_dir: str, app_id: str
     return {"closed": closed, "state": app.state().value, "state_dir": state_dir}
 
 
+def _source_checks(spark: Any) -> dict[str, object]:
+    """A ``Serdes.Json()`` source's check, as the compiled plan makes it: the jar's ``JsonCheck``
+    and ``RecordErrors``, called from the generated code of the executors' tasks, over 400 values
+    in 4 partitions; the last one malformed in the second run, which fails naming it."""
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.serde_exprs import RecordContext, deserialization_check
+    from streamsdsl.errors import RecordError
+    from streamsdsl.values.serdes import JsonSerde
+
+    def values(bad: bool) -> Any:
+        value = F.encode(F.to_json(F.struct("id")), "UTF-8")
+        if bad:
+            value = F.when(F.col("id") == 399, F.lit(b'{"id" 399}')).otherwise(value)
+        return spark.range(0, 400, 1, 4).select(
+            F.lit("in").alias("topic"), F.lit(0).alias("partition"), F.col("id").alias("offset"), value.alias("value"))
+
+    position = (F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")).cast("bigint")
+    check = deserialization_check(F.col("value"), JsonSerde(), "value",
+                                  RecordContext("KSTREAM-SOURCE-0000000000", position, topic="in"))
+    # generated code that does not compile (a class the executors cannot see) fails the job here
+    # instead of running interpreted
+    spark.conf.set("spark.sql.codegen.fallback", "false")
+    try:
+        kept = values(False).filter(check).count()
+        try:
+            values(True).filter(check).count()
+            error = None
+        except Exception as exc:  # noqa: BLE001 - Spark's error, which carries the record's
+            found = RecordError.find(exc)
+            error = str(found) if found is not None else f"no record error in: {str(exc)[:300]}"
+    finally:
+        spark.conf.unset("spark.sql.codegen.fallback")
+    return {"kept": kept, "error": error}
+
+
 def _operator(spark: Any) -> dict[str, object]:
     """The JVM operator and a Python processor in the executors (item 4 of the module's list)."""
     from streamsdsl import explain
@@ -109,7 +145,7 @@ def _operator(spark: Any) -> dict[str, object]:
     from tests.jvm import _loading_app
 
     sessions = _quiet_table.run(spark)
-    return {"driver": _loading_app.run(spark, {"streamsdsl.operator": "jvm"}),
+    return {"source_checks": _source_checks(spark), "driver": _loading_app.run(spark, {"streamsdsl.operator": "jvm"}),
             "explain_jvm": "JVM operator (count, session windows)" in explain(_loading_app.topology(), spark,
                                                                              mode="simple"),
             "streaming": _loading_app.streaming_sessions(spark),

@@ -105,7 +105,8 @@ def test_code_ships_to_executors_on_a_multi_process_cluster(
     kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """In the local cluster's one session, configured with ``streamsdsl.configure_spark``: the JVM
-    operator runs in the executors and gives the exact records; a streaming query's packing step
+    operator runs in the executors and gives the exact records; a JSON source's check and its error
+    message (the jar's static methods in the generated code) run there; a streaming query's packing step
     and Python processor ship there and give the exact records of both micro-batches; and the
     clicks-and-users application (`tests._quiet_table`) closes all 20 sessions there too,
     although its users table stays quiet."""
@@ -114,6 +115,13 @@ def test_code_ships_to_executors_on_a_multi_process_cluster(
     run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
     operator = run["operator"]
     assert run["executors"] == 2
+    # a JSON source's check and its error, built by the jar in the executors' generated code
+    assert operator["source_checks"] == {"kept": 400, "error": (
+        "KSTREAM-SOURCE-0000000000: Serdes.Json() cannot deserialize the record value: not valid UTF-8 JSON: "
+        "Expecting ':' delimiter at byte 6 (line 1, column 7). Fix the producer or consume the topic with a "
+        "matching serde (Consumed.with_serdes), or skip such records with "
+        "default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic keeps them) "
+        "(record at topic in partition 0 offset 399)")}
     assert [tuple(r) for r in operator["driver"]] == EXPECTED
     assert operator["explain_jvm"] is True
     assert operator["streaming"] == STREAMING_EXPECTED
