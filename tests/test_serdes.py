@@ -119,6 +119,39 @@ class TestNativeSparkEncodings:
         assert [r.s for r in got] == [serde.deserialize(s) for s in samples]
         assert sum("\ufffd" in (r.s or "") for r in got) > 1000  # most samples hold invalid parts
 
+    def test_the_jars_error_message_equals_the_one_built_without_it(self, spark: Any, monkeypatch: Any) -> None:
+        """A source record's deserialization error reads the same whether the jar builds its
+        message (``RecordErrors``, one call) or Spark expressions do (a session without the
+        jar): a JSON value with a key (non-ASCII) and with the topic as a constant, a Long key."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler import serde_exprs
+        from streamsdsl.compiler.serde_exprs import RecordContext, decode, deserialization_check, key_as_json
+        from streamsdsl.errors import RecordError
+
+        df = spark.createDataFrame([(b"k\xc3\xa9", b'{"a" 1}', "in", 0, 7)],
+                                   "key binary, value binary, topic string, partition int, offset long")
+        position = F.shiftleft(F.col("partition").cast("bigint"), 40) + F.col("offset")
+        key_json = key_as_json(decode(F.col("key"), Serdes.String()), Serdes.String())
+        cases = [(Serdes.Json(), "value", RecordContext("SRC", position, key_json)),
+                 (Serdes.Json(), "value", RecordContext("SRC", position, None, "in")),
+                 (Serdes.Long(), "key", RecordContext("SRC", position))]
+
+        def messages() -> list[str]:
+            out = []
+            for serde, what, context in cases:
+                with pytest.raises(Exception) as caught:
+                    df.filter(deserialization_check(F.col(what), serde, what, context)).collect()
+                out.append(str(RecordError.find(caught.value)))
+            return out
+
+        assert serde_exprs.deserialization_message(*[F.lit(None)] * 8) is not None, "the test session loads the jar"
+        jar = messages()
+        monkeypatch.setattr(serde_exprs, "deserialization_message", lambda *columns: None)
+        assert messages() == jar
+        assert jar[0].endswith("(record at topic in partition 0 offset 7, key 'ké')")
+        assert jar[2].startswith("SRC: Serdes.Long() cannot deserialize the record key: expected 8 bytes, got 3.")
+
     def test_custom_serde_column_is_the_wire_bytes(self, spark: Any) -> None:
         """A user's serde: the column holds its bytes; its deserialize() decides which are invalid."""
         from pyspark.sql import functions as F

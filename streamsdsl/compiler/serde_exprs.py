@@ -210,27 +210,23 @@ def _column_or_unknown(name: str) -> Column:
     return F.coalesce(F.col(name).cast("string"), F.lit("?"))
 
 
-def record_error(kind: str, context: RecordContext, cause: Column, *, at_source: bool = False,
-                 extra: list[Column] | None = None) -> Column:
-    """A native ``raise_error`` whose message is a `streamsdsl.errors.RecordError` in its
-    travelling form (a readable line plus the structured payload `RecordError.find` reads),
-    built from Spark expressions. ``at_source``: the row still has the record's ``topic``,
-    ``partition`` and ``offset``."""
-    fields = [F.lit(kind).alias("kind"), F.lit(context.processor).alias("processor"), cause.alias("cause"),
-              context.position.cast("bigint").alias("position")]
-    where = F.concat(F.lit("position "), context.position.cast("string"))
-    if at_source:
-        topic = _topic(context)
-        fields += [topic.alias("topic"), F.col("partition").cast("int").alias("partition"),
-                   F.col("offset").cast("bigint").alias("offset")]
-        where = F.concat(F.lit("topic "), F.coalesce(topic, F.lit("?")), F.lit(" partition "),
-                         _column_or_unknown("partition"), F.lit(" offset "), _column_or_unknown("offset"))
+def _source_error(context: RecordContext, cause: Column, extra: list[Column]) -> Column:
+    """A native ``raise_error`` whose message is a source record's
+    `streamsdsl.errors.RecordDeserializationError` in its travelling form (a readable line plus
+    the structured payload `RecordError.find` reads), built from Spark expressions: what the jar's
+    ``RecordErrors`` builds in one call, for a session without the jar. The row still has the
+    record's ``partition`` and ``offset`` (and ``topic``, unless the context names it)."""
+    topic = _topic(context)
+    fields = [F.lit("RecordDeserializationError").alias("kind"), F.lit(context.processor).alias("processor"),
+              cause.alias("cause"), context.position.cast("bigint").alias("position"), topic.alias("topic"),
+              F.col("partition").cast("int").alias("partition"), F.col("offset").cast("bigint").alias("offset")]
+    where = F.concat(F.lit("topic "), F.coalesce(topic, F.lit("?")), F.lit(" partition "),
+                     _column_or_unknown("partition"), F.lit(" offset "), _column_or_unknown("offset"))
     if context.key_json is not None:
         fields.append(context.key_json.alias("key_json"))
-    fields += extra or []
     return F.raise_error(F.concat(
         F.lit(f"{context.processor}: "), cause, F.lit(" (record at "), where, F.lit(") [streamsdsl-error]"),
-        F.to_json(F.struct(*fields)), F.lit("[/streamsdsl-error]"),
+        F.to_json(F.struct(*fields, *extra)), F.lit("[/streamsdsl-error]"),
     ))
 
 
@@ -272,7 +268,7 @@ def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: 
     if data is not None:
         extra = [F.base64(F.substring(data, 1, _JSON_ERROR_PREFIX)).alias("data_b64"),
                  F.length(data).alias("data_length")]
-    return record_error("RecordDeserializationError", context, cause, at_source=True, extra=extra)
+    return _source_error(context, cause, extra)
 
 
 def deserialization_check(col: Column, serde: PlanSerde, what: str, context: RecordContext) -> Column | None:
