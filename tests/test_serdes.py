@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 from typing import Any
 
@@ -151,6 +152,52 @@ class TestNativeSparkEncodings:
         assert messages() == jar
         assert jar[0].endswith("(record at topic in partition 0 offset 7, key 'ké')")
         assert jar[2].startswith("SRC: Serdes.Long() cannot deserialize the record key: expected 8 bytes, got 3.")
+
+    def test_a_source_reads_the_key_its_value_error_names_only_for_a_failing_record(self, spark: Any) -> None:
+        """A JSON value's check names the record's key in its error, yet a plan that does not use
+        the source's key reads it only for a record that fails: the check is a projection of its
+        own (the jar's message is declared not deterministic, so Spark does not push the filter
+        into it), and in Spark's generated code the only column read before the check is the
+        value. The error still names the key."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl import Consumed, Produced, StreamsBuilder
+        from streamsdsl.compiler import PlanMode, compile_topology
+        from streamsdsl.compiler.plan import CompileOptions
+        from streamsdsl.errors import RecordError
+
+        b = StreamsBuilder()
+        orders = b.stream("orders", Consumed.with_serdes(Serdes.String(), Serdes.Json()))
+        orders.group_by(F.get_json_object(F.col("value"), "$.customer")).count().to_stream().to(
+            "out", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        topology = b.build()
+        schema = "key binary, value binary, topic string, partition int, offset long, timestamp long"
+
+        def compiled(values: list[bytes]) -> Any:
+            rows = [(f"o{i}".encode(), v, "orders", 0, i, 1000 + i) for i, v in enumerate(values)]
+            raw = spark.createDataFrame(rows, schema).withColumn("headers", F.lit(None).cast(
+                "array<struct<key:string,value:binary>>"))
+            return compile_topology(topology, lambda node: raw, CompileOptions(PlanMode.STREAMING)).output
+
+        good = compiled([b'{"customer": "c1"}', b'{"customer": "c2"}', b'{"customer": "c1"}'])
+        assert sorted((bytes(r.key), bytes(r.value)) for r in good.collect()) == [
+            (b"c1", (2).to_bytes(8, "big")), (b"c2", (1).to_bytes(8, "big"))]
+        plan = good._jdf.queryExecution().executedPlan()
+        codegen = spark._jvm.org.apache.spark.sql.execution.debug.package.codegenStringSeq(plan)
+        stages = [codegen.apply(i)._2() for i in range(codegen.size())]
+        source_stage = next(code for code in stages if "JsonCheck.validOrNull(" in code)
+        at = source_stage.index("JsonCheck.validOrNull(")
+        # the scan's rows hold the key at 0 and the value at 1: the value is read before the
+        # check, the key only after it (in the branch that builds the message)
+        assert re.search(r"rdd_row_\d+\.getBinary\(1\)", source_stage[:at])
+        assert not re.search(r"rdd_row_\d+\.getBinary\(0\)", source_stage[:at])
+        assert re.search(r"rdd_row_\d+\.getBinary\(0\)", source_stage[at:])
+
+        with pytest.raises(Exception) as caught:
+            compiled([b'{"customer": "c1"}', b'{"customer" "c2"}']).collect()
+        error = RecordError.find(caught.value)
+        assert str(error).startswith("KSTREAM-SOURCE-0000000000: Serdes.Json() cannot deserialize the record value")
+        assert str(error).endswith("(record at topic orders partition 0 offset 1, key 'o1')")
 
     def test_custom_serde_column_is_the_wire_bytes(self, spark: Any) -> None:
         """A user's serde: the column holds its bytes; its deserialize() decides which are invalid."""

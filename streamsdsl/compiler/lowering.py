@@ -280,6 +280,10 @@ _COUNTER_UDF = "streamsdsl_dropped_"
 _COUNTED = "_counted"
 
 
+#: The column of a source's ``log_and_fail`` check (true, or the record's error raised).
+_SOURCE_CHECKED = "_source_checked"
+
+
 #: Prefix of the flag columns `Lowering.drop_counted` computes (one per drop point).
 _KEEP_FLAG = "_keep_"
 
@@ -393,9 +397,16 @@ def _source(self: Lowering, node: ir.SourceNode) -> Frame:
                                                self.handler)
     if self.handler is DeserializationHandler.LOG_AND_CONTINUE:
         df = _deserialize_or_skip(self, raw, node, key_serde, value_serde, columns, position)
+    elif check is None:
+        df = raw.select(*columns)
     else:
-        # log_and_fail: each record is checked once, in a filter (the check raises or is true)
-        df = (raw if check is None else raw.filter(check)).select(*columns)
+        # log_and_fail: each record is checked once (the check raises or is true), in a
+        # projection that a filter reads. With the jar the check's message is declared not
+        # deterministic, so Spark keeps that projection apart: there a column only the message
+        # reads (the key, for a value's error) is read for a failing record only, where a filter
+        # reads every column its condition names for every record. Without the jar, Spark pushes
+        # the filter into the projection, which is the same check.
+        df = raw.select("*", check.alias(_SOURCE_CHECKED)).filter(F.col(_SOURCE_CHECKED)).select(*columns)
     return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
 
 
@@ -461,9 +472,11 @@ def _user_column(frame: Frame, fn: ir.ColumnFn) -> tuple[Column, PlanSerde]:
 
 
 def _column_condition(predicate: ir.ColumnFn, negate: bool) -> Column:
-    """A boolean Column predicate; null counts as false (as a Java predicate returning false)."""
-    cond = F.coalesce(predicate.column.cast("boolean"), F.lit(False))
-    return ~cond if negate else cond
+    """A boolean Column predicate; null counts as false (as a Java predicate returning false).
+    A filter drops a row whose condition is null, so only the negated form needs the
+    ``coalesce`` (``NOT null`` is null, which would drop a row ``filter_not`` keeps)."""
+    cond = predicate.column.cast("boolean")
+    return ~F.coalesce(cond, F.lit(False)) if negate else cond
 
 
 def _python_filter(predicate: Callable[[Any, Any], Any], negate: bool) -> Callable[[Any, Any], list[tuple[Any, Any]]]:

@@ -25,10 +25,21 @@ final class Expressions {
      * call is deterministic.
      */
     static Column staticCall(Class<?> owner, String method, DataType type, boolean nullable, Column... args) {
+        return staticCall(owner, method, type, nullable, true, args);
+    }
+
+    /**
+     * {@link #staticCall(Class, String, DataType, boolean, Column...)}, declared to Spark as
+     * deterministic or not. A call declared not deterministic keeps the projection it is in apart
+     * from the operators around it: Spark neither pushes a filter into that projection nor merges
+     * it with another.
+     */
+    static Column staticCall(Class<?> owner, String method, DataType type, boolean nullable, boolean deterministic,
+                             Column... args) {
         Seq<Expression> children = CollectionConverters.asScala(
                 Arrays.stream(args).map(ExpressionUtils::expression).toList()).toSeq();
         Seq<AbstractDataType> noTypes = CollectionConverters.asScala(java.util.List.<AbstractDataType>of()).toSeq();
-        return ExpressionUtils.column(new StaticInvoke(owner, type, method, children, noTypes, false, nullable, true,
+        return ExpressionUtils.column(new StaticInvoke(owner, type, method, children, noTypes, false, nullable, deterministic,
                 Option.empty()));
     }
 }

@@ -23,10 +23,16 @@ public final class RecordErrors {
     private RecordErrors() {
     }
 
-    /** The message as a Column (see {@link #deserialization}); {@code data} may be a null literal. */
+    /**
+     * The message as a Column (see {@link #deserialization}); {@code data} may be a null literal.
+     * Declared to Spark as not deterministic, so that a source's check (this message raised for a
+     * record that fails) stays in a projection of its own ({@link Expressions}): there Spark reads
+     * a column only the message reads (the key, for a value's error) for a failing record only,
+     * where a filter reads every column of its condition for every record.
+     */
     public static Column deserializationMessage(Column processor, Column cause, Column position, Column topic,
                                                 Column partition, Column offset, Column keyJson, Column data) {
-        return Expressions.staticCall(RecordErrors.class, "deserialization", DataTypes.StringType, false,
+        return Expressions.staticCall(RecordErrors.class, "deserialization", DataTypes.StringType, false, false,
                 processor, cause, position, topic, partition, offset, keyJson, data);
     }
 
