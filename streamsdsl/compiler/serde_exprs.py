@@ -274,9 +274,10 @@ def deserialization_error(what: str, serde: PlanSerde, reason: Column, context: 
 def deserialization_check(col: Column, serde: PlanSerde, what: str, context: RecordContext) -> Column | None:
     """A condition that is true for bytes ``serde`` can read and raises the
     `streamsdsl.errors.RecordDeserializationError` for the others (None: every byte string is
-    valid). Evaluated once per record in a filter, so that the value column stays a plain
-    decode and each expression reading it does not re-run the check (Spark inlines a
-    projected ``CASE WHEN`` into every consumer)."""
+    valid). Evaluated once per record, as a flag that a filter reads (`streamsdsl.compiler.
+    lowering`), so that the value column stays a plain decode and each expression reading it
+    does not re-run the check (Spark would inline a ``CASE WHEN`` in the value's own column into
+    every consumer)."""
     invalid = _invalid(serde, col)
     if invalid is None:
         return None
