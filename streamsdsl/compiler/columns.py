@@ -26,6 +26,10 @@ STREAM_TIME_BEFORE = "_stream_time_before"
 #: Test driver, a cogroup whose inputs keep their own stream times: the least of the inputs'
 #: stream times after the record (a window leaves the state once every input's expired it).
 EXPIRY_TIME = "_expiry_time"
+#: Test driver: every input's stream time before the record (array<bigint>, one per input of the
+#: operator, in input order): the clock the plan hands a kernel, which derives the rest itself
+#: (`streamsdsl.semantics.kernels.store_clock`).
+STREAM_TIMES_BEFORE = "_stream_times_before"
 #: Test driver, emit on close: stream time at the end of the run (the last record's).
 RUN_STREAM_TIME = "_run_stream_time"
 #: Test driver, emit on close: the stream time a window must pass to be emitted.
@@ -149,6 +153,7 @@ JVM_CONTRACT: dict[str, object] = {
     "INPUT_INDEX": INPUT_INDEX,
     "STREAM_TIME": STREAM_TIME,
     "STREAM_TIME_BEFORE": STREAM_TIME_BEFORE,
+    "STREAM_TIMES_BEFORE": STREAM_TIMES_BEFORE,
     "EXPIRY_TIME": EXPIRY_TIME,
     "CARRIED_STATE": CARRIED_STATE,
     "RUN_STREAM_TIME": RUN_STREAM_TIME,

@@ -20,9 +20,8 @@ from pyspark.sql import functions as F
 from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, EXPIRY_TIME, STREAM_TIME_BEFORE
+from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, EXPIRY_TIME, STREAM_TIME_BEFORE, STREAM_TIMES_BEFORE
 from streamsdsl.compiler.rules import RULES
-from streamsdsl.compiler.suppress import streaming_suppress_processor, suppress_processor
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
@@ -60,7 +59,7 @@ class StreamingLowering(Lowering):
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
-        return streaming_suppress_processor(config, state_type) or StreamingAggregateProcessor(config, state_type)
+        return StreamingAggregateProcessor(config, state_type)
 
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
                          per_source_record: bool = False) -> DataFrame:
@@ -182,6 +181,13 @@ class ReplayLowering(Lowering):
                 everyone.rowsBetween(Window.unboundedPreceding, -1))
             latest = F.greatest(F.coalesce(earlier, F.lit(-1)), F.lit(max(before)))
             df = df.withColumn(EXPIRY_TIME, (latest - F.pmod(latest, F.lit(unit))).cast("bigint"))
+        # the clock the processor's kernel reads: every input's stream time before the record
+        prior = everyone.rowsBetween(Window.unboundedPreceding, -1)
+        inputs_before = [(advances & (F.col(partition_by) == i), t) for i, t in enumerate(before)] if partition_by \
+            else [(advances, max(before))]
+        df = df.withColumn(STREAM_TIMES_BEFORE, F.array(*[
+            F.greatest(F.coalesce(F.max(F.when(c, F.col("timestamp"))).over(prior), F.lit(-1)), F.lit(t)).cast("bigint")
+            for c, t in inputs_before]))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)
@@ -194,7 +200,7 @@ class ReplayLowering(Lowering):
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
-        return suppress_processor(config, state_type) or ReplayAggregateProcessor(config, state_type)
+        return ReplayAggregateProcessor(config, state_type)
 
     def after_processor(self, out: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
         """Keep the keys' state for the next run; with emit on close, give each pending on-close

@@ -1,21 +1,23 @@
-"""The stateful Spark operator: one ``transformWithState`` processor (Row API) around the
-semantics core, for every aggregation — unwindowed, session, time and sliding windows, cogroup.
+"""The stateful Spark operator of every aggregation (unwindowed, session, time and sliding
+windows, cogroup, a folded ``suppress``): one ``transformWithState`` processor (Row API) that
+hosts `streamsdsl.semantics.kernels.AggregateKernel`, the kernel the direct engine runs.
 
 One state row and one event-time timer per key (PLATFORM.md: the per-key Python callback is the
 cost, so each key does the least Python it can), and on a streaming query one input row per key
-and partition (`records_by_key`: PySpark's Row API converts every cell of every row). For each
-record the processor calls `streamsdsl.semantics.windowing.record_step`; what it forwards
-depends on the plan mode, which is the processor's class:
+and partition (`records_by_key`: PySpark's Row API converts every cell of every row). Each record
+goes through ``kernel.process``; the host supplies the key's state, the clock and the record
+cache, and turns what the kernel forwards into rows. The plan mode is the processor's class:
 
-* `StreamingAggregateProcessor` — stream time is ``max(watermark of the previous micro-batch,
-  the key's record timestamps so far in this batch)``; windows close on event-time timers; what
-  a micro-batch forwards in update mode is the net change since the previous batch (Kafka
-  Streams' record cache flushed at commit).
+* `StreamingAggregateProcessor` — stream time starts at the watermark of the previous
+  micro-batch and advances with the key's records; windows close on records and on event-time
+  timers (``kernel.advance_to``); what a micro-batch forwards in update mode is the net change
+  since the previous batch (one record cache per key and batch: Kafka Streams' record cache
+  flushed at commit).
 * `ReplayAggregateProcessor` (the TopologyTestDriver's batch run) — every input row carries
-  `STREAM_TIME`, Kafka Streams' stream time after that record, computed in the plan as a
-  running max in pipe order; the cache is flushed after every record; on-close records leave
-  the processor with their `CLOSE_THRESHOLD` and the plan assigns each to the first record
-  whose stream time passes it.
+  every input's stream time before it (`STREAM_TIMES_BEFORE`, Kafka Streams' stream time over
+  all keys, computed in the plan as a running max in pipe order); the cache is flushed once per
+  source record; on-close records leave the processor with their `CLOSE_THRESHOLD` and the plan
+  assigns each to the first record whose stream time passes it.
 
 Drops and emit-final records leave the processor as metric event rows (`EVENT_METRIC`), which
 the lowering counts with ``observe()`` and removes right after the operator.
@@ -37,19 +39,16 @@ from pyspark.sql.types import ArrayType, BinaryType, BooleanType, ByteType, Doub
 from pyspark.sql.types import LongType, ShortType, StringType, StructField, StructType
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EMIT_FINAL, INPUT_INDEX, OPERATOR_OUTPUT_FIELDS
-from streamsdsl.compiler.columns import EXPIRY_TIME, STREAM_TIME_BEFORE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, REPLAY_FIELDS, RUN_STREAM_TIME, SOURCE_POSITION
-from streamsdsl.compiler.columns import STREAM_TIME
+from streamsdsl.compiler.columns import STREAM_TIMES_BEFORE
 from streamsdsl.compiler.frame import KeyCodec
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.operators import function_of
-from streamsdsl.semantics.changes import ChangeBuffer
-from streamsdsl.semantics.kernels import FlushPolicy, forwarded_updates
-from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
-from streamsdsl.semantics.windowing import close_step, record_step
+from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
+from streamsdsl.semantics.windowing import KeyState, WindowAgg, Windowing, close_step
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -185,14 +184,11 @@ class AggregateConfig:
         data = self.key.serde.serialize(key)
         return "" if data is None else data.hex()
 
-    def value_of(self, cell: Any, index: int | None) -> tuple[Any, AggFunctions]:
-        """An input row's value cell as a Python value, and the functions of its input
-        (``index``: the row's `INPUT_INDEX`, read only for a cogroup)."""
-        if self.cogroup:
-            spec = self.inputs[index]
-            return spec.value.from_internal(cell[f"v{index}"]), spec.fns
-        spec = self.inputs[0]
-        return spec.value.from_internal(cell), spec.fns
+    def value_of(self, cell: Any, index: int) -> Any:
+        """An input row's value cell as a Python value (``index``: the row's input, 0 unless a
+        cogroup's `INPUT_INDEX`; a cogroup's value is in field ``v<index>`` of a struct)."""
+        spec = self.inputs[index]
+        return spec.value.from_internal(cell[f"v{index}"] if self.cogroup else cell)
 
 
 class _Columns:
@@ -206,9 +202,7 @@ class _Columns:
         at = {f: i for i, f in enumerate(fields)}
         self.value, self.meta, self.headers = at["value"], at[META], at["headers"]
         self.input_index = at.get(INPUT_INDEX)
-        self.stream_time = at.get(STREAM_TIME)
-        self.stream_time_before = at.get(STREAM_TIME_BEFORE)
-        self.expiry_time = at.get(EXPIRY_TIME)
+        self.stream_times_before = at.get(STREAM_TIMES_BEFORE)
         self.carried_state = at.get(CARRIED_STATE)
         self.run_stream_time = at.get(RUN_STREAM_TIME)
 
@@ -248,10 +242,22 @@ def _row(fields: list[str], values: tuple[Any, ...]) -> Row:
 
 
 class AggregateProcessor(StatefulProcessor):
-    """What both plan modes share: state I/O, the record loop, output rows. A subclass says
-    where stream time comes from and what is forwarded when (see the module docs)."""
+    """A Spark host of `AggregateKernel`: one ``transformWithState`` call per key, whose state
+    and clock it hands the kernel, and whose forwarded records it turns into output rows.
+
+    The kernel is the direct engine's: the same ``process`` per record, the same record cache
+    (`InputRecordCache`), the same folded suppress and time-limit releases. The kernel's state
+    holds just the key of the call (loaded from Spark's state store, or carried in by the test
+    driver's plan); what the host supplies is the input and the stream times. A subclass says
+    where stream time comes from, which records share a cache flush, and where the windows
+    stream time closes go (see the module docs)."""
 
     fields: tuple[str, ...] = OUTPUT_FIELDS
+    #: Whether the kernel keeps a stream time per input (a cogroup's inputs, as Kafka's one
+    #: aggregate processor per input stream), which the host then supplies per input.
+    per_input_time = False
+    #: How a folded suppress releases (`AggregateKernel`'s ``suppress_release``).
+    suppress_release = True
 
     def __init__(self, config: AggregateConfig, state_type: str) -> None:
         self.config = config
@@ -260,12 +266,17 @@ class AggregateProcessor(StatefulProcessor):
         self._cols: _Columns | None = None
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        cfg = self.config
         self.handle = handle
         self.state = handle.getValueState("windows", self.state_type)
         #: The key cell and source position of the record being processed (for errors).
         self._at: tuple[Any, int] = (None, -1)
         #: The event-time timer the key's stored state has registered (see `_set_timer`).
         self._timer_before: int | None = None
+        self.kernel = AggregateKernel(cfg.windowing, [spec.fns for spec in cfg.inputs],
+                                      emit_on_close=cfg.emit_on_close,
+                                      per_input_time=self.per_input_time and cfg.cogroup and not cfg.emit_on_close,
+                                      flush=cfg.flush, suppress_release=self.suppress_release)
 
     def out(self, *values: Any) -> Row:
         return _row(self.out_fields, values)
@@ -299,10 +310,18 @@ class AggregateProcessor(StatefulProcessor):
             return
         self.state.update((pickle.dumps(self._encode_state(state), protocol=pickle.HIGHEST_PROTOCOL),))
 
+    def _hand_to_kernel(self, key: Any, state: KeyState) -> AggregateKernel:
+        """The kernel, holding ``state`` as the one key it knows."""
+        kernel = self.kernel
+        kernel.states.clear()
+        if state.windows:
+            kernel.states[key] = state
+        return kernel
+
     # -- output rows -------------------------------------------------------------------------
-    def _key_cell(self, kcell: Any, w: WindowAgg) -> Any:
+    def _key_cell(self, kcell: Any, o: Out) -> Any:
         if self.config.key.windowed:
-            return {"key": kcell, "start": w.start, "end": w.end}
+            return {"key": kcell, "start": o.start, "end": o.end}
         return kcell
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
@@ -312,22 +331,22 @@ class AggregateProcessor(StatefulProcessor):
     def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
         return self.out(None, None, ts, [], position, [], final_key, metric, float(value))
 
-    def _flush(self, kcell: Any, written: list[tuple[Any, WindowAgg | None]], r: tuple[Any, ...]) -> Iterator[Row]:
-        """Forward store writes: what the record cache holds (the latest value per window,
-        tombstones), or every write when there is no cache."""
+    def _update(self, kcell: Any, o: Out, r: tuple[Any, ...], index: int) -> Row:
+        """A forwarded store write (an update, or a tombstone), with the writing record's
+        position, headers and output position."""
         cols = self._cols
-        ord_ = cols.output_position(r)
-        position, headers = cols.position(r), cols.headers_of(r)
-        for i, (bounds, w) in enumerate(written):
-            window = w if w is not None else WindowAgg(bounds[0], bounds[1], None, bounds[1])
-            value = None if w is None else self._internal(w.agg, kcell, position)
-            yield self._record(self._key_cell(kcell, window), value, window.ts, headers, position, [*ord_, 0, i])
+        position = cols.position(r)
+        value = None if o.value is None else self._internal(o.value, kcell, position)
+        return self._record(self._key_cell(kcell, o), value, o.timestamp, cols.headers_of(r), position,
+                            [*cols.output_position(r), 0, index])
 
-    def _final(self, kcell: Any, key: Any, w: WindowAgg, position: int, ord_: list[int],
+    def _final(self, kcell: Any, key: Any, o: Out, position: int, ord_: list[int],
                threshold: int | None = None) -> Row:
-        """A window's on-close record."""
-        order = [*ord_, 1, *self.config.windowing.final_order(w)]
-        return self._record(self._key_cell(kcell, w), self._internal(w.agg, kcell, position), w.ts, [],
+        """A window's on-close (or released) record, after the updates of its record, in the
+        window kind's final order."""
+        assert o.window is not None
+        order = [*ord_, 1, *self.config.windowing.final_order(o.window)]
+        return self._record(self._key_cell(kcell, o), self._internal(o.value, kcell, position), o.timestamp, [],
                             position, order, self.config.key_order(key), threshold)
 
     def _internal(self, agg: Any, kcell: Any, position: int) -> Any:
@@ -349,62 +368,69 @@ class AggregateProcessor(StatefulProcessor):
         k = cfg.key.serde.from_internal(kcell)
         state = self._load(data)
         self._timer_before = self._timer(state)
-        stream_time = timerValues.getCurrentWatermarkInMs()
-        batch = ChangeBuffer(w.bounds for w in state.windows)
-        windowing, emit_on_close = cfg.windowing, cfg.emit_on_close
+        kernel = self._hand_to_kernel(k, state)
+        self._start(kernel, timerValues)
         i_meta, i_val, i_index = cols.meta, cols.value, cols.input_index
-        decode, fns = cfg.inputs[0].value.from_internal, cfg.inputs[0].fns
         for r in data:
             ts, position = r[i_meta][:2]
             self._at = (kcell, position)
-            if cfg.cogroup:
-                value, fns = cfg.value_of(r[i_val], r[i_index])
-            else:
-                value = decode(r[i_val])
-            before_time = stream_time
-            stream_time = self._stream_time(r, stream_time, ts, value)
+            source = r[i_index] if cfg.cogroup else 0
+            value = cfg.value_of(r[i_val], source)
+            flushed, cache = self._cache_for(kcell, k, r, source)
+            yield from flushed
             try:
-                step = record_step(windowing, state, k, value, ts, stream_time, fns,
-                                   stream_time_before=self._stream_time_before(r, before_time),
-                                   expiry_time=self._expiry_time(r))
+                step = kernel.process(k, value, ts, source, cache=cache, context=r)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError.of(cfg.node, function_of(exc, fns, cfg.function_names), exc, k,
+                raise UserFunctionError.of(cfg.node, function_of(exc, kernel.fns[source], cfg.function_names), exc, k,
                                            position).in_worker() from exc
             if step.dropped:
                 yield self._event(DROPPED, step.dropped, ts, position)
-            if not emit_on_close:
-                yield from self._on_update(kcell, state, step, batch, r)
-            state = step.state
-            if emit_on_close and step.closed:
-                yield from self._on_close(kcell, k, step.closed, stream_time, r)
-        yield from self._end_of_key(kcell, k, state, batch, data[-1] if data else ())
+            yield from self._forward(kcell, k, step, r)
+        yield from self._end_of_key(kcell, k)
+        state = kernel.states.get(k) or KeyState()
         self._save(state)
         self._set_timer(state)
 
-    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
+    def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
+        """Set the kernel's clock for the key's rows."""
         raise NotImplementedError
 
-    def _stream_time_before(self, r: tuple[Any, ...], previous: int) -> int | None:
-        """The stream time before the record (``previous``: the running one of the key's loop)."""
-        return previous
+    #: The record cache the current rows share (`_cache_for`).
+    _cache: InputRecordCache | None = None
 
-    def _expiry_time(self, r: tuple[Any, ...]) -> int | None:
-        """The stream time windows expire by, where it is not the record's stream time (a cogroup
-        whose inputs keep their own stream times: the least of them); ``None``: stream time."""
-        at = self._cols.expiry_time
-        return None if at is None else int(r[at])
-
-    def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: tuple[Any, ...]) -> Iterator[Row]:
+    def _cache_for(self, kcell: Any, key: Any, r: tuple[Any, ...],
+                   source: int) -> tuple[Iterable[Row], InputRecordCache | None]:
+        """Set the kernel's clock for row ``r`` and say which record cache its writes go to:
+        what an earlier cache forwards first (its rows), then the cache (``None``: none, the
+        kernel forwards at once)."""
         raise NotImplementedError
 
-    def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
+    def _forward(self, kcell: Any, key: Any, step: KernelStep, r: tuple[Any, ...]) -> Iterator[Row]:
+        """Output rows of what the kernel forwarded for row ``r``."""
+        raise NotImplementedError
+
+    def _end_of_key(self, kcell: Any, key: Any) -> Iterator[Row]:
+        raise NotImplementedError
+
+    def _flush_cache(self, kcell: Any, key: Any) -> Iterator[Row]:
+        """What the pending record cache forwards (each window with its last writing row), or
+        what a folded suppress releases of it (with the cache's last row)."""
+        cache, self._cache = self._cache, None
+        if cache is None:
+            return
+        last, releases = self._cache_row, bool(cache.finals)
+        flushed = self.kernel.flush_cache(cache)
+        if releases:  # a folded suppress's releases of what the cache forwards
+            yield from self._releases(kcell, key, [o for o, _ in flushed], cache.final_latencies, last)
+            return
+        for i, (o, r) in enumerate(flushed):
+            yield self._update(kcell, o, r, i)
+
+    def _releases(self, kcell: Any, key: Any, outputs: Iterable[Out], latencies: Iterable[int],
                   r: tuple[Any, ...]) -> Iterator[Row]:
         raise NotImplementedError
 
-    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: tuple[Any, ...]) -> Iterator[Row]:
-        raise NotImplementedError
+    _cache_row: tuple[Any, ...] | None = None
 
     def _timer(self, state: KeyState) -> int | None:
         """The one event-time timer a key with this stored state has registered: the first
@@ -419,36 +445,48 @@ class AggregateProcessor(StatefulProcessor):
 
 
 class StreamingAggregateProcessor(AggregateProcessor):
-    """Streaming: stream time from the watermark, net change per micro-batch, timers."""
+    """Streaming: the kernel's stream time starts at the watermark of the previous micro-batch
+    and advances with the key's records; one record cache per key and micro-batch (what a batch
+    forwards in update mode is the net change since the previous batch: Kafka's cache flushed at
+    commit); windows close on records and on event-time timers, their records leave at once with
+    one emit-final event each. A folded suppress releases a window when stream time closes it
+    (the kernel's ``suppress_release=False``: a watermark cannot follow Kafka's suppress node's
+    own stream time record by record)."""
 
-    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
-        return advance_stream_time(self.config.windowing, stream_time, ts, value)
+    suppress_release = False
 
-    def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: tuple[Any, ...]) -> Iterator[Row]:
-        if self.config.flush is FlushPolicy.EVERY_WRITE:  # no record cache: every write, at once
-            return self._flush(kcell, forwarded_updates(before, step, FlushPolicy.EVERY_WRITE), r)
-        step.write_to(batch)
-        return ()
+    def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
+        watermark = timer_values.getCurrentWatermarkInMs()
+        kernel.stream_times = [watermark] * len(kernel.stream_times)
+        self._cache = InputRecordCache()
 
-    def _finals(self, kcell: Any, key: Any, closed: Iterable[WindowAgg], stream_time: int, position: int,
-                ord_: list[int]) -> Iterator[Row]:
-        """On-close records plus one emit-final event each (latency: stream time past the close)."""
-        threshold = self.config.windowing.close_threshold
-        for w in closed:
-            record = self._final(kcell, key, w, position, ord_)
-            yield record
-            yield self._event(EMIT_FINAL, stream_time - threshold(w) - 1, w.ts, position, self.config.key_order(key))
+    def _cache_for(self, kcell: Any, key: Any, r: tuple[Any, ...],
+                   source: int) -> tuple[Iterable[Row], InputRecordCache | None]:
+        self._cache_row = r
+        return (), self._cache
 
-    def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
-                  r: tuple[Any, ...]) -> Iterator[Row]:
+    def _forward(self, kcell: Any, key: Any, step: KernelStep, r: tuple[Any, ...]) -> Iterator[Row]:
+        finals = iter(step.final_latencies)
+        for i, o in enumerate(step.outputs):
+            if o.final:
+                yield from self._emitted(kcell, key, o, next(finals), r)
+            else:
+                yield self._update(kcell, o, r, i)
+
+    def _emitted(self, kcell: Any, key: Any, o: Out, latency: int, r: tuple[Any, ...] | None) -> Iterator[Row]:
+        """An on-close record plus its emit-final event (latency: stream time past the close)."""
         cols = self._cols
-        return self._finals(kcell, key, closed, stream_time, cols.position(r), cols.output_position(r))
+        position, ord_ = (cols.position(r), cols.output_position(r)) if r is not None else (-1, [])
+        yield self._final(kcell, key, o, position, ord_)
+        yield self._event(EMIT_FINAL, latency, o.timestamp, position, self.config.key_order(key))
 
-    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: tuple[Any, ...]) -> Iterator[Row]:
-        if not self.config.emit_on_close:
-            yield from self._flush(kcell, batch.flush(), last)
+    def _releases(self, kcell: Any, key: Any, outputs: Iterable[Out], latencies: Iterable[int],
+                  r: tuple[Any, ...]) -> Iterator[Row]:
+        for o, latency in zip(outputs, latencies):
+            yield from self._emitted(kcell, key, o, latency, r)
+
+    def _end_of_key(self, kcell: Any, key: Any) -> Iterator[Row]:
+        yield from self._flush_cache(kcell, key)
 
     def _timer(self, state: KeyState) -> int | None:
         thresholds = state.timer_thresholds(self.config.windowing)
@@ -470,27 +508,32 @@ class StreamingAggregateProcessor(AggregateProcessor):
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
-        self._at = (key[0], -1)
-        watermark = timerValues.getCurrentWatermarkInMs()
+        kcell = key[0]
+        k = cfg.key.serde.from_internal(kcell)
+        self._at = (kcell, -1)
         state = StreamingAggregateProcessor._load(self, [])
         self._timer_before = self._timer(state)
-        close = close_step(cfg.windowing, state, watermark)
-        if cfg.emit_on_close and close.closed:
-            yield from self._finals(key[0], cfg.key.serde.from_internal(key[0]), close.closed, watermark, -1, [])
-        self._save(close.state)
-        self._set_timer(close.state, expiredTimerInfo.getExpiryTimeInMs())
+        kernel = self._hand_to_kernel(k, state)
+        step = kernel.advance_to(timerValues.getCurrentWatermarkInMs())
+        for o, latency in zip(step.outputs, step.final_latencies):
+            yield from self._emitted(kcell, k, o, latency, None)
+        state = kernel.states.get(k) or KeyState()
+        self._save(state)
+        self._set_timer(state, expiredTimerInfo.getExpiryTimeInMs())
 
 
 class ReplayAggregateProcessor(AggregateProcessor):
-    """The test driver's batch run over the records piped since its previous run: per-record
-    stream time from the plan, the cache flushed after every record, on-close candidates handed
-    to the plan with their threshold. A key's state arrives as a row carrying it
-    (`CARRIED_STATE`) and leaves as a `CARRY` event, which the driver keeps for its next run."""
+    """The test driver's batch run over the records piped since its previous run. The plan
+    supplies each row's clock: every input's stream time before it, over all keys
+    (`STREAM_TIMES_BEFORE`); the kernel derives the rest (stream time after the record, a
+    cogroup's store and expiry times). The record cache is flushed once per source record (a
+    row that crossed a repartition alone); windows that stream time closes leave as pending
+    on-close records with their `CLOSE_THRESHOLD`, and the plan gives each to the first record
+    whose stream time passes it. A key's state arrives as a row carrying it (`CARRIED_STATE`)
+    and leaves as a `CARRY` event, which the driver keeps for its next run."""
 
     fields = (*OUTPUT_FIELDS, *REPLAY_FIELDS)
-    #: The record cache of the key's current source position and its last row (`_on_update`).
-    _cache: ChangeBuffer | None = None
-    _cache_row: tuple[Any, ...] | None = None
+    per_input_time = True
 
     def _record(self, key: Any, value: Any, ts: int, headers: Any, position: int, output_position: list[int],
                 final_key: str | None = None, threshold: int | None = None) -> Row:
@@ -511,55 +554,62 @@ class ReplayAggregateProcessor(AggregateProcessor):
     def _save(self, state: KeyState) -> None:
         pass  # the state leaves as a CARRY event (`_end_of_key`)
 
-    def _stream_time(self, r: tuple[Any, ...], stream_time: int, ts: int, value: Any) -> int:
-        return int(r[self._cols.stream_time])
-
-    def _stream_time_before(self, r: tuple[Any, ...], previous: int) -> int | None:
-        at = self._cols.stream_time_before
-        return None if at is None else int(r[at])
-
-    def _on_update(self, kcell: Any, before: KeyState, step: RecordStep, batch: ChangeBuffer,
-                   r: tuple[Any, ...]) -> Iterator[Row]:
-        """Kafka's TopologyTestDriver flushes the cache once per source record: the writes of the
-        key's rows of one source position go out at its last row (its output position orders
-        the keys by their last write); a row that crossed a repartition is flushed alone."""
-        cfg, cols = self.config, self._cols
-        index = r[cols.input_index] if cfg.cogroup else 0
-        if cfg.flush is not FlushPolicy.PER_RECORD or cfg.inputs[index].repartitioned:
-            out = list(self._flush_cache(kcell))
-            out.extend(self._flush(kcell, forwarded_updates(before, step, cfg.flush), r))
-            return iter(out)
-        out = list(self._flush_cache(kcell, cols.position(r)))
-        if self._cache is None:
-            self._cache = ChangeBuffer(w.bounds for w in before.windows)
-        step.write_to(self._cache)
-        self._cache_row = r
-        return iter(out)
-
-    def _flush_cache(self, kcell: Any, before_position: int | None = None) -> Iterator[Row]:
-        """The pending cache's writes, unless its rows are of ``before_position``."""
-        if self._cache is None or self._cols.position(self._cache_row) == before_position:
-            return iter(())
-        cache, row = self._cache, self._cache_row
+    def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
         self._cache = self._cache_row = None
-        return self._flush(kcell, cache.flush(), row)
 
-    def _pending(self, kcell: Any, key: Any, windows: Iterable[WindowAgg]) -> Iterator[Row]:
-        threshold = self.config.windowing.close_threshold
-        for w in windows:
-            yield self._final(kcell, key, w, -1, [], threshold(w))
+    def _cache_for(self, kcell: Any, key: Any, r: tuple[Any, ...],
+                   source: int) -> tuple[Iterable[Row], InputRecordCache | None]:
+        """Kafka's TopologyTestDriver flushes the cache once per source record: the key's rows of
+        one source position share one cache (flushed before the next position's first row); a
+        row that crossed a repartition, or any row without a cache, is flushed alone."""
+        cfg, cols = self.config, self._cols
+        self.kernel.stream_times = list(r[cols.stream_times_before])
+        if cfg.flush is not FlushPolicy.PER_RECORD or cfg.inputs[source].repartitioned:
+            return list(self._flush_cache(kcell, key)), None
+        if self._cache is not None and cols.position(self._cache_row) == cols.position(r):
+            self._cache_row = r
+            return (), self._cache
+        flushed = list(self._flush_cache(kcell, key))
+        self._cache, self._cache_row = InputRecordCache(), r
+        return flushed, self._cache
 
-    def _on_close(self, kcell: Any, key: Any, closed: tuple[WindowAgg, ...], stream_time: int,
+    def _forward(self, kcell: Any, key: Any, step: KernelStep, r: tuple[Any, ...]) -> Iterator[Row]:
+        if any(o.final for o in step.outputs):
+            yield from self._releases(kcell, key, step.outputs, step.final_latencies, r)
+            return
+        for i, o in enumerate(step.outputs):
+            yield self._update(kcell, o, r, i)
+
+    def _releases(self, kcell: Any, key: Any, outputs: Iterable[Out], latencies: Iterable[int],
                   r: tuple[Any, ...]) -> Iterator[Row]:
-        return self._pending(kcell, key, closed)
+        """Windows stream time closed leave pending, with their threshold; what a folded suppress
+        releases at once (a window the record wrote again after its release) comes out with the
+        record, after them, with its emit-final event."""
+        cols = self._cols
+        threshold = self.config.windowing.close_threshold
+        immediate = 0
+        for o, latency in zip(outputs, latencies):
+            assert o.window is not None
+            if not o.immediate:
+                yield self._final(kcell, key, o, -1, [], threshold(o.window))
+                continue
+            position = cols.position(r)
+            yield self._record(self._key_cell(kcell, o), self._internal(o.value, kcell, position), o.timestamp, [],
+                               position, [*cols.output_position(r), 2, immediate])
+            yield self._event(EMIT_FINAL, latency, o.timestamp, position, self.config.key_order(key))
+            immediate += 1
 
-    def _end_of_key(self, kcell: Any, key: Any, state: KeyState, batch: ChangeBuffer,
-                    last: tuple[Any, ...]) -> Iterator[Row]:
-        yield from self._flush_cache(kcell)
+    def _end_of_key(self, kcell: Any, key: Any) -> Iterator[Row]:
+        yield from self._flush_cache(kcell, key)
+        state = self.kernel.states.get(key) or KeyState()
         if self.config.emit_on_close:
-            yield from self._pending(kcell, key, state.open_windows())
+            threshold = self.config.windowing.close_threshold
+            for w in state.open_windows():
+                o = self.kernel.out(key, w.bounds, w, final=True)
+                yield self._final(kcell, key, o, -1, [], threshold(w))
             # what the run's later records closed is emitted (assigned) in this run: not again
             state = close_step(self.config.windowing, state, self.run_stream_time).state
+            self.kernel.states[key] = state
         if state.windows:
-            key_cell = self._key_cell(kcell, WindowAgg(0, 0, None, 0))  # the grouping key, in the output key column
+            key_cell = kcell if not self.config.key.windowed else {"key": kcell, "start": 0, "end": 0}
             yield self.out(key_cell, None, -1, [], -1, [], None, CARRY, None, None, self._encode_state(state))

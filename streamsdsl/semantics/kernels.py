@@ -27,7 +27,7 @@ from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
 
-__all__ = ["AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates"]
+__all__ = ["AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates", "store_clock"]
 
 
 class FlushPolicy(enum.Enum):
@@ -58,6 +58,11 @@ class Out:
     value: Any
     timestamp: int
     final: bool = attrs.field(default=False, eq=False, repr=False)
+    #: The forwarded window (``None`` for a tombstone): what a host orders finals by.
+    window: WindowAgg | None = attrs.field(default=None, eq=False, repr=False)
+    #: A folded suppress's release of a window the record wrote again after its release (it
+    #: comes out with the record, after what stream time released).
+    immediate: bool = attrs.field(default=False, eq=False, repr=False)
 
 
 @attrs.frozen
@@ -78,6 +83,51 @@ def forwarded_updates(before: KeyState, step: RecordStep, policy: FlushPolicy) -
     buffer = ChangeBuffer(w.bounds for w in before.windows)
     step.write_to(buffer)
     return buffer.flush()
+
+
+def store_clock(windowing: Windowing, flush: FlushPolicy, emit_on_close: bool, times_before: Sequence[int], slot: int,
+                stream_time: int) -> tuple[int | None, int]:
+    """When one store serves several inputs that keep their own stream times (Kafka's cogroup:
+    one aggregate processor per input over one store), the times a record of input ``slot``
+    works with: ``(expiry_time, store_time)``. ``times_before``: every input's stream time
+    before the record; ``stream_time``: input ``slot``'s after it.
+
+    ``expiry_time`` is the stream time windows expire by (``None``: the record's own stream
+    time): a session leaves the state once the store's time, the greatest of the inputs', has
+    closed it (`WindowingRules.store_time_expires_windows`); with the record cache, a time or
+    sliding window leaves it only once every input's stream time has expired it (the least of
+    them, `WindowingRules.cache_keeps_expired_windows`); without the cache once the store's own
+    time has (`WindowingRules.uncached_store_time_unit`: for time windows the greatest window
+    start put). ``store_time`` is the stream time before the record that decides what the store
+    still shows (`record_step`'s ``stream_time_before``). The one implementation of this rule:
+    the direct engine's kernel calls it with its own stream times, and a Spark host's kernel
+    with the ones its plan computed (the JVM operator's ``Clock.java`` mirrors it).
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.session import SessionWindowing
+    >>> store_clock(SessionWindowing(10, 0), FlushPolicy.PER_RECORD, False, [50, 20], 1, 30)
+    (50, 50)
+    >>> store_clock(SessionWindowing(10, 0), FlushPolicy.PER_RECORD, False, [50], 0, 60)
+    (None, 50)
+    """
+    before_time = times_before[slot]
+    if len(times_before) < 2:
+        return None, before_time
+    times = [stream_time if i == slot else t for i, t in enumerate(times_before)]
+    if getattr(windowing, "store_time_expires_windows", False):
+        # one store for all inputs, its time the fastest input's: a session it has closed is
+        # final, whichever input and key the record has
+        return max(times), max(times_before)
+    if flush is FlushPolicy.PER_RECORD and getattr(windowing, "cache_keeps_expired_windows", False):
+        # one record cache for all inputs: a window stays in it until every input's stream time
+        # has expired it
+        return min(times), before_time
+    if flush is FlushPolicy.EVERY_WRITE and not emit_on_close and (unit := windowing.uncached_store_time_unit) is not None:
+        # no cache: one store for all inputs, which hides a window by its own time
+        latest = max(times_before)
+        return latest - latest % unit, before_time
+    return None, before_time
 
 
 class InputRecordCache:
@@ -150,7 +200,7 @@ class AggregateKernel:
     def __init__(self, windowing: Windowing, fns: AggFunctions | Sequence[AggFunctions], *, emit_on_close: bool = False,
                  per_input_time: bool = False, flush: FlushPolicy = FlushPolicy.PER_RECORD,
                  states: MutableMapping[Any, KeyState] | None = None, stream_times: Sequence[int] | None = None,
-                 key_order: Callable[[Any], Any] = key_bytes) -> None:
+                 key_order: Callable[[Any], Any] = key_bytes, suppress_release: bool = True) -> None:
         self.windowing = windowing
         self.fns = (fns,) if isinstance(fns, AggFunctions) else tuple(fns)
         self.emit_on_close = emit_on_close
@@ -160,6 +210,7 @@ class AggregateKernel:
         self.stream_times = list(stream_times) if stream_times else [-1] * (len(self.fns) if per_input_time else 1)
         self.windowed = not isinstance(windowing, Unwindowed)
         self.key_order = key_order
+        self.suppress_release = suppress_release
 
     @property
     def stream_time(self) -> int:
@@ -184,28 +235,13 @@ class AggregateKernel:
             self.stream_times[slot] = stream_time
             self._store(key, state)
             return self._released(key, release.passed, release.immediate, stream_time)
-        expiry_time = None
-        store_time = before_time
-        if self.per_input_time and len(self.stream_times) > 1:
-            times = [stream_time if i == slot else t for i, t in enumerate(self.stream_times)]
-            if getattr(windowing, "store_time_expires_windows", False):
-                # one store for all inputs, its time the fastest input's: a session it has
-                # closed is final, whichever input and key the record has
-                expiry_time, store_time = max(times), max(self.stream_times)
-            elif self.flush is FlushPolicy.PER_RECORD and getattr(windowing, "cache_keeps_expired_windows", False):
-                # one record cache for all inputs: a window stays in it until every input's
-                # stream time has expired it
-                expiry_time = min(times)
-            elif (self.flush is FlushPolicy.EVERY_WRITE and not self.emit_on_close
-                  and (unit := windowing.uncached_store_time_unit) is not None):
-                # no cache: one store for all inputs, which hides a window by its own time
-                latest = max(self.stream_times)
-                expiry_time = latest - latest % unit
+        expiry_time, store_time = store_clock(windowing, self.flush, self.emit_on_close, self.stream_times, slot,
+                                              stream_time) if self.per_input_time else (None, before_time)
         step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
                            stream_time_before=store_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time
         self._store(key, step.state)
-        if isinstance(windowing, FinalResultsWindowing):
+        if isinstance(windowing, FinalResultsWindowing) and self.suppress_release:
             if cache is not None and windowing.cached:  # released at the input record's flush
                 first = cache.finals.get(key)
                 steps = [step] if first is None else [*first[2], step]
@@ -224,7 +260,7 @@ class AggregateKernel:
             cache.write(key, before, step, context)
         else:
             for bounds, w in forwarded_updates(before, step, self.flush):
-                outputs.append(self._out(key, bounds, w))
+                outputs.append(self.out(key, bounds, w))
         return KernelStep(tuple(outputs), step.dropped, tuple(latencies))
 
     def flush_cache(self, cache: InputRecordCache) -> list[tuple[Out, Any]]:
@@ -242,7 +278,27 @@ class AggregateKernel:
                 out.extend((o, ()) for o in step.outputs)
                 cache.final_latencies.extend(step.final_latencies)
             return out
-        return [(self._out(key, bounds, w), context) for key, bounds, w, context in cache.flush()]
+        return [(self.out(key, bounds, w), context) for key, bounds, w, context in cache.flush()]
+
+    def advance_to(self, stream_time: int) -> KernelStep:
+        """Stream time reaches ``stream_time`` without a record (a host's event-time timer):
+        every key's windows it closes leave the state, and with emit on close they are forwarded
+        as final, in the window kind's final order and then the key's bytes."""
+        self.stream_times = [max(t, stream_time) for t in self.stream_times]
+        closing = self._close_others(None, stream_time)
+        outputs: list[Out] = []
+        latencies: list[int] = []
+        if self.emit_on_close:
+            self._finals(closing, stream_time, outputs, latencies)
+        return KernelStep(tuple(outputs), 0, tuple(latencies))
+
+    def out(self, key: Any, bounds: tuple[int, int], window: WindowAgg | None, final: bool = False,
+            immediate: bool = False) -> Out:
+        """The record that forwards ``window`` of ``key`` (``None``: a tombstone of ``bounds``)."""
+        start, end = bounds if self.windowed else (None, None)
+        if window is None or window.agg is None:
+            return Out(key, start, end, None, bounds[1] if window is None else window.ts, final, window, immediate)
+        return Out(key, start, end, window.agg, window.ts, final, window, immediate)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _store(self, key: Any, state: KeyState) -> None:
@@ -271,7 +327,7 @@ class AggregateKernel:
         threshold = self.windowing.close_threshold
         closing.sort(key=lambda pair: (order(pair[0]), key_order(pair[1])))
         for w, k in closing:
-            outputs.append(self._out(k, w.bounds, w, final=True))
+            outputs.append(self.out(k, w.bounds, w, final=True))
             latencies.append(stream_time - threshold(w) - 1)
 
     def _released(self, key: Any, passed: Iterable[WindowAgg], immediate: Iterable[WindowAgg], stream_time: int,
@@ -284,12 +340,6 @@ class AggregateKernel:
         self._finals(closing, stream_time, outputs, latencies)
         threshold = self.windowing.close_threshold
         for w in immediate:
-            outputs.append(self._out(key, w.bounds, w, final=True))
+            outputs.append(self.out(key, w.bounds, w, final=True, immediate=True))
             latencies.append(stream_time - threshold(w) - 1)
         return KernelStep(tuple(outputs), dropped, tuple(latencies))
-
-    def _out(self, key: Any, bounds: tuple[int, int], window: WindowAgg | None, final: bool = False) -> Out:
-        start, end = bounds if self.windowed else (None, None)
-        if window is None or window.agg is None:
-            return Out(key, start, end, None, bounds[1] if window is None else window.ts, final)
-        return Out(key, start, end, window.agg, window.ts, final)
