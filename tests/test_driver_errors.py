@@ -232,3 +232,55 @@ class TestDropLog:
             "topic=[in] partition=[0] offset=[3] timestamp=[102] reason=[Serdes.Json() cannot deserialize the "
             "record value: not valid UTF-8 JSON]",
         ]
+
+
+class TestDropReasons:
+    """Each drop is logged with Kafka Streams' reason and under the processor that drops it."""
+
+    @pytest.mark.parametrize("engine", ["direct", pytest.param("spark", marks=pytest.mark.spark)])
+    def test_null_values_and_late_records_of_aggregations_and_cogroups(
+            self, engine: str, caplog: pytest.LogCaptureFixture, request: pytest.FixtureRequest) -> None:
+        """A null value dropped by an unwindowed aggregation is "due to null key or value" (Kafka's
+        ``KStreamAggregate``), not an expired window; a cogroup's drops are logged under the
+        aggregate processor of the record's input (``COGROUPKSTREAM-AGGREGATE-…``), not its merge
+        node: a null value of input ``b``, a null key of input ``a``, and a record of input ``b``
+        too late for its time window."""
+        from streamsdsl import TimeWindows
+
+        spark = request.getfixturevalue("spark") if engine == "spark" else None
+        s = Consumed.with_serdes(Serdes.String(), Serdes.String())
+        b = StreamsBuilder()
+        (b.stream("plain", s).group_by_key().aggregate(lambda: "", lambda k, v, a: a + v)
+         .to_stream().to("out1"))
+        ga, gb = b.stream("a", s).group_by_key(), b.stream("b", s).group_by_key()
+        (ga.cogroup(lambda k, v, agg: agg + v).cogroup(gb, lambda k, v, agg: agg + v.upper()).aggregate(lambda: "")
+         .to_stream().to("out2"))
+        wa, wb = b.stream("wa", s).group_by_key(), b.stream("wb", s).group_by_key()
+        (wa.cogroup(lambda k, v, agg: agg + v).cogroup(wb, lambda k, v, agg: agg + v)
+         .windowed_by(TimeWindows.of_size_with_no_grace(10)).aggregate(lambda: "")
+         .to_stream().map(lambda k, v: (k.key, v)).to("out3"))
+        topology = b.build()
+        with caplog.at_level("WARNING", logger="streamsdsl"), \
+                TopologyTestDriver(topology, engine=engine, spark=spark) as d:
+            topics = {t: d.create_input_topic(t) for t in ("plain", "a", "b", "wa", "wb")}
+            topics["plain"].pipe_input("k", "x", 1)
+            topics["plain"].pipe_input("k", None, 2)
+            topics["b"].pipe_input("k", None, 3)
+            topics["a"].pipe_input(None, "y", 4)
+            topics["wb"].pipe_input("k", "z", 25)
+            topics["wb"].pipe_input("k", "late", 5)
+            assert [(r.key, r.value) for r in d.create_output_topic("out1").read_records_to_list()] == [("k", "x")]
+            assert d.create_output_topic("out2").read_records_to_list() == []
+            assert [(r.key, r.value) for r in d.create_output_topic("out3").read_records_to_list()] == [("k", "z")]
+            assert d.metrics()["dropped-records-total"] == 4.0
+        names = {n.name for n in topology.nodes}
+        agg = next(n for n in sorted(names) if n.startswith("KSTREAM-AGGREGATE-"))
+        cogroups = sorted((n for n in topology.nodes if n.name.startswith("COGROUPKSTREAM-MERGE-")),
+                          key=lambda n: n.name)
+        (a_agg, b_agg), (_, wb_agg) = cogroups[0].agg_names, cogroups[1].agg_names
+        assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
+            f"{agg}: Skipping record due to null key or value. topic=[plain] partition=[0] offset=[1] timestamp=[2]",
+            f"{b_agg}: Skipping record due to null key or value. topic=[b] partition=[0] offset=[0] timestamp=[3]",
+            f"{a_agg}: Skipping record due to null key or value. topic=[a] partition=[0] offset=[0] timestamp=[4]",
+            f"{wb_agg}: Skipping record for expired window. topic=[wb] partition=[0] offset=[1] timestamp=[5]",
+        ]

@@ -18,7 +18,7 @@ from streamsdsl import ir
 from streamsdsl.compiler.event_time import stateful_downstream, transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
-from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
+from streamsdsl.compiler.columns import DROPPED_NULL_VALUE, POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler import jvm_operator
@@ -63,7 +63,12 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     """Run the stateful processor (the JVM operator with ``jvm``, else the Python one) over
     ``inp`` (null keys counted and left out first) and return its records; its metric events are
     counted and removed right after it."""
-    inp = lowering.drop_counted(inp, node, F.col("key").isNotNull())
+    names = config.input_names or (node,)
+    if len(names) > 1:  # a cogroup: each input's aggregate processor counts its own drops
+        for i, name in enumerate(names):
+            inp = lowering.drop_counted(inp, name, F.col("key").isNotNull() | (F.col(INPUT_INDEX) != i))
+    else:
+        inp = lowering.drop_counted(inp, names[0], F.col("key").isNotNull())
     inp = lowering.operator_input(inp, config, INPUT_INDEX if config.cogroup and not config.emit_on_close else None)
     if jvm is not None:
         replay = lowering.mode is PlanMode.REPLAY
@@ -78,9 +83,19 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
         out = transform_with_state(lowering.mode is PlanMode.STREAMING, lowering.topology, node, packed.groupBy("key"),
                                    processor, schema, "EventTime")
     out = lowering.after_processor(out, inp, config)
-    metric = F.col(EVENT_METRIC)
-    out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)),
-                           final_latency=F.when(metric == EMIT_FINAL, F.col(EVENT_VALUE)))
+    metric, count = F.col(EVENT_METRIC), F.col(EVENT_VALUE)
+    final_latency = F.when(metric == EMIT_FINAL, count)
+    if len(names) > 1:  # drop events carry their input's index (`DROPPED`)
+        out = lowering.observe(out, node, "output", dropped=F.lit(None).cast("double"), final_latency=final_latency)
+        index = F.coalesce(F.element_at(F.col(OUTPUT_POSITION), 1), F.lit(0))
+        for i, name in enumerate(names):
+            out = lowering.observe(out, name, "output", dropped=F.when((metric == DROPPED) & (index == i), count))
+            out = lowering.observe(out, name, "null-value",
+                                   dropped=F.when((metric == DROPPED_NULL_VALUE) & (index == i), count))
+    else:
+        out = lowering.observe(out, node, "output", dropped=F.when(metric == DROPPED, count),
+                               final_latency=final_latency)
+        out = lowering.observe(out, node, "null-value", dropped=F.when(metric == DROPPED_NULL_VALUE, count))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
 
 
@@ -199,7 +214,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger), _repartitioned(self, node, i))
               for i, (f, a) in enumerate(zip(frames, node.aggregators))),
         emit_on_close=node.windows is not None and node.emit.emits_on_close,
-        cogroup=True, flush=self.flush,
+        cogroup=True, flush=self.flush, input_names=node.agg_names,
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -75,8 +75,11 @@ OUTPUT_COLUMNS = (SINK_INDEX, "key", "value", "timestamp", "headers", SOURCE_POS
 #: `SINK_INDEX` of a dead-letter record (a record the ``log_and_continue`` handler skipped).
 DEAD_LETTER_SINK = -1
 
-#: Metric event names a processor emits.
+#: Metric event names a processor emits: a record dropped as too late (`DROPPED`) or for its null
+#: value (`DROPPED_NULL_VALUE`); an aggregation's drop event of a cogroup carries its input's index
+#: as its `OUTPUT_POSITION` (the drop is counted and logged under that input's processor).
 DROPPED = "dropped"
+DROPPED_NULL_VALUE = "dropped-null-value"
 EMIT_FINAL = "emit-final"
 #: Test driver: a key's state at the end of a run (`CARRIED_STATE`), to carry to the next run.
 CARRY = "carry"
@@ -96,6 +99,7 @@ MAX_LOGGED_DROPS = 100
 #: Why a point drops records (its observation's part), in Kafka Streams' log words.
 DROP_REASONS = {
     "input": "Skipping record due to null key or value",
+    "null-value": "Skipping record due to null key or value",
     "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
     "output": "Skipping record for expired window",
 }
@@ -158,6 +162,7 @@ JVM_CONTRACT: dict[str, object] = {
     "CARRIED_STATE": CARRIED_STATE,
     "RUN_STREAM_TIME": RUN_STREAM_TIME,
     "DROPPED": DROPPED,
+    "DROPPED_NULL_VALUE": DROPPED_NULL_VALUE,
     "EMIT_FINAL": EMIT_FINAL,
     "CARRY": CARRY,
     "OUTPUT_FIELDS": OPERATOR_OUTPUT_FIELDS,

@@ -38,7 +38,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import ArrayType, BinaryType, BooleanType, ByteType, DoubleType, FloatType, IntegerType
 from pyspark.sql.types import LongType, ShortType, StringType, StructField, StructType
 
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EMIT_FINAL, INPUT_INDEX, OPERATOR_OUTPUT_FIELDS
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, DROPPED_NULL_VALUE, EMIT_FINAL, INPUT_INDEX
+from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS
 from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, REPLAY_FIELDS, RUN_STREAM_TIME, SOURCE_POSITION
 from streamsdsl.compiler.columns import STREAM_TIMES_BEFORE
 from streamsdsl.compiler.frame import KeyCodec
@@ -47,6 +48,7 @@ from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.operators import function_of
+from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE as NULL_VALUE
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.windowing import KeyState, WindowAgg, Windowing, close_step
 
@@ -177,6 +179,9 @@ class AggregateConfig:
     function_names: tuple[str, str, str] = ("initializer", "aggregator", "merger")
     #: Replay: when store writes are forwarded (``statestore.cache.max.bytes``).
     flush: FlushPolicy = FlushPolicy.PER_RECORD
+    #: A cogroup: each input's aggregate processor (``agg_names``), which counts and logs the
+    #: drops of its input's records.
+    input_names: tuple[str, ...] = ()
 
     def key_order(self, key: Any) -> str:
         """How on-close records of one stream-time step and one window order by key: the key's
@@ -328,8 +333,14 @@ class AggregateProcessor(StatefulProcessor):
                 final_key: str | None = None, threshold: int | None = None) -> Row:
         return self.out(key, value, ts, headers, position, output_position, final_key, None, None)
 
-    def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
-        return self.out(None, None, ts, [], position, [], final_key, metric, float(value))
+    def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None,
+               output_position: tuple[int, ...] = ()) -> Row:
+        return self.out(None, None, ts, [], position, list(output_position), final_key, metric, float(value))
+
+    def _dropped(self, step: KernelStep, ts: int, position: int, source: int) -> Row:
+        """A drop event: its reason as the metric, a cogroup's input as its output position."""
+        metric = DROPPED_NULL_VALUE if step.reason == NULL_VALUE else DROPPED
+        return self._event(metric, step.dropped, ts, position, None, (source,) if self.config.cogroup else ())
 
     def _update(self, kcell: Any, o: Out, r: tuple[Any, ...], index: int) -> Row:
         """A forwarded store write (an update, or a tombstone), with the writing record's
@@ -384,7 +395,7 @@ class AggregateProcessor(StatefulProcessor):
                 raise UserFunctionError.of(cfg.node, function_of(exc, kernel.fns[source], cfg.function_names), exc, k,
                                            position).in_worker() from exc
             if step.dropped:
-                yield self._event(DROPPED, step.dropped, ts, position)
+                yield self._dropped(step, ts, position, source)
             yield from self._forward(kcell, k, step, r)
         yield from self._end_of_key(kcell, k)
         state = kernel.states.get(k) or KeyState()
@@ -539,8 +550,10 @@ class ReplayAggregateProcessor(AggregateProcessor):
                 final_key: str | None = None, threshold: int | None = None) -> Row:
         return self.out(key, value, ts, headers, position, output_position, final_key, None, None, threshold, None)
 
-    def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None) -> Row:
-        return self.out(None, None, ts, [], position, [], final_key, metric, float(value), None, None)
+    def _event(self, metric: str, value: float, ts: int, position: int, final_key: str | None = None,
+               output_position: tuple[int, ...] = ()) -> Row:
+        return self.out(None, None, ts, [], position, list(output_position), final_key, metric, float(value), None,
+                        None)
 
     def _load(self, data: list[tuple[Any, ...]]) -> KeyState:
         cols = self._cols

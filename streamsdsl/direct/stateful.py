@@ -23,7 +23,7 @@ from streamsdsl.operators import function_names, function_of, grouped_functions,
 from streamsdsl.operators import filtered_table_sides, selector_pair, windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
-from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
+from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel, StreamJoinSpec
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
@@ -189,7 +189,9 @@ class AggregateStep(StatefulStep):
         except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
             raise user_error(self.name, function_of(exc, fns, self.names), exc, rec.key, self.run.position) from exc
         if step.dropped:
-            self.drop("input" if rec.key is None else "output", rec, step.dropped)
+            part = "input" if rec.key is None else "null-value" if step.reason == DROPPED_NULL_VALUE else "output"
+            names = getattr(self.node, "agg_names", ())  # a cogroup's per-input aggregate processors
+            self.drop(part, rec, step.dropped, processor=names[port] if names else None)
         if step.final_latencies:
             self.run.finals.extend(step.final_latencies)
         for o in step.outputs:

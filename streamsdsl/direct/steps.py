@@ -63,16 +63,18 @@ class Step:
         for step, port in self.record_children:
             step.receive(rec, port, True)
 
-    def drop(self, part: str, rec: Record | None = None, count: int = 1, detail: str | None = None) -> None:
-        """Count (and log, as the Spark runners do) ``count`` records this step drops."""
+    def drop(self, part: str, rec: Record | None = None, count: int = 1, detail: str | None = None,
+             processor: str | None = None) -> None:
+        """Count (and log, as the Spark runners do) ``count`` records this step drops (``processor``:
+        the processor that logs it, when not the step's node)."""
         run = self.run
         run.dropped += count
         reason = DROP_REASONS.get(part, "Skipping record")
         topic, partition, offset = run.coordinates
         more = f" reason=[{detail}]" if detail else ""
         ts = rec.timestamp if rec is not None else run.timestamp
-        log.warning("%s: %s. topic=[%s] partition=[%s] offset=[%s] timestamp=[%s]%s", self.name, reason, topic,
-                    partition, offset, ts, more)
+        log.warning("%s: %s. topic=[%s] partition=[%s] offset=[%s] timestamp=[%s]%s", processor or self.name, reason,
+                    topic, partition, offset, ts, more)
 
     # -- state that a failed record rolls back (stateful steps override) --------------------------
     def begin(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from streamsdsl.errors import RecordError, StreamsDslError
 from streamsdsl.io.errors import find_source_error, find_transaction_error
+from streamsdsl.ir.nodes import CogroupAggregateNode
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.errors import StreamsError
 from streamsdsl.runtime.session import python_worker_error
@@ -67,7 +68,11 @@ def locate(topology: Topology, node: str, position: int) -> tuple[str, int, int]
     | offset``: it does not say which topic the record was read from. The topic is the one
     source topic upstream of ``node`` (exact for a processor before a merge or join of several
     topics), else the candidates joined by ``|`` (a processor after such a merge; every source
-    topic for a node the topology does not have)."""
+    topic for a node the topology does not have). A cogroup's per-input aggregate processor
+    (``agg_names``) reads its input's topics."""
+    for n in topology.nodes:
+        if isinstance(n, CogroupAggregateNode) and node in n.agg_names:
+            node = n.parents[n.agg_names.index(node)]
     known = node in {n.name for n in topology.nodes}
     topics = topology.upstream_topics(node) if known else topology.source_topics
     topic = topics[0] if len(topics) == 1 else "|".join(topics) or "?"

@@ -27,7 +27,7 @@ from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
 from streamsdsl.semantics.windowing import close_step, record_step
 
-__all__ = ["AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates", "store_clock"]
+__all__ = ["DROPPED_EXPIRED", "DROPPED_NULL_VALUE", "AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates", "store_clock"]
 
 
 class FlushPolicy(enum.Enum):
@@ -65,14 +65,23 @@ class Out:
     immediate: bool = attrs.field(default=False, eq=False, repr=False)
 
 
+#: Why an aggregation drops a record (`KernelStep.reason`), in Kafka Streams' log words: a null
+#: value where the operator skips one (``KStreamAggregate``, ``KStreamSlidingWindowAggregate``:
+#: "due to null key or value"), or a record too late for every window it falls in.
+DROPPED_NULL_VALUE = "null-value"
+DROPPED_EXPIRED = "expired"
+
+
 @attrs.frozen
 class KernelStep:
-    """What one record does: the forwarded records in order, how often it counts as dropped, and
-    the emit-final latencies (ms of stream time past each released window's close)."""
+    """What one record does: the forwarded records in order, how often it counts as dropped and
+    why (`DROPPED_NULL_VALUE`, `DROPPED_EXPIRED`; ``None`` when not dropped), and the emit-final
+    latencies (ms of stream time past each released window's close)."""
 
     outputs: tuple[Out, ...] = ()
     dropped: int = 0
     final_latencies: tuple[int, ...] = ()
+    reason: str | None = None
 
 
 def forwarded_updates(before: KeyState, step: RecordStep, policy: FlushPolicy) -> list[tuple[tuple[int, int], WindowAgg | None]]:
@@ -241,15 +250,17 @@ class AggregateKernel:
                            stream_time_before=store_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time
         self._store(key, step.state)
+        reason = None if not step.dropped else DROPPED_NULL_VALUE if value is None and windowing.drops_null_values \
+            else DROPPED_EXPIRED
         if isinstance(windowing, FinalResultsWindowing) and self.suppress_release:
             if cache is not None and windowing.cached:  # released at the input record's flush
                 first = cache.finals.get(key)
                 steps = [step] if first is None else [*first[2], step]
                 cache.finals[key] = (before, before_time, steps, stream_time) if first is None \
                     else (first[0], first[1], steps, stream_time)
-                return KernelStep(dropped=step.dropped)
+                return KernelStep(dropped=step.dropped, reason=reason)
             release = final_results_release(windowing, before, step, before_time, stream_time)
-            return self._released(key, release.passed, release.immediate, stream_time, step.dropped)
+            return self._released(key, release.passed, release.immediate, stream_time, step.dropped, reason)
         outputs: list[Out] = []
         latencies: list[int] = []
         if self.emit_on_close:
@@ -261,7 +272,7 @@ class AggregateKernel:
         else:
             for bounds, w in forwarded_updates(before, step, self.flush):
                 outputs.append(self.out(key, bounds, w))
-        return KernelStep(tuple(outputs), step.dropped, tuple(latencies))
+        return KernelStep(tuple(outputs), step.dropped, tuple(latencies), reason)
 
     def flush_cache(self, cache: InputRecordCache) -> list[tuple[Out, Any]]:
         """What the input record's cache forwards at its flush: ``(record, context)`` pairs; with
@@ -331,7 +342,7 @@ class AggregateKernel:
             latencies.append(stream_time - threshold(w) - 1)
 
     def _released(self, key: Any, passed: Iterable[WindowAgg], immediate: Iterable[WindowAgg], stream_time: int,
-                  dropped: int = 0) -> KernelStep:
+                  dropped: int = 0, reason: str | None = None) -> KernelStep:
         """A suppress node's releases around one record: what stream time passed (this key's and
         every other key's, in (end, key) order), then what the record re-wrote after its release."""
         outputs: list[Out] = []
@@ -342,4 +353,4 @@ class AggregateKernel:
         for w in immediate:
             outputs.append(self.out(key, w.bounds, w, final=True, immediate=True))
             latencies.append(stream_time - threshold(w) - 1)
-        return KernelStep(tuple(outputs), dropped, tuple(latencies))
+        return KernelStep(tuple(outputs), dropped, tuple(latencies), reason)

@@ -33,7 +33,8 @@ class Unwindowed(WindowingRules):
     1
     """
 
-    drops_null_values: ClassVar[bool] = False
+    #: Kafka's ``KStreamAggregate`` skips a null value first, before anything else.
+    drops_null_values: ClassVar[bool] = True
 
     def step(self, windows: Iterable[WindowAgg], key: Any, value: Any, ts: int, stream_time: int,
              fns: AggFunctions) -> WindowStep:
