@@ -14,7 +14,7 @@ ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install kafka-jars kafka-connector class-archive run test test-spark unit integration integration-process docs docs-check docs-serve bench clean lint \
+.PHONY: install kafka-jars kafka-connector class-archive run test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
 	oracle oracle-jar
 
 install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
@@ -94,16 +94,13 @@ $(ORACLE_BUILT): $(ORACLE_SOURCES)
 	mvn -B -q -f oracle/java/pom.xml package -DskipTests
 	touch $@
 
-# The conformance and property suites with every TopologyTestDriver on the Spark engine (the
-# compiled plan): what `make test` runs on the direct engine, checked on Spark (about 30 minutes
-# on 2 cores; a nightly job's, not every change's). `make test` itself runs the engines' differential.
-CONFORMANCE := tests/test_driver_sessions.py tests/test_driver_time_windows.py tests/test_driver_stream.py \
-	tests/test_cogroup.py tests/test_cogroup_properties.py tests/test_session_properties.py \
-	tests/test_time_window_properties.py tests/test_joins.py tests/test_stream_joins.py tests/test_table_joins.py \
-	tests/test_grouped_tables.py tests/test_windowed_group_by.py tests/test_repartition_joins.py \
-	tests/test_suppress.py tests/test_driver_errors.py tests/test_driver_stores.py tests/test_record_cache.py
-test-spark: install
-	STREAMSDSL_TEST_ENGINE=spark $(PY) -m pytest -p no:cacheprovider $(CONFORMANCE)
+# The conformance suite on every host (tests/conftest.py: CONFORMANCE, HOSTS): every test of it on
+# the direct engine, on the Spark plan with the Python and with the JVM operator, and the tests
+# marked streaming_host as a streaming query. `make test` runs the same fixture on a sample (every
+# test on the direct engine; the tests marked every_host on both Spark hosts and the first test
+# of each class on one of them; the streaming subset): docs/testing.md says more.
+test-hosts: install $(ORACLE_BUILT)
+	STREAMSDSL_TEST_HOSTS=all $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests
 
 integration: install
 	$(PY) -m pytest -p no:cacheprovider integration

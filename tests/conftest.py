@@ -72,6 +72,93 @@ def _spark_engine_where_needed(request: pytest.FixtureRequest, monkeypatch: pyte
         monkeypatch.setenv(ENGINE_ENV, "spark")
 
 
+#: The conformance suite: the test files whose drivers run on every host (`HOSTS`).
+CONFORMANCE = (
+    "tests/test_driver_sessions.py", "tests/test_driver_time_windows.py", "tests/test_driver_stream.py",
+    "tests/test_cogroup.py", "tests/test_joins.py", "tests/test_stream_joins.py", "tests/test_table_joins.py",
+    "tests/test_grouped_tables.py", "tests/test_windowed_group_by.py", "tests/test_repartition_joins.py",
+    "tests/test_suppress.py", "tests/test_driver_errors.py", "tests/test_driver_stores.py",
+    "tests/test_record_cache.py",
+)
+#: Where a conformance test's TopologyTestDriver runs its topology: the engine and the operator of
+#: the built-in aggregations (``streamsdsl.operator``): the direct engine, the Spark plan in
+#: replay on the Python operator and on the JVM operator, and the plan as a streaming query
+#: (``engine="streaming"``, a micro-batch per piped record).
+HOSTS = {"direct": ("direct", "auto"), "spark": ("spark", "python"), "spark-jvm": ("spark", "jvm"),
+         "streaming": ("streaming", "auto")}
+#: Which conformance tests run on the Spark hosts: ``sample`` (`make test`: the tests marked
+#: ``every_host`` on ``spark`` and ``spark-jvm``; the first test of each class, and of each file's
+#: module-level tests, on one of them, the classes of a file taking them in turn; the tests marked
+#: ``streaming_host`` on ``streaming``) or ``all``
+#: (`make test-hosts`: every test on every Spark host, the ``streaming_host`` tests on ``streaming``).
+HOSTS_ENV = "STREAMSDSL_TEST_HOSTS"
+
+
+def _first_line(cls: type) -> int:
+    """Where a test class's first test is in its file (classes without tests last)."""
+    lines = [f.__code__.co_firstlineno for name, f in vars(cls).items() if name.startswith("test_") and callable(f)]
+    return min(lines, default=1 << 30)
+
+
+def _hosts_of(metafunc: pytest.Metafunc) -> list[str]:
+    """The hosts a conformance test runs on (`HOSTS_ENV`)."""
+    definition, fixtures = metafunc.definition, set(metafunc.fixturenames)
+    if not {"spark", "run_driver"} & fixtures:
+        return []  # no driver that could run on Spark (an API or a value test)
+    engine_parameter = any("engine" in m.args[0] for m in definition.iter_markers("parametrize"))
+    own_query = "streaming" in f"{metafunc.cls.__name__ if metafunc.cls else ''} {metafunc.function.__name__}".lower()
+    if {"operator", "jvm_operator"} & fixtures or engine_parameter or own_query \
+            or definition.get_closest_marker("spark_engine") is not None:
+        return []  # the test picks its engine and operators itself, or runs its own streaming query
+    streaming = ["streaming"] if definition.get_closest_marker("streaming_host") is not None else []
+    if os.environ.get(HOSTS_ENV, "sample") == "all" or definition.get_closest_marker("every_host") is not None:
+        return ["direct", "spark", "spark-jvm", *streaming]
+    owner = metafunc.cls or metafunc.module
+    tests = [f for name, f in vars(owner).items() if name.startswith("test_") and callable(f)]
+    first = min(tests, key=lambda f: f.__code__.co_firstlineno) if tests else None
+    if first is not metafunc.function:
+        return ["direct", *streaming]
+    # the first test of each class, the classes of a file taking the Spark hosts in turn
+    classes = sorted((c for c in vars(metafunc.module).values() if isinstance(c, type) and c.__name__.startswith("Test")
+                      and c.__module__ == metafunc.module.__name__), key=_first_line)
+    index = classes.index(metafunc.cls) if metafunc.cls in classes else 0
+    return ["direct", ("spark", "spark-jvm")[index % 2], *streaming]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A conformance test runs once per host (`HOSTS`): its ``host`` parameter."""
+    path = metafunc.definition.nodeid.split("::", 1)[0]
+    if path in CONFORMANCE:
+        hosts = _hosts_of(metafunc)
+        if hosts:
+            if "host" not in metafunc.fixturenames:
+                metafunc.fixturenames.append("host")
+            metafunc.parametrize("host", hosts, indirect=True)
+
+
+@pytest.fixture
+def host(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The conformance test's host (`HOSTS`): every driver of the test runs there."""
+    from streamsdsl.jvm import OPERATOR_ENV
+    from streamsdsl.runtime.engines import ENGINE_ENV
+
+    name = str(request.param)
+    engine, operator = HOSTS[name]
+    if engine != "direct":
+        request.getfixturevalue("spark")
+    monkeypatch.setenv(ENGINE_ENV, engine)
+    monkeypatch.setenv(OPERATOR_ENV, operator)
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _on_host(request: pytest.FixtureRequest) -> None:
+    """A conformance test's ``host`` is set up before its other fixtures read the engine."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "host" in callspec.params:
+        request.getfixturevalue("host")
+
+
 @pytest.fixture()
 def engine(_spark_engine_where_needed: None) -> str:
     """The test driver's engine of this test."""
@@ -89,7 +176,7 @@ def run_driver(request: pytest.FixtureRequest, engine: str) -> Callable[..., Any
     """
     from streamsdsl.runtime.driver import TopologyTestDriver
 
-    spark = request.getfixturevalue("spark") if engine == "spark" else None
+    spark = request.getfixturevalue("spark") if engine != "direct" else None
 
     def run(topology: Topology, records: list[tuple[Any, ...]], out: str | list[str] = "out",
             key_serde: Any = None, value_serde: Any = None, with_metrics: bool = False) -> Any:

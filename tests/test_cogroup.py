@@ -133,6 +133,7 @@ class TestCogroupApi:
 
 @pytest.mark.spark
 class TestCogroupDriver:
+    @pytest.mark.streaming_host
     def test_kip150_customer_example(self, spark: Any) -> None:
         """KIP-150's data (cart 1-5, purchases 6-10, wish list 11-15 for customers 1 and 2):
         the final Customer aggregates exactly as the KIP lists them."""

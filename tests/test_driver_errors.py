@@ -206,7 +206,7 @@ class TestStrictDriver:
         assert isinstance(caught.value, TopologyError) and isinstance(caught.value, StreamsConfigError)
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestDropLog:
     def test_each_skipped_or_dropped_record_is_logged(self, spark: Any, caplog: pytest.LogCaptureFixture) -> None:
         """As Kafka Streams: one warning per skipped record, in source order, with the processor,

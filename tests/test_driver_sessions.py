@@ -47,7 +47,7 @@ def recs(*items: tuple[Any, int]) -> list[tuple[Any, str, int]]:
     return [(k, "v", ts) for k, ts in items]
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestSessionMerging:
     def test_single_session_within_gap(self, run_driver: Any) -> None:
         """Records within the gap extend one session; each extension retracts the previous window."""
@@ -68,6 +68,7 @@ class TestSessionMerging:
         """Records more than `gap` apart start a new session; no tombstone."""
         assert run_driver(count_topology(5, 100), recs(("a", 0), ("a", 6))) == [W("a", 0, 0, 1), W("a", 6, 6, 1)]
 
+    @pytest.mark.streaming_host
     def test_out_of_order_record_bridges_two_sessions(self, run_driver: Any) -> None:
         """A late record within the gap of two sessions merges them: a tombstone for each, in
         (end, start) order, then the merged session."""
@@ -102,7 +103,7 @@ class TestSessionMerging:
         ]
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestDrops:
     def test_null_key_dropped_and_counted(self, run_driver: Any) -> None:
         """A null-key record is dropped, counted, and does not advance stream time."""
@@ -178,7 +179,7 @@ class TestAggregations:
         ]
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestEmitOnClose:
     def test_emits_each_session_once_in_order_after_close(self, spark: Any) -> None:
         """on_window_close forwards nothing on update, then each session exactly once, when

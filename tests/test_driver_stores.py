@@ -52,7 +52,7 @@ def test_key_value_store_of_a_python_aggregate(spark: Any) -> None:
         assert d.get_key_value_store("KSTREAM-AGGREGATE-STATE-STORE-0000000001").all() == [KeyValue("k", "xy")]
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 def test_window_store(spark: Any) -> None:
     """A tumbling count's store (on both operators): fetch one window, a range of starts, all windows."""
     b = StreamsBuilder()
@@ -70,7 +70,7 @@ def test_window_store(spark: Any) -> None:
         assert store.fetch_all(10, 10) == store.all()
 
 
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 def test_session_store(spark: Any) -> None:
     """A session count's store (on both operators): merged sessions with inclusive ends."""
     b = StreamsBuilder()
@@ -108,3 +108,17 @@ def test_advance_wall_clock_time(spark: Any) -> None:
             d.advance_wall_clock_time(-1)
         with pytest.raises(InvalidTypeError, match=r"'advance' must be milliseconds \(an int\) or a datetime.timedelta"):
             d.advance_wall_clock_time(1.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.spark
+def test_the_streaming_engine_refuses_to_read_a_store(spark: Any) -> None:
+    """The streaming engine runs the plan as a streaming query, whose state it does not read: a
+    store read names the engines that can."""
+    from streamsdsl.errors import OperationNotDefinedError
+
+    b = StreamsBuilder()
+    b.stream("in").group_by_key().count(materialized=Materialized.as_("counts")).to_stream().to("out")
+    with TopologyTestDriver(b.build(), engine="streaming", spark=spark) as d:
+        with pytest.raises(OperationNotDefinedError, match=r"streaming engine does not read state stores; read them "
+                                                           r"with engine='direct' or engine='spark'\.$"):
+            d.get_key_value_store("counts").get("a")

@@ -366,12 +366,13 @@ class TestDirectEngineRefusals:
                                 "STREAMSDSL_TEST_ENGINE=spark), or pass a Python function instead of the Column.")
 
     def test_an_unknown_engine_names_the_choices(self) -> None:
-        """engine= takes 'direct' or 'spark'; anything else says what each means."""
+        """engine= takes 'direct', 'spark' or 'streaming'; anything else says what each means."""
         from streamsdsl import InvalidArgumentError
 
         b = StreamsBuilder()
         b.stream("in", _strings()).to("out")
         with pytest.raises(InvalidArgumentError) as caught:
             TopologyTestDriver(b.build(), engine="flink")
-        assert str(caught.value) == ("'engine' must be 'direct' (in the test process, no Spark) or 'spark' (the "
-                                     "compiled Spark plan) (got 'flink').")
+        assert str(caught.value) == ("'engine' must be 'direct' (in the test process, no Spark), 'spark' (the "
+                                     "compiled Spark plan) or 'streaming' (the compiled plan as a streaming query, "
+                                     "a micro-batch per record) (got 'flink').")

@@ -93,8 +93,9 @@ class TestTimeWindowsSpec:
 
 
 @pytest.mark.spark
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestTumbling:
+    @pytest.mark.streaming_host
     def test_boundaries(self, run_driver: Any) -> None:
         """A record at exactly `start` and at `end - 1` is in [start, end); a record at `end` is in the next window."""
         out = run_driver(count_topology(TimeWindows.of_size_with_no_grace(10)), recs(("a", 10), ("a", 19), ("a", 20)))
@@ -153,7 +154,7 @@ class TestTumbling:
 
 
 @pytest.mark.spark
-@pytest.mark.usefixtures("operator")
+@pytest.mark.every_host
 class TestHopping:
     def test_record_updates_every_window_it_falls_in(self, run_driver: Any) -> None:
         """Size 10, advance 5: a record at 7 is in [0, 10) and [5, 15), forwarded in start order."""
@@ -161,6 +162,7 @@ class TestHopping:
         out = run_driver(topology, recs(("a", 7), ("a", 12)))
         assert out == [W("a", 0, 10, 1, 7), W("a", 5, 15, 1, 7), W("a", 5, 15, 2, 12), W("a", 10, 20, 1, 12)]
 
+    @pytest.mark.streaming_host
     def test_late_record_counted_once_per_closed_window(self, run_driver: Any) -> None:
         """A record too late for two windows counts twice in dropped-records-total; one still
         open window takes it."""
@@ -222,7 +224,7 @@ class TestSliding:
 
 @pytest.mark.spark
 class TestStreamingTimeWindows:
-    @pytest.mark.usefixtures("operator")
+    @pytest.mark.every_host
     def test_on_close_exactly_once_across_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
         """Tumbling on close on a real streaming query: windows close on event-time timers after
         the watermark passes end + grace; a restart from the checkpoint re-emits nothing."""
@@ -252,7 +254,7 @@ class TestStreamingTimeWindows:
         ]
         assert metrics.snapshot()["dropped-records-total"] == 1.0
 
-    @pytest.mark.usefixtures("operator")
+    @pytest.mark.every_host
     def test_update_mode_net_change_per_batch(self, spark: Any, tmp_path: Any) -> None:
         """on_window_update forwards per micro-batch the last value of each updated window."""
         topic = FileTopic(str(tmp_path / "in"))

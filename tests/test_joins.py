@@ -142,6 +142,7 @@ class TestTableApi:
 
 @pytest.mark.spark
 class TestStreamTableJoinDriver:
+    @pytest.mark.streaming_host
     def test_kafka_join_scenarios(self, spark: Any) -> None:
         """KStreamKTableJoinTest / KStreamKTableLeftJoinTest, in one pipe sequence:
         shouldNotJoinWithEmptyTableOnStreamUpdates, shouldNotJoinOnTableUpdates,

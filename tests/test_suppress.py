@@ -203,6 +203,7 @@ def _reference(raw: list[tuple[Any, int, int, Any, int]], grace: int,
 
 @pytest.mark.spark
 class TestSuppressDriver:
+    @pytest.mark.streaming_host
     def test_final_results_for_time_windows(self, spark: Any) -> None:
         """SuppressScenarioTest.shouldSupportFinalResultsForTimeWindows (size 2, grace 1): one
         result per window once stream time reaches end + grace, with the window's latest count

@@ -87,7 +87,7 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     final_latency = F.when(metric == EMIT_FINAL, count)
     if len(names) > 1:  # drop events carry their input's index (`DROPPED`)
         out = lowering.observe(out, node, "output", dropped=F.lit(None).cast("double"), final_latency=final_latency)
-        index = F.coalesce(F.element_at(F.col(OUTPUT_POSITION), 1), F.lit(0))
+        index = F.coalesce(F.get(F.col(OUTPUT_POSITION), 0), F.lit(0))
         for i, name in enumerate(names):
             out = lowering.observe(out, name, "output", dropped=F.when((metric == DROPPED) & (index == i), count))
             out = lowering.observe(out, name, "null-value",

@@ -25,6 +25,7 @@ import attrs
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.engines import DirectDriverEngine, Engine, RawRecord, SinkSerdes, SparkDriverEngine
+from streamsdsl.runtime.engines import StreamingDriverEngine
 from streamsdsl.runtime.engines import _Failed, engine_choice
 from streamsdsl.runtime.errors import NoSinkError
 from streamsdsl.runtime.stores import KeyValue, ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
@@ -245,9 +246,10 @@ class TopologyTestDriver:
         self.topology = topology
         self.config = DriverConfig.from_mapping(config)
         self.engine = engine_choice(engine)
-        self._engine: DirectDriverEngine | SparkDriverEngine = (
+        self._engine: DirectDriverEngine | SparkDriverEngine | StreamingDriverEngine = (
             DirectDriverEngine(topology, self.config) if self.engine is Engine.DIRECT
-            else SparkDriverEngine(topology, self.config, spark))
+            else SparkDriverEngine(topology, self.config, spark) if self.engine is Engine.SPARK
+            else StreamingDriverEngine(topology, self.config, spark))
         self._dlq_topic = self.config.dead_letter_topic
         self._records: list[RawRecord] = []
         self._offsets: list[int] = []  # per piped record: its offset in its topic
@@ -267,6 +269,7 @@ class TopologyTestDriver:
 
     def close(self) -> None:
         self._closed = True
+        self._engine.close()
 
     # -- topics ---------------------------------------------------------------------------------
     def _source_for(self, topic: str) -> ir.SourceNode:

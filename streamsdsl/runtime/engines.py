@@ -1,10 +1,14 @@
-"""The two engines of the `TopologyTestDriver`.
+"""The three engines of the `TopologyTestDriver`.
 
 * ``direct`` (`DirectDriverEngine`, the default) runs the topology in the test process on the
   direct engine (`streamsdsl.direct`): no JVM, milliseconds per test.
 * ``spark`` (`SparkDriverEngine`) runs the topology's compiled Spark plan in replay mode: a batch
   job over the records piped since its previous run, with the state carried from run to run —
   the plan a streaming query runs, with per-record stream time.
+* ``streaming`` (`StreamingDriverEngine`) runs the compiled plan as a streaming query, each
+  piped record its own micro-batch (one file of a `streamsdsl.io.files.FileTopic`): stream time
+  is the watermark of the records before it, raised by the record itself, which is Kafka's
+  stream time record for record; windows close on Spark's event-time timers.
 
 Both take the records piped since their previous run and return what the topology wrote; a
 record that fails raises its `RecordError` with the record's pipe position, after the records
@@ -14,12 +18,14 @@ before it have been processed (their output is returned by the next call).
 from __future__ import annotations
 
 import enum
+import functools
 import os
 from typing import TYPE_CHECKING, Any, Sequence
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, RecordError
+from streamsdsl.errors import InvalidArgumentError, RecordError, TopologyError
+from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry
 
@@ -42,6 +48,7 @@ class Engine(enum.Enum):
 
     DIRECT = "direct"
     SPARK = "spark"
+    STREAMING = "streaming"
 
 
 def engine_choice(engine: Engine | str | None) -> Engine:
@@ -57,8 +64,8 @@ def engine_choice(engine: Engine | str | None) -> Engine:
         return Engine(str(engine).strip().lower())
     except ValueError:
         raise InvalidArgumentError(
-            f"{source} must be 'direct' (in the test process, no Spark) or 'spark' (the compiled Spark plan) "
-            f"(got {engine!r}).") from None
+            f"{source} must be 'direct' (in the test process, no Spark), 'spark' (the compiled Spark plan) or "
+            f"'streaming' (the compiled plan as a streaming query, a micro-batch per record) (got {engine!r}).") from None
 
 
 @attrs.frozen
@@ -122,6 +129,9 @@ class DirectDriverEngine:
         step = self.run_.sink_for_topic(topic)
         assert step is not None, topic
         return SinkSerdes(step.typed.key, step.key_serde, step.value_serde)
+
+    def close(self) -> None:
+        """Nothing outlives the driver's process."""
 
 
 class _Failed(Exception):
@@ -253,6 +263,148 @@ class SparkDriverEngine:
         found = self.compile().sink_for_topic(topic)
         assert found is not None, topic
         return SinkSerdes(found.key_codec, found.key_serde, found.value_serde)
+
+    def close(self) -> None:
+        """Each run's batch job is over when it returns: nothing to stop."""
+
+
+class StreamingDriverEngine:
+    """The compiled plan as a streaming query behind a driver (see the module docs): the same
+    plan `KafkaStreams` runs, on its own checkpoint in a temporary directory, fed one micro-batch
+    per piped record. A run appends the records piped since the previous one and waits until the
+    query has processed them and the event-time timers they set off have fired. Its metrics come
+    from the query's progress. A failed record stops the query: the driver then refuses further
+    records. Stores are not readable on this engine (use ``direct`` or ``spark``)."""
+
+    def __init__(self, topology: Topology, config: DriverConfig, spark: SparkSession | None) -> None:
+        import tempfile
+
+        from streamsdsl.io.files import FileTopic
+        from streamsdsl.runtime.metrics import QueryMetrics
+        from streamsdsl.runtime.session import get_session, require_state_store
+
+        if spark is None:
+            spark = get_session(conf=config.spark_conf)
+        if topology.store_names:
+            require_state_store(spark)
+        self.topology, self.config, self.spark = topology, config, spark
+        self._directory = tempfile.mkdtemp(prefix="streamsdsl-driver-")
+        self._input = FileTopic(os.path.join(self._directory, "input"))
+        self._collected: list[tuple[int, tuple[Any, ...], RawRecord]] = []
+        self._query: Any = None
+        self._compiled: CompiledTopology | None = None
+        self._failed: RecordError | None = None
+        self._metrics = QueryMetrics(locate=functools.partial(locate, topology))
+
+    def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
+        from streamsdsl.runtime.streaming import await_event_time_timers
+
+        if self._failed is not None:
+            raise TopologyError(f"this driver's streaming query stopped at a failed record ({self._failed}); "
+                                "create a new TopologyTestDriver to go on.")
+        for r in records[start:end]:
+            self._input.append_raw([(r.topic, r.key, r.value, r.timestamp, r.headers)])
+        query = self._query or self._start()
+        try:
+            query.processAllAvailable()
+            await_event_time_timers(query, self.topology)
+            self._metrics.refresh()
+        except Exception as exc:
+            error = RecordError.find(exc)
+            if error is None:
+                raise
+            self._failed = error
+            # a streaming position is the record's offset in its topic (partition 0): the first
+            # record of this run at that offset failed (its batch, the query's last, did not commit)
+            offset = None if error.position is None else error.position & ((1 << 40) - 1)
+            error.position = next((i for i in range(start, end) if offsets[i] == offset), start)
+            raise _Failed(self._take(), error) from error
+        return self._take()
+
+    def _take(self) -> list[RawRecord]:
+        """What the query wrote since the last call, in order (batch, position, output position)."""
+        out = [raw for _, _, raw in sorted(self._collected, key=lambda c: (c[0], c[1]))]
+        self._collected = []
+        return out
+
+    def _start(self) -> Any:
+        from streamsdsl.runtime.streaming import start_streaming
+
+        query, compiled, _ = start_streaming(
+            self.topology, lambda n: self._input.read_stream(self.spark, n.topics), _DriverSink(self),
+            checkpoint_location=os.path.join(self._directory, "checkpoint"), metrics=self._metrics,
+            deserialization_handler=self.config.deserialization_handler, operator=self.config.operator.value,
+            flush=self.config.flush)
+        self._query, self._compiled = query, compiled
+        return query
+
+    def compile(self) -> CompiledTopology:
+        """The streaming plan (compiled when the query starts, else for the sinks' serdes)."""
+        if self._compiled is None:
+            from streamsdsl.compiler import PlanMode, compile_topology
+            from streamsdsl.compiler.plan import CompileOptions
+
+            self._compiled = compile_topology(
+                self.topology, lambda n: self._input.read_stream(self.spark, n.topics),
+                CompileOptions(PlanMode.STREAMING, self.config.operator.value, self.config.deserialization_handler,
+                               flush=self.config.flush))
+        return self._compiled
+
+    def metrics(self) -> dict[str, float]:
+        snapshot = self._metrics.snapshot()
+        return {name: snapshot[name] for name in TASK_METRICS}
+
+    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+        from streamsdsl.errors import OperationNotDefinedError
+
+        raise OperationNotDefinedError(
+            f"{node.name}: the test driver's streaming engine does not read state stores; read them with "
+            "engine='direct' or engine='spark'.")
+
+    def sink(self, topic: str) -> SinkSerdes:
+        found = self.compile().sink_for_topic(topic)
+        assert found is not None, topic
+        return SinkSerdes(found.key_codec, found.key_serde, found.value_serde)
+
+    def close(self) -> None:
+        import shutil
+
+        if self._query is not None:
+            self._query.stop()
+            self._query = None
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+class _DriverSink:
+    """The streaming engine's `streamsdsl.runtime.streaming.BatchSink`: each micro-batch's rows,
+    in their order (batch, source position, output position), as raw records."""
+
+    def __init__(self, engine: StreamingDriverEngine) -> None:
+        self.engine = engine
+
+    def write_batch(self, sink: Any, rows: DataFrame, batch_id: int) -> None:
+        from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
+
+        for row in rows.collect():
+            self.engine._collected.append((batch_id, (row[SOURCE_POSITION], list(row[OUTPUT_POSITION] or [])),
+                                           _raw(sink.topic, row)))
+
+    def write_dead_letters(self, rows: DataFrame, batch_id: int) -> None:
+        topic = self.engine.config.dead_letter_topic
+        if topic is None:
+            return
+        for i, row in enumerate(rows.collect()):
+            self.engine._collected.append((batch_id, (-1, [i]), _raw(topic, row)))
+
+
+def _raw(topic: str, row: Any) -> RawRecord:
+    return RawRecord(
+        topic,
+        None if row["key"] is None else bytes(row["key"]),
+        None if row["value"] is None else bytes(row["value"]),
+        row["timestamp"],
+        tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
+    )
 
 
 def _spark_cause(exc: BaseException) -> str:

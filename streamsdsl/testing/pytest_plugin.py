@@ -10,7 +10,8 @@ on that engine::
 
 The Spark run shares one SparkSession per test session (the active one, or one streamsdsl
 builds). A test marked ``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named
-only.
+only; ``streamsdsl_engines("direct", "spark", "streaming")`` adds the streaming engine (the plan
+as a streaming query, a micro-batch per piped record: seconds per test, so not by default).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+#: The engines a ``driver_engine`` test runs on by default, and every engine it may name.
 ENGINES = ("direct", "spark")
+KNOWN_ENGINES = ("direct", "spark", "streaming")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -32,15 +35,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     marker = metafunc.definition.get_closest_marker("streamsdsl_engines")
     engines = tuple(marker.args) if marker is not None and marker.args else ENGINES
-    unknown = [e for e in engines if e not in ENGINES]
+    unknown = [e for e in engines if e not in KNOWN_ENGINES]
     if unknown:
-        raise pytest.UsageError(f"streamsdsl_engines: unknown engine(s) {unknown}; use {list(ENGINES)}.")
+        raise pytest.UsageError(f"streamsdsl_engines: unknown engine(s) {unknown}; use {list(KNOWN_ENGINES)}.")
     metafunc.parametrize("driver_engine", engines, indirect=True)
 
 
 @pytest.fixture()
 def driver_engine(request: pytest.FixtureRequest) -> str:
-    """The engine this run of the test uses: ``direct`` or ``spark``."""
+    """The engine this run of the test uses: ``direct``, ``spark`` or ``streaming``."""
     return str(request.param)
 
 
@@ -56,7 +59,7 @@ def make_driver(request: pytest.FixtureRequest, driver_engine: str) -> Callable[
     """``make_driver(topology, config=None, **kwargs)``: a `TopologyTestDriver` on this run's engine."""
     from streamsdsl.runtime.driver import TopologyTestDriver
 
-    spark = request.getfixturevalue("_streamsdsl_spark") if driver_engine == "spark" else None
+    spark = request.getfixturevalue("_streamsdsl_spark") if driver_engine != "direct" else None
 
     def make(topology: Any, config: dict[str, Any] | None = None, **kwargs: Any) -> TopologyTestDriver:
         return TopologyTestDriver(topology, config, engine=driver_engine, spark=spark, **kwargs)

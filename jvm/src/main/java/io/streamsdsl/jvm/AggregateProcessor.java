@@ -170,13 +170,24 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     }
 
     private Row event(String metric, double value, long ts, long pos, String finalKey) {
+        return event(metric, value, ts, pos, finalKey, EMPTY);
+    }
+
+    private Row event(String metric, double value, long ts, long pos, String finalKey, scala.collection.Seq<Object> outPos) {
         if (spec.replay) {
-            return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value, null, null);
+            return RowFactory.create(null, null, ts, EMPTY, pos, outPos, finalKey, metric, value, null, null);
         }
         if (spec.eventTimeOut) {
-            return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value, eventTime(ts));
+            return RowFactory.create(null, null, ts, EMPTY, pos, outPos, finalKey, metric, value, eventTime(ts));
         }
-        return RowFactory.create(null, null, ts, EMPTY, pos, EMPTY, finalKey, metric, value);
+        return RowFactory.create(null, null, ts, EMPTY, pos, outPos, finalKey, metric, value);
+    }
+
+    /** A drop event (the Python processor's {@code _dropped}): its reason as the metric (a null value
+     * where the window kind skips one, else too late), a cogroup's input as its output position. */
+    private Row dropped(Rec r, long count) {
+        String metric = r.valueNull && windowing.dropsNullValues() ? Contract.DROPPED_NULL_VALUE : DROPPED;
+        return event(metric, count, r.ts, r.pos, null, spec.inputIdx >= 0 ? position(new long[0], r.input) : EMPTY);
     }
 
     /** A row's output event time: its timestamp, raised to the watermark when older, plus
@@ -186,12 +197,14 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         return new java.sql.Timestamp(Math.max(ts, Math.max(watermark, 0L)) + Contract.EVENT_TIME_SHIFT_MS);
     }
 
-    private void flush(List<Row> out, Object kcell, ChangeBuffer buffer, Rec r) {
+    /** What the cache forwards: each window with its last writing record's position, headers and output position. */
+    private void flush(List<Row> out, Object kcell, ChangeBuffer buffer) {
         int i = 0;
-        for (Map.Entry<Win.Bounds, Win> e : buffer.flush()) {
-            Win w = e.getValue();
+        for (ChangeBuffer.Flushed f : buffer.flush()) {
+            Win w = f.window();
+            Rec r = (Rec) f.context();
             boolean tomb = ChangeBuffer.isTombstone(w);
-            Win window = tomb ? new Win(e.getKey().start(), e.getKey().end(), null, e.getKey().end()) : w;
+            Win window = tomb ? new Win(f.bounds().start(), f.bounds().end(), null, f.bounds().end()) : w;
             Object value = tomb ? null : outValue(w.agg);
             out.add(record(keyCell(kcell, window), value, window.ts, r.headers, r.pos, position(r.outPos, 0, i), null, null));
             i++;
@@ -331,25 +344,25 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             long expiryTime = r.expiryTime != null ? r.expiryTime : streamTime;
             Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime,
                 expiryTime, agg);
-            if (step.step.dropped > 0) out.add(event(DROPPED, step.step.dropped, r.ts, r.pos, null));
+            if (step.step.dropped > 0) out.add(dropped(r, step.step.dropped));
             if (!spec.emitOnClose) {
                 if (spec.replay) {
                     boolean alone = spec.repartitioned(r.input);
                     if (pending != null && (alone || pendingRec.pos != r.pos)) {
-                        flush(out, kcell, pending, pendingRec);
+                        flush(out, kcell, pending);
                         pending = null;
                     }
                     if (alone) {
                         ChangeBuffer buffer = new ChangeBuffer(st.windows);
-                        step.writeTo(buffer);
-                        flush(out, kcell, buffer, r);
+                        step.writeTo(buffer, r);
+                        flush(out, kcell, buffer);
                     } else {
                         if (pending == null) pending = new ChangeBuffer(st.windows);
-                        step.writeTo(pending);
+                        step.writeTo(pending, r);
                         pendingRec = r;
                     }
                 } else {
-                    step.writeTo(batch);
+                    step.writeTo(batch, r);
                 }
             }
             st = step.state;
@@ -358,7 +371,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
                 else finals(out, kcell, step.closed, streamTime, r.pos, r.outPos);
             }
         }
-        if (pending != null) flush(out, kcell, pending, pendingRec);
+        if (pending != null) flush(out, kcell, pending);
         if (spec.replay) {
             if (spec.emitOnClose) {
                 pending(out, kcell, st.openWindows());
@@ -369,7 +382,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
                     CARRY, null, null, seq(encodeCarried(st))));
             }
         } else {
-            if (!spec.emitOnClose) flush(out, kcell, batch, data.get(data.size() - 1));
+            if (!spec.emitOnClose) flush(out, kcell, batch);
             save(st, loaded.timer);
         }
         return CollectionConverters.asScala(out.iterator());

@@ -21,7 +21,7 @@ abstract class Windowing implements Serializable {
     static final Comparator<Win> BY_START = Comparator.comparingLong(w -> w.start);
     static final Comparator<Win> BY_END_START = Comparator.<Win>comparingLong(w -> w.end).thenComparingLong(w -> w.start);
 
-    /** A record with a null value is dropped before it advances stream time (sliding windows). */
+    /** A record with a null value is dropped before it advances stream time (sliding windows, unwindowed). */
     boolean dropsNullValues() {
         return false;
     }
@@ -115,11 +115,11 @@ abstract class Windowing implements Serializable {
         }
 
         /** Deletes first, then puts; a put of a null aggregate is a delete, as Kafka's {@code put(key, null)}. */
-        void writeTo(ChangeBuffer buffer) {
-            for (Win w : step.deletes) buffer.delete(w);
+        void writeTo(ChangeBuffer buffer, Object context) {
+            for (Win w : step.deletes) buffer.delete(w, context);
             for (Win w : step.puts) {
-                if (w.agg == null) buffer.delete(w);
-                else buffer.put(w);
+                if (w.agg == null) buffer.delete(w, context);
+                else buffer.put(w, context);
             }
         }
     }
@@ -364,6 +364,12 @@ abstract class Windowing implements Serializable {
     /** Unwindowed aggregation ({@code KStreamAggregate}): one "window" [0, 0] that never closes. */
     static final class Unwindowed extends Windowing {
         private static final long serialVersionUID = 1L;
+
+        /** Kafka's {@code KStreamAggregate} skips a null value first (the Python {@code Unwindowed}). */
+        @Override
+        boolean dropsNullValues() {
+            return true;
+        }
 
         @Override
         Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns) {

@@ -74,7 +74,7 @@ class SessionWindowingTest {
         Windowing.RecordStep step = windowing.recordStep(Windowing.KeyState.empty(), true, null, 0, 3, 3, MIN);
         assertEquals(0, step.state.windows.size());
         ChangeBuffer buffer = new ChangeBuffer(List.of());
-        step.writeTo(buffer);
+        step.writeTo(buffer, "r");
         assertEquals(0, buffer.flush().size());
         return step;
     }
