@@ -21,3 +21,23 @@ RAW_RECORD_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp
 #: Schema (Spark DDL) of what a sink receives: serialized key/value, a null value is a
 #: tombstone; ``timestamp`` in epoch milliseconds.
 RAW_SINK_DDL = "key binary, value binary, timestamp long, headers array<struct<key:string,value:binary>>"
+
+#: Why a point drops records (the part of an operator that drops them: before it, a null value,
+#: a deserialization error, too late for its windows), in Kafka Streams' log words; the direct
+#: engine and the Spark runners log a dropped record with them.
+DROP_REASONS = {
+    "input": "Skipping record due to null key or value",
+    "null-value": "Skipping record due to null key or value",
+    "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
+    "output": "Skipping record for expired window",
+}
+
+#: Kafka Streams' dead-letter headers (KIP-1034).
+DLQ_HEADERS = (
+    "__streams.errors.exception",
+    "__streams.errors.message",
+    "__streams.errors.topic",
+    "__streams.errors.partition",
+    "__streams.errors.offset",
+)
+DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"

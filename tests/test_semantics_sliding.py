@@ -138,14 +138,6 @@ class TestInOrderRecords:
             27: {("6", 30)},
         }
 
-    def test_in_order_iterator_same_windows_other_order(self) -> None:
-        """processInOrder visits windows in ascending start. It produces the same windows as
-        processReverse, but writes the existing ones in the opposite order."""
-        fwd = run(SlidingWindowing(10, 5, in_order_iterator=True), SMALL_INPUT, prune="none")
-        rev = run(SlidingWindowing(10, 5), SMALL_INPUT, prune="none")
-        assert fwd.state == rev.state
-        assert fwd.per_record[4] == [(11, 21, "0+3+4+5", 20), (15, 25, "0+4+5", 20), (16, 26, "0+5", 20),
-                                     (10, 20, "0+1+2+3+4+5", 20)]
 
 
 class TestLeftAndRightWindows:
@@ -167,10 +159,6 @@ class TestLeftAndRightWindows:
         assert r.per_record[1] == [(101, 111, "0+b", 106), (96, 106, "0+a+b", 106)]
         assert r.per_record[2] == [(101, 111, "0+b+c", 106), (96, 106, "0+a+b+c", 106),
                                    (93, 103, "0+a+c", 103), (104, 114, "0+b", 106)]
-        fwd = run(SlidingWindowing(10, 100, in_order_iterator=True), records)
-        assert fwd.per_record[2] == [(96, 106, "0+a+b+c", 106), (101, 111, "0+b+c", 106),
-                                     (93, 103, "0+a+c", 103), (104, 114, "0+b", 106)]
-        assert fwd.state == r.state
 
     def test_join_input_update_order(self) -> None:
         """testJoin, table 1 (d=10, grace=100). The second round, checked in order, writes the
@@ -280,13 +268,12 @@ class TestOutOfOrderRecords:
         for _ in range(50):
             rng.shuffle(inputs)
             records = single_key("A", inputs) + [("A", "V", 181)]
-            for in_order in (False, True):
-                r = run(SlidingWindowing(10, 100, in_order_iterator=in_order), records, sort_agg)
-                assert finals(r.puts) == expected
-                # On close, streamsdsl emits every closed window (start <= 70 at stream time
-                # 181). Kafka's emit-final expects only starts >= 52: its retention of 120 ms,
-                # counted from the store's max window start 171, expires the rest first.
-                assert finals(r.emitted) == {s: v for s, v in expected.items() if s <= 70}
+            r = run(SlidingWindowing(10, 100), records, sort_agg)
+            assert finals(r.puts) == expected
+            # On close, streamsdsl emits every closed window (start <= 70 at stream time
+            # 181). Kafka's emit-final expects only starts >= 52: its retention of 120 ms,
+            # counted from the store's max window start 171, expires the rest first.
+            assert finals(r.emitted) == {s: v for s, v in expected.items() if s <= 70}
 
 
 class TestEarlyRecords:
@@ -473,21 +460,18 @@ def expected_starts(timestamps: list[int], d: int) -> set[int]:
 def test_every_window_is_the_fold_of_its_records_when_nothing_closes(ts_list: list[int], d: int) -> None:
     """With a grace longer than the input spans, records can come in any order. Each stored
     window then holds exactly the records with ts in [start, end], and its ts is their max.
-    Ends are start + d, starts are unique, and the set of starts is KIP-450's. Both iterators
-    agree."""
+    Ends are start + d, starts are unique, and the set of starts is KIP-450's."""
     records = [("k", i, t) for i, t in enumerate(ts_list)]
-    for in_order in (False, True):
-        w = SlidingWindowing(d, 1000, in_order_iterator=in_order)
-        r = run(w, records, SET_AGG, prune="none")
-        windows = r.state["k"]
-        assert all(x.end == x.start + d for x in windows)
-        assert len({x.start for x in windows}) == len(windows)
-        assert {x.start for x in windows} == expected_starts(ts_list, d)
-        for x in windows:
-            inside = {i for i, t in enumerate(ts_list) if x.start <= t <= x.end}
-            assert x.agg == inside
-            assert x.ts == max(ts_list[i] for i in inside)
-        assert sum(r.dropped) == 0
+    r = run(SlidingWindowing(d, 1000), records, SET_AGG, prune="none")
+    windows = r.state["k"]
+    assert all(x.end == x.start + d for x in windows)
+    assert len({x.start for x in windows}) == len(windows)
+    assert {x.start for x in windows} == expected_starts(ts_list, d)
+    for x in windows:
+        inside = {i for i, t in enumerate(ts_list) if x.start <= t <= x.end}
+        assert x.agg == inside
+        assert x.ts == max(ts_list[i] for i in inside)
+    assert sum(r.dropped) == 0
 
 
 @settings(max_examples=300, deadline=None)

@@ -96,24 +96,8 @@ OBSERVED_DROPPED_RECORDS = "dropped_records"
 OBSERVED_FIELDS = (OBSERVED_DROPPED, OBSERVED_EMITTED_FINAL, OBSERVED_LATENCY_SUM, OBSERVED_LATENCY_MAX,
                    OBSERVED_DROPPED_RECORDS)
 MAX_LOGGED_DROPS = 100
-#: Why a point drops records (its observation's part), in Kafka Streams' log words.
-DROP_REASONS = {
-    "input": "Skipping record due to null key or value",
-    "null-value": "Skipping record due to null key or value",
-    "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
-    "output": "Skipping record for expired window",
-}
 OBSERVATION_PREFIX = "streamsdsl:"
 
-#: Kafka Streams' dead-letter headers (KIP-1034).
-DLQ_HEADERS = (
-    "__streams.errors.exception",
-    "__streams.errors.message",
-    "__streams.errors.topic",
-    "__streams.errors.partition",
-    "__streams.errors.offset",
-)
-DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
 
 
 def observation_name(node: str, part: str) -> str:

@@ -18,10 +18,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.classic.column import Column as ClassicColumn
 
 from streamsdsl import ir
+from streamsdsl.records import DLQ_EXCEPTION, DLQ_HEADERS
 from streamsdsl.compiler.columns import (
     DEAD_LETTER_SINK,
-    DLQ_EXCEPTION,
-    DLQ_HEADERS,
     FINAL_KEY_ORDER,
     FRAME_COLUMNS,
     HEADERS_TYPE,

@@ -17,7 +17,7 @@ import attrs
 
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec
-from streamsdsl.compiler.columns import DLQ_EXCEPTION, DLQ_HEADERS, DROP_REASONS
+from streamsdsl.records import DLQ_EXCEPTION, DLQ_HEADERS, DROP_REASONS
 from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, invalid_reason, result_error
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde

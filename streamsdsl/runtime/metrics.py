@@ -18,8 +18,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from streamsdsl.records import DROP_REASONS
 from streamsdsl.compiler.columns import (
-    DROP_REASONS,
     MERGED_OBSERVATION_PREFIX,
     OBSERVATION_PREFIX,
     OBSERVED_DROPPED,

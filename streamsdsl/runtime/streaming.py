@@ -18,12 +18,12 @@ from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.columns import (
     DEAD_LETTER_SINK,
     EVENT_TIME_SHIFT_MS,
-    DLQ_HEADERS,
     OUTPUT_POSITION,
     SINK_INDEX,
     SOURCE_POSITION,
 )
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.records import DLQ_HEADERS
 from streamsdsl.errors import TopologyError
 from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
 from streamsdsl.runtime.session import require_state_store

@@ -121,7 +121,7 @@ def _right_window_not_empty(right: WindowAgg | None, ts: int) -> bool:
 @attrs.define
 class _Scan:
     """What a scan of a key's existing windows found (the local variables of Kafka's
-    ``processReverse`` / ``processInOrder``)."""
+    ``processReverse``)."""
 
     start_times: set[int] = attrs.Factory(set)
     left: WindowAgg | None = None
@@ -180,28 +180,6 @@ def _process_reverse(store: _Store) -> None:
     scan.create_windows(store)
 
 
-def _process_in_order(store: _Store) -> None:
-    """``processInOrder``: the forward-iterator path (used by stores without ``backwardFetch``)."""
-    ts, d = store.ts, store.d
-    scan = _Scan()
-    for w in store.fetch(max(0, ts - 2 * d), ts + 1):
-        scan.start_times.add(w.start)
-        end = w.start + d
-        if end < ts:
-            scan.left, scan.previous_ts = w, w.ts
-        elif end == ts:
-            scan.left_created = True
-            if w.ts < ts:
-                scan.previous_ts = w.ts
-            store.update_stored(w)
-        elif w.start <= ts:
-            scan.right = w
-            store.update_stored(w)
-        else:  # w.start == ts + 1
-            scan.right_created = True
-    scan.create_windows(store)
-
-
 def _process_early(store: _Store) -> None:
     """``processEarly`` (``0 <= t < d``): ``[0, d]`` takes the place of ``t``'s left window.
 
@@ -244,10 +222,10 @@ def _process_early(store: _Store) -> None:
 class SlidingWindowing(WindowingRules):
     """Sliding windows with time difference ``d`` and a grace period, both in ms (KIP-450).
 
-    ``in_order_iterator`` selects Kafka's forward-iterator path (``processInOrder``, used with
-    custom stores that lack ``backwardFetch``). The default is ``processReverse``, which is what
-    Kafka runs with its built-in stores. The two paths build the same windows but write the
-    existing ones in opposite orders.
+    A record's windows are found as Kafka's built-in stores find them (``processReverse``,
+    windows in descending start); Kafka's forward-iterator path (``processInOrder``, for custom
+    stores without ``backwardFetch``) writes the same windows in the opposite order, and no
+    streamsdsl store takes it.
 
     Examples
     --------
@@ -268,7 +246,6 @@ class SlidingWindowing(WindowingRules):
 
     time_difference: int
     grace: int
-    in_order_iterator: bool = False
 
     drops_null_values: ClassVar[bool] = True
     cache_keeps_expired_windows: ClassVar[bool] = True
@@ -281,7 +258,7 @@ class SlidingWindowing(WindowingRules):
         - grace``, or if ``value is None``. For a ``None`` value Kafka drops the record before
         it advances stream time, so the caller should not advance stream time for it. Otherwise,
         early records (``ts < d``) follow ``processEarly`` and all others follow
-        ``processReverse`` (or ``processInOrder``). ``dropped`` counts each write that was
+        ``processReverse``. ``dropped`` counts each write that was
         skipped because its window was closed.
 
         Only windows with start in ``[max(0, ts - 2d), ts + 1]`` are read; the rest are
@@ -296,8 +273,6 @@ class SlidingWindowing(WindowingRules):
         store = _Store(d, close_time, key, value, ts, fns, by_start)
         if ts < d:
             _process_early(store)
-        elif self.in_order_iterator:
-            _process_in_order(store)
         else:
             _process_reverse(store)
         return WindowStep(tuple(sorted(store.by_start.values(), key=BY_START)), tuple(store.puts), dropped=store.dropped)
