@@ -68,7 +68,7 @@ def test_start_without_the_connector_names_the_package(
     assert "org.apache.spark.sql.kafka010.NotThere is not on the classpath" in message
     assert "`streamsdsl kafka-connector`" in message
     assert "spark.jars.packages" in message
-    assert app.query is None
+    assert app.streaming_query is None
 
 
 @pytest.mark.integration

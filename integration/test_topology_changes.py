@@ -103,7 +103,7 @@ def test_stateless_change_continues_stateful_change_fails_reset_starts_afresh(
         "grace=0ms)."
     )
     assert f"streamsdsl reset --application-id {app_id} --state-dir {state_dir}" in str(info.value)
-    assert app.state() is State.CREATED and app.query is None
+    assert app.state() is State.CREATED and app.streaming_query is None
     assert sorted(os.listdir(os.path.join(checkpoint, "commits"))) == commits
     assert not any(q.name == app_id for q in spark.streams.active)
 

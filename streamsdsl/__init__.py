@@ -17,6 +17,7 @@ from streamsdsl.dsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
 from streamsdsl.errors import (
     InvalidArgumentError,
     InvalidTypeError,
+    NotYetImplementedError,
     OperationNotDefinedError,
     RecordDeserializationError,
     RecordError,
@@ -67,4 +68,5 @@ __all__ = [
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
     "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
+    "NotYetImplementedError",
 ]

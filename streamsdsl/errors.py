@@ -40,6 +40,63 @@ class OperationNotDefinedError(StreamsDslError, NotImplementedError):
     """The compiler has no lowering rule for an IR node type."""
 
 
+class NotYetImplementedError(OperationNotDefinedError, AttributeError):
+    """A Kafka Streams method streamsdsl does not have yet (`NOT_YET`): the message names the
+    row of ``docs/differences.md``'s "Not yet implemented" table that says what to use instead.
+    It is an ``AttributeError`` too, so ``hasattr`` stays ``False``."""
+
+
+#: Kafka Streams' methods that do not exist here yet, per class (snake_case, as they would be
+#: named): the row of the "Not yet implemented" table of ``docs/differences.md`` (its first
+#: column's beginning) that lists each. One table, read by every class's ``__getattr__``
+#: (`not_yet`); ``tests/test_docs_status.py`` checks it against the page.
+NOT_YET: dict[str, dict[str, str]] = {
+    "KStream": {
+        "foreach": "`KStream.foreach`",
+        "print": "`KStream.print`",
+        "repartition": "`KStream.repartition`",
+        "process": "Processor API",
+        "process_values": "Processor API",
+        "transform": "Processor API",
+        "transform_values": "Processor API",
+        "flat_transform": "Processor API",
+        "flat_transform_values": "Processor API",
+    },
+    "StreamsBuilder": {
+        "global_table": "`StreamsBuilder.global_table`",
+        "add_state_store": "Processor API",
+        "add_global_store": "Processor API",
+    },
+    "Topology": {
+        "add_processor": "Processor API",
+        "add_state_store": "Processor API",
+    },
+    "KafkaStreams": {
+        "store": "interactive queries",
+        "query": "interactive queries",
+    },
+}
+DIFFERENCES_PAGE = "docs/differences.md"
+
+
+def not_yet(owner: str, name: str) -> NotYetImplementedError | None:
+    """The error for ``owner.name`` when it is a Kafka Streams method not implemented yet
+    (`NOT_YET`), else ``None``.
+
+    Examples
+    --------
+    >>> print(not_yet("KStream", "process"))
+    KStream.process() is not implemented yet: see docs/differences.md, "Not yet implemented", the row Processor API.
+    >>> not_yet("KStream", "map") is None
+    True
+    """
+    row = NOT_YET.get(owner, {}).get(name)
+    if row is None:
+        return None
+    return NotYetImplementedError(f"{owner}.{name}() is not implemented yet: see {DIFFERENCES_PAGE}, "
+                                  f"\"Not yet implemented\", the row {row.strip('`')}.")
+
+
 class SerializationError(StreamsDslError, ValueError):
     """A serde could not turn bytes into a value or a value into bytes."""
 

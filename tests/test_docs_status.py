@@ -168,3 +168,53 @@ class TestStagesTable:
         """The methods column is exactly the stage's public methods, for each stage in the row."""
         for stage in names(row[0]):
             assert set(names(row[2])) == public_methods(CLASSES[stage]), stage
+
+
+class TestNotYetImplemented:
+    """Every Kafka Streams method of `streamsdsl.errors.NOT_YET` is a row of the page's "Not yet
+    implemented" table, and asking for it raises `NotYetImplementedError` naming that row."""
+
+    @staticmethod
+    def _instances() -> dict[str, object]:
+        from streamsdsl import KafkaStreams, StreamsBuilder
+
+        builder = StreamsBuilder()
+        stream = builder.stream("in")
+        stream.to("out")
+        topology = builder.build()
+        app = KafkaStreams(topology, {"application.id": "not-yet", "bootstrap.servers": "localhost:1"})
+        return {"KStream": stream, "StreamsBuilder": StreamsBuilder(), "Topology": topology, "KafkaStreams": app}
+
+    def test_each_method_raises_naming_its_row(self) -> None:
+        """The exact message, for every entry; ``hasattr`` stays False (it is an AttributeError)."""
+        from streamsdsl import NotYetImplementedError, OperationNotDefinedError
+        from streamsdsl.errors import NOT_YET
+
+        instances = self._instances()
+        assert set(NOT_YET) == set(instances)
+        for owner, methods in NOT_YET.items():
+            obj = instances[owner]
+            for method, row in methods.items():
+                with pytest.raises(NotYetImplementedError) as caught:
+                    getattr(obj, method)
+                assert str(caught.value) == (f"{owner}.{method}() is not implemented yet: see docs/differences.md, "
+                                             f"\"Not yet implemented\", the row {row.strip('`')}.")
+                assert isinstance(caught.value, (OperationNotDefinedError, AttributeError))
+                assert not hasattr(obj, method)
+        with pytest.raises(AttributeError, match="has no attribute 'no_such_method'"):
+            instances["KStream"].no_such_method  # noqa: B018 - anything else keeps Python's error
+
+    def test_each_entry_is_a_row_of_the_page_that_names_it(self) -> None:
+        """The row the error names starts a row of the table, and that row's first column names
+        the method (as ``Owner.method`` or, after one such name, ``method``)."""
+        from streamsdsl.errors import NOT_YET
+
+        text = (DOCS / "differences.md").read_text()
+        table = text[text.index("## Not yet implemented"):]
+        rows = [line.split(" | ")[0].lstrip("| ") for line in table.splitlines() if line.startswith("| ")]
+        for owner, methods in NOT_YET.items():
+            for method, row in methods.items():
+                found = [r for r in rows if r.startswith(row)]
+                assert found, f"no row of the table starts with {row!r}"
+                names = {m.group(1) for m in _CODE.finditer(found[0])}
+                assert f"{owner}.{method}" in names or method in names, (owner, method, found[0])

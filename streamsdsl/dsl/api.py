@@ -22,7 +22,7 @@ from streamsdsl._validation import (
     validate_topic,
 )
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
-from streamsdsl.errors import TopologyError
+from streamsdsl.errors import TopologyError, not_yet
 from streamsdsl.dsl.options import (
     Consumed,
     Grouped,
@@ -95,6 +95,14 @@ class StreamsBuilder:
           <-- KSTREAM-FILTER-0000000001
     <BLANKLINE>
     """
+
+    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
+
+        def __getattr__(self, name: str) -> Any:
+            error = not_yet(type(self).__name__, name)
+            if error is not None:
+                raise error
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     def __init__(self) -> None:
         self._nodes: dict[str, ir.Node] = {}
@@ -248,6 +256,11 @@ class _Hinted:
             stage = type(self)
             from streamsdsl.dsl.hints import elsewhere
 
+            if not name.startswith("__"):
+                for owner in stage.__mro__:
+                    error = not_yet(owner.__name__, name)
+                    if error is not None:
+                        raise error
             hint = None if name.startswith("__") else elsewhere(stage, name)
             if hint is None:
                 raise AttributeError(f"'{stage.__name__}' object has no attribute '{name}'", name=name, obj=self)

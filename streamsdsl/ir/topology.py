@@ -9,9 +9,11 @@ compiler and runtime layers.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import attrs
 
-from streamsdsl.errors import TopologyError
+from streamsdsl.errors import TopologyError, not_yet
 from streamsdsl.ir import nodes as ir
 from streamsdsl.ir.description import DescribedNode, DescriptionBuilder, Subtopology, TopologyDescription, _DNode
 
@@ -34,6 +36,14 @@ class Topology:
     nodes: tuple[ir.Node, ...] = attrs.field(validator=_is_node_tuple)
     _by_name: dict[str, ir.Node] = attrs.field(init=False, repr=False, eq=False)
     _children: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
+
+    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
+
+        def __getattr__(self, name: str) -> Any:
+            error = not_yet(type(self).__name__, name)
+            if error is not None:
+                raise error
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     def __attrs_post_init__(self) -> None:
         by_name: dict[str, ir.Node] = {}

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.errors import InvalidTypeError, StreamsDslError
+from streamsdsl.errors import InvalidTypeError, StreamsDslError, not_yet
 from streamsdsl.io.leases import ClientLease
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
@@ -55,7 +55,8 @@ from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, NoSinkError, StreamsError
 from streamsdsl.runtime.failures import locate, query_error
 from streamsdsl.runtime.topics import check_topics
-from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
+from streamsdsl.runtime.wiring import application_session, raw_source
+from streamsdsl.runtime.jvm_connector import check_jvm_connector
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
 from streamsdsl.runtime.lifecycle import progress_listener
@@ -63,10 +64,9 @@ from streamsdsl.runtime.lifecycle import seconds as _seconds
 from streamsdsl.runtime.metrics import QueryMetrics, completed_batch, log_progress
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from streamsdsl import ir
     from streamsdsl.compiler import CompiledTopology
 
 __all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse"]
@@ -331,7 +331,7 @@ class KafkaStreams:
         assert self._sink is not None and self._metrics is not None
         query, compiled, _ = start_streaming(
             self.topology,
-            self._raw_source(spark),
+            raw_source(spark, self.config, self._lease),
             self._sink,
             checkpoint_location=self.config.checkpoint_location,
             trigger=self.config.trigger,
@@ -510,48 +510,24 @@ class KafkaStreams:
             log.info("KafkaStreams %r clean_up(): removed %s (%s)", self.config.application_id, path, note)
 
     @property
-    def query(self) -> StreamingQuery | None:
-        """The underlying Spark `StreamingQuery` (None before `start`)."""
+    def streaming_query(self) -> StreamingQuery | None:
+        """The underlying Spark `StreamingQuery` (None before `start`). Not ``query``: that is
+        Kafka Streams' interactive query (``KafkaStreams.query(StateQueryRequest)``), not here yet."""
         return self._query
+
+    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
+
+        def __getattr__(self, name: str) -> Any:
+            error = not_yet(type(self).__name__, name)
+            if error is not None:
+                raise error
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     # -- internals --------------------------------------------------------------------------
     def _session(self) -> SparkSession:
-        """The session given, else the active one, else a new local one with the ``spark.*``
-        settings of the configuration (a running session is never reconfigured)."""
-        from pyspark.sql import SparkSession
-
-        from streamsdsl.runtime.session import get_session
-
         if self._spark is None:
-            active = SparkSession.getActiveSession()
-            ignored = [k for k, v in self.config.spark_conf.items() if active is not None and active.conf.get(k, None) != v]
-            if ignored:
-                log.warning(
-                    "%s: not applied, a SparkSession is already running (streamsdsl does not reconfigure a session "
-                    "it did not create); set them when the session is built, or pass spark= a configured session.",
-                    ", ".join(ignored),
-                )
-            self._spark = get_session(conf=self.config.spark_conf)
+            self._spark = application_session(self.config)
         return self._spark
-
-    def _raw_source(self, spark: SparkSession) -> Callable[[ir.SourceNode], DataFrame]:
-        """Source node → its topics as a streaming DataFrame, read by the configured connector."""
-        if self.config.connector is Connector.JVM:
-            return jvm_raw_source(spark, self.config)
-        from streamsdsl.io import SOURCE_NAME
-
-        options = self.config.source_options()
-        if self._lease is not None:
-            from streamsdsl.io.leases import LEASE_OPTION
-
-            options[LEASE_OPTION] = self._lease.path
-
-        def raw_source(node: ir.SourceNode) -> DataFrame:
-            return (
-                spark.readStream.format(SOURCE_NAME).options(**options).option("subscribe", ",".join(node.topics)).load()
-            )
-
-        return raw_source
 
     def _require_started(self, what: str) -> StreamingQuery:
         if self._query is None:

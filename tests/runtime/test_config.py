@@ -362,7 +362,7 @@ class TestKafkaStreamsConstruction:
         """KafkaStreams validates its config when constructed and starts in CREATED."""
         app = KafkaStreams(topology(), BASE)
         assert app.config == StreamsConfig.from_mapping(BASE)
-        assert app.state() is State.CREATED and app.query is None
+        assert app.state() is State.CREATED and app.streaming_query is None
         assert repr(app) == "KafkaStreams(application.id='orders', state=CREATED)"
 
     def test_topology_must_be_a_topology(self) -> None:
