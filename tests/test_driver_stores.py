@@ -122,3 +122,31 @@ def test_the_streaming_engine_refuses_to_read_a_store(spark: Any) -> None:
         with pytest.raises(OperationNotDefinedError, match=r"streaming engine does not read state stores; read them "
                                                            r"with engine='direct' or engine='spark'\.$"):
             d.get_key_value_store("counts").get("a")
+
+
+@pytest.mark.every_host
+def test_table_and_table_join_stores_hold_the_current_values(spark: Any) -> None:
+    """A source table's store (``Materialized.as_``) holds each key's latest value, a tombstone
+    removes the key; a materialized table–table join's store holds each key's joined value:
+    on every engine, as Kafka Streams' TopologyTestDriver reads them."""
+    strings = Consumed.with_serdes(Serdes.String(), Serdes.String())
+    b = StreamsBuilder()
+    table = b.table("t", strings, materialized=Materialized.as_("tstore"))
+    b.stream("s", strings).join(table, lambda l, r: f"{l}+{r}").to("out")
+    other = b.table("t2", strings)
+    table.join(other, lambda l, r: f"{l}|{r}", materialized=Materialized.as_("jstore")).to_stream().to("out2")
+    with TopologyTestDriver(b.build(), spark=spark) as d:
+        t, t2 = d.create_input_topic("t"), d.create_input_topic("t2")
+        t.pipe_input("a", "1", 1)
+        t.pipe_input("b", "2", 2)
+        t.pipe_input("c", "3", 3)
+        t2.pipe_input("a", "x", 5)
+        t2.pipe_input("c", "z", 6)
+        t.pipe_input("b", None, 7)
+        t.pipe_input("a", "4", 8)
+        tstore, jstore = d.get_key_value_store("tstore"), d.get_key_value_store("jstore")
+        assert sorted(tstore.all()) == [KeyValue("a", "4"), KeyValue("c", "3")]
+        assert (tstore.get("a"), tstore.get("b")) == ("4", None)
+        assert sorted(jstore.all()) == [KeyValue("a", "4|x"), KeyValue("c", "3|z")]
+        t2.pipe_input("c", None, 9)
+        assert sorted(jstore.all()) == [KeyValue("a", "4|x")]

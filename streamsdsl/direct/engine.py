@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from streamsdsl import ir
 from streamsdsl.codecs import KeyCodec
 from streamsdsl.direct.records import Headers, Typed
-from streamsdsl.direct.stateful import AggregateStep, GroupedAggregateStep, StatefulStep, stateful
+from streamsdsl.direct.stateful import StatefulStep, stateful
 from streamsdsl.direct.steps import SinkStep, SourceStep, Step, stateless
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE
@@ -164,7 +164,5 @@ class Run:
         if step is None:
             return []
         step = getattr(step, "store_of", step)
-        if isinstance(step, (AggregateStep, GroupedAggregateStep)):
-            return step.store_entries()
-        return []
+        return step.store_entries()
 

@@ -27,7 +27,7 @@ from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, Fl
 from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel, StreamJoinSpec
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
-from streamsdsl.semantics.table_table import TableJoinSpec, TableJoinState, table_join_step
+from streamsdsl.semantics.table_table import TableJoinSpec, TableJoinState, join_store_entry, table_join_step
 from streamsdsl.semantics.tables import Change, TableValue, table_source_step
 
 
@@ -309,6 +309,10 @@ class TableSourceStep(StatefulStep):
             self.forward(Record(rec.key, rec.value if step.forwarded.new is not None else None, rec.timestamp,
                                 rec.headers))
 
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        """The table's store: each key's current value and timestamp."""
+        return [(k, 0, 0, tv.value, tv.ts) for k, tv in self.state.items()]
+
 
 class StreamTableJoinStep(StatefulStep):
     """A stream record joined with the table's current value (port 1 updates the table)."""
@@ -368,6 +372,11 @@ class TableJoinStep(StatefulStep):
             self.state[key] = new
         if step.output is not None:
             self.forward_result(key, step.output.change.new, "joiner", step.output.timestamp, rec.headers)
+
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        """The join's materialized store: each key's joined value (`join_store_entry`)."""
+        entries = ((k, join_store_entry(state, self.joiner)) for k, state in self.state.items())
+        return [(k, 0, 0, e[0], e[1]) for k, e in entries if e is not None]
 
 
 class StreamJoinStep(StatefulStep):

@@ -76,6 +76,11 @@ class Step:
         log.warning("%s: %s. topic=[%s] partition=[%s] offset=[%s] timestamp=[%s]%s", processor or self.name, reason,
                     topic, partition, offset, ts, more)
 
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        """What the step's store holds: (key, start, end, value, timestamp) per entry (a step
+        without a store: none)."""
+        return []
+
     # -- state that a failed record rolls back (stateful steps override) --------------------------
     def begin(self) -> None:
         """A record starts: remember what `rollback` restores."""

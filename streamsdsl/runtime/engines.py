@@ -28,6 +28,7 @@ from streamsdsl.errors import InvalidArgumentError, RecordError, TopologyError
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry
+from streamsdsl.ir import nodes as ir_nodes
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -256,8 +257,32 @@ class SparkDriverEngine:
         if node.name in self._carry.native_inputs:
             return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
                     for r in native_store(self.spark, self._carry, node, value.spark_type)]
+        carried = self._carry.states.get(node.name, ())
+        if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode)):  # (value, ts) per key
+            return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]) for k, s in carried]
+        if isinstance(node, ir_nodes.TableTableJoinNode):  # both sides per key: the joined value
+            return self._join_store(node, carried)
         return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
-                for k, windows in self._carry.states.get(node.name, ()) for w in windows]
+                for k, windows in carried for w in windows]
+
+    def _join_store(self, node: ir.TableTableJoinNode, carried: Sequence[Any]) -> list[StoreEntry]:
+        """A table–table join's store from its carried sides (`join_store_entry`)."""
+        from streamsdsl.semantics.table_table import TableJoinState, join_store_entry
+        from streamsdsl.semantics.tables import TableValue
+
+        frames = self.compile().frames
+        key = frames[node.name].key.serde
+        left, right = (frames[p].value for p in node.parents)
+        out = []
+        for k, s in carried:
+            state = TableJoinState(
+                None if s["left_ts"] is None else TableValue(left.from_internal(s["left_value"]), s["left_ts"]),
+                None if s["right_ts"] is None else TableValue(right.from_internal(s["right_value"]), s["right_ts"]),
+                bool(s["has_result"]))
+            entry = join_store_entry(state, node.joiner.fn)
+            if entry is not None:
+                out.append(StoreEntry(key.from_internal(k), 0, 0, entry[0], entry[1]))
+        return out
 
     def sink(self, topic: str) -> SinkSerdes:
         found = self.compile().sink_for_topic(topic)

@@ -61,7 +61,8 @@ from streamsdsl._validation import one_of
 from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.semantics.tables import Change, KeyedChange, TableSourceStep, TableValue, table_source_step
 
-__all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "table_join_reference_run", "table_join_step"]
+__all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "join_store_entry", "table_join_reference_run",
+           "table_join_step"]
 
 LEFT = "left"
 RIGHT = "right"
@@ -147,6 +148,27 @@ def _join(kind: str, side: str, change: Change, other: Any, send_old: bool, join
         new = j(change.new, other) if other is not None or change.new is not None else None
         old = j(change.old, other) if send_old and (other is not None or change.old is not None) else None
     return Change(new, old)
+
+
+def join_store_entry(state: TableJoinState, joiner: Joiner) -> tuple[Any, int] | None:
+    """What a materialized table–table join's store holds for a key in ``state``: the joined
+    value (the joiner of both sides' current values, ``None`` for an absent side) and its
+    timestamp (the latest of the sides holding a value), or ``None`` when the store has no row
+    for the key. The one reading of a join's store, for both test-driver engines.
+
+    Examples
+    --------
+    >>> left, right = TableValue("a", 3), TableValue("x", 5)
+    >>> join_store_entry(TableJoinState(left, right, has_result=True), lambda l, r: f"{l}+{r}")
+    ('a+x', 5)
+    >>> join_store_entry(TableJoinState(left, None, has_result=False), lambda l, r: f"{l}+{r}") is None
+    True
+    """
+    if not state.has_result:
+        return None
+    sides = [s for s in (state.left, state.right) if s is not None and s.value is not None]
+    value = joiner(None if state.left is None else state.left.value, None if state.right is None else state.right.value)
+    return value, max((s.ts for s in sides), default=-1)
 
 
 def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str, key: Any, value: Any, ts: int,
