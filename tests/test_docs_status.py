@@ -218,3 +218,16 @@ class TestNotYetImplemented:
                 assert found, f"no row of the table starts with {row!r}"
                 names = {m.group(1) for m in _CODE.finditer(found[0])}
                 assert f"{owner}.{method}" in names or method in names, (owner, method, found[0])
+
+
+def test_the_docs_hold_no_development_log() -> None:
+    """The pages state facts with dates, not who measured them when: no page names a working
+    session by its number ("the twelfth session", "this session") or an engineer."""
+    ordinals = ("third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth"
+                "|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth")
+    pattern = re.compile(rf"\b(?:(?:{ordinals}) session|this session|another engineer)\b",
+                         re.I)
+    found = [f"{page.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
+             for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
+             for n, line in enumerate(page.read_text().splitlines(), start=1) if pattern.search(line)]
+    assert found == []
