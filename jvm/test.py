@@ -46,23 +46,29 @@ def junit_jar() -> Path:
     return jar
 
 
-def run(quiet: bool = False) -> int:
+def compile_tests(out: str) -> tuple[str, Path, Path]:
+    """Compile the main and test sources into ``out``: the ``java`` command, PySpark's jars
+    directory and JUnit's jar (the classpath of a test class's ``main``: ``out`` and the jars)."""
     jdk = find_jdk()
     jars = pyspark_jars()
     if jdk is None or jars is None:
         raise BuildError("the JVM operator's tests need a JDK 17 (javac) and an installed pyspark")
     javac = jdk[0]
-    java = str(Path(javac).with_name("java"))
     junit = junit_jar()
     main = sorted(SOURCES.rglob("*.java"))
     tests = sorted(TESTS.rglob("*.java"))
     if not tests:
         raise BuildError(f"no JUnit tests under {TESTS}")
-    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-test-") as out, \
-            tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-src-") as generated:
+    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-src-") as generated:
         classpath = os.pathsep.join([str(jars / "*"), str(junit)])
         subprocess.run([javac, "--release", "17", "-nowarn", "-d", out, "-cp", classpath,
                         *map(str, main), str(write_contract(generated)), *map(str, tests)], check=True)
+    return str(Path(javac).with_name("java")), jars, junit
+
+
+def run(quiet: bool = False) -> int:
+    with tempfile.TemporaryDirectory(prefix="streamsdsl-jvm-test-") as out:
+        java, jars, junit = compile_tests(out)
         spark = [str(j) for j in sorted(jars.glob("*.jar"))]  # the launcher does not expand "jars/*"
         command = [java, "-jar", str(junit), "execute", "--class-path", os.pathsep.join([out, *spark]),
                    "--scan-class-path", out, "--fail-if-no-tests", "--disable-banner"]
