@@ -20,12 +20,6 @@ OUTPUT_POSITION = "_output_position"
 FINAL_KEY_ORDER = "_final_key_order"
 #: Kafka Streams' stream time after the record (test driver only: a running max in pipe order).
 STREAM_TIME = "_stream_time"
-#: Test driver, suppressed session/sliding windows: stream time before the record (the
-#: previous record's, any key's).
-STREAM_TIME_BEFORE = "_stream_time_before"
-#: Test driver, a cogroup whose inputs keep their own stream times: the least of the inputs'
-#: stream times after the record (a window leaves the state once every input's expired it).
-EXPIRY_TIME = "_expiry_time"
 #: Test driver: every input's stream time before the record (array<bigint>, one per input of the
 #: operator, in input order): the clock the plan hands a kernel, which derives the rest itself
 #: (`streamsdsl.semantics.kernels.store_clock`).
@@ -140,9 +134,7 @@ JVM_CONTRACT: dict[str, object] = {
     "NUMBER": NUMBER,
     "INPUT_INDEX": INPUT_INDEX,
     "STREAM_TIME": STREAM_TIME,
-    "STREAM_TIME_BEFORE": STREAM_TIME_BEFORE,
     "STREAM_TIMES_BEFORE": STREAM_TIMES_BEFORE,
-    "EXPIRY_TIME": EXPIRY_TIME,
     "CARRIED_STATE": CARRIED_STATE,
     "RUN_STREAM_TIME": RUN_STREAM_TIME,
     "DROPPED": DROPPED,

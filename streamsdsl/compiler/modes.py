@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, EXPIRY_TIME, STREAM_TIME_BEFORE, STREAM_TIMES_BEFORE
+from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
@@ -33,7 +33,6 @@ from streamsdsl.compiler.processors import (
 )
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.semantics.kernels import FlushPolicy
 
 __all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
@@ -154,33 +153,7 @@ class ReplayLowering(Lowering):
         else:
             initial = F.lit(max(before))
         df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
-        cogroup = bool(partition_by) and inputs > 1
-        # one store for all inputs, its time the fastest input's: a session it closed is final
-        store_time = cogroup and getattr(config.windowing, "store_time_expires_windows", False)
         everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION)
-        if getattr(config.windowing, "stream_time_before", False):
-            before_w = (everyone if store_time else w).rowsBetween(Window.unboundedPreceding, -1)
-            earlier = F.max(F.when(advances, F.col("timestamp"))).over(before_w)
-            first = F.lit(max(before)) if store_time else initial
-            df = df.withColumn(STREAM_TIME_BEFORE, F.greatest(F.coalesce(earlier, F.lit(-1)), first).cast("bigint"))
-        if store_time or (cogroup and config.flush is FlushPolicy.PER_RECORD
-                          and getattr(config.windowing, "cache_keeps_expired_windows", False)):
-            # each record carries the greatest of the inputs' stream times after it (sessions) or,
-            # with one record cache for all inputs that keeps a window until every input's stream
-            # time has expired it (time and sliding windows), the least of them
-            upto = everyone.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-            each = [F.greatest(F.coalesce(F.max(F.when(advances & (F.col(partition_by) == i), F.col("timestamp"))
-                                                ).over(upto), F.lit(-1)), F.lit(t)) for i, t in enumerate(before)]
-            df = df.withColumn(EXPIRY_TIME, (F.greatest if store_time else F.least)(*each).cast("bigint"))
-        elif (cogroup and config.flush is FlushPolicy.EVERY_WRITE and not config.emit_on_close
-              and (unit := config.windowing.uncached_store_time_unit) is not None):
-            # no cache: one store for all inputs, which hides a window by its own time, the
-            # greatest stream time before the record rounded down to the unit (for time windows
-            # the greatest window start put: `WindowingRules.uncached_store_time_unit`)
-            earlier = F.max(F.when(advances, F.col("timestamp"))).over(
-                everyone.rowsBetween(Window.unboundedPreceding, -1))
-            latest = F.greatest(F.coalesce(earlier, F.lit(-1)), F.lit(max(before)))
-            df = df.withColumn(EXPIRY_TIME, (latest - F.pmod(latest, F.lit(unit))).cast("bigint"))
         # the clock the processor's kernel reads: every input's stream time before the record
         prior = everyone.rowsBetween(Window.unboundedPreceding, -1)
         inputs_before = [(advances & (F.col(partition_by) == i), t) for i, t in enumerate(before)] if partition_by \

@@ -75,11 +75,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         boolean valueNull;
         Long x;
         int input;
-        long streamTime;
-        /** Replay, where the window kind reads it: the stream time before the record. */
-        Long streamTimeBefore;
-        /** Replay, a cogroup with a stream time per input: the least of the inputs' stream times. */
-        Long expiryTime;
+        /** Replay: every input's stream time before the record (the clock the plan supplies). */
+        long[] timesBefore;
         Object headers;
         List<?> carried;
         Long runStreamTime;
@@ -104,9 +101,11 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             rec.x = agg.dbl ? Double.doubleToRawLongBits(r.getDouble(s.numberIdx)) : r.getLong(s.numberIdx);
         }
         rec.input = s.inputIdx >= 0 ? r.getInt(s.inputIdx) : 0;
-        if (s.streamTimeIdx >= 0) rec.streamTime = r.getLong(s.streamTimeIdx);
-        if (s.streamTimeBeforeIdx >= 0 && !r.isNullAt(s.streamTimeBeforeIdx)) rec.streamTimeBefore = r.getLong(s.streamTimeBeforeIdx);
-        if (s.expiryTimeIdx >= 0 && !r.isNullAt(s.expiryTimeIdx)) rec.expiryTime = r.getLong(s.expiryTimeIdx);
+        if (s.timesBeforeIdx >= 0) {
+            List<Object> times = r.getList(s.timesBeforeIdx);
+            rec.timesBefore = new long[times.size()];
+            for (int i = 0; i < rec.timesBefore.length; i++) rec.timesBefore[i] = (Long) times.get(i);
+        }
         if (s.runStreamTimeIdx >= 0 && !r.isNullAt(s.runStreamTimeIdx)) rec.runStreamTime = r.getLong(s.runStreamTimeIdx);
         return rec;
     }
@@ -338,10 +337,18 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         Rec pendingRec = null;
         for (int i = first; i < data.size(); i++) {
             Rec r = data.get(i);
-            long before = streamTime;
-            streamTime = spec.replay ? r.streamTime : windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
-            long storeTime = !spec.replay ? before : r.streamTimeBefore != null ? r.streamTimeBefore : streamTime;
-            long expiryTime = r.expiryTime != null ? r.expiryTime : streamTime;
+            long storeTime, expiryTime;
+            if (spec.replay) {  // the plan's clock: every input's stream time before the record
+                int slot = r.timesBefore.length > 1 ? r.input : 0;
+                streamTime = windowing.advanceStreamTime(r.timesBefore[slot], r.ts, r.valueNull);
+                long[] clock = windowing.storeClock(r.timesBefore, slot, streamTime);
+                expiryTime = clock[0];
+                storeTime = clock[1];
+            } else {
+                storeTime = streamTime;
+                streamTime = windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
+                expiryTime = streamTime;
+            }
             Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime,
                 expiryTime, agg);
             if (step.step.dropped > 0) out.add(dropped(r, step.step.dropped));

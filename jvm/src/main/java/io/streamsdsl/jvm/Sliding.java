@@ -28,6 +28,11 @@ final class Sliding extends Windowing {
         return true;
     }
 
+    @Override
+    long[] perInputClock(long[] timesBefore, long[] times, int slot, long streamTime) {
+        return cacheClock(timesBefore, times, slot);
+    }
+
     /** Kafka's ValueAndTimestamp; {@code null} where Kafka has null (a null aggregate). */
     private record VaT(Long agg, long ts) {
     }

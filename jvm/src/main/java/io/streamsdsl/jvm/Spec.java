@@ -27,7 +27,7 @@ final class Spec implements Serializable {
      * whose cache flush forwards its writes; the others share one flush per source record). */
     final boolean[] repartitioned;
     final int keyIdx, valueIdx, tsIdx, headersIdx, posIdx, outPosIdx, numberIdx, inputIdx;
-    final int streamTimeIdx, streamTimeBeforeIdx, expiryTimeIdx, carriedIdx, runStreamTimeIdx;
+    final int timesBeforeIdx, carriedIdx, runStreamTimeIdx;
 
     Spec(String json, StructType input) throws Exception {
         JsonNode j = new ObjectMapper().readTree(json);
@@ -73,9 +73,7 @@ final class Spec implements Serializable {
         outPosIdx = input.fieldIndex(Contract.OUTPUT_POSITION);
         numberIdx = index(input, Contract.NUMBER);
         inputIdx = index(input, Contract.INPUT_INDEX);
-        streamTimeIdx = index(input, Contract.STREAM_TIME);
-        streamTimeBeforeIdx = index(input, Contract.STREAM_TIME_BEFORE);
-        expiryTimeIdx = index(input, Contract.EXPIRY_TIME);
+        timesBeforeIdx = index(input, Contract.STREAM_TIMES_BEFORE);
         carriedIdx = index(input, Contract.CARRIED_STATE);
         runStreamTimeIdx = index(input, Contract.RUN_STREAM_TIME);
     }
