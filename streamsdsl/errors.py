@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from typing import TYPE_CHECKING, Any
 
 
 class StreamsDslError(Exception):
@@ -95,6 +96,22 @@ def not_yet(owner: str, name: str) -> NotYetImplementedError | None:
         return None
     return NotYetImplementedError(f"{owner}.{name}() is not implemented yet: see {DIFFERENCES_PAGE}, "
                                   f"\"Not yet implemented\", the row {row.strip('`')}.")
+
+
+class NotYetAttributes:
+    """Mixin of the classes `NOT_YET` lists: a Kafka Streams method not here yet raises
+    `NotYetImplementedError` naming its row; any other missing attribute keeps Python's
+    ``AttributeError``."""
+
+    __slots__ = ()
+
+    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
+
+        def __getattr__(self, name: str) -> Any:
+            error = not_yet(type(self).__name__, name)
+            if error is not None:
+                raise error
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
 
 class SerializationError(StreamsDslError, ValueError):

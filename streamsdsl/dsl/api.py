@@ -22,7 +22,7 @@ from streamsdsl._validation import (
     validate_topic,
 )
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StageMethodError
-from streamsdsl.errors import TopologyError, not_yet
+from streamsdsl.errors import NotYetAttributes, TopologyError, not_yet
 from streamsdsl.dsl.options import (
     Consumed,
     Grouped,
@@ -76,7 +76,7 @@ def _materialized(materialized: Materialized | None) -> Materialized | None:
     return check_option(materialized, Materialized, "materialized")
 
 
-class StreamsBuilder:
+class StreamsBuilder(NotYetAttributes):
     """Entry point of the DSL: create source streams, then `build` a `Topology`.
 
     Examples
@@ -95,14 +95,6 @@ class StreamsBuilder:
           <-- KSTREAM-FILTER-0000000001
     <BLANKLINE>
     """
-
-    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
-
-        def __getattr__(self, name: str) -> Any:
-            error = not_yet(type(self).__name__, name)
-            if error is not None:
-                raise error
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     def __init__(self) -> None:
         self._nodes: dict[str, ir.Node] = {}

@@ -9,11 +9,9 @@ compiler and runtime layers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 import attrs
 
-from streamsdsl.errors import TopologyError, not_yet
+from streamsdsl.errors import NotYetAttributes, TopologyError
 from streamsdsl.ir import nodes as ir
 from streamsdsl.ir.description import DescribedNode, DescriptionBuilder, Subtopology, TopologyDescription, _DNode
 
@@ -26,7 +24,7 @@ def _is_node_tuple(inst: Topology, attribute: attrs.Attribute[tuple[ir.Node, ...
 
 
 @attrs.frozen
-class Topology:
+class Topology(NotYetAttributes):
     """An immutable DAG of IR nodes, parents before children, in the order they were added.
 
     Build one with `StreamsBuilder`; print it with `describe`; run it with
@@ -36,14 +34,6 @@ class Topology:
     nodes: tuple[ir.Node, ...] = attrs.field(validator=_is_node_tuple)
     _by_name: dict[str, ir.Node] = attrs.field(init=False, repr=False, eq=False)
     _children: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
-
-    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
-
-        def __getattr__(self, name: str) -> Any:
-            error = not_yet(type(self).__name__, name)
-            if error is not None:
-                raise error
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     def __attrs_post_init__(self) -> None:
         by_name: dict[str, ir.Node] = {}

@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from streamsdsl.errors import InvalidTypeError, StreamsDslError, not_yet
+from streamsdsl.errors import InvalidTypeError, NotYetAttributes, StreamsDslError
 from streamsdsl.io.leases import ClientLease
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
@@ -74,7 +74,7 @@ __all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionRe
 log = logging.getLogger("streamsdsl")
 
 
-class KafkaStreams:
+class KafkaStreams(NotYetAttributes):
     """Run a topology against Kafka as one Spark streaming query (Kafka Streams' ``KafkaStreams``).
 
     Parameters
@@ -514,14 +514,6 @@ class KafkaStreams:
         """The underlying Spark `StreamingQuery` (None before `start`). Not ``query``: that is
         Kafka Streams' interactive query (``KafkaStreams.query(StateQueryRequest)``), not here yet."""
         return self._query
-
-    if not TYPE_CHECKING:  # type checkers keep reporting a missing method as an error
-
-        def __getattr__(self, name: str) -> Any:
-            error = not_yet(type(self).__name__, name)
-            if error is not None:
-                raise error
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
 
     # -- internals --------------------------------------------------------------------------
     def _session(self) -> SparkSession:
