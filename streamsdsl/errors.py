@@ -79,6 +79,12 @@ NOT_YET: dict[str, dict[str, str]] = {
 }
 DIFFERENCES_PAGE = "docs/differences.md"
 
+#: What a user who asked for a not-yet method most likely wanted, where streamsdsl has it under
+#: another name: a PySpark user's ``query`` is Spark's `StreamingQuery`.
+NOT_YET_INSTEAD: dict[tuple[str, str], str] = {
+    ("KafkaStreams", "query"): "Spark's StreamingQuery is KafkaStreams.streaming_query (None before start()).",
+}
+
 
 def not_yet(owner: str, name: str) -> NotYetImplementedError | None:
     """The error for ``owner.name`` when it is a Kafka Streams method not implemented yet
@@ -94,8 +100,10 @@ def not_yet(owner: str, name: str) -> NotYetImplementedError | None:
     row = NOT_YET.get(owner, {}).get(name)
     if row is None:
         return None
+    instead = NOT_YET_INSTEAD.get((owner, name))
     return NotYetImplementedError(f"{owner}.{name}() is not implemented yet: see {DIFFERENCES_PAGE}, "
-                                  f"\"Not yet implemented\", the row {row.strip('`')}.")
+                                  f"\"Not yet implemented\", the row {row.strip('`')}."
+                                  + (f" {instead}" if instead else ""))
 
 
 class NotYetAttributes:

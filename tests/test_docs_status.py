@@ -188,7 +188,7 @@ class TestNotYetImplemented:
     def test_each_method_raises_naming_its_row(self) -> None:
         """The exact message, for every entry; ``hasattr`` stays False (it is an AttributeError)."""
         from streamsdsl import NotYetImplementedError, OperationNotDefinedError
-        from streamsdsl.errors import NOT_YET
+        from streamsdsl.errors import NOT_YET, NOT_YET_INSTEAD
 
         instances = self._instances()
         assert set(NOT_YET) == set(instances)
@@ -197,8 +197,10 @@ class TestNotYetImplemented:
             for method, row in methods.items():
                 with pytest.raises(NotYetImplementedError) as caught:
                     getattr(obj, method)
+                instead = NOT_YET_INSTEAD.get((owner, method))
                 assert str(caught.value) == (f"{owner}.{method}() is not implemented yet: see docs/differences.md, "
-                                             f"\"Not yet implemented\", the row {row.strip('`')}.")
+                                             f"\"Not yet implemented\", the row {row.strip('`')}."
+                                             + (f" {instead}" if instead else ""))
                 assert isinstance(caught.value, (OperationNotDefinedError, AttributeError))
                 assert not hasattr(obj, method)
         with pytest.raises(AttributeError, match="has no attribute 'no_such_method'"):

@@ -365,6 +365,21 @@ class TestKafkaStreamsConstruction:
         assert app.state() is State.CREATED and app.streaming_query is None
         assert repr(app) == "KafkaStreams(application.id='orders', state=CREATED)"
 
+    def test_query_is_no_trap(self) -> None:
+        """``query`` is Kafka Streams' interactive query (not here yet): before and after start it
+        raises an error naming the docs' row and where Spark's StreamingQuery is, not
+        ``'NoneType' object is not callable``."""
+        from streamsdsl import NotYetImplementedError
+
+        app = KafkaStreams(topology(), BASE)
+        with pytest.raises(NotYetImplementedError) as info:
+            app.query()
+        assert info.value.args == (
+            "KafkaStreams.query() is not implemented yet: see docs/differences.md, \"Not yet implemented\", the row "
+            "interactive queries. Spark's StreamingQuery is KafkaStreams.streaming_query (None before start()).",
+        )
+        assert isinstance(info.value, AttributeError) and app.streaming_query is None
+
     def test_topology_must_be_a_topology(self) -> None:
         """Anything but a built Topology is a type error naming StreamsBuilder.build()."""
         with pytest.raises(InvalidTypeError) as info:
