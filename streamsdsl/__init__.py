@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from streamsdsl.runtime.app import KafkaStreams
     from streamsdsl.runtime.explain import explain
     from streamsdsl.runtime.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
+    from streamsdsl.runtime.stores import ValueAndTimestamp
 
 __version__ = "0.1.0"
 
@@ -50,6 +51,7 @@ _LAZY = {
     "TestInputTopic": "streamsdsl.runtime.driver",
     "TestOutputTopic": "streamsdsl.runtime.driver",
     "KeyValue": "streamsdsl.runtime.stores",
+    "ValueAndTimestamp": "streamsdsl.runtime.stores",
     "KafkaStreams": "streamsdsl.runtime.app",
     "explain": "streamsdsl.runtime.explain",
 }
@@ -68,5 +70,5 @@ __all__ = [
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
     "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
-    "NotYetImplementedError",
+    "NotYetImplementedError", "ValueAndTimestamp",
 ]

@@ -11,7 +11,7 @@ import pytest
 from streamsdsl import Consumed, Materialized, Serdes, SessionWindow, SessionWindows, StreamsBuilder, TimeWindow
 from streamsdsl import TimeWindows, TopologyError, TopologyTestDriver, Windowed
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
-from streamsdsl.runtime.driver import KeyValue
+from streamsdsl.runtime.driver import KeyValue, ValueAndTimestamp
 
 pytestmark = pytest.mark.spark
 
@@ -150,3 +150,74 @@ def test_table_and_table_join_stores_hold_the_current_values(spark: Any) -> None
         assert sorted(jstore.all()) == [KeyValue("a", "4|x"), KeyValue("c", "3|z")]
         t2.pipe_input("c", None, 9)
         assert sorted(jstore.all()) == [KeyValue("a", "4|x")]
+
+
+@pytest.mark.every_host
+def test_a_table_store_only_joins_read(spark: Any) -> None:
+    """A table whose records only a join reads (no other path to a sink) still has its store: a
+    source table's (``Materialized.as_``), a ``to_table()``'s and the store a stream–table join
+    creates for an unnamed table hold each key's latest value and timestamp; a tombstone removes
+    the key, also when the store is read between two pipes."""
+    b = StreamsBuilder()
+    named = b.table("t", STRINGS, materialized=Materialized.as_("named"))
+    b.stream("s", STRINGS).left_join(named, lambda l, r: f"{l}+{r}").to("out")
+    unnamed = b.table("u", STRINGS)
+    b.stream("s2", STRINGS).join(unnamed, lambda l, r: f"{l}*{r}").to("out2")
+    to_table = b.stream("v", STRINGS).to_table(materialized=Materialized.as_("from-stream"))
+    b.stream("s3", STRINGS).join(to_table, lambda l, r: f"{l}/{r}").to("out3")
+    assert b.build().store_names == ("named", "u-STATE-STORE-0000000005", "from-stream")
+    with TopologyTestDriver(b.build(), spark=spark) as d:
+        t, u, v = d.create_input_topic("t"), d.create_input_topic("u"), d.create_input_topic("v")
+        store = d.get_timestamped_key_value_store("named")
+        t.pipe_input("a", "1", 1)
+        t.pipe_input("b", "2", 2)
+        assert store.all() == [KeyValue("a", ValueAndTimestamp("1", 1)), KeyValue("b", ValueAndTimestamp("2", 2))]
+        t.pipe_input("a", None, 3)
+        t.pipe_input("b", "3", 4)
+        d.create_input_topic("s").pipe_input("a", "x", 5)
+        assert store.all() == [KeyValue("b", ValueAndTimestamp("3", 4))]
+        assert (store.get("a"), store.get("b")) == (None, ValueAndTimestamp("3", 4))
+        assert d.get_key_value_store("named").all() == [KeyValue("b", "3")]
+        u.pipe_input("k", "9", 6)
+        u.pipe_input("m", "8", 7)
+        u.pipe_input("k", None, 8)
+        v.pipe_input("p", "q", 9)
+        v.pipe_input("p", "r", 10)
+        assert d.get_key_value_store("u-STATE-STORE-0000000005").all() == [KeyValue("m", "8")]
+        assert d.get_timestamped_key_value_store("from-stream").all() == [KeyValue("p", ValueAndTimestamp("r", 10))]
+        assert d.create_output_topic("out").read_key_values_to_list() == [KeyValue("a", "x+None")]
+
+
+@pytest.mark.every_host
+def test_stream_stream_join_window_stores(spark: Any) -> None:
+    """A stream–stream join's two window stores hold each side's buffered records (duplicates
+    kept), each in a window from its timestamp as long as the join window (before + after), as
+    Kafka Streams' join stores; the shared outer-join store is not read, and says which are."""
+    from streamsdsl import JoinWindows
+    from streamsdsl.errors import OperationNotDefinedError
+
+    b = StreamsBuilder()
+    (b.stream("l", STRINGS).outer_join(b.stream("r", STRINGS), lambda x, y: f"{x}{y}",
+                                       JoinWindows.of_time_difference_and_grace(10, 5)).to("out"))
+    this, other, shared = b.build().store_names
+    assert (this, other, shared) == ("KSTREAM-OUTERTHIS-0000000004-store", "KSTREAM-OUTEROTHER-0000000005-store",
+                                     "KSTREAM-OUTERSHARED-0000000004-store")
+    with TopologyTestDriver(b.build(), spark=spark) as d:
+        left, right = d.create_input_topic("l"), d.create_input_topic("r")
+        left.pipe_input("a", "1", 1)
+        left.pipe_input("a", "2", 1)
+        left.pipe_input("b", "3", 4)
+        right.pipe_input("a", "x", 2)
+        assert d.get_window_store(this).all() == [KeyValue(Windowed("a", TimeWindow(1, 21)), "1"),
+                                                  KeyValue(Windowed("a", TimeWindow(1, 21)), "2"),
+                                                  KeyValue(Windowed("b", TimeWindow(4, 24)), "3")]
+        assert d.get_window_store(this).fetch("a", 0, 5) == [KeyValue(1, "1"), KeyValue(1, "2")]
+        assert d.get_timestamped_window_store(other).all() == [
+            KeyValue(Windowed("a", TimeWindow(2, 22)), ValueAndTimestamp("x", 2))]
+        with pytest.raises(OperationNotDefinedError) as caught:
+            d.get_window_store(shared)
+        assert str(caught.value) == (
+            f"State store '{shared}' is the shared outer-join store of the stream-stream join "
+            "KSTREAM-MERGE-0000000006 (the records that wait for their window to close, in Kafka's internal layout): "
+            f"the test driver does not read it; read the join's window stores '{this}' and '{other}' with "
+            "get_window_store().")

@@ -29,6 +29,7 @@ from streamsdsl.runtime.engines import StreamingDriverEngine
 from streamsdsl.runtime.engines import _Failed, engine_choice
 from streamsdsl.runtime.errors import NoSinkError
 from streamsdsl.runtime.stores import KeyValue, ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
+from streamsdsl.runtime.stores import ValueAndTimestamp
 from streamsdsl.values.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from streamsdsl import ir
     from streamsdsl.ir.topology import Topology
 
-__all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver"]
+__all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver", "ValueAndTimestamp"]
 
 AnySerde = Serde | SessionWindowedSerde | TimeWindowedSerde
 _MISSING: Any = object()
@@ -333,12 +334,27 @@ class TopologyTestDriver:
 
     # -- state stores ---------------------------------------------------------------------------
     def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
-        """The store of an unwindowed aggregation (``count``, ``reduce``, ``aggregate``), read-only."""
+        """A key-value store, read-only: an unwindowed aggregation's (``count``, ``reduce``,
+        ``aggregate``), a table's (``StreamsBuilder.table`` or ``to_table`` with a store, as
+        ``Materialized.as_`` names it or a join creates it) or a materialized table–table join's:
+        the latest value per key."""
         return ReadOnlyKeyValueStore(name, self._store_reader(name, "key-value"))
 
+    def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
+        """`get_key_value_store` whose values are `ValueAndTimestamp` (the value and the timestamp
+        stored with it), as Kafka's ``getTimestampedKeyValueStore``."""
+        return ReadOnlyKeyValueStore(name, self._store_reader(name, "key-value"), timestamped=True)
+
     def get_window_store(self, name: str) -> ReadOnlyWindowStore:
-        """The store of a time- or sliding-window aggregation, read-only."""
+        """A window store, read-only: a time- or sliding-window aggregation's, or one of a
+        stream–stream join's two (each side's buffered records, a window per record from its
+        timestamp, the join window's size long, as Kafka Streams' join stores)."""
         return ReadOnlyWindowStore(name, self._store_reader(name, "window"))
+
+    def get_timestamped_window_store(self, name: str) -> ReadOnlyWindowStore:
+        """`get_window_store` whose values are `ValueAndTimestamp`, as Kafka's
+        ``getTimestampedWindowStore``."""
+        return ReadOnlyWindowStore(name, self._store_reader(name, "window"), timestamped=True)
 
     def get_session_store(self, name: str) -> ReadOnlySessionStore:
         """The store of a session-window aggregation, read-only."""
@@ -346,12 +362,19 @@ class TopologyTestDriver:
 
     def _store_reader(self, name: str, kind: str) -> Callable[[], list[StoreEntry]]:
         from streamsdsl import ir
+        from streamsdsl.errors import OperationNotDefinedError
 
         nodes = [n for n in self.topology.nodes if name in n.stores]
         if not nodes:
             raise TopologyError(f"Unknown state store {name!r}: the topology's stores are "
                                 f"{list(self.topology.store_names)}.")
-        node = nodes[0]
+        node = nodes[0]  # the node that holds it (parents come first: a table before the joins reading it)
+        if isinstance(node, ir.StreamStreamJoinNode) and name == node.outer_store:
+            raise OperationNotDefinedError(
+                f"State store {name!r} is the shared outer-join store of the stream-stream join {node.name} (the "
+                "records that wait for their window to close, in Kafka's internal layout): the test driver "
+                f"does not read it; read the join's window stores {node.this_store!r} and {node.other_store!r} with "
+                "get_window_store().")
         windows = getattr(node, "windows", None)
         actual = ("key-value" if windows is None else "session" if isinstance(node, ir.SessionAggregateNode)
                   or type(windows).__name__ == "SessionWindows" else "window")
@@ -362,7 +385,7 @@ class TopologyTestDriver:
 
         def read() -> list[StoreEntry]:
             self._process()
-            return self._engine.store_entries(node)
+            return self._engine.store_entries(node, name)
 
         return read
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 import enum
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, RecordError, TopologyError
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
-from streamsdsl.runtime.stores import StoreEntry
+from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.ir import nodes as ir_nodes
 
 if TYPE_CHECKING:
@@ -123,7 +123,11 @@ class DirectDriverEngine:
         snapshot = m.snapshot()
         return {name: snapshot[name] for name in TASK_METRICS}
 
-    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+    def store_entries(self, node: ir.Node, store: str) -> list[StoreEntry]:
+        if isinstance(node, ir_nodes.StreamStreamJoinNode):  # key → StreamJoinState, each side's buffer
+            step = self.run_.steps.get(node.name)
+            states = getattr(step, "state", {})
+            return _join_store(node, store, states.items())
         return [StoreEntry(*e) for e in self.run_.store_entries(node.name)]
 
     def sink(self, topic: str) -> SinkSerdes:
@@ -133,6 +137,14 @@ class DirectDriverEngine:
 
     def close(self) -> None:
         """Nothing outlives the driver's process."""
+
+
+def _join_store(node: ir.StreamStreamJoinNode, store: str, states: Iterable[tuple[Any, Any]]) -> list[StoreEntry]:
+    """The window store ``store`` of a stream–stream join from its key states (`StreamJoinState`):
+    the this-side store holds the left records, the other-side store the right ones
+    (`streamsdsl.runtime.stores.join_window_entries`)."""
+    side = "left" if store == node.this_store else "right"
+    return join_window_entries(((k, getattr(s, side)) for k, s in states), node.windows.size_ms)
 
 
 class _Failed(Exception):
@@ -247,7 +259,7 @@ class SparkDriverEngine:
         snapshot = self._metrics.snapshot()
         return {name: snapshot[name] for name in TASK_METRICS}
 
-    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+    def store_entries(self, node: ir.Node, store: str) -> list[StoreEntry]:
         from streamsdsl.compiler.modes import native_store
 
         frame = self.compile().frames.get(node.name)
@@ -259,9 +271,13 @@ class SparkDriverEngine:
                     for r in native_store(self.spark, self._carry, node, value.spark_type)]
         carried = self._carry.states.get(node.name, ())
         if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode)):  # (value, ts) per key
+            if node.name not in self._carry.states:
+                return self._table_in_join(node)
             return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]) for k, s in carried]
         if isinstance(node, ir_nodes.TableTableJoinNode):  # both sides per key: the joined value
             return self._join_store(node, carried)
+        if isinstance(node, ir_nodes.StreamStreamJoinNode):  # each side's buffered records per key
+            return self._stream_join_store(node, store, carried)
         return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
                 for k, windows in carried for w in windows]
 
@@ -283,6 +299,43 @@ class SparkDriverEngine:
             if entry is not None:
                 out.append(StoreEntry(key.from_internal(k), 0, 0, entry[0], entry[1]))
         return out
+
+    def _table_in_join(self, node: ir.Node) -> list[StoreEntry]:
+        """A table's store when its own operator did not run (no carried state of its own): its
+        records reach only joins, which read them before the store (`Frame.table_records`) and
+        hold each key's current value themselves, as the store does (tombstones remove the key).
+        Read from the first join that holds it: a stream–table join's table side, or a
+        table–table join's side of this table."""
+        frames = self.compile().frames
+        value = frames[node.name].value
+        for child in self.topology.children(node.name):
+            join = self.topology.node(child)
+            carried = self._carry.states.get(child)
+            if carried is None:
+                continue
+            key = frames[child].key.serde
+            if isinstance(join, ir_nodes.StreamTableJoinNode) and join.parents[1] == node.name:
+                return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"])
+                        for k, s in carried]
+            if isinstance(join, ir_nodes.TableTableJoinNode):
+                side = "left" if join.parents[0] == node.name else "right"
+                return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s[f"{side}_value"]), s[f"{side}_ts"])
+                        for k, s in carried if s[f"{side}_ts"] is not None]
+        return []
+
+    def _stream_join_store(self, node: ir.StreamStreamJoinNode, store: str, carried: Sequence[Any]) -> list[StoreEntry]:
+        """A stream–stream join's window store from its carried states, decoded as the operator
+        decodes them (`StreamJoinConfig.decode`; `_join_store`)."""
+        from streamsdsl.compiler.stream_joins import StreamJoinConfig
+        from streamsdsl.semantics.stream_stream import StreamJoinSpec
+
+        frames = self.compile().frames
+        key = frames[node.name].key.serde
+        left = node.value_serde or frames[node.parents[0]].value
+        right = node.other_value_serde or frames[node.parents[1]].value
+        config = StreamJoinConfig(node.name, StreamJoinSpec(node.kind, node.windows.spec), key,  # type: ignore[arg-type]
+                                  left, right, node.joiner.fn)
+        return _join_store(node, store, [(key.from_internal(k), config.decode(s)) for k, s in carried])
 
     def sink(self, topic: str) -> SinkSerdes:
         found = self.compile().sink_for_topic(topic)
@@ -379,7 +432,7 @@ class StreamingDriverEngine:
         snapshot = self._metrics.snapshot()
         return {name: snapshot[name] for name in TASK_METRICS}
 
-    def store_entries(self, node: ir.Node) -> list[StoreEntry]:
+    def store_entries(self, node: ir.Node, store: str) -> list[StoreEntry]:
         from streamsdsl.errors import OperationNotDefinedError
 
         raise OperationNotDefinedError(
@@ -460,8 +513,11 @@ def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]],
             node = name[len(STREAM_TIME_OBSERVATION):]
             old = list(stream_times.get(node, ())) or [-1] * len(row)
             stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
+    # an observed operator whose output this run's job did not read (a table whose records only
+    # joins read) did not run: it has no state (`SparkDriverEngine._table_in_join`)
     states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
-              for node, carried in replay.carried_states.items()}
+              for node, carried in replay.carried_states.items()
+              if not isinstance(carried, ObservedCarry) or carried.name in observed}
     return ReplayCarry(
         first_position,
         states,

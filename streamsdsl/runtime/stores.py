@@ -1,5 +1,9 @@
-"""Read-only views of an aggregation's state store in the `TopologyTestDriver`, as Kafka Streams'
-``getKeyValueStore`` / ``getWindowStore`` / ``getSessionStore`` return them.
+"""Read-only views of a state store in the `TopologyTestDriver`, as Kafka Streams'
+``getKeyValueStore`` / ``getWindowStore`` / ``getSessionStore`` (and
+``getTimestampedKeyValueStore`` / ``getTimestampedWindowStore``, whose values are
+`ValueAndTimestamp`) return them: an aggregation's store, a table's (a source table or
+``to_table()`` with a store, a materialized table–table join: each key's current value) and a
+stream–stream join's two window stores (each side's buffered records).
 
 A view is live: each call first runs the records piped since the driver's previous run, then
 reads the state the stateful operator left (the same state the next run starts from). Methods
@@ -12,14 +16,15 @@ still update or read (Kafka's store may keep closed windows longer, up to its re
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Iterable, NamedTuple
 
 import attrs
 
 from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidArgumentError
 
-__all__ = ["KeyValue", "ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry"]
+__all__ = ["KeyValue", "ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry",
+           "ValueAndTimestamp", "join_window_entries"]
 
 
 class KeyValue(NamedTuple):
@@ -27,6 +32,14 @@ class KeyValue(NamedTuple):
 
     key: Any
     value: Any
+
+
+class ValueAndTimestamp(NamedTuple):
+    """A stored value and its timestamp, as Kafka Streams' ``ValueAndTimestamp`` (what a
+    timestamped store's view returns: `TopologyTestDriver.get_timestamped_key_value_store`)."""
+
+    value: Any
+    timestamp: int
 
 
 @attrs.frozen
@@ -55,13 +68,26 @@ def _millis(value: Any, name: str) -> int:
     return value
 
 
+def join_window_entries(states: Iterable[tuple[Any, Iterable[tuple[int, Any]]]], size_ms: int) -> list[StoreEntry]:
+    """A stream–stream join's window store (one side's): each buffered record of each key as an
+    entry whose window starts at the record's timestamp and lasts the join window's size
+    (``before + after``), as Kafka Streams' join stores hold them. ``states``: per key, the
+    side's ``(timestamp, value)`` records in arrival order (duplicates kept)."""
+    return [StoreEntry(key, ts, ts + size_ms, value, ts) for key, records in states for ts, value in records]
+
+
 @attrs.frozen
 class _Store:
     name: str
     _read: Callable[[], list[StoreEntry]] = attrs.field(repr=False)
+    #: Values come with their timestamps (`ValueAndTimestamp`), as Kafka's timestamped stores.
+    timestamped: bool = attrs.field(default=False, kw_only=True)
 
     def _entries(self) -> list[StoreEntry]:
         return _ordered(self._read())
+
+    def _value(self, entry: StoreEntry) -> Any:
+        return ValueAndTimestamp(entry.value, entry.timestamp) if self.timestamped else entry.value
 
     def approximate_num_entries(self) -> int:
         """How many entries the store holds."""
@@ -70,19 +96,20 @@ class _Store:
 
 @attrs.frozen
 class ReadOnlyKeyValueStore(_Store):
-    """An unwindowed aggregation's store: the latest aggregate per key (Kafka Streams'
-    ``ReadOnlyKeyValueStore``; timestamps are dropped, as the driver's facade does)."""
+    """An unwindowed aggregation's or a table's store: the latest value per key (Kafka Streams'
+    ``ReadOnlyKeyValueStore``; timestamps are dropped, as the driver's facade does, unless the
+    view is timestamped: then each value is a `ValueAndTimestamp`)."""
 
     def get(self, key: Any) -> Any:
         """The key's value, or None."""
         for e in self._read():
             if e.key == key:
-                return e.value
+                return self._value(e)
         return None
 
     def all(self) -> list[Any]:
         """Every ``KeyValue(key, value)``, by key."""
-        return [KeyValue(e.key, e.value) for e in self._entries()]
+        return [KeyValue(e.key, self._value(e)) for e in self._entries()]
 
     def range(self, from_key: Any, to_key: Any) -> list[Any]:
         """``KeyValue``s with ``from_key <= key <= to_key``, by key."""
@@ -91,7 +118,8 @@ class ReadOnlyKeyValueStore(_Store):
 
 @attrs.frozen
 class ReadOnlyWindowStore(_Store):
-    """A time- or sliding-window aggregation's store (Kafka Streams' ``ReadOnlyWindowStore``)."""
+    """A time- or sliding-window aggregation's store, or a stream–stream join's (Kafka Streams'
+    ``ReadOnlyWindowStore``; values are `ValueAndTimestamp` if the view is timestamped)."""
 
     def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
         """``fetch(key, start)``: the value of the key's window starting at ``start`` (or None);
@@ -99,12 +127,13 @@ class ReadOnlyWindowStore(_Store):
         starting in ``[time_from, time_to]``, by start."""
         time_from = _millis(time_from, "time_from")
         if time_to is None:
-            for e in self._read():
+            for e in self._entries():
                 if e.key == key and e.start == time_from:
-                    return e.value
+                    return self._value(e)
             return None
         time_to = _millis(time_to, "time_to")
-        return [KeyValue(e.start, e.value) for e in self._entries() if e.key == key and time_from <= e.start <= time_to]
+        return [KeyValue(e.start, self._value(e)) for e in self._entries()
+                if e.key == key and time_from <= e.start <= time_to]
 
     def fetch_all(self, time_from: int, time_to: int) -> list[Any]:
         """``KeyValue(Windowed(key, window), value)`` for windows starting in ``[time_from, time_to]``."""
@@ -113,7 +142,7 @@ class ReadOnlyWindowStore(_Store):
 
     def all(self) -> list[Any]:
         """Every ``KeyValue(Windowed(key, TimeWindow(start, end)), value)``, by key and start."""
-        return [KeyValue(Windowed(e.key, TimeWindow(e.start, e.end)), e.value) for e in self._entries()]
+        return [KeyValue(Windowed(e.key, TimeWindow(e.start, e.end)), self._value(e)) for e in self._entries()]
 
 
 @attrs.frozen
