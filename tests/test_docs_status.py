@@ -222,14 +222,101 @@ class TestNotYetImplemented:
                 assert f"{owner}.{method}" in names or method in names, (owner, method, found[0])
 
 
-def test_the_docs_hold_no_development_log() -> None:
-    """The pages state facts with dates, not who measured them when: no page names a working
-    session by its number ("the twelfth session", "this session") or an engineer."""
-    ordinals = ("third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth"
-                "|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth")
-    pattern = re.compile(rf"\b(?:(?:{ordinals}) session|this session|another engineer)\b",
-                         re.I)
-    found = [f"{page.relative_to(ROOT)}:{n}: {line.strip()[:80]}"
-             for page in [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"]
-             for n, line in enumerate(page.read_text().splitlines(), start=1) if pattern.search(line)]
-    assert found == []
+    #: What a "not yet" row of the page names that does not raise `NotYetImplementedError` yet,
+    #: and why: a static factory is read on the class (only a metaclass could answer it), and
+    #: the value classes of ``streamsdsl.values`` / ``Branched`` have no not-yet hook.
+    UNANSWERED = {
+        "JoinWindows.of": "a static factory, read on the class",
+        "JoinWindows.grace": "JoinWindows (streamsdsl.values.joins) has no not-yet hook",
+        "StreamJoined.with_this_store_supplier": "StreamJoined (streamsdsl.values.joins) has no not-yet hook",
+        "StreamJoined.with_other_store_supplier": "StreamJoined (streamsdsl.values.joins) has no not-yet hook",
+        "Branched.with_function": "a static factory, read on the class",
+        "Branched.with_consumer": "a static factory, read on the class",
+    }
+
+    @staticmethod
+    def row_methods(cell: str) -> list[str]:
+        """The ``Owner.method`` names of a first cell: a bare ``method`` after an ``Owner.x``
+        has that owner; Kafka's Java names (camelCase) and class names alone are left out."""
+        found, owner = [], None
+        for name in names(cell):
+            head, _, method = name.partition(".")
+            if method:
+                owner = head
+            elif owner is not None and name[:1].islower():
+                method = name
+            if not method or method != method.lower():
+                continue
+            found.append(f"{owner}.{method}")
+        return found
+
+    def test_each_method_a_row_names_raises_or_is_listed(self) -> None:
+        """The other way round: every method the first column of a "not yet" row names, and the
+        API lacks, is in `streamsdsl.errors.NOT_YET` (so it raises naming the row), or in
+        `UNANSWERED` with the reason it cannot yet: a row added to the page is answered by the
+        API or listed here, and an entry here that starts raising must leave the list."""
+        from streamsdsl.errors import NOT_YET
+
+        text = (DOCS / "differences.md").read_text(encoding="utf-8")
+        rows = [r for r in table_after(text, "## Not yet implemented") if r[1].startswith("not yet")]
+        named = {m for r in rows for m in self.row_methods(r[0]) if not resolves(m)}
+        answered = {f"{owner}.{method}" for owner, methods in NOT_YET.items() for method in methods}
+        assert named - answered == set(self.UNANSWERED)
+        assert answered <= named
+
+    def test_row_methods(self) -> None:
+        assert self.row_methods("Processor API: `KStream.process`, `process_values`, `Topology.add_processor`, "
+                                "`add_state_store`, `globalTable`, `Joined`") == [
+            "KStream.process", "KStream.process_values", "Topology.add_processor", "Topology.add_state_store"]
+
+
+#: Phrases of a development log rather than of documentation, matched in each page's prose
+#: (fenced code and code spans left out, lines joined, so a phrase broken across two lines is
+#: found): a working session by number or as "this session", who did the work ("another
+#: engineer", "other agents' runs"), the first person, and days named relative to the writing.
+#: A measurement states its date and conditions instead ("2026-11-23, load average 5-9 on 2 cores").
+_ORDINALS = ("third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh|twelfth|thirteenth|fourteenth"
+             "|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|\\d+(?:st|nd|rd|th)")
+DEVELOPMENT_LOG = re.compile(
+    rf"\b(?:(?:{_ORDINALS}) (?:working )?session|(?:this|previous) (?:working )?session|working session)\b"
+    r"|\bengineers?\b|\bagents?'"
+    r"|(?-i:(?<![\w/.-])I(?![\w/.'-]))|\b(?:we|our|ours|my)\b"
+    r"|\b(?:this|that) (?:morning|afternoon|evening|day)\b|\bthis day's\b|\b(?:earlier|later) that day\b",
+    re.I)
+
+
+def prose(text: str) -> str:
+    """A page's prose: without fenced code blocks and code spans, whitespace runs made one space."""
+    text = re.sub(r"^```.*?^```", " ", text, flags=re.S | re.M)
+    return re.sub(r"\s+", " ", re.sub(r"`[^`\n]*`", " ", text))
+
+
+def development_log(text: str) -> list[str]:
+    """The development-log phrases of a page (`DEVELOPMENT_LOG`), each with some context."""
+    flat = prose(text)
+    return [flat[max(0, m.start() - 30):m.end() + 30] for m in DEVELOPMENT_LOG.finditer(flat)]
+
+
+class TestNoDevelopmentLog:
+    """The pages state facts with dates, not who measured them when."""
+
+    @pytest.mark.parametrize("text", [
+        "Since then (eleventh\nsession) one cluster serves", "as found in this session", "the 12th session",
+        "shared with other engineers' test runs", "2 cores shared with other agents' runs", "while I ran a subset",
+        "an accumulator of our own", "the tree of this day", "25:41 earlier that day",
+    ])
+    def test_phrases_found(self, text: str) -> None:
+        assert development_log(text) != []
+
+    @pytest.mark.parametrize("text", [
+        "Kafka I/O on Spark", "the first session streamsdsl creates", "a second application in the same session",
+        "the key's last session", "i.e. from the first record", "(issue 24, 2026-11-25)", "```\nwe = 1\n```",
+        "`I`", "a SparkSession per test run; session windows merge", "US and EU",
+    ])
+    def test_facts_pass(self, text: str) -> None:
+        assert development_log(text) == []
+
+    @pytest.mark.parametrize("page", [*sorted(DOCS.rglob("*.md")), ROOT / "README.md"],
+                             ids=lambda p: str(p.relative_to(ROOT)))
+    def test_page(self, page: Path) -> None:
+        assert development_log(page.read_text(encoding="utf-8")) == []
