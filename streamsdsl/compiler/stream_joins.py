@@ -4,8 +4,10 @@ Like the stream–table join (`streamsdsl.compiler.joins`), the join is **one** 
 ``transformWithState`` operator over the union of both inputs, keyed by the join key, each row
 tagged with its side in `INPUT_INDEX` (0: this/left, 1: other/right) and its value in field ``l``
 or ``r`` of a struct. Per key it holds one `StreamJoinState` (both sides' buffered records and the
-held, not yet joined records of a left/outer join) and calls the semantics core
-`streamsdsl.semantics.stream_stream` for every record.
+held, not yet joined records of a left/outer join) and hosts the direct engine's kernel,
+`streamsdsl.semantics.stream_stream.StreamJoinKernel`, one key at a time: ``kernel.process``
+for every record with the clock the mode knows (`JoinClock`), ``kernel.expire`` for the held
+records a stream time has expired.
 
 Stream time and held records
 ----------------------------
@@ -15,13 +17,14 @@ Kafka Streams' stream time is shared by both inputs and all keys.
   stream time, the stream time of the last *in-order* record (when Kafka scans its held
   records), and each side's maximum buffered timestamp (the buffers' cut-off). Before each record
   of a key the processor emits the key's held records whose window closed by then
-  (`stream_join_close`), then joins the record (`stream_join_step`). A held record leaves the
+  (``kernel.expire`` at the scan time), then joins the record (``kernel.process``). A held record leaves the
   processor with its threshold; the plan gives it to the first in-order record of the run
   (any key) whose stream time passes the threshold, where Kafka emits it, ordered as Kafka does
   (timestamp, right before left, serialized key). State, and the four times, are carried to the
   next run, so each run processes only the newly piped records.
 * **Streaming**: stream time is the event-time watermark (Spark's global watermark over both
-  inputs) advanced by the key's own records of the micro-batch (`stream_join_operator_step`);
+  inputs) advanced by the key's own records of the micro-batch (an in-order record first expires
+  the key's held records, as Kafka's scan does);
   an event-time timer at `stream_join_timer_threshold` ``+ 1`` emits held records and prunes the
   buffers when no record of the key comes.
 
@@ -55,11 +58,10 @@ from streamsdsl.errors import InvalidTypeError, UserFunctionError
 from streamsdsl.semantics.stream_stream import (
     LEFT,
     RIGHT,
+    JoinClock,
+    StreamJoinKernel,
     StreamJoinSpec,
     StreamJoinState,
-    stream_join_close,
-    stream_join_operator_step,
-    stream_join_step,
     stream_join_timer_threshold,
 )
 from streamsdsl.semantics.tables import key_bytes
@@ -138,7 +140,10 @@ def _held_order(spec: StreamJoinSpec, state: StreamJoinState, stream_time: int) 
 
 
 class _JoinProcessor(StatefulProcessor):
-    """What both plan modes share: decoding rows, calling the core, output rows."""
+    """A Spark host of `StreamJoinKernel` (the direct engine's), one key per call: what both
+    plan modes share: decoding rows, handing the key's state and the clock to the kernel, output
+    rows. The kernel holds just the call's key; expired held records come out through
+    ``kernel.expire`` at the times the mode knows (the plan's scan times, or the watermark)."""
 
     fields: tuple[str, ...] = OUTPUT_FIELDS
 
@@ -149,6 +154,16 @@ class _JoinProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
         self.state = handle.getValueState("join", self.config.state_fields)
+        self.kernel = StreamJoinKernel(self.config.spec, self.config.joiner)
+
+    def _hand_to_kernel(self, key: Any, state: StreamJoinState) -> StreamJoinKernel:
+        """The kernel, holding ``state`` as the one key it knows."""
+        self.kernel.states.clear()
+        self.kernel.states[key] = state
+        return self.kernel
+
+    def _state_of(self, key: Any) -> StreamJoinState:
+        return self.kernel.states.get(key) or StreamJoinState()
 
     def _row(self, key: Any, value: Any, ts: int, headers: Any, position: int, opos: list[int],
              final_key: str | None = None, metric: str | None = None, metric_value: float | None = None,
@@ -183,11 +198,12 @@ class _JoinProcessor(StatefulProcessor):
         """The records with a ``None`` key (Spark groups them under one key): no state, each
         joined with ``None`` at once when its side is an outer one and it has a value
         (KIP-962), else a drop event (`stream_join_step`)."""
-        cfg = self.config
+        kernel = self.kernel
+        kernel.states.clear()
         for r in sorted(rows, key=lambda r: (r[SOURCE_POSITION], r[OUTPUT_POSITION] or [], r[INPUT_INDEX])):
             position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
             side, value = self._value_in(r)
-            step = self._call(stream_join_step, None, position, cfg.spec, None, side, None, value, ts, ts, cfg.joiner)
+            step = self._call(kernel.process, None, position, side, None, value, ts, clock=JoinClock(ts))
             yield from self._step_rows(step, None, None, r, position, opos, ts)
 
     def _call(self, fn: Any, k: Any, position: int, *args: Any, **kwargs: Any) -> Any:
@@ -222,33 +238,40 @@ class ReplayStreamJoinProcessor(_JoinProcessor):
         run = data[0][RUN_TIMES] if data else None  # on carried-state rows too
         while data and data[0][CARRIED_STATE] is not None:
             state = cfg.decode(data.pop(0)[CARRIED_STATE])
+        kernel = self._hand_to_kernel(k, state)
         held_seq = 0
         for r in data:
             position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
             side, value = self._value_in(r)
             if value is not None and spec.holds:
-                order = _held_order(spec, state, r[SCAN_TIME])
-                close = self._call(stream_join_close, k, position, spec, state, k, r[SCAN_TIME], cfg.joiner,
-                                   left_store_time=r[LEFT_TIME], right_store_time=r[RIGHT_TIME])
-                state = close.state
-                for (hts, hside), o in zip(order, close.outputs):
-                    yield self._pending(kcell, k, korder, hts, hside, o.value, held_seq, position)
-                    held_seq += 1
+                yield from self._expire(kcell, k, korder, r, position, held_seq)
+                held_seq = self._held_seq
             other_time = r[RIGHT_TIME] if side == LEFT else r[LEFT_TIME]
-            step = self._call(stream_join_step, k, position, spec, state, side, k, value, ts, r[STREAM_TIME],
-                              cfg.joiner, other_store_time=other_time)
+            step = self._call(kernel.process, k, position, side, k, value, ts,
+                              clock=JoinClock(r[STREAM_TIME], other_time))
             yield from self._step_rows(step, kcell, k, r, position, opos, ts)
-            state = state if step.dropped else step.state
-        if run is not None:
-            order = _held_order(spec, state, run[SCAN_TIME]) if spec.holds else []
-            close = self._call(stream_join_close, k, -1, spec, state, k, run[SCAN_TIME], cfg.joiner,
-                               left_store_time=run[LEFT_TIME], right_store_time=run[RIGHT_TIME])
-            state = close.state
-            for (hts, hside), o in zip(order, close.outputs):
-                yield self._pending(kcell, k, korder, hts, hside, o.value, held_seq, -1)
-                held_seq += 1
+        if run is not None and spec.holds:
+            yield from self._expire(kcell, k, korder, run, -1, held_seq)
+        elif run is not None:
+            self._call(kernel.expire, k, -1, k, run[SCAN_TIME], left_store_time=run[LEFT_TIME],
+                       right_store_time=run[RIGHT_TIME])
+        state = self._state_of(k)
         if not state.is_empty():
             yield self._row(kcell, None, -1, [], -1, [], metric=CARRY, carried=cfg.encode(state))
+
+    _held_seq = 0
+
+    def _expire(self, kcell: Any, k: Any, korder: str, times: Any, position: int, held_seq: int) -> Iterator[Row]:
+        """The key's held records that the scan time of ``times`` (a row, or the run's end) has
+        expired, pending for the plan to place (Kafka's scan over all keys); `_held_seq` after."""
+        spec = self.config.spec
+        order = _held_order(spec, self._state_of(k), times[SCAN_TIME])
+        outputs = self._call(self.kernel.expire, k, position, k, times[SCAN_TIME], left_store_time=times[LEFT_TIME],
+                             right_store_time=times[RIGHT_TIME])
+        for (hts, hside), o in zip(order, outputs):
+            yield self._pending(kcell, k, korder, hts, hside, o.value, held_seq, position)
+            held_seq += 1
+        self._held_seq = held_seq
 
     def _pending(self, kcell: Any, k: Any, korder: str, ts: int, side: str, value: Any, seq: int,
                  position: int) -> Row:
@@ -278,10 +301,9 @@ class StreamingStreamJoinProcessor(_JoinProcessor):
         if threshold is not None:
             self.handle.registerTimer(threshold + 1)
 
-    def _closed(self, kcell: Any, k: Any, state: StreamJoinState, watermark: int) -> Iterator[Row]:
-        close = self._call(stream_join_close, k, -1, self.config.spec, state, k, watermark, self.config.joiner)
-        self._state_after = close.state
-        for i, o in enumerate(close.outputs):
+    def _closed(self, kcell: Any, k: Any, watermark: int) -> Iterator[Row]:
+        """The key's held records the watermark has expired, before the batch's records."""
+        for i, o in enumerate(self._call(self.kernel.expire, k, -1, k, watermark)):
             yield self._row(kcell, self._out_value(o.value, k, -1), o.timestamp, [], -1, [0, i])
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
@@ -293,24 +315,28 @@ class StreamingStreamJoinProcessor(_JoinProcessor):
         kcell = key[0]
         k = cfg.key.from_internal(kcell)
         stream_time = timerValues.getCurrentWatermarkInMs()
-        state = self._load()
-        yield from self._closed(kcell, k, state, stream_time)
-        state = self._state_after
+        kernel = self._hand_to_kernel(k, self._load())
+        yield from self._closed(kcell, k, stream_time)
         for r in data:
             position, opos, ts = r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []), r["timestamp"]
             side, value = self._value_in(r)
             stream_time = max(stream_time, ts)
-            step = self._call(stream_join_operator_step, k, position, spec, state, side, k, value, ts, stream_time,
-                              cfg.joiner)
+            if value is not None and spec.holds and ts == stream_time:
+                # an in-order record: the key's expired held records come out before its results
+                expired = self._call(kernel.expire, k, position, k, stream_time)
+                for i, o in enumerate(expired):
+                    yield self._row(kcell, self._out_value(o.value, k, position), o.timestamp, r["headers"], position,
+                                    [*opos, 0, i])
+            step = self._call(kernel.process, k, position, side, k, value, ts, clock=JoinClock(stream_time))
             yield from self._step_rows(step, kcell, k, r, position, opos, ts)
-            state = state if step.dropped else step.state
-        self._save(state)
+        self._save(self._state_of(k))
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
         kcell = key[0]
         k = self.config.key.from_internal(kcell)
-        yield from self._closed(kcell, k, self._load(), timerValues.getCurrentWatermarkInMs())
-        self._save(self._state_after)
+        self._hand_to_kernel(k, self._load())
+        yield from self._closed(kcell, k, timerValues.getCurrentWatermarkInMs())
+        self._save(self._state_of(k))
 
 
 # --- the plan ---------------------------------------------------------------------------------------

@@ -83,7 +83,7 @@ from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, 
 
 __all__ = [
     "LEFT", "RIGHT", "JoinWindowsSpec", "StreamJoinClose", "StreamJoinResult", "StreamJoinSpec", "StreamJoinState",
-    "StreamJoinKernel", "StreamJoinKernelStep", "StreamJoinStep", "stream_join_close", "stream_join_operator_step",
+    "JoinClock", "StreamJoinKernel", "StreamJoinKernelStep", "StreamJoinStep", "stream_join_close", "stream_join_operator_step",
     "stream_join_reference_run",
     "stream_join_step", "stream_join_timer_threshold",
 ]
@@ -433,8 +433,20 @@ class StreamJoinKernel:
     def restore(self, times: tuple[int, int, int, int]) -> None:
         self.stream_time, self.store_time[LEFT], self.store_time[RIGHT], self.min_time = times
 
-    def process(self, side: str, key: Any, value: Any, ts: int) -> StreamJoinKernelStep:
+    def process(self, side: str, key: Any, value: Any, ts: int, *,
+                clock: JoinClock | None = None) -> StreamJoinKernelStep:
+        """One record of ``side``. Without ``clock`` the kernel keeps the stream and store times
+        over every key it holds and scans the shared outer store (the direct engine). A host that
+        holds one key at a time passes the ``clock`` it knows (a Spark operator: the plan's times,
+        or the watermark raised by the key's records) and emits expired held records itself with
+        `expire` (Kafka's scan over all keys is the plan's placement of them)."""
         spec, joiner = self.spec, self.joiner
+        if clock is not None:
+            step = stream_join_step(spec, self.states.get(key), side, key, value, ts, clock.stream_time, joiner,
+                                    other_store_time=clock.other_store_time)
+            if not step.dropped and key is not None and step.state is not None:
+                self.states[key] = step.state
+            return StreamJoinKernelStep(outputs=step.outputs, dropped=step.dropped)
         self.stream_time = stream_time = max(self.stream_time, ts)
         if key is None or value is None:
             step = stream_join_step(spec, None, side, key, value, ts, stream_time, joiner)
@@ -455,6 +467,30 @@ class StreamJoinKernel:
             self.min_time = min(self.min_time, ts)
         self.store_time[side] = max(self.store_time[side], ts)
         return StreamJoinKernelStep(tuple(scanned), step.outputs)
+
+
+    def expire(self, key: Any, stream_time: int, *, left_store_time: int | None = None,
+               right_store_time: int | None = None) -> tuple[Output, ...]:
+        """Stream time ``stream_time`` reached for ``key`` (a host of one key at a time): its
+        expired held records as null-joins, and the buffered records no read returns any more
+        leave its state (`stream_join_close`; the store times default to ``stream_time``)."""
+        state = self.states.get(key)
+        if state is None:
+            return ()
+        close = stream_join_close(self.spec, state, key, stream_time, self.joiner, left_store_time=left_store_time,
+                                  right_store_time=right_store_time)
+        if close.state is not state:
+            self.states[key] = close.state
+        return close.outputs
+
+
+@attrs.frozen
+class JoinClock:
+    """The times a host of one key at a time gives `StreamJoinKernel.process`: stream time after
+    the record, and the other side's store time (``None``: stream time)."""
+
+    stream_time: int
+    other_store_time: int | None = None
 
 
 def _scan(spec: StreamJoinSpec, states: MutableMapping[Any, StreamJoinState], stream_time: int, joiner: Joiner,
