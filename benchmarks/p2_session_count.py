@@ -141,7 +141,7 @@ def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
 def core_alone_seconds(records: int, keys: int) -> float:
     """The semantics core applied to every record in one Python process (no Spark)."""
     from streamsdsl import ir
-    from streamsdsl.compiler.aggregations import agg_functions
+    from streamsdsl.operators.functions import agg_functions
     from streamsdsl.semantics.session import SessionWindowing
     from streamsdsl.semantics.windowing import KeyState, record_step
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SlidingWindows, StreamsBuilder, TimeWindows
-from streamsdsl.compiler.aggregations import windowing_of
+from streamsdsl.operators.functions import windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.reference import reference_run
 from tests._support import assert_driver_equals_reference

@@ -32,10 +32,10 @@ from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.suppress import FinalResultsWindowing
-from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, key_codec
-from streamsdsl.operators import function_names, windowing_of
+from streamsdsl.operators.functions import agg_functions, agg_value_serde, cogroup_value_serde, key_codec
+from streamsdsl.operators.functions import function_names, windowing_of
 
-__all__ = ["agg_functions", "windowing_of"]  # re-exported from streamsdsl.operators
+__all__: list[str] = []
 
 
 def _window_kind(windows: SessionWindows | TimeWindows | SlidingWindows | None) -> str:

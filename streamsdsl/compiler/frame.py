@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from streamsdsl.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
+from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.values.serdes import PlanSerde
 
 if TYPE_CHECKING:

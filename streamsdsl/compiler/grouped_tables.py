@@ -48,7 +48,7 @@ from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
-from streamsdsl.operators import grouped_functions, grouped_value_serde, selector_pair
+from streamsdsl.operators.functions import grouped_functions, grouped_value_serde, selector_pair
 
 __all__ = ["GroupedTableConfig"]
 

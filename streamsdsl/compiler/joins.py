@@ -38,7 +38,7 @@ from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
-from streamsdsl.operators import first_match
+from streamsdsl.operators.functions import first_match
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
 from streamsdsl.semantics.tables import TableValue, table_source_step

@@ -41,7 +41,7 @@ from streamsdsl.compiler.columns import (
 )
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import OperatorChoices, drop_counter
-from streamsdsl.operators import null_keys_pass
+from streamsdsl.operators.functions import null_keys_pass
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes

@@ -47,7 +47,7 @@ from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.aggregation import AggFunctions
-from streamsdsl.operators import function_of
+from streamsdsl.operators.functions import function_of
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE as NULL_VALUE
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.windowing import KeyState, WindowAgg, Windowing, close_step

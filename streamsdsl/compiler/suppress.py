@@ -37,7 +37,7 @@ from streamsdsl.values.windows import EmitStrategy
 from streamsdsl.errors import OperationNotDefinedError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.suppress import TimeLimitBuffer
-from streamsdsl.operators import final_results_delay
+from streamsdsl.operators.functions import final_results_delay
 
 __all__: list[str] = []
 

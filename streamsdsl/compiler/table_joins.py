@@ -40,7 +40,7 @@ from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.errors import InvalidTypeError, UserFunctionError
-from streamsdsl.operators import filtered_table_sides
+from streamsdsl.operators.functions import filtered_table_sides
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue

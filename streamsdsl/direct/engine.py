@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from streamsdsl import ir
-from streamsdsl.codecs import KeyCodec
+from streamsdsl.operators.codecs import KeyCodec
 from streamsdsl.direct.records import Headers, Typed
 from streamsdsl.direct.stateful import StatefulStep, stateful
 from streamsdsl.direct.steps import SinkStep, SourceStep, Step, stateless

@@ -14,7 +14,7 @@ from typing import Any, Callable, Protocol
 
 import attrs
 
-from streamsdsl.codecs import KeyCodec
+from streamsdsl.operators.codecs import KeyCodec
 from streamsdsl.values.serdes import JSON_MAX_DEPTH, BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
 from streamsdsl.errors import RecordError, RecordSerializationError, UserFunctionError
 

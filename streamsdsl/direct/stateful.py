@@ -12,15 +12,15 @@ from typing import Any
 import attrs
 
 from streamsdsl import ir
-from streamsdsl.codecs import KeyCodec, SessionKeyCodec
+from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec
 from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, result_error, user_error
 from streamsdsl.direct.steps import Step, _refuse_column, regrouped
 from streamsdsl.values.serdes import DEFAULT_SERDE
 from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError
-from streamsdsl.operators import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
-from streamsdsl.operators import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
-from streamsdsl.operators import filtered_table_sides, selector_pair, windowing_of
+from streamsdsl.operators.functions import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
+from streamsdsl.operators.functions import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
+from streamsdsl.operators.functions import filtered_table_sides, selector_pair, windowing_of
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out

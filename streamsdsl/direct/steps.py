@@ -16,14 +16,14 @@ from typing import Any, Callable
 import attrs
 
 from streamsdsl import ir
-from streamsdsl.codecs import KeyCodec
+from streamsdsl.operators.codecs import KeyCodec
 from streamsdsl.records import DLQ_EXCEPTION, DLQ_HEADERS, DROP_REASONS
 from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, invalid_reason, result_error
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordDeserializationError
-from streamsdsl.operators import first_match, null_keys_pass
+from streamsdsl.operators.functions import first_match, null_keys_pass
 from streamsdsl.errors import DESERIALIZATION_HINT, RecordSerializationError, with_json_position
 
 

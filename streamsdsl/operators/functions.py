@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamsdsl import ir
-from streamsdsl.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
+from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.dsl.aggregations import BuiltinAggregator
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
