@@ -117,6 +117,13 @@ LAYER_RULES = {
     "streamsdsl/direct": ("streamsdsl.dsl.api", "streamsdsl.compiler", "streamsdsl.runtime", "streamsdsl.io",
                           "pyspark"),
     "streamsdsl/compiler": ("streamsdsl.runtime", "streamsdsl.io", "streamsdsl.direct"),
+    # the plan's metrics are the base of the lowering, below its rules and modes
+    "streamsdsl/compiler/metrics.py": ("streamsdsl.compiler.lowering", "streamsdsl.compiler.rules",
+                                       "streamsdsl.compiler.modes", "streamsdsl.runtime", "streamsdsl.io",
+                                       "streamsdsl.direct"),
+    # describe()'s data and renderings know no node: each node describes itself into them
+    "streamsdsl/ir/description.py": ("streamsdsl.ir.nodes", "streamsdsl.ir.topology", "streamsdsl.ir.specs",
+                                     "streamsdsl.values", "streamsdsl.dsl", "pyspark"),
     "streamsdsl/io": ("streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
                       "streamsdsl.direct"),
 }
