@@ -11,7 +11,21 @@ import attrs
 
 from streamsdsl.errors import TopologyError
 
-__all__ = ["DescribedNode", "DescriptionBuilder", "Subtopology", "TopologyDescription"]
+__all__ = ["DescribedNode", "DescriptionBuilder", "Subtopology", "TopologyDescription", "java_hash_set_order"]
+
+
+def java_hash_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` in the iteration order of a Java ``HashSet`` built from them in this order (Kafka
+    Streams' describe() lists a processor's stores from one): by bucket of the spread
+    ``String.hashCode`` in a 16-bucket table, then insertion order."""
+
+    def bucket(s: str) -> int:
+        h = 0
+        for unit in s.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & 15
+
+    return tuple(sorted(names, key=bucket))
 
 
 @attrs.frozen

@@ -27,6 +27,8 @@ from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.ir.specs import AggSpec, AggregateAgg, ColumnFn, CountAgg, Fn, GroupedTableAgg, ReduceAgg, UserFn
 from streamsdsl.ir.specs import _fn, _optional_user_fn, _user_fn
 
+from streamsdsl.ir.description import java_hash_set_order
+
 if TYPE_CHECKING:
     from streamsdsl.ir.description import DescriptionBuilder
 
@@ -461,8 +463,8 @@ class TableTableJoinNode(Node):
         return tuple(dict.fromkeys((*self.this_stores, *self.other_stores)))
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
-        builder.add_processor(self.join_this, _java_hash_set_order(self.other_stores), self.parents[:1])
-        builder.add_processor(self.join_other, _java_hash_set_order(self.this_stores), self.parents[1:])
+        builder.add_processor(self.join_this, java_hash_set_order(self.other_stores), self.parents[:1])
+        builder.add_processor(self.join_other, java_hash_set_order(self.this_stores), self.parents[1:])
         builder.add_processor(self.name, () if self.store is None else (self.store,), (self.join_this, self.join_other))
 
 
@@ -489,7 +491,7 @@ class StreamTableJoinNode(Node):
         return self.table_stores
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
-        builder.add_processor(self.name, _java_hash_set_order(self.stores), self.parents[:1])
+        builder.add_processor(self.name, java_hash_set_order(self.stores), self.parents[:1])
 
 
 def _stream_join_kind(inst: StreamStreamJoinNode, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -504,20 +506,6 @@ def _outer_store(inst: StreamStreamJoinNode, attribute: attrs.Attribute[Any], va
             f"'outer', None for 'inner' (got kind {inst.kind!r}, outer_store {value!r}).")
     if value is not None:
         is_name(inst, attribute, value)
-
-
-def _java_hash_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
-    """``names`` in the iteration order of a Java ``HashSet`` built from them in this order (Kafka
-    Streams' describe() lists a processor's stores from one): by bucket of the spread
-    ``String.hashCode`` in a 16-bucket table, then insertion order."""
-
-    def bucket(s: str) -> int:
-        h = 0
-        for unit in s.encode("utf-16-be").hex(" ", 2).split():
-            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 15
-
-    return tuple(sorted(names, key=bucket))
 
 
 @attrs.frozen
@@ -553,8 +541,8 @@ class StreamStreamJoinNode(Node):
         shared = (self.outer_store,) if self.outer_store else ()
         builder.add_processor(self.this_windowed, (self.this_store,), self.parents[:1])
         builder.add_processor(self.other_windowed, (self.other_store,), self.parents[1:])
-        builder.add_processor(self.join_this, _java_hash_set_order((self.other_store, *shared)), (self.this_windowed,))
-        builder.add_processor(self.join_other, _java_hash_set_order((self.this_store, *shared)), (self.other_windowed,))
+        builder.add_processor(self.join_this, java_hash_set_order((self.other_store, *shared)), (self.this_windowed,))
+        builder.add_processor(self.join_other, java_hash_set_order((self.this_store, *shared)), (self.other_windowed,))
         builder.add_processor(self.name, (), (self.join_this, self.join_other), predecessors_in_order=True)
 
 
