@@ -55,8 +55,7 @@ from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, NoSinkError, StreamsError
 from streamsdsl.runtime.failures import locate, query_error
 from streamsdsl.runtime.topics import check_topics
-from streamsdsl.runtime.wiring import application_session, raw_source
-from streamsdsl.runtime.jvm_connector import check_jvm_connector
+from streamsdsl.runtime.wiring import application_session, prepare_session, start_query
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
 from streamsdsl.runtime.lifecycle import progress_listener
@@ -272,8 +271,6 @@ class KafkaStreams(NotYetAttributes):
         was started and the application stays ``CREATED``: it may be started again (for example
         after `clean_up`).
         """
-        from streamsdsl.io import register
-        from streamsdsl.runtime.session import quiet_py4j
         from streamsdsl.runtime.warmup import start_python_workers
 
         with self._lock:
@@ -284,10 +281,7 @@ class KafkaStreams(NotYetAttributes):
                     "from the checkpoint."
                 )
             spark = self._session()
-            quiet_py4j()  # also on a session streamsdsl did not build: py4j at WARNING, no duplicate tracebacks
-            register(spark)
-            if self.config.connector is Connector.JVM:
-                check_jvm_connector(spark)
+            prepare_session(spark, self.config)
             check_topics(self.config, self.topology)
             start_python_workers(spark)  # in the background, while the query is planned
             os.makedirs(self.config.app_dir, exist_ok=True)
@@ -326,23 +320,9 @@ class KafkaStreams(NotYetAttributes):
 
     def _start_query(self, spark: SparkSession) -> tuple[StreamingQuery, CompiledTopology]:
         """Start the topology's query on the checkpoint (also used to replace a failed query)."""
-        from streamsdsl.runtime.streaming import start_streaming
-
         assert self._sink is not None and self._metrics is not None
-        query, compiled, _ = start_streaming(
-            self.topology,
-            raw_source(spark, self.config, self._lease),
-            self._sink,
-            checkpoint_location=self.config.checkpoint_location,
-            trigger=self.config.trigger,
-            metrics=self._metrics,
-            query_name=self.config.application_id,
-            deserialization_handler=self.config.deserialization_handler,
-            flush=self.config.flush,
-            operator=self.config.operator,
-            before_start=self._check_topology,
-        )
-        return query, compiled
+        return start_query(spark, self.topology, self.config, self._lease, self._sink, self._metrics,
+                           before_start=self._check_topology)
 
     def _check_topology(self, operators: dict[str, Any]) -> None:
         """Compare the topology's stateful part with the checkpoint's and store its fingerprint

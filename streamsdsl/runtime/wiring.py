@@ -1,22 +1,28 @@
-"""What `KafkaStreams` asks of Spark: the session it runs on and the sources its query reads
-(the Spark wiring of `streamsdsl.runtime.app`, which keeps the application's life cycle)."""
+"""What `KafkaStreams` asks of Spark: the session it runs on, prepared (`prepare_session`), the
+sources its query reads (`raw_source`) and the query itself (`start_query`): the Spark wiring of
+`streamsdsl.runtime.app`, which keeps the application's life cycle."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamsdsl.runtime.config import Connector, StreamsConfig
-from streamsdsl.runtime.jvm_connector import jvm_raw_source
+from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
     from streamsdsl import ir
+    from streamsdsl.compiler import CompiledTopology
     from streamsdsl.io.leases import ClientLease
+    from streamsdsl.ir.topology import Topology
+    from streamsdsl.runtime.kafka_sink import KafkaTopicSink
+    from streamsdsl.runtime.metrics import QueryMetrics
 
-__all__ = ["application_session", "raw_source"]
+__all__ = ["application_session", "prepare_session", "raw_source", "start_query"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -57,3 +63,40 @@ def raw_source(spark: SparkSession, config: StreamsConfig,
         return spark.readStream.format(SOURCE_NAME).options(**options).option("subscribe", ",".join(node.topics)).load()
 
     return read
+
+
+def prepare_session(spark: SparkSession, config: StreamsConfig) -> None:
+    """Make ``spark`` ready for the application's query: py4j logging at WARNING without duplicate
+    tracebacks (also on a session streamsdsl did not build), the ``streamsdsl-kafka`` data source
+    registered, and Spark's JVM Kafka connector checked where the config asks for it."""
+    from streamsdsl.io import register
+    from streamsdsl.runtime.session import quiet_py4j
+
+    quiet_py4j()
+    register(spark)
+    if config.connector is Connector.JVM:
+        check_jvm_connector(spark)
+
+
+def start_query(spark: SparkSession, topology: Topology, config: StreamsConfig, lease: ClientLease | None,
+                sink: KafkaTopicSink, metrics: QueryMetrics,
+                before_start: Callable[[dict[str, Any]], None]) -> tuple[StreamingQuery, CompiledTopology]:
+    """Start ``topology``'s streaming query on ``config``'s checkpoint, reading its sources with the
+    configured connector (`raw_source`) and writing through ``sink``; ``before_start`` receives the
+    compiler's operator report before the query starts (the checkpoint's topology check)."""
+    from streamsdsl.runtime.streaming import start_streaming
+
+    query, compiled, _ = start_streaming(
+        topology,
+        raw_source(spark, config, lease),
+        sink,
+        checkpoint_location=config.checkpoint_location,
+        trigger=config.trigger,
+        metrics=metrics,
+        query_name=config.application_id,
+        deserialization_handler=config.deserialization_handler,
+        flush=config.flush,
+        operator=config.operator,
+        before_start=before_start,
+    )
+    return query, compiled
