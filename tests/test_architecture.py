@@ -58,6 +58,25 @@ class TestLowering:
         for mode in (StreamingLowering, ReplayLowering):
             assert [t.__name__ for t in ir.NODE_TYPES if not mode.has_rule(t)] == []
 
+    def test_every_node_type_has_a_direct_engine_rule(self) -> None:
+        """The direct engine dispatches through a rule table too: each concrete IR node type has a
+        rule of its own there (`streamsdsl.direct.rules.RULES`), and nothing else does."""
+        from streamsdsl.direct.rules import RULES
+
+        assert [t.__name__ for t in ir.NODE_TYPES if t not in RULES] == []
+        assert [t.__name__ for t in RULES if t not in ir.NODE_TYPES] == []
+
+    def test_every_stateful_node_type_has_one_description(self) -> None:
+        """The node types whose operators hold state are described once
+        (`streamsdsl.operators.descriptions`), for the compiler and the direct engine alike."""
+        from streamsdsl.operators.descriptions import DESCRIPTIONS
+
+        stateless = {ir.SourceNode, ir.SinkNode, ir.FilterNode, ir.MapValuesNode, ir.MapNode, ir.FlatMapNode,
+                     ir.FlatMapValuesNode, ir.SelectKeyNode, ir.PeekNode, ir.MergeNode, ir.RepartitionNode,
+                     ir.TableToStreamNode, ir.TableFilterNode, ir.TableMapValuesNode, ir.BranchNode,
+                     ir.BranchChildNode}
+        assert sorted(t.__name__ for t in ir.NODE_TYPES - stateless) == sorted(t.__name__ for t in DESCRIPTIONS)
+
     @pytest.mark.parametrize("handler, reads", [("log_and_fail", 1), ("log_and_continue", 2)])
     def test_streaming_count_reads_its_source_once(self, spark: object, handler: str, reads: int) -> None:
         """A streaming count() over Python steps is one aggregation over one read of the source

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from streamsdsl import ir
-from streamsdsl.operators.codecs import KeyCodec
 from streamsdsl.direct.records import Headers, Typed
-from streamsdsl.direct.stateful import StatefulStep, stateful
-from streamsdsl.direct.steps import SinkStep, SourceStep, Step, stateless
+from streamsdsl.direct.rules import rule_for
+from streamsdsl.direct.stateful import StatefulStep
+from streamsdsl.direct.steps import SinkStep, SourceStep, Step
 from streamsdsl.dsl.options import DeserializationHandler
-from streamsdsl.values.serdes import DEFAULT_SERDE
 from streamsdsl.errors import OperationNotDefinedError, RecordError
 from streamsdsl.semantics.kernels import FlushPolicy
 
@@ -85,21 +84,17 @@ class Run:
             self._wire(node, step)
 
     def _step(self, node: ir.Node, parents: list[Typed]) -> Step:
-        if isinstance(node, ir.SinkNode):
-            sink = SinkStep(node, parents[0], self, len(self.sinks))
-            self.sinks.append(sink)
-            return sink
-        step = stateful(node, parents, self) or stateless(node, parents, self)
-        if step is not None:
-            if isinstance(node, ir.TableSourceNode):
-                self._read(node, step)
-            return step
+        """The step of ``node``, by the rule of its type (`streamsdsl.direct.rules.RULES`); a
+        source's (and a source table's) topics are read into it, a sink is one of the outputs."""
+        rule = rule_for(type(node))
+        if rule is None:
+            raise OperationNotDefinedError(f"No direct-engine step for IR node type {type(node).__name__} ({node.name}).")
+        step = rule(node, parents, self)
+        if isinstance(step, SinkStep):
+            self.sinks.append(step)
         if isinstance(node, ir.SourceNode):
-            typed = Typed(KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE)
-            source = SourceStep(node, typed, self)
-            self._read(node, source)
-            return source
-        raise OperationNotDefinedError(f"No direct-engine step for IR node type {type(node).__name__} ({node.name}).")
+            self._read(node, step)
+        return step
 
     def _read(self, node: ir.SourceNode, target: Step) -> None:
         reader = target if isinstance(target, SourceStep) else SourceStep(node, target.typed, self)

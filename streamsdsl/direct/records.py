@@ -56,6 +56,8 @@ class Host(Protocol):
     handler: Any
     flush: Any
     steps: dict[str, Any]
+    #: The sink steps so far (a sink's index among them names its output).
+    sinks: list[Any]
     #: The record being processed: its pipe position, (topic, partition, offset) and timestamp.
     position: int
     coordinates: tuple[str, int, int]

@@ -12,26 +12,33 @@ from typing import Any
 import attrs
 
 from streamsdsl import ir
-from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec
 from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, result_error, user_error
-from streamsdsl.direct.steps import Step, _refuse_column, regrouped
-from streamsdsl.values.serdes import DEFAULT_SERDE
-from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordError
-from streamsdsl.operators.functions import agg_functions, agg_value_serde, cogroup_value_serde, final_results_delay
-from streamsdsl.operators.functions import function_names, function_of, grouped_functions, grouped_value_serde, key_codec
-from streamsdsl.operators.functions import filtered_table_sides, selector_pair, windowing_of
-from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.direct.steps import Step, _refuse_column
+from streamsdsl.errors import RecordError
+from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec
+from streamsdsl.operators.descriptions import (
+    AggregateDescription,
+    GroupedAggregateDescription,
+    StreamJoinDescription,
+    StreamTableJoinDescription,
+    SuppressDescription,
+    TableDescription,
+    TableGroupByDescription,
+    TableJoinDescription,
+    description_of,
+)
+from streamsdsl.operators.functions import function_names, function_of, selector_pair
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
-from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel, StreamJoinSpec
-from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
-from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
-from streamsdsl.semantics.table_table import TableJoinSpec, TableJoinState, join_store_entry, table_join_step
+from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel
+from streamsdsl.semantics.stream_table import stream_join_step, table_update
+from streamsdsl.semantics.suppress import FinalResultsWindowing
+from streamsdsl.semantics.table_table import TableJoinState, join_store_entry, table_join_step
 from streamsdsl.semantics.tables import Change, TableValue, table_source_step
+from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 
 
-__all__ = ["Journal", "stateful"]
+__all__ = ["AggregateStep", "FlushPolicy", "Journal", "StatefulStep"]
 
 _ABSENT = object()
 
@@ -130,8 +137,10 @@ class AggregateStep(StatefulStep):
     read it: the Spark plan then runs only the folded operator, whose state its store shows)."""
 
     def __init__(self, node: ir.Node, typed: Typed, run: Host, kernel: AggregateKernel, inputs: list[Typed],
-                 names: tuple[str, str, str]) -> None:
+                 names: tuple[str, str, str], description: AggregateDescription | None = None) -> None:
         super().__init__(node, typed, run)
+        #: The aggregation's description (None: a suppress node's step).
+        self.description = description
         self.kernel = kernel
         kernel.states = self.state
         self.inputs = inputs
@@ -209,62 +218,28 @@ class AggregateStep(StatefulStep):
 
 
 def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Host) -> AggregateStep:
-    parent = parents[0]
-    agg = node.agg
-    _refuse_column(node, getattr(agg, "reducer", None) or getattr(agg, "aggregator", None))
-    typed_in = regrouped(parent, node.key_serde, None)
-    windows = getattr(node, "windows", None)
-    emit = getattr(node, "emit", None)
-    value_out = agg_value_serde(node, typed_in.value)
-    on_close = emit is not None and emit.emits_on_close
-    kernel = AggregateKernel(windowing_of(windows, cached=run.flush is FlushPolicy.PER_RECORD and not on_close),
-                             agg_functions(agg), emit_on_close=on_close, flush=run.flush,
-                             key_order=typed_in.key.serde.serialize)
-    typed = Typed(key_codec(typed_in.key.serde, windows), value_out, True)
-    return AggregateStep(node, typed, run, kernel, [parent], function_names(agg))
+    d: AggregateDescription = description_of(node, parents, run.topology)
+    _refuse_column(node, d.column)
+    kernel = AggregateKernel(d.windowing(run.flush), d.functions[0], emit_on_close=d.emit_on_close, flush=run.flush,
+                             key_order=d.key_serde.serialize)
+    return AggregateStep(node, Typed(d.key, d.value, True), run, kernel, [parents[0]], d.function_names, d)
 
 
 def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Host) -> AggregateStep:
-    if any(p.key.windowed for p in parents):
-        raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
-    key_serde = node.key_serde or parents[0].key.serde
-    merger = node.merger.fn if node.merger is not None else None
-    fns = [AggFunctions(node.initializer.fn, a.fn, merger) for a in node.aggregators]
-    emit_on_close = node.windows is not None and node.emit.emits_on_close
-    cached = run.flush is FlushPolicy.PER_RECORD and not emit_on_close
-    kernel = AggregateKernel(windowing_of(node.windows, cached=cached), fns, emit_on_close=emit_on_close,
-                             per_input_time=not emit_on_close, flush=run.flush, key_order=key_serde.serialize)
-    typed = Typed(key_codec(key_serde, node.windows), cogroup_value_serde(node), True)
-    return AggregateStep(node, typed, run, kernel, parents, function_names(None))
-
-
-def _keep_latest(key: Any, value: Any, aggregate: Any) -> Any:
-    return value
+    d: AggregateDescription = description_of(node, parents, run.topology)
+    kernel = AggregateKernel(d.windowing(run.flush), list(d.functions), emit_on_close=d.emit_on_close,
+                             per_input_time=not d.emit_on_close, flush=run.flush, key_order=d.key_serde.serialize)
+    return AggregateStep(node, Typed(d.key, d.value, True), run, kernel, parents, d.function_names, d)
 
 
 def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Host) -> Step:
-    table = parents[0]
-    if node.mode == "until_time_limit":
-        if table.key.windowed:
-            raise OperationNotDefinedError(
-                f"{node.name}: suppress(until_time_limit) of a windowed table is not implemented yet; for one result "
-                "per window use suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).")
-        kernel = AggregateKernel(TimeLimitBuffer(node.time_limit), AggFunctions(lambda: None, _keep_latest),
-                                 emit_on_close=True, key_order=table.key.serde.serialize)
-        return AggregateStep(node, Typed(KeyCodec(table.key.serde), table.value, True), run, kernel, [table],
-                             function_names(None))
-    aggregation = run.topology.node(node.parents[0])
-    if not isinstance(aggregation, (ir.TimeWindowAggregateNode, ir.SessionAggregateNode)) \
-            or aggregation.emit.emits_on_close:
-        raise OperationNotDefinedError(
-            f"{node.name}: suppress(until_window_closes) is implemented right after a windowed aggregation "
-            "that emits on update.")
-    owner = run.steps[aggregation.name]
-    assert isinstance(owner, AggregateStep)
-    delay = final_results_delay(aggregation.windows)
-    windowing = windowing_of(aggregation.windows, cached=run.flush is FlushPolicy.PER_RECORD)
-    if delay is not None:
-        windowing = FinalResultsWindowing(windowing, delay, cached=run.flush is FlushPolicy.PER_RECORD)
+    d: SuppressDescription = description_of(node, parents, run.topology)
+    if d.aggregation is None:  # until_time_limit
+        kernel = AggregateKernel(d.buffer(), d.functions, emit_on_close=True, key_order=d.key.serde.serialize)
+        return AggregateStep(node, Typed(d.key, d.value, True), run, kernel, [parents[0]], function_names(None))
+    owner = run.steps[d.aggregation.name]
+    assert isinstance(owner, AggregateStep) and owner.description is not None
+    windowing = owner.description.windowing(run.flush, final_results=d.delay)
     kernel = AggregateKernel(windowing, owner.kernel.fns, emit_on_close=True, key_order=owner.kernel.key_order)
     step = AggregateStep(node, owner.typed, run, kernel, owner.inputs, owner.names)
     if isinstance(windowing, FinalResultsWindowing):
@@ -272,7 +247,7 @@ def _suppress(node: ir.SuppressNode, parents: list[Typed], run: Host) -> Step:
         # record's writes, once per window (`final_results_release`)
         step.cached_inputs = owner.cached_inputs
     owner.folded.append(step)
-    if all(isinstance(run.topology.node(c), ir.SuppressNode) for c in run.topology.children(aggregation.name)):
+    if all(isinstance(run.topology.node(c), ir.SuppressNode) for c in run.topology.children(d.aggregation.name)):
         owner.counted = False  # the plan runs only the folded operator (its store reads the folded state)
         owner.store_of = step  # type: ignore[attr-defined]
     return step
@@ -317,11 +292,11 @@ class TableSourceStep(StatefulStep):
 class StreamTableJoinStep(StatefulStep):
     """A stream record joined with the table's current value (port 1 updates the table)."""
 
-    def __init__(self, node: ir.StreamTableJoinNode, typed: Typed, run: Host, stream: Typed, table: Typed) -> None:
-        super().__init__(node, typed, run)
+    def __init__(self, d: StreamTableJoinDescription, run: Host, stream: Typed, table: Typed) -> None:
+        super().__init__(d.node, Typed(d.key, d.value), run)
         self.sides = (stream, table)
-        self.spec = StreamTableJoin(node.kind)  # type: ignore[arg-type]
-        self.joiner = node.joiner.fn
+        self.spec = d.spec
+        self.joiner = d.joiner
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         key = self.key_of(rec, port)
@@ -347,13 +322,11 @@ class StreamTableJoinStep(StatefulStep):
 class TableJoinStep(StatefulStep):
     """A table–table join: either side's update looks up the other side (port 0 left, 1 right)."""
 
-    def __init__(self, node: ir.TableTableJoinNode, typed: Typed, run: Host, sides: list[Typed]) -> None:
-        super().__init__(node, typed, run)
+    def __init__(self, d: TableJoinDescription, run: Host, sides: list[Typed]) -> None:
+        super().__init__(d.node, Typed(d.key, d.value, True), run)
         self.sides = sides
-        self.spec = TableJoinSpec(node.kind, send_old_values=False, materialized=node.store is not None,  # type: ignore[arg-type]
-                                  cached=run.flush is FlushPolicy.PER_RECORD,
-                                  filtered_sides=filtered_table_sides(run.topology, node))
-        self.joiner = node.joiner.fn
+        self.spec = d.spec(run.flush)
+        self.joiner = d.joiner
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         key = self.key_of(rec, port)
@@ -382,14 +355,12 @@ class TableJoinStep(StatefulStep):
 class StreamJoinStep(StatefulStep):
     """A windowed stream–stream join on `StreamJoinKernel` (port 0 this side, 1 the other)."""
 
-    def __init__(self, node: ir.StreamStreamJoinNode, typed: Typed, run: Host, sides: list[Typed],
-                 values: tuple[Any, Any]) -> None:
-        super().__init__(node, typed, run)
-        self.sides, self.values = sides, values
+    def __init__(self, d: StreamJoinDescription, run: Host, sides: list[Typed]) -> None:
+        super().__init__(d.node, Typed(d.key, d.value), run)
+        self.sides, self.values = sides, (d.left_value, d.right_value)
         # every in-order record emits every expired held record (the documented rule the Spark
         # plan follows, docs/differences.md), not Kafka's skipped and early-stopped scan
-        self.kernel = StreamJoinKernel(StreamJoinSpec(node.kind, node.windows.spec), node.joiner.fn,  # type: ignore[arg-type]
-                                       states=self.state, kafka_scan=False)
+        self.kernel = StreamJoinKernel(d.spec, d.joiner, states=self.state, kafka_scan=False)
 
     def scalars(self) -> Any:
         return self.kernel.times()
@@ -426,9 +397,9 @@ class TableGroupByStep(StatefulStep):
     """``KTable.group_by``: the table's value per key, so each update becomes a change with its
     old value, re-keyed to its old group first, then its new group."""
 
-    def __init__(self, node: ir.TableGroupByNode, typed: Typed, run: Host, table: Typed) -> None:
-        super().__init__(node, typed, run)
-        self.selector = node.selector.fn
+    def __init__(self, d: TableGroupByDescription, run: Host, table: Typed) -> None:
+        super().__init__(d.node, Typed(d.key, d.value, True), run)
+        self.selector = d.node.selector.fn
         self.table = table
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
@@ -457,9 +428,9 @@ class TableGroupByStep(StatefulStep):
 class GroupedAggregateStep(StatefulStep):
     """A grouped table's aggregation: subtract the old value, add the new one."""
 
-    def __init__(self, node: ir.GroupedTableAggregateNode, typed: Typed, run: Host, grouped: Typed) -> None:
-        super().__init__(node, typed, run)
-        self.fns = grouped_functions(node.agg)
+    def __init__(self, d: GroupedAggregateDescription, run: Host, grouped: Typed) -> None:
+        super().__init__(d.node, Typed(d.key, d.value, True), run)
+        self.fns = d.functions
         self.sides = [grouped]
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
@@ -479,51 +450,30 @@ class GroupedAggregateStep(StatefulStep):
         return [(k, 0, 0, v.value, v.ts) for k, v in self.state.items()]
 
 
-# --- dispatch ----------------------------------------------------------------------------------------
+# --- the rules of the stateful nodes (`streamsdsl.direct.rules`) ------------------------------------
 
 
-def stateful(node: ir.Node, parents: list[Typed], run: Host) -> Step | None:
-    """The step of a stateful node (``None``: not a stateful node)."""
-    if isinstance(node, ir.AggregateNode):
-        return _aggregate(node, parents, run)
-    if isinstance(node, ir.CogroupAggregateNode):
-        return _cogroup(node, parents, run)
-    if isinstance(node, ir.SuppressNode):
-        return _suppress(node, parents, run)
-    if isinstance(node, ir.TableSourceNode):
-        key = KeyCodec(node.key_serde or DEFAULT_SERDE)
-        return TableSourceStep(node, Typed(key, node.value_serde or DEFAULT_SERDE, True), run, node.materialized)
-    if isinstance(node, ir.StreamToTableNode):
-        if parents[0].key.windowed:
-            raise InvalidTypeError(f"{node.name}: to_table() of a windowed stream is not supported.")
-        return TableSourceStep(node, Typed(parents[0].key, parents[0].value, True), run, node.materialized)
-    if isinstance(node, ir.StreamTableJoinNode):
-        stream, table = parents
-        if stream.key.windowed or table.key.windowed:
-            raise InvalidTypeError(f"{node.name}: a stream-table join needs plain (not windowed) keys on both sides.")
-        return StreamTableJoinStep(node, Typed(KeyCodec(stream.key.serde), DEFAULT_SERDE), run, stream, table)
-    if isinstance(node, ir.TableTableJoinNode):
-        left, right = parents
-        if left.key.windowed or right.key.windowed:
-            raise InvalidTypeError(f"{node.name}: a table-table join needs plain (not windowed) keys on both sides.")
-        typed = Typed(KeyCodec(left.key.serde), node.value_serde or DEFAULT_SERDE, True)
-        return TableJoinStep(node, typed, run, parents)
-    if isinstance(node, ir.StreamStreamJoinNode):
-        this, other = parents
-        if this.key.windowed or other.key.windowed:
-            raise InvalidTypeError(f"{node.name}: a stream-stream join needs plain (not windowed) keys on both sides.")
-        key = node.key_serde or this.key.serde
-        values = (node.value_serde or this.value, node.other_value_serde or other.value)
-        return StreamJoinStep(node, Typed(KeyCodec(key), DEFAULT_SERDE), run, parents, values)
-    if isinstance(node, ir.TableGroupByNode):
-        typed = Typed(KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE, True)
-        return TableGroupByStep(node, typed, run, parents[0])
-    if isinstance(node, ir.GroupedTableAggregateNode):
-        grouped = parents[0]
-        key_out = node.key_serde or grouped.key.serde
-        typed = Typed(KeyCodec(key_out), grouped_value_serde(node, grouped.value), True)
-        return GroupedAggregateStep(node, typed, run, grouped)
-    return None
+def _table(node: ir.TableSourceNode | ir.StreamToTableNode, parents: list[Typed], run: Host) -> Step:
+    d: TableDescription = description_of(node, parents, run.topology)
+    return TableSourceStep(node, Typed(d.key, d.value, True), run, d.materialized)
 
 
-__all__ += ["AggregateStep", "FlushPolicy"]
+def _stream_table_join(node: ir.StreamTableJoinNode, parents: list[Typed], run: Host) -> Step:
+    stream, table = parents
+    return StreamTableJoinStep(description_of(node, parents, run.topology), run, stream, table)
+
+
+def _table_table_join(node: ir.TableTableJoinNode, parents: list[Typed], run: Host) -> Step:
+    return TableJoinStep(description_of(node, parents, run.topology), run, parents)
+
+
+def _stream_stream_join(node: ir.StreamStreamJoinNode, parents: list[Typed], run: Host) -> Step:
+    return StreamJoinStep(description_of(node, parents, run.topology), run, parents)
+
+
+def _table_group_by(node: ir.TableGroupByNode, parents: list[Typed], run: Host) -> Step:
+    return TableGroupByStep(description_of(node, parents, run.topology), run, parents[0])
+
+
+def _grouped_aggregate(node: ir.GroupedTableAggregateNode, parents: list[Typed], run: Host) -> Step:
+    return GroupedAggregateStep(description_of(node, parents, run.topology), run, parents[0])

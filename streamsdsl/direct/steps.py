@@ -22,12 +22,14 @@ from streamsdsl.direct.records import Host, Record, Typed, call_user, hold, inva
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.values.windows import Windowed
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, RecordDeserializationError
-from streamsdsl.operators.functions import first_match, null_keys_pass
+from streamsdsl.errors import OperationNotDefinedError, RecordDeserializationError
+from streamsdsl.operators.descriptions import merged_encoding
+from streamsdsl.operators.descriptions import regrouped as encodings_regrouped
+from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass
 from streamsdsl.errors import DESERIALIZATION_HINT, RecordSerializationError, with_json_position
 
 
-__all__ = ["Step", "STATELESS"]
+__all__ = ["MapStep", "SinkStep", "SourceStep", "Step", "TableStep", "regrouped"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -247,80 +249,102 @@ def _python_filter(predicate: Callable[[Any, Any], Any], negate: bool) -> Callab
     return step
 
 
-def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result[0], result[1]
-    raise InvalidTypeError(
-        f"{node.name}: the mapper must return a (key, value) pair (got {type(result).__name__}: {result!r}).")
+_JSON_KEY = KeyCodec(DEFAULT_SERDE)
 
 
-def stateless(node: ir.Node, parents: list[Typed], run: Host) -> Step | None:
-    """The step of a stateless node (``None``: not a stateless node)."""
-    parent = parents[0] if parents else None
-    json_key = KeyCodec(DEFAULT_SERDE)
-    if isinstance(node, (ir.FilterNode, ir.MapValuesNode, ir.SelectKeyNode)):
-        _refuse_column(node, getattr(node, "predicate", None) or getattr(node, "mapper", None)
-                       or getattr(node, "selector", None))
-    if isinstance(node, ir.FilterNode):
-        return MapStep(node, parent, run, _python_filter(node.predicate.fn, node.negate), "predicate", False, False)
-    if isinstance(node, ir.MapValuesNode):
-        mapper = node.mapper.fn
-        return MapStep(node, Typed(parent.key, DEFAULT_SERDE), run, lambda k, v: [(k, mapper(v))], "mapper",
-                       False, True)
-    if isinstance(node, ir.MapNode):
-        fn = node.mapper.fn
-        return MapStep(node, Typed(json_key, DEFAULT_SERDE), run, lambda k, v: [_pair(fn(k, v), node)], "mapper",
-                       True, True)
-    if isinstance(node, ir.FlatMapNode):
-        fn = node.mapper.fn
-        return MapStep(node, Typed(json_key, DEFAULT_SERDE), run,
-                       lambda k, v: [_pair(p, node) for p in (fn(k, v) or ())], "mapper", True, True)
-    if isinstance(node, ir.FlatMapValuesNode):
-        fn = node.mapper.fn
-        return MapStep(node, Typed(parent.key, DEFAULT_SERDE), run, lambda k, v: [(k, x) for x in (fn(v) or ())],
-                       "mapper", False, True)
-    if isinstance(node, ir.SelectKeyNode):
-        fn = node.selector.fn
-        return MapStep(node, Typed(json_key, parent.value), run, lambda k, v: [(fn(k, v), v)], "key selector",
-                       True, False)
-    if isinstance(node, ir.PeekNode):
-        action = node.action.fn
+def _filter(node: ir.FilterNode, parents: list[Typed], run: Host) -> Step:
+    _refuse_column(node, node.predicate)
+    return MapStep(node, parents[0], run, _python_filter(node.predicate.fn, node.negate), "predicate", False, False)
 
-        def peek(k: Any, v: Any) -> list[tuple[Any, Any]]:
-            action(k, v)
-            return [(k, v)]
 
-        return MapStep(node, parent, run, peek, "action", False, False)
-    if isinstance(node, ir.MergeNode):
-        left, right = parents
-        if left.key.windowed != right.key.windowed:
-            raise InvalidTypeError("merge: cannot merge a windowed stream with a non-windowed one.")
-        key = left.key if left.key == right.key else json_key
-        value = left.value if left.value == right.value else DEFAULT_SERDE
-        return ConvertStep(node, Typed(key, value), run, parents)
-    if isinstance(node, ir.RepartitionNode):
-        return ConvertStep(node, regrouped(parent, node.key_serde, node.value_serde), run, [parent],
-                           drop_null_keys=not null_keys_pass(run.topology, node.name))
-    if isinstance(node, (ir.BranchNode, ir.TableToStreamNode)):
-        return PassStep(node, Typed(parent.key, parent.value, False) if isinstance(node, ir.TableToStreamNode)
-                        else parent, run)
-    if isinstance(node, ir.BranchChildNode):
-        keep = first_match(tuple(p.fn for p in node.predicates), node.default)
-        return MapStep(node, parent, run, _python_filter(keep, False), "predicate", False, False)
-    if isinstance(node, ir.TableFilterNode):
-        _refuse_column(node, node.predicate)
-        pred, negate = node.predicate.fn, node.negate
+def _map_values(node: ir.MapValuesNode, parents: list[Typed], run: Host) -> Step:
+    _refuse_column(node, node.mapper)
+    mapper = node.mapper.fn
+    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, mapper(v))], "mapper",
+                   False, True)
 
-        def table_filter(k: Any, v: Any) -> list[tuple[Any, Any]]:
-            return [(k, None if v is None or bool(pred(k, v)) == negate else v)]
 
-        return TableStep(node, parent, run, table_filter, "predicate", False)
-    if isinstance(node, ir.TableMapValuesNode):
-        _refuse_column(node, node.mapper)
-        fn = node.mapper.fn
-        return TableStep(node, Typed(parent.key, DEFAULT_SERDE, True), run,
-                         lambda k, v: [(k, None if v is None else fn(v))], "mapper", True)
-    return None
+def _map(node: ir.MapNode, parents: list[Typed], run: Host) -> Step:
+    fn = node.mapper.fn
+    return MapStep(node, Typed(_JSON_KEY, DEFAULT_SERDE), run, lambda k, v: [mapper_pair(fn(k, v), node.name)], "mapper",
+                   True, True)
+
+
+def _flat_map(node: ir.FlatMapNode, parents: list[Typed], run: Host) -> Step:
+    fn = node.mapper.fn
+    return MapStep(node, Typed(_JSON_KEY, DEFAULT_SERDE), run,
+                   lambda k, v: [mapper_pair(p, node.name) for p in (fn(k, v) or ())], "mapper", True, True)
+
+
+def _flat_map_values(node: ir.FlatMapValuesNode, parents: list[Typed], run: Host) -> Step:
+    fn = node.mapper.fn
+    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, x) for x in (fn(v) or ())],
+                   "mapper", False, True)
+
+
+def _select_key(node: ir.SelectKeyNode, parents: list[Typed], run: Host) -> Step:
+    _refuse_column(node, node.selector)
+    fn = node.selector.fn
+    return MapStep(node, Typed(_JSON_KEY, parents[0].value), run, lambda k, v: [(fn(k, v), v)], "key selector",
+                   True, False)
+
+
+def _peek(node: ir.PeekNode, parents: list[Typed], run: Host) -> Step:
+    action = node.action.fn
+
+    def peek(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        action(k, v)
+        return [(k, v)]
+
+    return MapStep(node, parents[0], run, peek, "action", False, False)
+
+
+def _merge(node: ir.MergeNode, parents: list[Typed], run: Host) -> Step:
+    merged = merged_encoding(node, *parents)
+    return ConvertStep(node, Typed(merged.key, merged.value), run, parents)
+
+
+def _repartition(node: ir.RepartitionNode, parents: list[Typed], run: Host) -> Step:
+    return ConvertStep(node, regrouped(parents[0], node.key_serde, node.value_serde), run, [parents[0]],
+                       drop_null_keys=not null_keys_pass(run.topology, node.name))
+
+
+def _pass(node: ir.BranchNode, parents: list[Typed], run: Host) -> Step:
+    return PassStep(node, parents[0], run)
+
+
+def _table_to_stream(node: ir.TableToStreamNode, parents: list[Typed], run: Host) -> Step:
+    return PassStep(node, Typed(parents[0].key, parents[0].value, False), run)
+
+
+def _branch_child(node: ir.BranchChildNode, parents: list[Typed], run: Host) -> Step:
+    keep = first_match(tuple(p.fn for p in node.predicates), node.default)
+    return MapStep(node, parents[0], run, _python_filter(keep, False), "predicate", False, False)
+
+
+def _table_filter(node: ir.TableFilterNode, parents: list[Typed], run: Host) -> Step:
+    _refuse_column(node, node.predicate)
+    pred, negate = node.predicate.fn, node.negate
+
+    def table_filter(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        return [(k, None if v is None or bool(pred(k, v)) == negate else v)]
+
+    return TableStep(node, parents[0], run, table_filter, "predicate", False)
+
+
+def _table_map_values(node: ir.TableMapValuesNode, parents: list[Typed], run: Host) -> Step:
+    _refuse_column(node, node.mapper)
+    fn = node.mapper.fn
+    return TableStep(node, Typed(parents[0].key, DEFAULT_SERDE, True), run,
+                     lambda k, v: [(k, None if v is None else fn(v))], "mapper", True)
+
+
+def _source(node: ir.SourceNode, parents: list[Typed], run: Host) -> Step:
+    return SourceStep(node, Typed(KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE), run)
+
+
+def _sink(node: ir.SinkNode, parents: list[Typed], run: Host) -> Step:
+    return SinkStep(node, parents[0], run, len(run.sinks))
 
 
 class TableStep(MapStep):
@@ -336,13 +360,6 @@ class TableStep(MapStep):
 
 
 def regrouped(typed: Typed, key_serde: PlanSerde | None, value_serde: PlanSerde | None) -> Typed:
-    """The encodings after ``Grouped.with_serdes`` (`streamsdsl.compiler.lowering.regroup`)."""
-    key, value = typed.key, typed.value
-    if key_serde is not None and key_serde != key.serde and not key.windowed:
-        key = KeyCodec(key_serde)
-    if value_serde is not None and value_serde != value:
-        value = value_serde
-    return Typed(key, value, typed.is_table)
-
-
-STATELESS = stateless
+    """The encodings after ``Grouped.with_serdes`` (`streamsdsl.operators.descriptions.regrouped`)."""
+    encoding = encodings_regrouped(typed, key_serde, value_serde)
+    return Typed(encoding.key, encoding.value, typed.is_table)

@@ -27,7 +27,8 @@ from streamsdsl.semantics.windowing import Windowing
 
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
-    "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "null_keys_pass", "selector_pair",
+    "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "mapper_pair",
+    "null_keys_pass", "selector_pair",
     "windowing_of",
 ]
 
@@ -182,6 +183,14 @@ def selector_pair(result: Any, node: str) -> tuple[Any, Any] | None:
         return result[0], result[1]
     raise InvalidTypeError(
         f"{node}: the selector must return a (key, value) pair or None (got {type(result).__name__}: {result!r}).")
+
+
+def mapper_pair(result: Any, node: str) -> tuple[Any, Any]:
+    """A ``map`` / ``flat_map`` mapper's result: a (key, value) pair (tuple, list, `KeyValue`)."""
+    if isinstance(result, (tuple, list)) and len(result) == 2:
+        return result[0], result[1]
+    raise InvalidTypeError(
+        f"{node}: the mapper must return a (key, value) pair (got {type(result).__name__}: {result!r}).")
 
 
 def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
