@@ -116,7 +116,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 8
+JVM_PROTOCOL = 9
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.

@@ -1,21 +1,28 @@
-"""The Java port of the window rules beside the Python kernel, without Spark: the same records
-through `streamsdsl.semantics.kernels.AggregateKernel` (a count, the record cache flushed after
-every record, or emit on close) and through the Java classes the JVM operator runs
-(``Windowing``, ``Sliding``, ``ChangeBuffer``), driven by ``KernelReplay`` (jvm/src/test) in one
-JVM per module; the forwarded records and the drop counts must be equal, record for record."""
+"""The Java port of the aggregation rules beside the Python kernel, without Spark: the same records
+through `streamsdsl.semantics.kernels.AggregateKernel` (built as the direct engine builds it) and
+through the Java classes the JVM operator runs (``Clock``, ``Windowing``, ``Sliding``, ``Agg``,
+``ChangeBuffer``), driven by ``KernelReplay`` (jvm/src/test) in one JVM per module: per record,
+the same drops and the same forwarded records (the record cache flushed after every record, or
+emit on close)."""
 
 from __future__ import annotations
 
+import operator
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from streamsdsl import ir
+from streamsdsl.compiler.columns import DROPPED, DROPPED_NULL_VALUE
+from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
+from streamsdsl.operators.functions import agg_functions
 from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE as NULL_VALUE
 from streamsdsl.semantics.kernels import AggregateKernel
 from streamsdsl.semantics.session import SessionWindowing
 from streamsdsl.semantics.sliding import SlidingWindowing
@@ -27,31 +34,57 @@ sys.path.insert(0, str(ROOT / "jvm"))
 
 from test import compile_tests  # noqa: E402  (jvm/test.py)
 
-COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
+#: The built-in functions of the JVM operator (`Agg.Op`) and the Python functions they mirror.
+HELPERS = ("COUNT", "SUM", "MIN", "MAX")
+REDUCERS = {"RSUM": operator.add, "RMIN": min, "RMAX": max}
+
+
+class Case(NamedTuple):
+    """An aggregation: the window kind and its three parameters (session: gap, grace; time: size,
+    advance, grace; sliding: time difference, grace), emit on close, the initializer (a helper's,
+    or reduce's ``RSUM`` / ``RMIN`` / ``RMAX``), the sessions' merger (``none`` elsewhere), one
+    function per input (two or three: a cogroup), 64-bit integers or doubles."""
+
+    kind: str
+    a: int
+    b: int
+    c: int
+    on_close: bool
+    init: str
+    merge: str
+    ops: tuple[str, ...]
+    double: bool = False
+
+
+#: A record: key, timestamp, input, value (``None``: a null value).
+Record = tuple[str, int, int, int | float | None]
 
 
 class Replay:
-    """One ``KernelReplay`` JVM: a case in, its forwarded records and drop count out."""
+    """One ``KernelReplay`` JVM: a case in, per record its drops and forwarded records out."""
 
     def __init__(self, out: str) -> None:
         java, jars, _ = compile_tests(out)
         self.proc = subprocess.Popen([java, "-cp", f"{out}:{jars}/*", "io.streamsdsl.jvm.KernelReplay"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def run(self, case: str, records: list[tuple[str, int, bool]]) -> tuple[list[tuple[Any, ...]], int]:
+    def run(self, case: Case, records: list[Record]) -> list[tuple[Any, ...]]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        lines = [case, *(f"rec {k} {ts} {int(null)}" for k, ts, null in records), "end"]
+        init = "null" if case.init in ("MIN", "MAX", *REDUCERS) else "zero"
+        head = f"case {case.kind} {case.a} {case.b} {case.c} {int(case.on_close)} {init} {case.merge} " \
+               f"{'double' if case.double else 'long'} {' '.join(case.ops)}"
+        lines = [head, *(f"rec {k} {ts} {i} {'null' if v is None else repr(v)}" for k, ts, i, v in records), "end"]
         self.proc.stdin.write("\n".join(lines) + "\n")
         self.proc.stdin.flush()
-        outputs: list[tuple[Any, ...]] = []
-        dropped = -1
+        got: list[tuple[Any, ...]] = []
         for line in iter(self.proc.stdout.readline, "done\n"):
             f = line.split()
             if f[0] == "out":
-                outputs.append((f[1], int(f[2]), int(f[3]), None if f[4] == "null" else int(f[4]), int(f[5])))
+                value = None if f[4] == "null" else repr(float(f[4])) if case.double else int(f[4])
+                got.append((f[1], int(f[2]), int(f[3]), value, int(f[5])))
             else:
-                dropped = int(f[1])
-        return outputs, dropped
+                got.append(("step", int(f[1]), f[2]))
+        return got
 
     def close(self) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -67,43 +100,124 @@ def replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
     r.close()
 
 
-def python_kernel(kind: str, a: int, b: int, c: int, on_close: bool,
-                  records: list[tuple[str, int, bool]]) -> tuple[list[tuple[Any, ...]], int]:
-    windowing = {"session": lambda: SessionWindowing(a, b, cached=not on_close),
+def _functions(case: Case) -> list[AggFunctions]:
+    """The Python functions of a case: `Aggregations`' helpers (a cogroup's aggregators with
+    one initializer and merger), or reduce's (`operators.functions.agg_functions`)."""
+    if case.init in REDUCERS:
+        return [agg_functions(ir.ReduceAgg(ir.UserFn(REDUCERS[case.init], "(agg, value)")))]
+    kind = float if case.double else int
+    merger = None if case.merge == "none" else BuiltinMerger({"ADD": "sum"}.get(case.merge, case.merge.lower()), kind)
+    return [AggFunctions(BuiltinInitializer(case.init.lower(), kind), BuiltinAggregator(op.lower(), None, kind), merger)
+            for op in case.ops]
+
+
+def python_kernel(case: Case, records: list[Record]) -> list[tuple[Any, ...]]:
+    """The case through `AggregateKernel` as the direct engine builds it (a cogroup's inputs keep
+    their own stream times unless it emits on close); a double as its ``repr`` (-0.0 is not 0.0)."""
+    a, b, c = case.a, case.b, case.c
+    windowing = {"session": lambda: SessionWindowing(a, b, cached=not case.on_close),
                  "time": lambda: TimeWindowing(a, b, c), "sliding": lambda: SlidingWindowing(a, b),
-                 "unwindowed": Unwindowed}[kind]()
-    kernel = AggregateKernel(windowing, COUNT, emit_on_close=on_close)
-    outputs: list[tuple[Any, ...]] = []
-    dropped = 0
-    for key, ts, null in records:
-        step = kernel.process(key, None if null else "v", ts)
-        dropped += step.dropped
+                 "unwindowed": Unwindowed}[case.kind]()
+    fns = _functions(case)
+    kernel = AggregateKernel(windowing, fns, emit_on_close=case.on_close,
+                             per_input_time=len(fns) > 1 and not case.on_close)
+    got: list[tuple[Any, ...]] = []
+    for key, ts, source, value in records:
+        step = kernel.process(key, value, ts, source)
+        metric = "-" if not step.dropped else DROPPED_NULL_VALUE if step.reason == NULL_VALUE else DROPPED
+        got.append(("step", step.dropped, metric))
         for o in step.outputs:
             start, end = (0, 0) if o.start is None else (o.start, o.end)
-            outputs.append((o.key, start, end, o.value, o.timestamp))
-    return outputs, dropped
+            value = repr(o.value) if case.double and o.value is not None else o.value
+            got.append((o.key, start, end, value, o.timestamp))
+    return got
 
 
+@st.composite
+def _cases(draw: st.DrawFn) -> Case:
+    kind = draw(st.sampled_from(["session", "time", "sliding"] * 2 + ["unwindowed"]))
+    if kind == "time":
+        size = draw(st.integers(1, 15))
+        a, b, c = size, draw(st.integers(1, size)), draw(st.integers(0, 12))
+    elif kind == "unwindowed":
+        a = b = c = 0
+    else:
+        a, b, c = draw(st.integers(1, 12)), draw(st.integers(0, 12)), 0
+    on_close = kind != "unwindowed" and draw(st.booleans())
+    double = draw(st.booleans())
+    if draw(st.integers(0, 4)) == 0:  # reduce(operator.add | min | max) of one stream
+        init = draw(st.sampled_from(sorted(REDUCERS)))
+        return Case(kind, a, b, c, on_close, init, init if kind == "session" else "none", (init,), double)
+    # count is of integers; a null initial aggregate takes only min and max (a count or sum of
+    # None fails on both sides)
+    init = draw(st.sampled_from(HELPERS[1:] if double else HELPERS))
+    ops = ("MIN", "MAX") if init in ("MIN", "MAX") else HELPERS[1:] if double else HELPERS
+    inputs = tuple(draw(st.sampled_from(ops)) for _ in range(draw(st.sampled_from([1, 2, 2, 3]))))
+    merge = "none" if kind != "session" else "ADD" if init in ("COUNT", "SUM") else draw(st.sampled_from(["MIN", "MAX"]))
+    return Case(kind, a, b, c, on_close, init, merge, inputs, double)
 
-def _cases() -> st.SearchStrategy[tuple[str, int, int, int, bool]]:
-    session = st.tuples(st.just("session"), st.integers(1, 12), st.integers(0, 12), st.just(0), st.booleans())
-    time = st.integers(1, 15).flatmap(lambda size: st.tuples(
-        st.just("time"), st.just(size), st.integers(1, size), st.integers(0, 12), st.booleans()))
-    sliding = st.tuples(st.just("sliding"), st.integers(1, 12), st.integers(0, 12), st.just(0), st.booleans())
-    unwindowed = st.tuples(st.just("unwindowed"), st.just(0), st.just(0), st.just(0), st.just(False))
-    return st.one_of(session, time, sliding, unwindowed)
+
+@st.composite
+def _records(draw: st.DrawFn, case: Case) -> list[Record]:
+    """Up to 25 records; a cogroup's inputs each ahead of the others by their own offset, so that
+    their stream times part (what `Clock.java` and `store_clock` decide on). Doubles include
+    -0.0 and 0.0, which tell Python's tie rule of ``min`` and ``max`` (the first wins)."""
+    inputs = len(case.ops)
+    offsets = draw(st.lists(st.integers(0, 30), min_size=inputs, max_size=inputs))
+    number: st.SearchStrategy[Any] = st.integers(-5, 9)
+    if case.double:
+        number = st.one_of(st.integers(-5, 9).map(lambda n: n / 2), st.just(-0.0))
+    value = number if case.init in REDUCERS else st.one_of(number, st.none())  # reduce fails on a null
+    n = draw(st.integers(1, 25))
+    raw = draw(st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 40), st.integers(0, inputs - 1), value),
+                        min_size=n, max_size=n))
+    return [(key, ts + offsets[i], i, v) for key, ts, i, v in raw]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
-@given(_cases(), st.lists(st.tuples(st.sampled_from("abc"), st.integers(0, 60), st.integers(0, 9).map(lambda n: n == 0)),
-                          min_size=1, max_size=25))
-@example(("session", 5, 0, 0, False), [("a", 0, False), ("a", 4, False), ("a", 10, False), ("a", 5, False)])
-@example(("sliding", 10, 100, 0, False), [("k", 100, False), ("k", 106, False), ("k", 103, False)])
-@example(("time", 10, 5, 0, True), [("b", 2, False), ("a", 1, False), ("a", 9, False), ("b", 25, False)])
-@example(("unwindowed", 0, 0, 0, False), [("a", 1, False), ("a", 2, True), ("a", 3, False)])
-def test_java_port_forwards_what_the_python_kernel_forwards(replay: Replay, case: tuple[str, int, int, int, bool],
-                                                           records: list[tuple[str, int, bool]]) -> None:
-    """Every window kind, emit on update and on close, grace, out-of-order and null values."""
-    kind, a, b, c, on_close = case
-    java = replay.run(f"case {kind} {a} {b} {c} {int(on_close)}", records)
-    assert java == python_kernel(kind, a, b, c, on_close, records)
+def _case_and_records() -> st.SearchStrategy[tuple[Case, list[Record]]]:
+    return _cases().flatmap(lambda case: st.tuples(st.just(case), _records(case)))
+
+
+COUNT = ("COUNT", "ADD", ("COUNT",))
+COUNT2 = ("COUNT", "ADD", ("COUNT", "COUNT"))
+COUNTED = ("COUNT", "none", ("COUNT",))
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_case_and_records())
+@example((Case("session", 5, 0, 0, False, *COUNT), [("a", 0, 0, 1), ("a", 4, 0, 1), ("a", 10, 0, 1), ("a", 5, 0, 1)]))
+@example((Case("sliding", 10, 100, 0, False, *COUNTED), [("k", 100, 0, 1), ("k", 106, 0, 1), ("k", 103, 0, 1)]))
+@example((Case("time", 10, 5, 0, True, *COUNTED), [("b", 2, 0, 1), ("a", 1, 0, 1), ("a", 9, 0, 1), ("b", 25, 0, 1)]))
+@example((Case("unwindowed", 0, 0, 0, False, "SUM", "none", ("SUM",)),
+          [("a", 1, 0, 4), ("a", 2, 0, None), ("a", 3, 0, 2)]))
+# a sliding window stays in the state until two time differences after its close: the record at
+# 24 (too late for its own left window) still creates the record at 20's right window [21, 27]
+@example((Case("sliding", 6, 2, 0, False, *COUNTED), [("a", 20, 0, 1), ("a", 29, 0, 1), ("a", 24, 0, 1)]))
+# a record exactly a time difference after the previous one: its left window starts from the
+# previous record's left window (Kafka's processReverse)
+@example((Case("sliding", 10, 5, 0, False, *COUNTED), [("a", 10, 0, 1), ("a", 20, 0, 1)]))
+# on close (no record cache) the store's time, 7, hides [5, 5] from a's record at 7: [7, 7] starts
+@example((Case("session", 2, 0, 0, True, *COUNT), [("a", 5, 0, 1), ("b", 7, 0, 1), ("a", 7, 0, 1), ("c", 9, 0, 1)]))
+# ... and a session started again over a hidden one of the same bounds replaces it, emitted once
+# (oracle case 78ba5d55ed19)
+@example((Case("session", 2, 5, 0, True, *COUNT), [("c", 12, 0, 1), ("c", 5, 0, 1), ("c", 5, 0, 1), ("c", 33, 0, 1)]))
+# a cogroup's slower input still adds to a window the faster input's stream time closed (oracle
+# case 197bb19b1746: the record cache keeps it until every input's stream time expired it)
+@example((Case("time", 10, 10, 0, False, "COUNT", "none", ("COUNT", "COUNT")),
+          [("k", 5, 1, 1), ("k", 25, 1, 1), ("k", 7, 0, 1), ("k", 9, 1, 1)]))
+# a session cogroup's store time, the fastest input's, closes a session for every input (oracle
+# case 234cb66c1139)
+@example((Case("session", 2, 5, 0, False, *COUNT2), [("a", 6, 0, 1), ("b", 14, 0, 1), ("a", 4, 1, 1), ("a", 4, 0, 1)]))
+# min of a null value: a null aggregate, which deletes the window (Kafka's put(window, null))
+@example((Case("time", 10, 10, 0, False, "MIN", "none", ("MIN", "MAX")), [("a", 1, 0, None), ("a", 2, 1, 3)]))
+# Python's min and max keep the aggregate on a tie: 0.0 stays 0.0, -0.0 stays -0.0
+@example((Case("time", 10, 10, 0, False, "MIN", "none", ("MIN", "MAX"), True),
+          [("a", 1, 0, 0.0), ("a", 2, 0, -0.0), ("a", 3, 1, -0.0), ("b", 1, 1, -0.0), ("b", 2, 0, 0.0)]))
+def test_java_port_forwards_what_the_python_kernel_forwards(replay: Replay, case_records: tuple[Case, list[Record]]
+                                                           ) -> None:
+    """Every window kind, emit on update and on close, grace, out-of-order records and null
+    values; count, sum, min, max and reduce, of integers and of doubles; a cogroup of up to three
+    inputs (each its own stream time: `Clock.java` beside `store_clock`): per record the same
+    drops (count and metric) and the same forwarded records."""
+    case, records = case_records
+    assert replay.run(case, records) == python_kernel(case, records)

@@ -28,9 +28,10 @@ import scala.jdk.javaapi.CollectionConverters;
  *
  * <p>Streaming: stream time is {@code max(previous watermark, the key's record timestamps so far)},
  * windows close on event-time timers, a micro-batch forwards the net change per key. Replay (the
- * TopologyTestDriver's batch run, {@code TimeMode.None}): stream time per record from the plan
- * column {@code _stream_time}, the cache flushed after every record, state carried in and out as
- * {@code _carried_state} rows, on-close candidates leave with {@code _close_threshold}.
+ * TopologyTestDriver's batch run, {@code TimeMode.None}): each record's stream, store and expiry
+ * times derived by {@link Clock} from the plan column {@code _stream_times_before} (every input's
+ * stream time before the record), the cache flushed after every source record, state carried in
+ * and out as {@code _carried_state} rows, on-close candidates leave with {@code _close_threshold}.
  *
  * <p>State layout (a versioned {@code byte[]}): version byte {@link #STATE_VERSION}, the key's
  * registered timer (long, {@code Long.MIN_VALUE}: none), the window count (int), then per window
@@ -185,8 +186,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     /** A drop event (the Python processor's {@code _dropped}): its reason as the metric (a null value
      * where the window kind skips one, else too late), a cogroup's input as its output position. */
     private Row dropped(Rec r, long count) {
-        String metric = r.valueNull && windowing.dropsNullValues() ? Contract.DROPPED_NULL_VALUE : DROPPED;
-        return event(metric, count, r.ts, r.pos, null, spec.inputIdx >= 0 ? position(new long[0], r.input) : EMPTY);
+        return event(windowing.dropMetric(r.valueNull), count, r.ts, r.pos, null,
+            spec.inputIdx >= 0 ? position(new long[0], r.input) : EMPTY);
     }
 
     /** A row's output event time: its timestamp, raised to the watermark when older, plus
@@ -339,11 +340,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             Rec r = data.get(i);
             long storeTime, expiryTime;
             if (spec.replay) {  // the plan's clock: every input's stream time before the record
-                int slot = r.timesBefore.length > 1 ? r.input : 0;
-                streamTime = windowing.advanceStreamTime(r.timesBefore[slot], r.ts, r.valueNull);
-                long[] clock = windowing.storeClock(r.timesBefore, slot, streamTime);
-                expiryTime = clock[0];
-                storeTime = clock[1];
+                Clock clock = Clock.of(windowing, r.timesBefore, r.input, r.ts, r.valueNull);
+                streamTime = clock.streamTime;
+                storeTime = clock.storeTime;
+                expiryTime = clock.expiryTime;
             } else {
                 storeTime = streamTime;
                 streamTime = windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);

@@ -29,8 +29,8 @@ final class Sliding extends Windowing {
     }
 
     @Override
-    long[] perInputClock(long[] timesBefore, long[] times, int slot, long streamTime) {
-        return cacheClock(timesBefore, times, slot);
+    boolean cacheKeepsExpiredWindows() {
+        return true;
     }
 
     /** Kafka's ValueAndTimestamp; {@code null} where Kafka has null (a null aggregate). */

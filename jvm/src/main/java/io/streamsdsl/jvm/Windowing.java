@@ -2,7 +2,6 @@ package io.streamsdsl.jvm;
 
 import java.io.Serializable;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
@@ -27,35 +26,26 @@ abstract class Windowing implements Serializable {
         return false;
     }
 
+    /** The metric of a record's drops: a null value where the window kind skips one, else too late
+     * (the Python kernel's {@code KernelStep.reason}). */
+    String dropMetric(boolean valueNull) {
+        return valueNull && dropsNullValues() ? Contract.DROPPED_NULL_VALUE : Contract.DROPPED;
+    }
+
     abstract Step step(List<Win> windows, boolean valueNull, Long x, int input, long ts, long streamTime, Agg fns);
 
-    /**
-     * The Python kernel's {@code store_clock} (the record cache on, as on this operator): when one
-     * store serves inputs that keep their own stream times (a cogroup), the {@code {expiryTime,
-     * storeTime}} a record of input {@code slot} works with; {@code timesBefore}: every input's
-     * stream time before it, {@code streamTime}: the slot's after it. One input: {@code
-     * {streamTime, timesBefore[slot]}}. Window kinds override {@link #perInputClock}.
-     */
-    final long[] storeClock(long[] timesBefore, int slot, long streamTime) {
-        if (timesBefore.length < 2) return new long[] {streamTime, timesBefore[slot]};
-        long[] times = timesBefore.clone();
-        times[slot] = streamTime;
-        return perInputClock(timesBefore, times, slot, streamTime);
+    /** In a cogroup whose inputs keep their own stream times, a window leaves the state once the
+     * store's time, the greatest of the inputs', has expired it (the Python
+     * {@code WindowingRules.store_time_expires_windows}: sessions; {@link Clock#storeClock}). */
+    boolean storeTimeExpiresWindows() {
+        return false;
     }
 
-    /** {@link #storeClock} of several inputs ({@code times}: every input's stream time after the record). */
-    long[] perInputClock(long[] timesBefore, long[] times, int slot, long streamTime) {
-        return new long[] {streamTime, timesBefore[slot]};
-    }
-
-    /** Sessions: the store's time, the greatest of the inputs', expires windows and is the store time. */
-    static long[] storeTimeClock(long[] timesBefore, long[] times) {
-        return new long[] {Arrays.stream(times).max().orElseThrow(), Arrays.stream(timesBefore).max().orElseThrow()};
-    }
-
-    /** Time and sliding windows: the record cache keeps a window until every input has expired it. */
-    static long[] cacheClock(long[] timesBefore, long[] times, int slot) {
-        return new long[] {Arrays.stream(times).min().orElseThrow(), timesBefore[slot]};
+    /** In a cogroup whose inputs keep their own stream times, the record cache keeps a window
+     * until every input's stream time has expired it (the Python
+     * {@code WindowingRules.cache_keeps_expired_windows}: time and sliding windows; {@link Clock#storeClock}). */
+    boolean cacheKeepsExpiredWindows() {
+        return false;
     }
 
     /** {@link #step} given also the stream time before the record ({@code storeTime}), which only
@@ -245,9 +235,10 @@ abstract class Windowing implements Serializable {
         private static final long serialVersionUID = 1L;
 
         @Override
-        long[] perInputClock(long[] timesBefore, long[] times, int slot, long streamTime) {
-            return storeTimeClock(timesBefore, times);
+        boolean storeTimeExpiresWindows() {
+            return true;
         }
+
         final long gap;
         final long grace;
         /** The store has Kafka's record cache (the Python core's {@code SessionWindowing.cached}):
@@ -330,9 +321,10 @@ abstract class Windowing implements Serializable {
         private static final long serialVersionUID = 1L;
 
         @Override
-        long[] perInputClock(long[] timesBefore, long[] times, int slot, long streamTime) {
-            return cacheClock(timesBefore, times, slot);
+        boolean cacheKeepsExpiredWindows() {
+            return true;
         }
+
         final long size;
         final long advance;
         final long grace;
