@@ -1,6 +1,9 @@
-"""The JVM operator of the built-in aggregations: record for record the Python kernel's output
-(the direct engine's, which the Python operator runs too; driver replay and streaming), restart from its own checkpoint, a clear error on a checkpoint of
-the other operator, the configuration key, explain(), and loading."""
+"""The JVM operator of the built-in aggregations through Spark: in the driver's replay, record for
+record the output of the Python kernel (`AggregateKernel`, which the direct engine runs and the
+Python operator hosts); in streaming, the Python operator's output, restart from its own
+checkpoint and a clear error on a checkpoint of the other operator; the configuration key,
+explain(), and loading. The Java rules beside the kernel without Spark:
+``test_kernel_differential.py``."""
 
 from __future__ import annotations
 
