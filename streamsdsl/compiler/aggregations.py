@@ -28,12 +28,10 @@ from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, Aggre
 from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
-from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
-from streamsdsl.semantics.aggregation import AggFunctions
+from streamsdsl.errors import OperationNotDefinedError
 from streamsdsl.semantics.kernels import FlushPolicy
-from streamsdsl.semantics.suppress import FinalResultsWindowing
-from streamsdsl.operators.functions import agg_functions, agg_value_serde, cogroup_value_serde, key_codec
-from streamsdsl.operators.functions import function_names, windowing_of
+from streamsdsl.operators.descriptions import AggregateDescription, description_of
+from streamsdsl.operators.functions import agg_functions
 
 __all__: list[str] = []
 
@@ -110,9 +108,10 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     ``final_results`` (a delay in ms): the aggregation followed by ``suppress(until_window_closes)``
     as one operator (`streamsdsl.semantics.suppress.FinalResultsWindowing`), on the Python
     operator: the JVM operator does not implement the suppress node's release rule."""
+    d: AggregateDescription = description_of(node, [self.parent(node)], self.topology)
     frame = regroup(self.parent(node), node.key_serde, None)
-    value_out = agg_value_serde(node, frame.value)
-    windows = getattr(node, "windows", None)
+    value_out = d.value
+    windows = d.windows
     if windows is None:
         native = _native_column(node.agg)
         if native is not None and self.flush is FlushPolicy.EVERY_WRITE and not self.native_per_record:
@@ -131,16 +130,14 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
             out = self.native_aggregate(node.name, df, native, value_out.spark_type,
                                         per_source_record=not _repartitioned(self, node, 0))
             return Frame(out, frame.key, value_out, is_table=True)
-    emit = getattr(node, "emit", None)
-    on_close = final_results is None and emit is not None and emit.emits_on_close
-    windowing = windowing_of(windows, cached=self.flush is FlushPolicy.PER_RECORD and not on_close)
-    if final_results is not None:
-        windowing = FinalResultsWindowing(windowing, final_results, cached=self.flush is FlushPolicy.PER_RECORD)
+    # (a Column aggregation has no Python functions: it reaches here only where Spark's own
+    # aggregation cannot run it, and agg_functions says so)
+    functions = d.functions[0] if d.functions else agg_functions(node.agg)
     config = AggregateConfig(
-        node.name, key_codec(frame.key.serde, windows), value_out, windowing,
-        (AggregateInput(frame.value, agg_functions(node.agg), _repartitioned(self, node, 0)),),
-        emit_on_close=final_results is not None or (emit is not None and emit.emits_on_close),
-        function_names=function_names(node.agg), flush=self.flush,
+        node.name, d.key, value_out, d.windowing(self.flush, final_results),
+        (AggregateInput(frame.value, functions, _repartitioned(self, node, 0)),),
+        emit_on_close=final_results is not None or d.emit_on_close,
+        function_names=d.function_names, flush=self.flush,
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
@@ -179,10 +176,9 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     """One stateful operator over the union of all inputs: each row tagged with its input
     index and its value carried in the field ``v<i>`` of a common struct column."""
     frames = [self.parent(node, i) for i in range(len(node.parents))]
-    key_serde = node.key_serde or frames[0].key.serde
-    if any(f.key.windowed for f in frames):
-        raise InvalidTypeError(f"{node.name}: cannot cogroup a windowed stream.")
-    value_out = cogroup_value_serde(node)
+    d: AggregateDescription = description_of(node, frames, self.topology)
+    key_serde = d.key_serde
+    value_out = d.value
     form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
                                      isinstance(node.windows, SessionWindows), cogroup=node)
     if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
@@ -206,15 +202,11 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     union = parts[0]
     for p in parts[1:]:
         union = union.unionByName(p)
-    merger = node.merger.fn if node.merger is not None else None
     config = AggregateConfig(
-        node.name, key_codec(key_serde, node.windows), value_out,
-        windowing_of(node.windows, cached=self.flush is FlushPolicy.PER_RECORD
-                     and not (node.windows is not None and node.emit.emits_on_close)),
-        tuple(AggregateInput(f.value, AggFunctions(node.initializer.fn, a.fn, merger), _repartitioned(self, node, i))
-              for i, (f, a) in enumerate(zip(frames, node.aggregators))),
-        emit_on_close=node.windows is not None and node.emit.emits_on_close,
-        cogroup=True, flush=self.flush, input_names=node.agg_names,
+        node.name, d.key, value_out, d.windowing(self.flush),
+        tuple(AggregateInput(f.value, fns, _repartitioned(self, node, i))
+              for i, (f, fns) in enumerate(zip(frames, d.functions))),
+        emit_on_close=d.emit_on_close, cogroup=True, flush=self.flush, input_names=node.agg_names,
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

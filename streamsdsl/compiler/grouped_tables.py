@@ -44,11 +44,12 @@ from streamsdsl.compiler.joins import KeyedOperator
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.processors import windows_type
-from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions, grouped_aggregate_step, regroup
 from streamsdsl.semantics.tables import Change, TableValue
-from streamsdsl.operators.functions import grouped_functions, grouped_value_serde, selector_pair
+from streamsdsl.operators.descriptions import GroupedAggregateDescription, TableGroupByDescription, description_of
+from streamsdsl.operators.functions import selector_pair
 
 __all__ = ["GroupedTableConfig"]
 
@@ -213,25 +214,25 @@ class WindowedKeyCells:
 
 def _table_group_by(self: Lowering, node: ir.TableGroupByNode) -> Frame:
     table = self.parent(node)
+    d: TableGroupByDescription = description_of(node, [table], self.topology)
     key_in = WindowedKeyCells(table.key) if table.key.windowed else table.key.serde
-    key, value = node.key_serde or DEFAULT_SERDE, node.value_serde or DEFAULT_SERDE  # Grouped.with_serdes
-    config = GroupedTableConfig(node.name, REGROUP, key_in, table.value, key, value,  # type: ignore[arg-type]
+    config = GroupedTableConfig(node.name, REGROUP, key_in, table.value, d.key_serde, d.value,  # type: ignore[arg-type]
                                 selector=node.selector.fn)
     self.choices.record(node.name, Backend.PYTHON, "grouped tables run on the Python operator")
-    return Frame(_run(self, table.df, config), KeyCodec(key), value, is_table=True)
+    return Frame(_run(self, table.df, config), d.key, d.value, is_table=True)
 
 
 def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode) -> Frame:
     regrouped = self.parent(node)
-    key_out = node.key_serde or regrouped.key.serde
-    value_out = grouped_value_serde(node, regrouped.value)
+    d: GroupedAggregateDescription = description_of(node, [regrouped], self.topology)
+    key_out, value_out = d.key_serde, d.value
     df = regrouped.df
     if key_out != regrouped.key.serde:
         from streamsdsl.compiler.serde_exprs import convert_column
 
         df = df.withColumn("key", convert_column(F.col("key"), regrouped.key.serde, key_out))
     config = GroupedTableConfig(node.name, AGGREGATE, key_out, regrouped.value, key_out, value_out,
-                                fns=grouped_functions(node.agg))
+                                fns=d.functions)
     self.choices.record(node.name, Backend.PYTHON, "grouped tables run on the Python operator")
-    return Frame(_run(self, df, config), KeyCodec(key_out), value_out, is_table=True)
+    return Frame(_run(self, df, config), d.key, value_out, is_table=True)
 

@@ -32,12 +32,13 @@ from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_MET
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
-from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
 from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.values.serdes import PlanSerde
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.operators.descriptions import StreamTableJoinDescription, TableDescription, description_of
 from streamsdsl.operators.functions import first_match
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
@@ -244,23 +245,21 @@ def _table_source(self: Lowering, node: ir.TableSourceNode) -> Frame:
 
 def _stream_to_table(self: Lowering, node: ir.StreamToTableNode) -> Frame:
     parent = self.parent(node)
-    if parent.key.windowed:
-        raise InvalidTypeError(f"{node.name}: to_table() of a windowed stream is not supported.")
-    return _table(self, node, _table_records(self, parent, node.name), node.materialized)
+    d: TableDescription = description_of(node, [parent], self.topology)
+    return _table(self, node, _table_records(self, parent, node.name), d.materialized)
 
 
 def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     stream, table = self.parent(node, 0), self.parent(node, 1)
-    if stream.key.windowed or table.key.windowed:
-        raise InvalidTypeError(f"{node.name}: a stream-table join needs plain (not windowed) keys on both sides.")
+    d: StreamTableJoinDescription = description_of(node, [stream, table], self.topology)
     table_df = table.table_records if table.table_records is not None else table.df
-    key = stream.key.serde
-    config = TableOperatorConfig(node.name, node.kind, key, value_out=DEFAULT_SERDE, stream_value=stream.value,
-                                 table_value=table.value, joiner=node.joiner.fn)
+    key = d.key_serde
+    config = TableOperatorConfig(node.name, node.kind, key, value_out=d.value, stream_value=d.stream_value,
+                                 table_value=d.table_value, joiner=d.joiner)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
-    return Frame(_run(self, inp, config), KeyCodec(key), DEFAULT_SERDE)
+    return Frame(_run(self, inp, config), d.key, d.value)
 
 
 # --- split ------------------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ from streamsdsl.compiler.columns import (
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.compiler.metrics import DropMetrics
-from streamsdsl.operators.functions import null_keys_pass
+from streamsdsl.operators.descriptions import MERGE_WINDOWED, merged_encoding, regrouped
+from streamsdsl.operators.functions import mapper_pair, null_keys_pass
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
@@ -314,23 +315,15 @@ def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
     return apply_python(frame, node.name, lambda k, v: [(k, mapper(v))], out_value=DEFAULT_SERDE, function="mapper")
 
 
-def _pair(result: Any, node: ir.Node) -> tuple[Any, Any]:
-    if isinstance(result, (tuple, list)) and len(result) == 2:
-        return result[0], result[1]
-    raise InvalidTypeError(
-        f"{node.name}: the mapper must return a (key, value) pair (got {type(result).__name__}: {result!r})."
-    )
-
-
 def _map(self: Lowering, node: ir.MapNode) -> Frame:
     mapper = node.mapper.fn
-    return apply_python(self.parent(node), node.name, lambda k, v: [_pair(mapper(k, v), node)],
+    return apply_python(self.parent(node), node.name, lambda k, v: [mapper_pair(mapper(k, v), node.name)],
                         out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, function="mapper")
 
 
 def _flat_map(self: Lowering, node: ir.FlatMapNode) -> Frame:
     mapper = node.mapper.fn
-    return apply_python(self.parent(node), node.name, lambda k, v: [_pair(p, node) for p in (mapper(k, v) or ())],
+    return apply_python(self.parent(node), node.name, lambda k, v: [mapper_pair(p, node.name) for p in (mapper(k, v) or ())],
                         out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
@@ -364,7 +357,7 @@ def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
     df = frame.df
     if frame.key != key:
         if frame.key.windowed or key.windowed:
-            raise InvalidTypeError("merge: cannot merge a windowed stream with a non-windowed one.")
+            raise InvalidTypeError(MERGE_WINDOWED)
         df = df.withColumn("key", convert_column(F.col("key"), frame.key.serde, key.serde))
     if frame.value != value:
         df = df.withColumn("value", convert_column(F.col("value"), frame.value, value))
@@ -373,22 +366,21 @@ def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
 
 def _merge(self: Lowering, node: ir.MergeNode) -> Frame:
     left, right = self.parent(node, 0), self.parent(node, 1)
-    key = left.key if left.key == right.key else KeyCodec(DEFAULT_SERDE)
-    value = left.value if left.value == right.value else DEFAULT_SERDE
+    merged = merged_encoding(node, left, right)
+    key, value = merged.key, merged.value
     return Frame(_align(left, key, value).unionByName(_align(right, key, value)), key, value)
 
 
 def regroup(frame: Frame, key_serde: PlanSerde | None, value_serde: PlanSerde | None) -> Frame:
-    """Re-encode key and value with the serdes a grouping asks for (``Grouped.with_serdes``)."""
+    """Re-encode key and value with the serdes a grouping asks for (``Grouped.with_serdes``;
+    the encodings: `streamsdsl.operators.descriptions.regrouped`)."""
     df = frame.df
-    key, value = frame.key, frame.value
-    if key_serde is not None and key_serde != key.serde and not key.windowed:
-        df = df.withColumn("key", convert_column(F.col("key"), key.serde, key_serde))
-        key = KeyCodec(key_serde)
-    if value_serde is not None and value_serde != value:
-        df = df.withColumn("value", convert_column(F.col("value"), value, value_serde))
-        value = value_serde
-    return frame.with_df(df, key=key, value=value)
+    encoding = regrouped(frame, key_serde, value_serde)
+    if encoding.key != frame.key:
+        df = df.withColumn("key", convert_column(F.col("key"), frame.key.serde, encoding.key.serde))
+    if encoding.value != frame.value:
+        df = df.withColumn("value", convert_column(F.col("value"), frame.value, encoding.value))
+    return frame.with_df(df, key=encoding.key, value=encoding.value)
 
 
 def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:

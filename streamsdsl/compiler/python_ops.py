@@ -15,7 +15,8 @@ from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
 from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
-from streamsdsl.errors import RecordSerializationError, UserFunctionError
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.operators.functions import result_error as record_result_error
 from streamsdsl.values.serdes import PlanSerde
 
 RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
@@ -23,9 +24,7 @@ RowFn = Callable[[Any, Any], Iterable[tuple[Any, Any]]]
 
 def result_error(processor: str, function: str, exc: BaseException, key: str, position: int | None) -> Exception:
     """The error (to raise in a worker) for a user function's result its serde cannot hold."""
-    return RecordSerializationError(
-        processor, f"the {function} returned a result its serde cannot hold: {exc}", key=key, position=position,
-    ).in_worker()
+    return record_result_error(processor, function, exc, key, position).in_worker()
 
 
 def _schema_with(df: DataFrame, key_type: str, value_type: str) -> StructType:

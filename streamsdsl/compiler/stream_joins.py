@@ -49,12 +49,13 @@ from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, D
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
-from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, UserFunctionError
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.operators.descriptions import StreamJoinDescription, description_of
 from streamsdsl.semantics.stream_stream import (
     LEFT,
     RIGHT,
@@ -442,14 +443,10 @@ def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: Stre
 
 def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
     this, other = self.parent(node, 0), self.parent(node, 1)
-    if this.key.windowed or other.key.windowed:
-        raise InvalidTypeError(f"{node.name}: a stream-stream join needs plain (not windowed) keys on both sides.")
-    key = node.key_serde or this.key.serde
-    left_value = node.value_serde or this.value
-    right_value = node.other_value_serde or other.value
-    spec = StreamJoinSpec(node.kind, node.windows.spec)  # type: ignore[arg-type]
-    config = StreamJoinConfig(node.name, spec, key, left_value, right_value, node.joiner.fn)
+    d: StreamJoinDescription = description_of(node, [this, other], self.topology)
+    key, left_value, right_value = d.key_serde, d.left_value, d.right_value
+    config = StreamJoinConfig(node.name, d.spec, key, left_value, right_value, d.joiner)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     lt, rt = left_value.spark_type, right_value.spark_type
     inp = _side_input(this, 0, key, left_value, lt, rt).unionByName(_side_input(other, 1, key, right_value, lt, rt))
-    return Frame(_run(self, node, inp, config), KeyCodec(key), DEFAULT_SERDE)
+    return Frame(_run(self, node, inp, config), d.key, d.value)

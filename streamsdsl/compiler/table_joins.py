@@ -33,14 +33,14 @@ from streamsdsl import ir
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED
 from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, SOURCE_TOMBSTONE
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
-from streamsdsl.compiler.frame import Frame, KeyCodec
+from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.joins import KeyedOperator, KeyedOperatorConfig, run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
-from streamsdsl.errors import InvalidTypeError, UserFunctionError
-from streamsdsl.operators.functions import filtered_table_sides
+from streamsdsl.values.serdes import PlanSerde
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.operators.descriptions import TableJoinDescription, description_of
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue
@@ -179,16 +179,13 @@ def _run(lowering: Lowering, inp: DataFrame, config: TableJoinConfig) -> DataFra
 
 def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     left, right = self.parent(node, 0), self.parent(node, 1)
-    if left.key.windowed or right.key.windowed:
-        raise InvalidTypeError(f"{node.name}: a table-table join needs plain (not windowed) keys on both sides.")
-    key = left.key.serde
-    value_out = node.value_serde or DEFAULT_SERDE
-    config = TableJoinConfig(node.name, node.kind, key, value_out, left.value, right.value, node.joiner.fn,
-                             cached=self.flush is FlushPolicy.PER_RECORD,
-                             materialized=node.store is not None,
-                             filtered_sides=filtered_table_sides(self.topology, node))
+    d: TableJoinDescription = description_of(node, [left, right], self.topology)
+    key, value_out = d.key_serde, d.value
+    config = TableJoinConfig(node.name, node.kind, key, value_out, d.left_value, d.right_value, d.joiner,
+                             cached=self.flush is FlushPolicy.PER_RECORD, materialized=d.materialized,
+                             filtered_sides=d.filtered_sides)
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))
     out = _run(self, inp, config)
-    return Frame(out, KeyCodec(key), value_out, is_table=True, table_records=out)
+    return Frame(out, d.key, value_out, is_table=True, table_records=out)

@@ -16,7 +16,8 @@ import attrs
 
 from streamsdsl.operators.codecs import KeyCodec
 from streamsdsl.values.serdes import JSON_MAX_DEPTH, BytesSerde, CustomSerde, FixedWidthSerde, JsonSerde, PlanSerde, StringSerde
-from streamsdsl.errors import RecordError, RecordSerializationError, UserFunctionError
+from streamsdsl.errors import RecordError, UserFunctionError
+from streamsdsl.operators.functions import result_error as record_result_error
 
 __all__ = ["Headers", "Host", "Record", "Typed", "hold", "invalid_reason", "result_error", "user_error"]
 
@@ -82,8 +83,7 @@ def hold(serde: PlanSerde, value: Any) -> Any:
 
 def result_error(processor: str, function: str, exc: BaseException, key: Any, position: int) -> RecordError:
     """A user function's result that its serde cannot hold (as the Spark processors say it)."""
-    return RecordSerializationError(processor, f"the {function} returned a result its serde cannot hold: {exc}",
-                                    key=repr(key), position=position)
+    return record_result_error(processor, function, exc, repr(key), position)
 
 
 def user_error(processor: str, function: str, exc: BaseException, key: Any, position: int) -> UserFunctionError:

@@ -51,7 +51,7 @@ from streamsdsl.semantics.windowing import Windowing
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 
 __all__ = [
-    "DESCRIPTIONS", "AggregateDescription", "Encoding", "GroupedAggregateDescription", "Port",
+    "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "GroupedAggregateDescription", "Port",
     "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
     "regrouped",
@@ -87,10 +87,14 @@ def regrouped(port: Port, key_serde: PlanSerde | None, value_serde: PlanSerde | 
     return Encoding(key, value)
 
 
+#: Why two streams cannot be merged (a key of one would not be a key of the other).
+MERGE_WINDOWED = "merge: cannot merge a windowed stream with a non-windowed one."
+
+
 def merged_encoding(node: ir.MergeNode, left: Port, right: Port) -> Encoding:
     """The encodings of ``left.merge(right)``: each side's where both agree, else the default serde."""
     if left.key.windowed != right.key.windowed:
-        raise InvalidTypeError("merge: cannot merge a windowed stream with a non-windowed one.")
+        raise InvalidTypeError(MERGE_WINDOWED)
     key = left.key if left.key == right.key else KeyCodec(DEFAULT_SERDE)
     return Encoding(key, left.value if left.value == right.value else DEFAULT_SERDE)
 

@@ -16,7 +16,7 @@ from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec, TimeKeyCodec
 from streamsdsl.dsl.aggregations import BuiltinAggregator
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde, Serdes
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
-from streamsdsl.errors import InvalidTypeError
+from streamsdsl.errors import InvalidTypeError, RecordSerializationError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions
 from streamsdsl.semantics.session import SessionWindowing
@@ -28,7 +28,7 @@ from streamsdsl.semantics.windowing import Windowing
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
     "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "mapper_pair",
-    "null_keys_pass", "selector_pair",
+    "null_keys_pass", "result_error", "selector_pair",
     "windowing_of",
 ]
 
@@ -183,6 +183,13 @@ def selector_pair(result: Any, node: str) -> tuple[Any, Any] | None:
         return result[0], result[1]
     raise InvalidTypeError(
         f"{node}: the selector must return a (key, value) pair or None (got {type(result).__name__}: {result!r}).")
+
+
+def result_error(processor: str, function: str, exc: BaseException, key: str,
+                 position: int | None) -> RecordSerializationError:
+    """A user function's result that its serde cannot hold (``key``: the record's key as text)."""
+    return RecordSerializationError(processor, f"the {function} returned a result its serde cannot hold: {exc}",
+                                    key=key, position=position)
 
 
 def mapper_pair(result: Any, node: str) -> tuple[Any, Any]:
