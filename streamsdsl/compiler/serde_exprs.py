@@ -342,7 +342,7 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
     def apply(values: pa.Array, positions: pa.Array, keys: pa.Array) -> pa.Array:
         import json
 
-        from streamsdsl.errors import RecordSerializationError
+        from streamsdsl.operators.functions import sink_write_error
 
         out: list[bytes | None] = []
         for v, position, key_json in zip(values.to_pylist(), positions.to_pylist(), keys.to_pylist()):
@@ -353,11 +353,7 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
                 out.append(target.serialize(internal.from_internal(v)))
             except Exception as exc:  # noqa: BLE001 - re-raised with the sink and the record
                 key = None if key_json is None else repr(json.loads(key_json)[0])
-                raise RecordSerializationError(
-                    processor, f"cannot write the record {what}: {exc}. Give the sink a serde for this type "
-                    f"(Produced.with_serdes) or map the {what} to the type its serde writes",
-                    key=key, position=position,
-                ).in_worker() from exc
+                raise sink_write_error(processor, what, exc, key, position).in_worker() from exc
         return pa.array(out, type=pa.binary())
 
     return apply

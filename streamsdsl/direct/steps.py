@@ -25,8 +25,8 @@ from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import OperationNotDefinedError, RecordDeserializationError
 from streamsdsl.operators.descriptions import merged_encoding
 from streamsdsl.operators.descriptions import regrouped as encodings_regrouped
-from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass
-from streamsdsl.errors import DESERIALIZATION_HINT, RecordSerializationError, with_json_position
+from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass, sink_write_error
+from streamsdsl.errors import DESERIALIZATION_HINT, with_json_position
 
 
 __all__ = ["MapStep", "SinkStep", "SourceStep", "Step", "TableStep", "regrouped"]
@@ -157,10 +157,7 @@ class SinkStep(Step):
         try:
             return serde.serialize(value)
         except Exception as exc:  # noqa: BLE001 - re-raised with the sink and the record
-            raise RecordSerializationError(
-                self.name, f"cannot write the record {what}: {exc}. Give the sink a serde for this type "
-                f"(Produced.with_serdes) or map the {what} to the type its serde writes",
-                key=repr(_plain_key(rec.key)), position=self.run.position) from exc
+            raise sink_write_error(self.name, what, exc, repr(_plain_key(rec.key)), self.run.position) from exc
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         key = rec.key

@@ -28,7 +28,7 @@ from streamsdsl.semantics.windowing import Windowing
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
     "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "mapper_pair",
-    "null_keys_pass", "result_error", "selector_pair",
+    "null_keys_pass", "result_error", "selector_pair", "sink_write_error",
     "windowing_of",
 ]
 
@@ -190,6 +190,14 @@ def result_error(processor: str, function: str, exc: BaseException, key: str,
     """A user function's result that its serde cannot hold (``key``: the record's key as text)."""
     return RecordSerializationError(processor, f"the {function} returned a result its serde cannot hold: {exc}",
                                     key=key, position=position)
+
+
+def sink_write_error(processor: str, what: str, exc: BaseException, key: str | None,
+                     position: int | None) -> RecordSerializationError:
+    """A sink's serde that cannot write the record's ``what`` (``"key"`` or ``"value"``)."""
+    return RecordSerializationError(
+        processor, f"cannot write the record {what}: {exc}. Give the sink a serde for this type "
+        f"(Produced.with_serdes) or map the {what} to the type its serde writes", key=key, position=position)
 
 
 def mapper_pair(result: Any, node: str) -> tuple[Any, Any]:
