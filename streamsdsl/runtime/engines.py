@@ -155,18 +155,25 @@ class _Failed(Exception):
         self.output, self.error = output, error
 
 
+def _driver_session(topology: Topology, config: DriverConfig, spark: SparkSession | None) -> SparkSession:
+    """The session a Spark-backed engine runs on: ``spark``, else the active one or a local one
+    with the config's ``spark.*`` settings; a topology with stores needs its RocksDB state store."""
+    from streamsdsl.runtime.session import get_session, require_state_store
+
+    if spark is None:
+        spark = get_session(conf=config.spark_conf)
+    if topology.store_names:
+        require_state_store(spark)
+    return spark
+
+
 class SparkDriverEngine:
     """The compiled Spark plan behind a driver, in replay mode (see the module docs)."""
 
     def __init__(self, topology: Topology, config: DriverConfig, spark: SparkSession | None) -> None:
         from streamsdsl.compiler.modes import ReplayCarry
-        from streamsdsl.runtime.session import get_session, require_state_store
 
-        if spark is None:
-            spark = get_session(conf=config.spark_conf)
-        if topology.store_names:
-            require_state_store(spark)
-        self.topology, self.config, self.spark = topology, config, spark
+        self.topology, self.config, self.spark = topology, config, _driver_session(topology, config, spark)
         self._metrics = Metrics()
         self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
@@ -359,13 +366,8 @@ class StreamingDriverEngine:
 
         from streamsdsl.io.files import FileTopic
         from streamsdsl.runtime.metrics import QueryMetrics
-        from streamsdsl.runtime.session import get_session, require_state_store
 
-        if spark is None:
-            spark = get_session(conf=config.spark_conf)
-        if topology.store_names:
-            require_state_store(spark)
-        self.topology, self.config, self.spark = topology, config, spark
+        self.topology, self.config, self.spark = topology, config, _driver_session(topology, config, spark)
         self._directory = tempfile.mkdtemp(prefix="streamsdsl-driver-")
         self._input = FileTopic(os.path.join(self._directory, "input"))
         self._collected: list[tuple[int, tuple[Any, ...], RawRecord]] = []
