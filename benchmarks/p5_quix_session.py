@@ -190,7 +190,7 @@ def run_streamsdsl(bootstrap: str, source: str, sink: str, operator: str, state_
     try:
         app.process_all_available()
         elapsed = time.perf_counter() - start
-        progress = app.query.recentProgress if app.query is not None else []
+        progress = app.streaming_query.recentProgress if app.streaming_query is not None else []
         if progress:
             first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp()
             STARTUP_S[operator] = first - wall_start

@@ -92,7 +92,7 @@ def run_app(kafka: object, state_dir: str, records: int, spark_conf: dict[str, s
     started = time.perf_counter() - t0
     try:
         first, done = _first_output(kafka, sink, paid, t0)
-        progress = app.query.recentProgress if app.query is not None else []
+        progress = app.streaming_query.recentProgress if app.streaming_query is not None else []
         phases = dict(progress[0].durationMs) if progress else {}
     finally:
         app.close()

@@ -390,7 +390,7 @@ def run_sdsl_throughput(bootstrap: str, app: str, source: str, customers: str | 
         streams.process_all_available()
         seconds = time.perf_counter() - start
         after = tree_ticks(set())
-        progress = list(streams.query.recentProgress)
+        progress = list(streams.streaming_query.recentProgress)
     finally:
         streams.close()
     first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp() if progress else wall
@@ -565,10 +565,10 @@ def run_latency(kafka: Any, classpath: str, app: str, engine: str, args: argpars
         streams.start()
         try:
             ready = wait_for_output(kafka.bootstrap_servers, topics["source"], topics["sink"], app)
-            first_batch = int(streams.query.lastProgress["batchId"]) if streams.query.lastProgress else 0
+            first_batch = int(streams.streaming_query.lastProgress["batchId"]) if streams.streaming_query.lastProgress else 0
             proc, out = run_loadgen(spec)
             result = finish_loadgen(proc, out)
-            progress = [p for p in streams.query.recentProgress if int(p["batchId"]) > first_batch]
+            progress = [p for p in streams.streaming_query.recentProgress if int(p["batchId"]) > first_batch]
         finally:
             streams.close()
         prof = progress_profile(progress)

@@ -258,7 +258,7 @@ def test_restart_mid_stream_loses_nothing(
             time.sleep(0.05)
     finally:
         assert app.close(60)
-    progress = app.query.lastProgress
+    progress = app.streaming_query.lastProgress
     assert progress is not None
     consumed_first = sum(json.loads(progress.sources[0].endOffset)[source].values())
 
