@@ -296,3 +296,71 @@ class TestLayers:
         from streamsdsl.ir.topology import Topology
 
         assert not hasattr(Topology, "explain")
+
+
+def _module_imports(path: Path) -> tuple[set[str], set[str]]:
+    """The streamsdsl modules a file imports when it is loaded (module level, outside ``if
+    TYPE_CHECKING:``), and those it imports inside functions or classes (late imports). ``from
+    package import name`` counts as ``package.name`` when that is a module, else ``package``."""
+    root = Path(__file__).parents[1]
+    modules = {_module_of(f, root) for f in (root / "streamsdsl").rglob("*.py")}
+
+    def targets(node: ast.Import | ast.ImportFrom) -> set[str]:
+        if isinstance(node, ast.Import):
+            return {a.name for a in node.names if a.name in modules}
+        if not node.module:
+            return set()
+        subs = {f"{node.module}.{a.name}" for a in node.names} & modules
+        return subs | ({node.module} & modules if len(subs) < len(node.names) else set())
+
+    loaded: set[str] = set()
+    late: set[str] = set()
+
+    def visit(body: list[ast.stmt], type_only: bool) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if not type_only:
+                    loaded.update(targets(node))
+            elif isinstance(node, ast.If):
+                checking = isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+                visit(node.body, type_only or checking)
+                visit(node.orelse, type_only)
+            elif isinstance(node, (ast.Try, ast.With)):
+                visit(node.body, type_only)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                late.update(m for inner in ast.walk(node) if isinstance(inner, (ast.Import, ast.ImportFrom))
+                            for m in targets(inner))
+
+    visit(ast.parse(path.read_text()).body, False)
+    return loaded, late
+
+
+class TestDslLayers:
+    """The DSL's stage modules import downward only (`streamsdsl.dsl.stage`): a stage makes the
+    stages above its module through the builder, and no module imports late to dodge a cycle."""
+
+    _DSL = Path(__file__).parents[1] / "streamsdsl" / "dsl"
+
+    def test_no_late_imports(self) -> None:
+        """No DSL module imports a streamsdsl module inside a function or class."""
+        late = {f.name: sorted(_module_imports(f)[1]) for f in sorted(self._DSL.glob("*.py"))}
+        assert {name: mods for name, mods in late.items() if mods} == {}
+
+    def test_no_import_cycle_between_dsl_modules(self) -> None:
+        """The DSL modules' load-time import graph (type-only imports aside) has no cycle, and
+        `streamsdsl.dsl.api` (the builder) is its top: no DSL module imports it at load time."""
+        root = Path(__file__).parents[1]
+        graph = {_module_of(f, root): {m for m in _module_imports(f)[0] if m.startswith("streamsdsl.dsl.")}
+                 for f in sorted(self._DSL.glob("*.py"))}
+        assert "streamsdsl.dsl.table" in graph["streamsdsl.dsl.stream"]
+        assert _cycles(graph) == []
+        assert sorted(m for m, deps in graph.items() if "streamsdsl.dsl.api" in deps) == []
+
+    def test_the_import_reader_sees_late_and_type_only_imports(self, tmp_path: Path) -> None:
+        """The reader itself: a late import and a ``TYPE_CHECKING`` import are told apart from a
+        load-time one."""
+        f = tmp_path / "m.py"
+        f.write_text("from typing import TYPE_CHECKING\nfrom streamsdsl.dsl import stage\n"
+                     "if TYPE_CHECKING:\n    from streamsdsl.dsl.api import StreamsBuilder\n"
+                     "def f():\n    from streamsdsl.dsl.table import KTable\n")
+        assert _module_imports(f) == ({"streamsdsl.dsl.stage"}, {"streamsdsl.dsl.table"})

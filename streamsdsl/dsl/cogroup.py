@@ -3,13 +3,15 @@ into one table by one stateful operator. Stages are immutable, as every DSL stag
 
 from __future__ import annotations
 
-from typing import Any, Callable, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, overload
 
 import attrs
 
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, validate_name
-from streamsdsl.dsl.api import KTable, NameArg, StreamsBuilder, _Hinted, _materialized, _user_fn
+from streamsdsl.dsl import hints
+from streamsdsl.dsl.stage import NameArg, _Hinted, _materialized, _user_fn
+from streamsdsl.dsl.table import KTable
 from streamsdsl.dsl.grouped import (
     _AGGREGATOR,
     _E_AGGREGATOR,
@@ -23,6 +25,9 @@ from streamsdsl.dsl.grouped import (
 from streamsdsl.dsl.options import Materialized, resolve_name
 from streamsdsl.errors import InvalidTypeError, TopologyError
 from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.api import StreamsBuilder
 
 __all__ = ["CogroupedKStream", "SessionWindowedCogroupedKStream", "TimeWindowedCogroupedKStream"]
 
@@ -86,6 +91,7 @@ class CogroupedKStream(_Hinted):
 
     Examples
     --------
+    >>> from streamsdsl import StreamsBuilder
     >>> b = StreamsBuilder()
     >>> clicks = b.stream("clicks").group_by_key()
     >>> views = b.stream("views").group_by_key()
@@ -93,6 +99,8 @@ class CogroupedKStream(_Hinted):
     >>> print(b.build().describe().splitlines()[6])
         Processor: COGROUPKSTREAM-AGGREGATE-0000000003 (stores: [COGROUPKSTREAM-AGGREGATE-STATE-STORE-0000000002])
     """
+
+    _hints: ClassVar[Mapping[str, str]] = hints.COGROUPED
 
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
@@ -150,6 +158,8 @@ class CogroupedKStream(_Hinted):
 class SessionWindowedCogroupedKStream(_Hinted):
     """A cogroup windowed by `SessionWindows`; ``aggregate(initializer, merger)``."""
 
+    _hints: ClassVar[Mapping[str, str]] = hints.WINDOWED_COGROUPED
+
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]
     windows: SessionWindows
@@ -176,6 +186,8 @@ class SessionWindowedCogroupedKStream(_Hinted):
 @attrs.frozen
 class TimeWindowedCogroupedKStream(_Hinted):
     """A cogroup windowed by `TimeWindows` or `SlidingWindows`; ``aggregate(initializer)``."""
+
+    _hints: ClassVar[Mapping[str, str]] = hints.WINDOWED_COGROUPED
 
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]

@@ -4,22 +4,27 @@
 key was changed) and return a `KTable`. Stages are immutable, as every DSL stage.
 
 `streamsdsl.dsl.api` re-exports the public stages; the cogroup stages (`streamsdsl.dsl.cogroup`)
-build on these.
+build on these (a grouped stream starts a cogroup through the builder: `StreamsBuilder._cogroup`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping, TypeVar, overload
 
 import attrs
 
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, is_spark_column, require_arguments
-from streamsdsl.dsl.api import KTable, NameArg, _fn, _materialized, _Stage, _user_fn
+from streamsdsl.dsl import hints
+from streamsdsl.dsl.stage import NameArg, _fn, _materialized, _Stage, _user_fn
+from streamsdsl.dsl.table import KTable
 from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
 from streamsdsl.dsl.repartition import repartitioned_source
 from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.cogroup import CogroupedKStream
 
 __all__ = ["KGroupedStream", "SessionWindowedKStream", "TimeWindowedKStream"]
 
@@ -56,6 +61,7 @@ class _Grouped(_Stage):
 
     #: The IR node an aggregation of this stage adds.
     _node_type: ClassVar[type[ir.AggregateNode]] = ir.AggregateNode
+    _hints: ClassVar[Mapping[str, str]] = hints.GROUPED
 
     def _windowing(self) -> dict[str, Any]:
         """The aggregation node's window fields (``windows``, ``emit``); none when unwindowed."""
@@ -119,6 +125,8 @@ def _agg_spec_unwindowed(initializer: Any, aggregator: Any) -> ir.AggregateAgg:
 class KGroupedStream(_Grouped):
     """A grouped stream: aggregate it, or window it with `windowed_by`."""
 
+    _hints: ClassVar[Mapping[str, str]] = hints.GROUPED_STREAM
+
     def count(self, *, name: NameArg = None, materialized: Materialized | None = None) -> KTable:
         """Count records per key (null keys and null values are skipped and counted as dropped)."""
         return self._aggregate(ir.CountAgg(), "KSTREAM-AGGREGATE-", name, materialized)
@@ -157,7 +165,7 @@ class KGroupedStream(_Grouped):
         one state store.
         """
         require_arguments("cogroup", f"cogroup({_E_AGGREGATOR})", ("aggregator", aggregator, _AGGREGATOR))
-        return CogroupedKStream(self._builder, ((self, _user_fn(aggregator, "aggregator", _AGGREGATOR)),))
+        return self._builder._cogroup(((self, _user_fn(aggregator, "aggregator", _AGGREGATOR)),))
 
     @overload
     def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
@@ -200,6 +208,8 @@ def _emit(strategy: Any) -> EmitStrategy:
 class _WindowedGrouped(_Grouped):
     """What the windowed grouped stages share: the emit strategy and how an aggregation node
     is added (the node type comes from the subclass)."""
+
+    _hints: ClassVar[Mapping[str, str]] = hints.WINDOWED_GROUPED
 
     emit: EmitStrategy
 
@@ -287,4 +297,3 @@ class TimeWindowedKStream(_WindowedGrouped):
 
 
 # KGroupedStream.cogroup starts a cogroup stage; that module builds on the stages above.
-from streamsdsl.dsl.cogroup import CogroupedKStream  # noqa: E402

@@ -36,16 +36,19 @@ Topologies:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import attrs
 
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, validate_name
-from streamsdsl.dsl.api import KTable, NameArg, _materialized, _Stage, _user_fn
+from streamsdsl.dsl.stage import NameArg, _materialized, _Stage, _user_fn
 from streamsdsl.dsl.options import Grouped, Materialized, check_option, resolve_name
 from streamsdsl.dsl.suppress import Suppressed
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError, TopologyError
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.table import KTable
 
 __all__ = ["KGroupedTable", "group_table", "suppress_table"]
 
@@ -129,7 +132,7 @@ class KGroupedTable(_Stage):
             sink_name=sink, source_name=source, key_serde=(materialized and materialized.key_serde) or
             self.grouped.key_serde, value_serde=materialized and materialized.value_serde,
         ))
-        return KTable(builder, node_name)
+        return builder._table(node_name)
 
 
 def suppress_table(table: KTable, suppressed: Any) -> KTable:
@@ -174,4 +177,4 @@ def _suppress_node(table: KTable, suppressed: Suppressed) -> KTable:
         store = builder._new_name("KTABLE-SUPPRESS-STATE-STORE-")
     builder._add(ir.SuppressNode(name, (table.node_name,), mode=suppressed.mode, time_limit=suppressed.time_limit,
                                  store=store))
-    return KTable(builder, name, table.windows)
+    return builder._table(name, table.windows)

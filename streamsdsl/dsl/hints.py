@@ -1,14 +1,13 @@
 """Where a stage's missing method exists: a method that only other stages have is answered
-with a `StageMethodError` naming the stage that has it and what to write (read by
-``_Hinted.__getattr__``)."""
+with a `StageMethodError` naming the stage that has it and what to write. Each stage class
+holds its table as ``_hints`` (read along its MRO by ``_Hinted.__getattr__``); this module
+imports no stage.
+"""
 
 from __future__ import annotations
 
-from streamsdsl.dsl.api import KStream, KTable
-from streamsdsl.dsl.grouped import KGroupedStream, _Grouped, _WindowedGrouped
-from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
+__all__ = ["COGROUPED", "GROUPED", "GROUPED_STREAM", "STREAM", "TABLE", "WINDOWED_COGROUPED", "WINDOWED_GROUPED"]
 
-__all__ = ["elsewhere"]
 
 def _hints(where: str, fix: str, *methods: str) -> dict[str, str]:
     return {method: f"{method}() exists on {where}; {fix}." for method in methods}
@@ -33,41 +32,34 @@ _WINDOWED_HINTS = {
              "cogroup"),
 }
 
-#: {stage: {method of another stage: where it exists and what to write}}, read by
-#: `_Hinted.__getattr__` along the stage's MRO.
-_ELSEWHERE: dict[type, dict[str, str]] = {
-    KStream: {
-        **_hints("grouped streams", _GROUP_FIRST, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
-        **_hints("windowed streams", f"{_GROUP_FIRST}, then windowed_by(windows)", "emit_strategy"),
-        **_hints("KTable", "this is already a stream", "to_stream"),
-    },
-    _Grouped: {
-        **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
-        **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
-        **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
-        **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
-    },
-    KGroupedStream: _hints("windowed streams", _WINDOW_FIRST, "emit_strategy"),
-    _WindowedGrouped: _WINDOWED_HINTS,
-    KTable: {
-        **_hints("grouped tables", _TABLE_GROUP_BY, "count", "reduce", "aggregate"),
-        **_hints("grouped streams", "call to_stream() first, then group_by_key()", "windowed_by", "cogroup"),
-        **_hints("KStream", _TABLE_GROUP_BY, "group_by_key"),
-        **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
-                 "emit_strategy"),
-        **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
-                 "merge", "split", "to_table"),
-    },
-    CogroupedKStream: {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")},
-    SessionWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
-    TimeWindowedCogroupedKStream: {**_COGROUP_HINTS, **_WINDOWED_HINTS},
+#: A `KStream`'s.
+STREAM = {
+    **_hints("grouped streams", _GROUP_FIRST, "count", "reduce", "aggregate", "windowed_by", "cogroup"),
+    **_hints("windowed streams", f"{_GROUP_FIRST}, then windowed_by(windows)", "emit_strategy"),
+    **_hints("KTable", "this is already a stream", "to_stream"),
 }
-
-
-def elsewhere(stage: type, name: str) -> str | None:
-    """The hint for ``name`` on ``stage`` (None: not a method of another stage)."""
-    for klass in stage.__mro__:
-        hint = _ELSEWHERE.get(klass, {}).get(name)
-        if hint is not None:
-            return hint
-    return None
+#: Every grouped stream's (grouped, windowed or not).
+GROUPED = {
+    **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
+    **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+    **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
+    **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
+}
+#: A `KGroupedStream`'s (before windowing).
+GROUPED_STREAM = _hints("windowed streams", _WINDOW_FIRST, "emit_strategy")
+#: A windowed grouped stream's.
+WINDOWED_GROUPED = _WINDOWED_HINTS
+#: A `KTable`'s.
+TABLE = {
+    **_hints("grouped tables", _TABLE_GROUP_BY, "count", "reduce", "aggregate"),
+    **_hints("grouped streams", "call to_stream() first, then group_by_key()", "windowed_by", "cogroup"),
+    **_hints("KStream", _TABLE_GROUP_BY, "group_by_key"),
+    **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
+             "emit_strategy"),
+    **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
+             "merge", "split", "to_table"),
+}
+#: A `CogroupedKStream`'s.
+COGROUPED = {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")}
+#: A windowed cogroup's.
+WINDOWED_COGROUPED = {**_COGROUP_HINTS, **_WINDOWED_HINTS}

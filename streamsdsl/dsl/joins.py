@@ -3,11 +3,17 @@ windows and options are value objects: `streamsdsl.values.joins`)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from streamsdsl._validation import validate_name
+from streamsdsl import ir
+from streamsdsl._validation import REQUIRED, require_arguments, validate_name
+from streamsdsl.dsl.repartition import repartition_for_join
+from streamsdsl.dsl.stage import _user_fn
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.values.joins import JoinWindows, StreamJoined
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.api import StreamsBuilder
 
 __all__ = ["stream_stream_join_node"]
 
@@ -15,19 +21,14 @@ _KINDS = {"inner": "join", "left": "left_join", "outer": "outer_join"}
 _EXAMPLE = "JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=5))"
 
 
-def stream_stream_join_node(builder: Any, this: str, other: str, joiner: Any, windows: Any,
-                            stream_joined: Any, name: str | None, kind: str, repartition: tuple[bool, bool]) -> Any:
+def stream_stream_join_node(builder: StreamsBuilder, this: str, other: str, joiner: Any, windows: Any,
+                            stream_joined: Any, name: str | None, kind: str, repartition: tuple[bool, bool]) -> ir.Node:
     """Check a stream–stream join as written and add its node (names as Kafka Streams'
     ``KStreamImplJoin`` makes them, five name indexes burnt even for a named join).
 
     ``repartition``: whether this and the other stream were re-keyed; such a side reads a
     repartition first (``KStreamImpl.doJoin``), named ``<name>-left`` / ``<name>-right`` after
     the join's name, else after the stream's own node."""
-    from streamsdsl import ir
-    from streamsdsl._validation import REQUIRED, require_arguments
-    from streamsdsl.dsl.api import _user_fn
-    from streamsdsl.dsl.repartition import repartition_for_join
-
     method = _KINDS[kind]
     require_arguments(method, f"{method}(other_stream, lambda value, other_value: ..., {_EXAMPLE})",
                       ("joiner", joiner, "(value, other_value) -> value"))

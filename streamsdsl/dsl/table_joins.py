@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 from streamsdsl import ir
 from streamsdsl._validation import require_arguments, validate_name
 from streamsdsl.dsl.options import Materialized, Named, check_option, resolve_name
+from streamsdsl.dsl.stage import StreamStage, TableStage, _user_fn
 from streamsdsl.errors import InvalidTypeError, TopologyError
 
 if TYPE_CHECKING:
-    from streamsdsl.dsl.api import KTable, StreamsBuilder
+    from streamsdsl.dsl.api import StreamsBuilder
+    from streamsdsl.dsl.table import KTable
 
 __all__ = ["table_join"]
 
@@ -59,16 +61,14 @@ def table_join(table: KTable, other: Any, joiner: Any, name: str | Named | None,
     ...
     streamsdsl.errors.InvalidTypeError: KTable.join() joins two KTables (got a KStream). ...
     """
-    from streamsdsl.dsl.api import KStream, KTable, _user_fn
-
     method = _METHODS[kind]
-    if isinstance(other, KStream):
+    if isinstance(other, StreamStage):
         raise InvalidTypeError(
             f"KTable.{method}() joins two KTables (got a KStream). To look up this table for each record of the "
             f"stream, write stream.join(table, joiner) or stream.left_join(table, joiner); to join the stream's "
             f"latest value per key, turn it into a table first: table.{method}(stream.to_table(), joiner)."
         )
-    if not isinstance(other, KTable):
+    if not isinstance(other, TableStage):
         raise InvalidTypeError(f"'other' must be a KTable (got {type(other).__name__}: {other!r}).")
     require_arguments(method, f"{method}(other_table, lambda value, other_value: ...)", ("joiner", joiner, _SHAPE))
     fn = _user_fn(joiner, "joiner", _SHAPE)
@@ -94,4 +94,4 @@ def table_join(table: KTable, other: Any, joiner: Any, name: str | Named | None,
         store=store, value_serde=materialized.value_serde if materialized is not None else None,
     )
     builder._add(node)
-    return KTable(builder, node.name)
+    return builder._table(node.name)

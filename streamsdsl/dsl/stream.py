@@ -1,0 +1,311 @@
+"""The record stream stage, `KStream`, and its branches (`KStream.split`: `BranchedKStream`,
+`Branched`). Stateless steps add one node each; grouping gives a `KGroupedStream`
+(`streamsdsl.dsl.grouped`); ``to_table`` and the joins (`streamsdsl.dsl.joins` for
+stream–stream) give tables and streams."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping
+
+import attrs
+
+from streamsdsl import ir
+from streamsdsl._validation import REQUIRED, require_arguments, validate_name, validate_topic
+from streamsdsl.dsl import hints
+from streamsdsl.dsl.grouped import KGroupedStream
+from streamsdsl.dsl.joins import stream_stream_join_node
+from streamsdsl.dsl.options import Grouped, Materialized, Produced, check_option, resolve_name
+from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
+from streamsdsl.dsl.stage import NameArg, StreamStage, _fn, _Hinted, _materialized, _user_fn
+from streamsdsl.dsl.table import KTable
+from streamsdsl.dsl.table_joins import _getter_stores
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.api import StreamsBuilder
+
+__all__ = ["Branched", "BranchedKStream", "KStream"]
+
+
+@attrs.frozen
+class KStream(StreamStage):
+    """A record stream (Kafka Streams' ``KStream``). Every method returns a new stage."""
+
+    _hints: ClassVar[Mapping[str, str]] = hints.STREAM
+
+    def _child(self, node: ir.Node, *, key_changed: bool = False) -> KStream:
+        self._add(node)
+        return KStream(self._builder, node.name, self.repartition_required or key_changed)
+
+    def _name(self, name: NameArg, prefix: str) -> str:
+        return self._builder._processor_name(resolve_name(name), prefix)
+
+    def filter(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is true (or a boolean Column)."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        return self._child(ir.FilterNode(self._name(name, "KSTREAM-FILTER-"), (self.node_name,), predicate=fn))
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KStream:
+        """Keep records for which ``predicate(key, value)`` is false."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node = ir.FilterNode(self._name(name, "KSTREAM-FILTER-"), (self.node_name,), predicate=fn, negate=True)
+        return self._child(node)
+
+    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KStream:
+        """Replace each value with ``mapper(value)`` (or a Column); the key is unchanged."""
+        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+        return self._child(ir.MapValuesNode(self._name(name, "KSTREAM-MAPVALUES-"), (self.node_name,), mapper=fn))
+
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, name: NameArg = None) -> KStream:
+        """Replace each record with ``mapper(key, value) -> (new_key, new_value)``."""
+        fn = _user_fn(mapper, "mapper", "(key, value) -> (key, value)")
+        node = ir.MapNode(self._name(name, "KSTREAM-MAP-"), (self.node_name,), mapper=fn)
+        return self._child(node, key_changed=True)
+
+    def flat_map(
+        self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], *, name: NameArg = None
+    ) -> KStream:
+        """Replace each record with the records of ``mapper(key, value) -> iterable of (key, value)``."""
+        fn = _user_fn(mapper, "mapper", "(key, value) -> iterable of (key, value)")
+        node = ir.FlatMapNode(self._name(name, "KSTREAM-FLATMAP-"), (self.node_name,), mapper=fn)
+        return self._child(node, key_changed=True)
+
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *, name: NameArg = None) -> KStream:
+        """Replace each record with one record per value of ``mapper(value) -> iterable``."""
+        fn = _user_fn(mapper, "mapper", "(value) -> iterable of values")
+        node = ir.FlatMapValuesNode(self._name(name, "KSTREAM-FLATMAPVALUES-"), (self.node_name,), mapper=fn)
+        return self._child(node)
+
+    def select_key(self, selector: Callable[[Any, Any], Any] | Any, *, name: NameArg = None) -> KStream:
+        """Set each key to ``selector(key, value)`` (or a Column)."""
+        fn = _fn(selector, "selector", "(key, value) -> key", column_ok=True)
+        node = ir.SelectKeyNode(self._name(name, "KSTREAM-KEY-SELECT-"), (self.node_name,), selector=fn)
+        return self._child(node, key_changed=True)
+
+    def peek(self, action: Callable[[Any, Any], None], *, name: NameArg = None) -> KStream:
+        """Call ``action(key, value)`` for each record and forward the record unchanged.
+
+        The action runs inside Spark's Python workers, possibly more than once per record when
+        Spark retries a task; use it for logging and metrics, not for side effects that must
+        happen exactly once.
+        """
+        fn = _user_fn(action, "action", "(key, value) -> None")
+        return self._child(ir.PeekNode(self._name(name, "KSTREAM-PEEK-"), (self.node_name,), action=fn))
+
+    def merge(self, other: KStream, *, name: NameArg = None) -> KStream:
+        """The union of this stream and ``other`` (records of both, no ordering guarantee across them)."""
+        if not isinstance(other, KStream):
+            raise InvalidTypeError(f"'other' must be a KStream (got {type(other).__name__}).")
+        if other._builder is not self._builder:
+            raise TopologyError("'other' belongs to a different StreamsBuilder; merge streams of one builder.")
+        node = ir.MergeNode(self._name(name, "KSTREAM-MERGE-"), (self.node_name, other.node_name))
+        self._add(node)
+        return KStream(self._builder, node.name, self.repartition_required or other.repartition_required)
+
+    def to_table(self, *, materialized: Materialized | None = None, name: NameArg = None) -> KTable:
+        """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
+        and a ``None`` key is dropped (and counted). After a key change it reads a repartition
+        (``<name>-repartition``), whose filter drops ``None`` keys (counted; Kafka Streams does not count them)."""
+        materialized = _materialized(materialized)
+        node_name = self._name(name, "KSTREAM-TOTABLE-")
+        store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
+        parent = self.node_name
+        if self.repartition_required:  # Kafka Streams' KStreamImpl.toTable: a repartition named after the table
+            parent = repartitioned_source(self._builder, parent, node_name,
+                                          key_serde=materialized and materialized.key_serde,
+                                          value_serde=materialized and materialized.value_serde)
+        self._add(ir.StreamToTableNode(node_name, (parent,), store=store,
+                                       materialized=materialized is not None and materialized.store_name is not None))
+        return KTable(self._builder, node_name)
+
+    def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+             stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``.
+
+        With a `KTable` ``other`` (a stream-table join) only stream records produce output, with
+        the stream record's key and timestamp, and only when the table has a value for the key;
+        a table update emits nothing. Stream records with a ``None`` key or value are dropped
+        (and counted).
+
+        With a `KStream` ``other`` (a windowed stream-stream join, ``windows`` a `JoinWindows`
+        is required) each record joins every record of the other stream with its key whose
+        timestamp is within the window: ``joiner(value, other_value)`` with the larger of the
+        two timestamps. ``stream_joined`` (`StreamJoined`) sets serdes and names.
+
+        A stream re-keyed before the join (``map``, ``select_key``, ``flat_map``), on either side,
+        is repartitioned first, as Kafka Streams does (`streamsdsl.dsl.repartition`).
+        """
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner")
+
+    def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+                  stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """Like `join`, but every stream record produces output: ``joiner(value, None)`` when the
+        table has no value for its key. A record with a ``None`` key and a value is joined with
+        ``None`` too (KIP-962); a ``None`` value is dropped (and counted).
+
+        With a `KStream` ``other`` a record without a match in its window is joined with
+        ``None`` once its window and grace have closed (KIP-633)."""
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left")
+
+    def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
+                   stream_joined: Any = None, name: NameArg = None) -> KStream:
+        """A windowed stream-stream join where records of either side without a match in their
+        window are joined with ``None`` (``joiner(value, None)`` / ``joiner(None, other_value)``)
+        once their window and grace have closed."""
+        if isinstance(other, KTable):
+            raise InvalidTypeError(
+                "outer_join() joins two KStreams; a KStream cannot be outer-joined with a KTable. Use "
+                "left_join(table, joiner) for a stream-table join, or pass a KStream and JoinWindows.")
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "outer")
+
+    def _stream_table_join(self, other: Any, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
+                           kind: str) -> KStream:
+        method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind]
+        if isinstance(other, KStream):
+            if other._builder is not self._builder:
+                raise TopologyError("'other' belongs to a different StreamsBuilder; join streams of one builder.")
+            node = stream_stream_join_node(self._builder, self.node_name, other.node_name, joiner, windows,
+                                           stream_joined, resolve_name(name), kind,
+                                           (self.repartition_required, other.repartition_required))
+            return KStream(self._builder, node.name)
+        if not isinstance(other, KTable):
+            kinds = "a KStream" if kind == "outer" else "a KTable or a KStream"
+            raise InvalidTypeError(f"'other' must be {kinds} (got {type(other).__name__}: {other!r}).")
+        require_arguments(method, f"{method}(table, lambda value, table_value: ...)",
+                          ("joiner", joiner, "(value, table_value) -> value"))
+        if windows is not None or stream_joined is not None:
+            raise InvalidArgumentError(
+                f"'windows' and 'stream_joined' belong to a stream-stream join; a stream-table {method}() takes "
+                "neither (got windows={windows!r}, stream_joined={stream_joined!r})."
+            )
+        if other._builder is not self._builder:
+            raise TopologyError("'other' belongs to a different StreamsBuilder; join streams and tables of one builder.")
+        if other.windows is not None:
+            raise InvalidTypeError(f"{method}() with a windowed KTable is not supported: join with a KTable of plain keys.")
+        fn = _user_fn(joiner, "joiner", "(value, table_value) -> value")
+        user_name = resolve_name(name)
+        stream = self.node_name
+        if self.repartition_required:  # KStreamImpl.join(KTable): the topic is named after the join or the stream
+            stream = repartition_for_join(self._builder, stream, user_name if user_name is not None else stream)
+        node_name = self._name(user_name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
+        node = ir.StreamTableJoinNode(node_name, (stream, other.node_name), joiner=fn, kind=kind,
+                                      table_stores=_getter_stores(self._builder, other.node_name))
+        self._add(node)
+        return KStream(self._builder, node.name)
+
+    def split(self, named: NameArg = None) -> BranchedKStream:
+        """Split the stream into branches: each record goes to the first branch whose predicate
+        holds (`BranchedKStream.branch`), else to the default branch, if any.
+
+        Examples
+        --------
+        >>> from streamsdsl import Branched, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> branches = (b.stream("in").split(named="route-")
+        ...             .branch(lambda k, v: v > 0, Branched.with_name("positive"))
+        ...             .default_branch())
+        >>> sorted(branches)
+        ['route-0', 'route-positive']
+        """
+        splitter = self._builder._processor_name(resolve_name(named), "KSTREAM-BRANCH-")
+        self._add(ir.BranchNode(splitter, (self.node_name,)))
+        return BranchedKStream(self._builder, splitter, self.repartition_required, ())
+
+    def to(self, topic: str, produced: Produced | None = None, *, name: NameArg = None) -> None:
+        """Write the stream to ``topic``, serialized with ``produced`` (JSON by default)."""
+        validate_topic(topic)
+        produced = check_option(produced, Produced, "produced")
+        node_name = self._builder._processor_name(resolve_name(name, produced and produced.name), "KSTREAM-SINK-")
+        self._add(
+            ir.SinkNode(
+                node_name,
+                (self.node_name,),
+                topic=topic,
+                key_serde=produced.key_serde if produced else None,
+                value_serde=produced.value_serde if produced else None,
+            )
+        )
+
+    def group_by_key(self, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by their current key (repartitioned first if a key-changing step came before)."""
+        grouped = check_option(grouped, Grouped, "grouped")
+        return KGroupedStream(self._builder, self.node_name, self.repartition_required, grouped or Grouped())
+
+    def group_by(self, key_selector: Callable[[Any, Any], Any] | Any, grouped: Grouped | None = None) -> KGroupedStream:
+        """Group records by ``key_selector(key, value)`` (or a Column): a key change plus a repartition."""
+        grouped = check_option(grouped, Grouped, "grouped")
+        fn = _fn(key_selector, "key_selector", "(key, value) -> key", column_ok=True)
+        grouped = grouped or Grouped()
+        node_name = self._builder._processor_name(grouped.name, "KSTREAM-KEY-SELECT-")
+        node = ir.SelectKeyNode(node_name, (self.node_name,), selector=fn)
+        self._add(node)
+        return KGroupedStream(self._builder, node.name, True, grouped)
+
+
+@attrs.frozen
+class Branched:
+    """How a branch of `KStream.split` is named: `Branched.with_name` (else by its index)."""
+
+    name: str | None = attrs.field(default=None)
+
+    @classmethod
+    def with_name(cls, name: str) -> Branched:
+        """The branch is named ``<split prefix><name>``."""
+        return cls(validate_name(name, "name"))
+
+    @classmethod
+    def as_(cls, name: str) -> Branched:
+        """Alias of `with_name` (Kafka Streams' ``Branched.as``)."""
+        return cls.with_name(name)
+
+
+@attrs.frozen
+class BranchedKStream(_Hinted):
+    """The branches of `KStream.split` so far (Kafka Streams' ``BranchedKStream``); immutable:
+    `branch` returns a new stage. End with `default_branch` or `no_default_branch`, which
+    return the branches by name: ``<prefix><branch name>``, or ``<prefix><index>`` for an
+    unnamed branch (1, 2, … in order; 0 for the default branch), where the prefix is the
+    ``named`` given to ``split`` or else the generated ``KSTREAM-BRANCH-<n>``."""
+
+    _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
+    splitter: str
+    repartition_required: bool
+    branches: tuple[tuple[str, ir.UserFn], ...]
+
+    def branch(self, predicate: Callable[[Any, Any], bool] = REQUIRED, branched: Branched | None = None) -> BranchedKStream:
+        """Add a branch taking the records, not taken by an earlier branch, for which
+        ``predicate(key, value)`` is true."""
+        require_arguments("branch", "branch(lambda key, value: value > 0)", ("predicate", predicate, "(key, value) -> bool"))
+        branched = check_option(branched, Branched, "branched") or Branched()
+        fn = _user_fn(predicate, "predicate", "(key, value) -> bool")
+        name = self._child_name(branched, len(self.branches) + 1)
+        self._builder._new_name(name)  # Kafka Streams burns an index per branch
+        return attrs.evolve(self, branches=(*self.branches, (name, fn)))
+
+    def _child_name(self, branched: Branched, index: int) -> str:
+        name = validate_name(f"{self.splitter}{branched.name if branched.name is not None else index}", "name")
+        if any(n == name for n, _ in self.branches):
+            raise TopologyError(f"Two branches of {self.splitter} are named {name!r}; give each its own name.")
+        return name
+
+    def default_branch(self, branched: Branched | None = None) -> dict[str, KStream]:
+        """End the split with a branch for the records no predicate matched; the branches by name."""
+        branched = check_option(branched, Branched, "branched") or Branched()
+        name = self._child_name(branched, 0)
+        self._builder._new_name(name)
+        return self._build(name)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """End the split; records no predicate matched are dropped. The branches by name."""
+        return self._build(None)
+
+    def _build(self, default: str | None) -> dict[str, KStream]:
+        out: dict[str, KStream] = {}
+        predicates = tuple(fn for _, fn in self.branches)
+        children = [(name, predicates[: i + 1], False) for i, (name, _) in enumerate(self.branches)]
+        if default is not None:
+            children.append((default, predicates, True))
+        for name, preds, is_default in children:
+            self._builder._add(ir.BranchChildNode(name, (self.splitter,), predicates=preds, default=is_default))
+            out[name] = KStream(self._builder, name, self.repartition_required)
+        return out

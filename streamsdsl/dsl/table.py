@@ -1,0 +1,90 @@
+"""The changelog table stage, `KTable`: stateless table steps, grouping, ``suppress`` and the
+table–table joins (built in `streamsdsl.dsl.grouped_table` and `streamsdsl.dsl.table_joins`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
+
+import attrs
+
+from streamsdsl import ir
+from streamsdsl._validation import REQUIRED
+from streamsdsl.dsl import hints
+from streamsdsl.dsl.grouped_table import KGroupedTable, group_table, suppress_table
+from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
+from streamsdsl.dsl.stage import NameArg, TableStage, _fn
+from streamsdsl.dsl.table_joins import table_join
+
+if TYPE_CHECKING:
+    from streamsdsl.dsl.stream import KStream
+    from streamsdsl.dsl.suppress import Suppressed
+
+__all__ = ["KTable"]
+
+
+@attrs.frozen
+class KTable(TableStage):
+    """A changelog table (Kafka Streams' ``KTable``): the latest value per key.
+
+    ``windows`` is the window specification of a windowed table (its keys are `Windowed`),
+    None for a table keyed by plain keys.
+    """
+
+    _hints: ClassVar[Mapping[str, str]] = hints.TABLE
+
+    def _child(self, node: ir.Node) -> KTable:
+        self._add(node)
+        return KTable(self._builder, node.name, self.windows)
+
+    def to_stream(self, *, name: NameArg = None) -> KStream:
+        """The table's changelog as a `KStream` (tombstones included, value ``None``)."""
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-TOSTREAM-")
+        self._add(ir.TableToStreamNode(node_name, (self.node_name,)))
+        return self._builder._stream(node_name)
+
+    def filter(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KTable:
+        """Keep rows passing ``predicate(key, value)``; a failing row is forwarded as a tombstone."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-FILTER-")
+        return self._child(ir.TableFilterNode(node_name, (self.node_name,), predicate=fn))
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KTable:
+        """Keep rows failing ``predicate(key, value)``; the others become tombstones."""
+        fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-FILTER-")
+        return self._child(ir.TableFilterNode(node_name, (self.node_name,), predicate=fn, negate=True))
+
+    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KTable:
+        """Map each non-null value with ``mapper(value)``; tombstones stay tombstones."""
+        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+        node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
+        return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
+
+    def group_by(self, selector: Callable[[Any, Any], Any] = REQUIRED, grouped: Grouped | None = None, *,
+                 name: NameArg = None) -> KGroupedTable:
+        """Re-key the table with ``selector(key, value) -> (new_key, new_value)`` (a pair or
+        `KeyValue`; a ``None`` result, key or value is dropped) for ``count``/``reduce``/``aggregate``."""
+        return group_table(self, selector, grouped, name)
+
+    def suppress(self, suppressed: Suppressed = REQUIRED) -> KTable:
+        """Keep updates back: ``Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())``
+        forwards one final result per window of a windowed aggregation's table."""
+        return suppress_table(self, suppressed)
+
+    def join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+             materialized: Materialized | None = None) -> KTable:
+        """A table–table join (Kafka Streams' ``KTable#join``): on every update of either table,
+        ``joiner(value, other_value)`` for the key while both tables have a value, and a delete
+        (``None``) when a joined key loses a side; timestamp = the later of both sides'."""
+        return table_join(self, other, joiner, name, materialized, "inner")
+
+    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+                  materialized: Materialized | None = None) -> KTable:
+        """Like `join`, but every key of this table has a result: ``joiner(value, None)`` while
+        the other table has no value for it."""
+        return table_join(self, other, joiner, name, materialized, "left")
+
+    def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+                   materialized: Materialized | None = None) -> KTable:
+        """Like `join`, but every key of either table has a result, the missing side ``None``."""
+        return table_join(self, other, joiner, name, materialized, "outer")
