@@ -56,11 +56,14 @@ import org.apache.kafka.streams.test.TestRecord;
  * The Kafka Streams oracle of streamsdsl's conformance harness (docs/testing.md, "Kafka Streams as
  * the oracle").
  *
- * <p>Reads one case per line on stdin, as JSON: {"spec": {"nodes": [...]}, "records": [[topic, key,
- * value, timestamp], ...], "cache": true|false, "close_retention_ms": n|null}. Builds the spec's topology with Kafka Streams' DSL,
+ * <p>Reads one case per line on stdin, as JSON: {"spec": {"nodes": [...], "stores": [...]}, "records":
+ * [[topic, key, value, timestamp], ...], "cache": true|false, "close_retention_ms": n|null,
+ * "describe": true|false}. Builds the spec's topology with Kafka Streams' DSL (its state stores with
+ * {@code addStateStore}, its processors from Processors.java),
  * runs Kafka Streams' TopologyTestDriver over the records in order, and writes one line per case on
  * stdout: {"outputs": {topic: [[key, value, timestamp], ...]}, "dropped": n,
- * "repartition_null_keys": n} or {"error": "..."}.
+ * "repartition_null_keys": n} (and "describe": the text of {@code Topology.describe()} when the case
+ * asks for it) or {"error": "..."}.
  */
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -77,7 +80,7 @@ public final class Oracle {
 
     /** The node types whose keys a user function makes. */
     private static final java.util.Set<String> KEY_MAKERS = java.util.Set.of("map", "flat_map", "select_key",
-        "table_group_by");
+        "table_group_by", "process");
 
     private Oracle() {
     }
@@ -137,7 +140,7 @@ public final class Oracle {
 
     static JsonNode run(JsonNode testCase) throws Exception {
         JsonNode retention = testCase.get("close_retention_ms");
-        Built built = build(testCase.get("spec").get("nodes"),
+        Built built = build(testCase.get("spec"),
             retention == null || retention.isNull() ? null : Duration.ofMillis(retention.asLong()));
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, "streamsdsl-oracle");
@@ -150,8 +153,13 @@ public final class Oracle {
         if (!testCase.get("cache").asBoolean()) {
             props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
         }
+        org.apache.kafka.streams.Topology topology = built.builder.build();
         ObjectNode result = JSON.createObjectNode();
-        try (TopologyTestDriver driver = new TopologyTestDriver(built.builder.build(), props)) {
+        JsonNode describe = testCase.get("describe");
+        if (describe != null && describe.asBoolean()) {
+            result.put("describe", topology.describe().toString());
+        }
+        try (TopologyTestDriver driver = new TopologyTestDriver(topology, props)) {
             Map<String, TestInputTopic<String, String>> inputs = new HashMap<>();
             for (JsonNode r : testCase.get("records")) {
                 String topic = r.get(0).asText();
@@ -198,8 +206,15 @@ public final class Oracle {
     }
 
     @SuppressWarnings({"unchecked", "rawtypes"})
-    static Built build(JsonNode nodes, Duration closeRetention) {
+    static Built build(JsonNode spec, Duration closeRetention) {
+        JsonNode nodes = spec.get("nodes");
         Built b = new Built();
+        JsonNode stores = spec.get("stores");
+        if (stores != null) {
+            for (JsonNode store : stores) {
+                b.builder.addStateStore(Processors.storeBuilder(store));
+            }
+        }
         Map<String, List<JsonNode>> branches = new LinkedHashMap<>();
         for (JsonNode node : nodes) {
             if (node.get("type").asText().equals("branch")) {
@@ -341,6 +356,17 @@ public final class Oracle {
                     break;
                 }
                 case "branch": result = b.handles.get(name); break;
+                case "process": {
+                    List<String> names = new ArrayList<>();
+                    node.get("stores").forEach(x -> names.add(x.asText()));
+                    String[] storeNames = names.toArray(new String[0]);
+                    String processor = node.get("processor").asText();
+                    JsonNode params = node.get("params");
+                    result = node.get("values").asBoolean()
+                        ? s.processValues(Processors.fixedKeyProcessor(processor, params), Named.as(name), storeNames)
+                        : s.process(Processors.processor(processor, params), Named.as(name), storeNames);
+                    break;
+                }
                 case "table_group_by": result = t.groupBy(Menu.tableSelector(fn(node, "selector")), grouped(true)); break;
                 case "table_aggregate": {
                     KGroupedTable g = (KGroupedTable) parent;
