@@ -362,9 +362,16 @@ public final class Oracle {
                     String[] storeNames = names.toArray(new String[0]);
                     String processor = node.get("processor").asText();
                     JsonNode params = node.get("params");
-                    result = node.get("values").asBoolean()
-                        ? s.processValues(Processors.fixedKeyProcessor(processor, params), Named.as(name), storeNames)
-                        : s.process(Processors.processor(processor, params), Named.as(name), storeNames);
+                    // a processor the user did not name gets Kafka's own name (KSTREAM-PROCESSOR-..., -PROCESSVALUES-)
+                    boolean named = !node.has("named") || node.get("named").asBoolean();
+                    if (node.get("values").asBoolean()) {
+                        var supplier = Processors.fixedKeyProcessor(processor, params);
+                        result = named ? s.processValues(supplier, Named.as(name), storeNames)
+                            : s.processValues(supplier, storeNames);
+                    } else {
+                        var supplier = Processors.processor(processor, params);
+                        result = named ? s.process(supplier, Named.as(name), storeNames) : s.process(supplier, storeNames);
+                    }
                     break;
                 }
                 case "table_group_by": result = t.groupBy(Menu.tableSelector(fn(node, "selector")), grouped(true)); break;
