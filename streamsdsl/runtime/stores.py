@@ -16,30 +16,16 @@ still update or read (Kafka's store may keep closed windows longer, up to its re
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, NamedTuple
+from typing import Any, Callable, Iterable
 
 import attrs
 
+from streamsdsl.values.keyvalue import KeyValue, ValueAndTimestamp
 from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 from streamsdsl.errors import InvalidArgumentError
 
 __all__ = ["KeyValue", "ReadOnlyKeyValueStore", "ReadOnlySessionStore", "ReadOnlyWindowStore", "StoreEntry",
            "ValueAndTimestamp", "join_window_entries"]
-
-
-class KeyValue(NamedTuple):
-    """A key and a value, as Kafka Streams' ``KeyValue``."""
-
-    key: Any
-    value: Any
-
-
-class ValueAndTimestamp(NamedTuple):
-    """A stored value and its timestamp, as Kafka Streams' ``ValueAndTimestamp`` (what a
-    timestamped store's view returns: `TopologyTestDriver.get_timestamped_key_value_store`)."""
-
-    value: Any
-    timestamp: int
 
 
 @attrs.frozen
