@@ -19,6 +19,7 @@ from streamsdsl.errors import (
     InvalidTypeError,
     NotYetImplementedError,
     OperationNotDefinedError,
+    PunctuationError,
     RecordDeserializationError,
     RecordError,
     RecordSerializationError,
@@ -33,7 +34,9 @@ from streamsdsl.dsl.grouped_table import KGroupedTable
 from streamsdsl.dsl.suppress import BufferConfig, Suppressed
 from streamsdsl.values.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
 from streamsdsl.ir.topology import Topology
+from streamsdsl.processor import FixedKeyProcessor, Processor, PunctuationType, Record
 from streamsdsl.runtime.session import configure_spark
+from streamsdsl.state import StoreBuilder, Stores
 from streamsdsl.values.windows import EmitStrategy, EmitStrategyKind, SessionWindow, SessionWindows, TimeWindow, Window, Windowed
 from streamsdsl.values.windows import SlidingWindows, TimeWindows
 
@@ -70,5 +73,6 @@ __all__ = [
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
     "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
-    "NotYetImplementedError", "ValueAndTimestamp",
+    "NotYetImplementedError", "ValueAndTimestamp", "FixedKeyProcessor", "Processor", "PunctuationType", "Record",
+    "StoreBuilder", "Stores", "PunctuationError",
 ]

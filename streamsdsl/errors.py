@@ -56,8 +56,6 @@ NOT_YET: dict[str, dict[str, str]] = {
         "foreach": "`KStream.foreach`",
         "print": "`KStream.print`",
         "repartition": "`KStream.repartition`",
-        "process": "Processor API",
-        "process_values": "Processor API",
         "transform": "Processor API",
         "transform_values": "Processor API",
         "flat_transform": "Processor API",
@@ -65,7 +63,6 @@ NOT_YET: dict[str, dict[str, str]] = {
     },
     "StreamsBuilder": {
         "global_table": "`StreamsBuilder.global_table`",
-        "add_state_store": "Processor API",
         "add_global_store": "Processor API",
     },
     "Topology": {
@@ -120,6 +117,11 @@ class NotYetAttributes:
             if error is not None:
                 raise error
             raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'", name=name, obj=self)
+
+
+class ProcessorStateError(StreamsDslError, RuntimeError):
+    """A processor used its context in a way Kafka Streams refuses (a store it is not connected
+    to, a forward with a changed key from a ``FixedKeyProcessor``, a child it does not have)."""
 
 
 class SerializationError(StreamsDslError, ValueError):
@@ -192,31 +194,38 @@ class RecordError(StreamsDslError, RuntimeError):
     Attributes: ``processor``, ``cause`` (e.g. ``"ZeroDivisionError: division by zero"``),
     ``function`` (the user function that raised, if one did), ``key`` (the record key's
     ``repr``), ``position`` (the record's source position in the plan) and, once the runner has
-    resolved them, ``topic``, ``partition`` and ``offset``.
+    resolved them, ``topic``, ``partition`` and ``offset``; for a punctuator's failure
+    ``punctuation`` says which punctuation it was instead of a record (`PunctuationError`).
     """
 
     def __init__(self, processor: str, cause: str, *, function: str | None = None, key: str | None = None,
                  position: int | None = None, topic: str | None = None, partition: int | None = None,
-                 offset: int | None = None) -> None:
+                 offset: int | None = None, punctuation: str | None = None) -> None:
         self.processor, self.cause, self.function, self.key = processor, cause, function, key
         self.position, self.topic, self.partition, self.offset = position, topic, partition, offset
+        self.punctuation = punctuation
         super().__init__(self.headline())
 
     def headline(self) -> str:
+        what = f"the {self.function} raised " if self.function else ""
+        if self.punctuation is not None:
+            return f"{self.processor}: {what}{self.cause} ({self.punctuation})"
         where = (f"topic {self.topic} partition {self.partition} offset {self.offset}" if self.topic is not None
                  else f"position {self.position}" if self.position is not None else "an unknown position")
         key = f", key {self.key}" if self.key is not None else ""
-        what = f"the {self.function} raised " if self.function else ""
         return f"{self.processor}: {what}{self.cause} (record at {where}{key})"
 
     def in_worker(self) -> RecordFailure:
         """The exception to raise inside a Spark worker: its text carries this error."""
         payload = json.dumps({"kind": type(self).__name__, "processor": self.processor, "cause": self.cause,
-                              "function": self.function, "key": self.key, "position": self.position})
+                              "function": self.function, "key": self.key, "position": self.position,
+                              "punctuation": self.punctuation})
         return RecordFailure(f"{self.headline()} [streamsdsl-error]{payload}[/streamsdsl-error]")
 
     def located(self, topic: str, partition: int, offset: int) -> RecordError:
-        """The same error with the record's coordinates."""
+        """The same error with the record's coordinates (a punctuation's error has none: itself)."""
+        if self.punctuation is not None:
+            return self
         return type(self)(self.processor, self.cause, function=self.function, key=self.key,
                           position=self.position, topic=topic, partition=partition, offset=offset)
 
@@ -240,7 +249,7 @@ class RecordError(StreamsDslError, RuntimeError):
         if raw is not None:  # a malformed source record's first bytes: say where it breaks
             prefix = base64.b64decode(raw)
             data["cause"] = with_json_position(data["cause"], prefix, raw_length is None or raw_length == len(prefix))
-        kinds = (RecordError, UserFunctionError, RecordDeserializationError, RecordSerializationError)
+        kinds = (RecordError, UserFunctionError, RecordDeserializationError, RecordSerializationError, PunctuationError)
         cls = {c.__name__: c for c in kinds}.get(data.pop("kind"), RecordError)
         key_json = data.pop("key_json", None)
         if key_json is not None:  # a key rendered by Spark (to_json of a one-element array)
@@ -261,6 +270,18 @@ class UserFunctionError(RecordError):
         The cause is the exception's type and text (a streamsdsl error's own message alone)."""
         cause = str(exc) if isinstance(exc, StreamsDslError) else f"{type(exc).__name__}: {exc}"
         return cls(processor, cause, function=function, key=repr(key), position=position)
+
+
+class PunctuationError(UserFunctionError):
+    """A processor's punctuator raised: the message names the processor, the punctuation (its
+    type and time) and the cause."""
+
+    @classmethod
+    def of_punctuation(cls, processor: str, kind: str, time_ms: int, exc: BaseException) -> PunctuationError:
+        """The error of the ``kind`` (``"stream-time"`` / ``"wall-clock-time"``) punctuator of
+        ``processor`` raising ``exc`` when it fired at ``time_ms``."""
+        cause = str(exc) if isinstance(exc, StreamsDslError) else f"{type(exc).__name__}: {exc}"
+        return cls(processor, cause, function="punctuator", punctuation=f"{kind} punctuation at {time_ms} ms")
 
 
 class RecordDeserializationError(RecordError, SerializationError):

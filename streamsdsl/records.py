@@ -41,3 +41,6 @@ DLQ_HEADERS = (
     "__streams.errors.offset",
 )
 DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
+
+#: The application id of a `TopologyTestDriver` whose config has none (Kafka's driver's).
+DRIVER_APPLICATION_ID = "dummy-topology-test-driver-app-id"

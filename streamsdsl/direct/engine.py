@@ -10,16 +10,19 @@ in the same encodings as in the Spark plan, so the two engines agree record for 
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from streamsdsl import ir
+from streamsdsl.direct.processors import ProcessStep, TaskStores
 from streamsdsl.direct.records import Headers, Typed
 from streamsdsl.direct.rules import rule_for
 from streamsdsl.direct.stateful import StatefulStep
 from streamsdsl.direct.steps import SinkStep, SourceStep, Step
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import OperationNotDefinedError, RecordError
+from streamsdsl.processor import PunctuationType
 from streamsdsl.semantics.kernels import FlushPolicy
+from streamsdsl.records import DRIVER_APPLICATION_ID
 
 __all__ = ["Emitted", "Run"]
 
@@ -42,10 +45,18 @@ class Run:
     """One topology in the direct engine: its steps, their state, the metrics so far."""
 
     def __init__(self, topology: Any, *, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
-                 flush: FlushPolicy = FlushPolicy.PER_RECORD) -> None:
+                 flush: FlushPolicy = FlushPolicy.PER_RECORD, application_id: str = DRIVER_APPLICATION_ID,
+                 system_time: int = 0) -> None:
         self.topology = topology
         self.handler = handler
         self.flush = flush
+        self.application_id = application_id
+        #: The task's stream time (the largest timestamp read so far; -1: none) and the system
+        #: time (the driver's mock wall clock), as the processors' context gives them.
+        self.stream_time = -1
+        self.system_time = system_time
+        self.task_stores = TaskStores(topology.state_stores)
+        self.processors: list[ProcessStep] = []
         self.steps: dict[str, Step] = {}
         self.readers: dict[str, tuple[SourceStep, Step]] = {}
         self.sinks: list[SinkStep] = []
@@ -61,8 +72,11 @@ class Run:
 
     # -- building ------------------------------------------------------------------------------
     def _needed(self) -> set[str]:
+        """The nodes a sink or a processor depends on (a processor runs for its stores and
+        punctuators even when nothing reads its output)."""
         needed: set[str] = set()
         pending = [s.name for s in self.topology.sinks]
+        pending += [n.name for n in self.topology.nodes if isinstance(n, ir.ProcessNode)]
         while pending:
             name = pending.pop()
             if name not in needed:
@@ -81,6 +95,8 @@ class Run:
             self.steps[node.name] = step
             if isinstance(step, StatefulStep):
                 self.stateful.append(step)
+            if isinstance(step, ProcessStep):
+                self.processors.append(step)
             self._wire(node, step)
 
     def _step(self, node: ir.Node, parents: list[Typed]) -> Step:
@@ -130,24 +146,52 @@ class Run:
         """Process one piped record; return what it wrote. A record that fails leaves no trace
         (state, metrics, output) and raises its `RecordError` (with its pipe position)."""
         self.position, self.coordinates, self.timestamp = position, (topic, 0, offset), timestamp
-        self._emitted = []
-        dropped, finals = self.dropped, len(self.finals)
-        for step in self.stateful:
-            step.begin()
         reader, target = self.readers[topic]
-        try:
+
+        def run() -> None:
             record = reader.read(key, value, timestamp, headers)
             if record is not None:
+                self.stream_time = max(self.stream_time, record.timestamp)
                 target.receive(record, 0)
+                self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+
+        return self._transaction(run)
+
+    def advance_wall_clock(self, now: int) -> list[Emitted]:
+        """The system time is ``now``: fire the wall-clock punctuators due; return what they wrote."""
+        self.system_time = now
+        self.position, self.coordinates, self.timestamp = -1, ("", -1, -1), -1
+        return self._transaction(lambda: self._punctuate(PunctuationType.WALL_CLOCK_TIME, now))
+
+    def _punctuate(self, type: PunctuationType, now: int) -> None:
+        for step in self.processors:
+            step.punctuate(type, now)
+
+    def _transaction(self, work: Callable[[], None]) -> list[Emitted]:
+        """Run ``work`` (a record, or punctuations), then commit the record caches (Kafka's
+        commit); if it fails, leave no trace (state, metrics, output) and raise its `RecordError`."""
+        self._emitted = []
+        dropped, finals, stream_time = self.dropped, len(self.finals), self.stream_time
+        for step in self.stateful:
+            step.begin()
+        self.task_stores.begin()
+        try:
+            work()
             for step in self.stateful:  # in topological order: a flush reaches the caches below it
                 step.commit()
         except RecordError:
             for step in self.stateful:
                 step.rollback()
-            self.dropped, self.finals[finals:] = dropped, []
+            self.task_stores.rollback()
+            self.dropped, self.finals[finals:], self.stream_time = dropped, [], stream_time
             self._emitted = []
             raise
         return self._emitted
+
+    def close(self) -> None:
+        """Close every processor (its ``close()``), as Kafka's driver closes its task."""
+        for step in self.processors:
+            step.close()
 
     # -- reading -------------------------------------------------------------------------------
     def sink_for_topic(self, topic: str) -> SinkStep | None:

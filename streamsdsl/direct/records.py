@@ -65,6 +65,10 @@ class Host(Protocol):
     timestamp: int
     dropped: int
     finals: list[int]
+    #: The processors' context: the application id, the task's stream time and the system time.
+    application_id: str
+    stream_time: int
+    system_time: int
 
     def emit(self, topic: str | None, key: bytes | None, value: bytes | None, timestamp: int,
              headers: Headers) -> None: ...

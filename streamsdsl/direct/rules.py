@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from streamsdsl import ir
-from streamsdsl.direct import stateful, steps
+from streamsdsl.direct import processors, stateful, steps
 from streamsdsl.direct.steps import Step
 
 __all__ = ["RULES", "rule_for"]
@@ -43,6 +43,7 @@ RULES: dict[type[ir.Node], Callable[..., Step]] = {
     ir.StreamStreamJoinNode: stateful._stream_stream_join,
     ir.TableTableJoinNode: stateful._table_table_join,
     ir.SuppressNode: stateful._suppress,
+    ir.ProcessNode: processors._process,
 }
 
 

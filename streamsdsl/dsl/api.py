@@ -10,20 +10,21 @@ module below cannot import (`_stream`, `_table`, `_cogroup`; `streamsdsl.dsl.sta
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import attrs
 
 from streamsdsl import ir
-from streamsdsl._validation import refuse_pattern, validate_name, validate_topic
+from streamsdsl._validation import REQUIRED, refuse_pattern, require_arguments, validate_name, validate_topic
 from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
 from streamsdsl.dsl.grouped import KGroupedStream, SessionWindowedKStream, TimeWindowedKStream
 from streamsdsl.dsl.options import Consumed, Materialized, check_option, resolve_name
 from streamsdsl.dsl.stage import NameArg, _materialized
 from streamsdsl.dsl.stream import Branched, BranchedKStream, KStream
 from streamsdsl.dsl.table import KTable
-from streamsdsl.errors import InvalidArgumentError, NotYetAttributes, TopologyError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, NotYetAttributes, TopologyError
 from streamsdsl.ir.topology import Topology
+from streamsdsl.state import StoreBuilder
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = [
@@ -67,6 +68,8 @@ class StreamsBuilder(NotYetAttributes):
         self._topics: dict[str, str] = {}
         #: The last repartition made for a join of each re-keyed stream (`repartition_for_join`).
         self._join_repartitions: dict[str, str] = {}
+        #: The stores added for processors (`add_state_store`), by name, in the order added.
+        self._state_stores: dict[str, StoreBuilder] = {}
 
     # -- bookkeeping (internal) ------------------------------------------------------------
     def _next_index(self) -> int:
@@ -205,6 +208,66 @@ class StreamsBuilder(NotYetAttributes):
     def _cogroup(self, groups: tuple[tuple[KGroupedStream, ir.UserFn], ...]) -> CogroupedKStream:
         return CogroupedKStream(self, groups)
 
+    def add_state_store(self, builder: StoreBuilder = REQUIRED) -> StreamsBuilder:
+        """Add a state store for processors (Kafka Streams' ``StreamsBuilder#addStateStore``):
+        ``builder`` from `Stores` (``Stores.key_value_store_builder(Stores.persistent_key_value_store(
+        "name"), key_serde, value_serde)``, a window or a session store builder). A processor opens it once it names it:
+        ``stream.process(supplier, "name")``. Returns this builder.
+
+        A store belongs to the processors connected to it; `TopologyTestDriver` and
+        ``KafkaStreams.store`` read it by name."""
+        require_arguments("add_state_store", "add_state_store(Stores.key_value_store_builder("
+                          "Stores.persistent_key_value_store('name'), Serdes.String(), Serdes.Long()))",
+                          ("builder", builder, "StoreBuilder"))
+        if not isinstance(builder, StoreBuilder):
+            raise InvalidTypeError(
+                f"'builder' must be a StoreBuilder from Stores (e.g. Stores.key_value_store_builder("
+                f"Stores.persistent_key_value_store('name'), Serdes.String(), Serdes.Long())); got "
+                f"{type(builder).__name__}: {builder!r}.")
+        existing = self._state_stores.get(builder.name)
+        if existing is not None and existing != builder:
+            raise TopologyError(f"A state store named {builder.name!r} was already added (as {existing!r}); "
+                                "store names must be unique.")
+        self._state_stores[builder.name] = builder
+        return self
+
+    def _supplier_stores(self, supplier: Any) -> tuple[str, ...]:
+        """The stores a processor supplier provides (Kafka's ``ConnectedStoreProvider.stores()``:
+        a ``stores()`` method returning store builders), added to the topology; their names."""
+        provider = getattr(supplier, "stores", None)
+        if provider is None:
+            return ()
+        if not callable(provider):
+            raise InvalidTypeError(f"The supplier's 'stores' must be a method returning StoreBuilders (got {provider!r}).")
+        provided = provider()
+        for store in provided or ():
+            self.add_state_store(store)
+        return tuple(store.name for store in provided or ())
+
     def build(self) -> Topology:
-        """Freeze what was built so far into an immutable `Topology`."""
-        return Topology(tuple(self._nodes.values()))
+        """Freeze what was built so far into an immutable `Topology`.
+
+        Every store a processor names must have been added (`add_state_store`) by then, as Kafka
+        Streams checks when it builds the topology."""
+        nodes = tuple(self._nodes.values())
+        dsl_stores = {s: n.name for n in nodes if not isinstance(n, ir.ProcessNode) for s in n.stores}
+        for node in nodes:
+            if not isinstance(node, ir.ProcessNode):
+                continue
+            for store in node.store_names:
+                if store in dsl_stores:
+                    raise TopologyError(
+                        f"Processor {node.name} names state store {store!r}, which is the store of {dsl_stores[store]}: "
+                        "a processor can be connected only to stores added with add_state_store() (connecting it to "
+                        "a DSL operator's store is not supported yet; see docs/differences.md).")
+                if store not in self._state_stores:
+                    raise TopologyError(
+                        f"Invalid topology: state store {store!r} of processor {node.name} is not added yet. Add it "
+                        f"with builder.add_state_store(Stores.key_value_store_builder(Stores."
+                        f"persistent_key_value_store({store!r}), key_serde, value_serde)) (or a window or session "
+                        "store builder).")
+        clash = sorted(set(self._state_stores) & set(dsl_stores))
+        if clash:
+            raise TopologyError(f"State store {clash[0]!r} was added with add_state_store() and is also the store of "
+                                f"{dsl_stores[clash[0]]}; store names must be unique.")
+        return Topology(nodes, tuple(self._state_stores.values()))

@@ -211,6 +211,55 @@ class KStream(StreamStage):
         self._add(ir.BranchNode(splitter, (self.node_name,)))
         return BranchedKStream(self._builder, splitter, self.repartition_required, ())
 
+    def process(self, supplier: Callable[[], Any] = REQUIRED, *store_names: str, named: NameArg = None) -> KStream:
+        """Run a custom `Processor` on every record (Kafka Streams' ``KStream#process``).
+
+        ``supplier()`` returns a new processor instance (pass the class, or a function making
+        one): one instance per task, fed every record of the task in order, forwarding any number
+        of records with ``context.forward``. ``store_names`` connect the stores added with
+        `StreamsBuilder.add_state_store` (or provided by the supplier's ``stores()``) that the
+        processor opens with ``context.get_state_store(name)``. Its keys may change, so a
+        grouping or join after it repartitions.
+
+        Examples
+        --------
+        >>> from streamsdsl import Serdes, StreamsBuilder, Stores
+        >>> from streamsdsl.processor import Processor
+        >>> class Dedup(Processor):
+        ...     def init(self, context):
+        ...         self.context, self.seen = context, context.get_state_store("seen")
+        ...     def process(self, record):
+        ...         if self.seen.put_if_absent(record.value, record.timestamp) is None:
+        ...             self.context.forward(record)
+        >>> b = StreamsBuilder()
+        >>> seen = Stores.persistent_key_value_store("seen")
+        >>> _ = b.add_state_store(Stores.key_value_store_builder(seen, Serdes.String(), Serdes.Long()))
+        >>> b.stream("in").process(Dedup, "seen", named="dedup").to("out")
+        >>> print(b.build().describe().splitlines()[4])
+            Processor: dedup (stores: [seen])
+        """
+        return self._process(supplier, store_names, named, fixed_key=False)
+
+    def process_values(self, supplier: Callable[[], Any] = REQUIRED, *store_names: str,
+                       named: NameArg = None) -> KStream:
+        """Like `process`, with a `FixedKeyProcessor` (Kafka's ``KStream#processValues``): it
+        forwards records with the key it received (`FixedKeyRecord` has no ``with_key``), so no
+        repartition follows it."""
+        return self._process(supplier, store_names, named, fixed_key=True)
+
+    def _process(self, supplier: Any, store_names: tuple[str, ...], named: NameArg, *, fixed_key: bool) -> KStream:
+        method = "process_values" if fixed_key else "process"
+        require_arguments(method, f"{method}(MyProcessor, 'store-name')", ("supplier", supplier, "() -> Processor"))
+        fn = _user_fn(supplier, "supplier", "() -> Processor")
+        names = tuple(validate_name(n, "store_names") for n in store_names)
+        provided = self._builder._supplier_stores(supplier)
+        names += tuple(n for n in provided if n not in names)
+        user_name = resolve_name(named)
+        prefix = "KSTREAM-PROCESSVALUES-" if fixed_key else "KSTREAM-PROCESSOR-"
+        node_name = user_name if user_name is not None else self._builder._new_name(prefix)
+        node = ir.ProcessNode(node_name, (self.node_name,), supplier=fn, store_names=names, fixed_key=fixed_key)
+        return self._child(node, key_changed=not fixed_key)
+
     def to(self, topic: str, produced: Produced | None = None, *, name: NameArg = None) -> None:
         """Write the stream to ``topic``, serialized with ``produced`` (JSON by default)."""
         validate_topic(topic)

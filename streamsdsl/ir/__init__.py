@@ -6,6 +6,12 @@
 
 from streamsdsl.ir.nodes import *  # noqa: F403 - the node types are this package's namespace
 from streamsdsl.ir.nodes import __all__ as _nodes_all
+from streamsdsl.ir.nodes import concrete_node_types
+from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.ir.topology import Topology
 
-__all__ = [*_nodes_all, "Topology"]
+#: Every concrete node type (of every module of this package), discovered; the compiler and the
+#: direct engine must have a rule for each.
+NODE_TYPES = concrete_node_types()
+
+__all__ = [*_nodes_all, "NODE_TYPES", "ProcessNode", "Topology"]

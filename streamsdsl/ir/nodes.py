@@ -70,7 +70,6 @@ __all__ = [
     "SuppressNode",
     "Fn",
     "AggSpec",
-    "NODE_TYPES",
 ]
 
 # --- nodes -----------------------------------------------------------------------------------
@@ -633,14 +632,15 @@ class SuppressNode(_OneStore, UnaryNode):
     store: str = attrs.field(kw_only=True, validator=is_name)
 
 
-def _concrete_node_types() -> frozenset[type[Node]]:
-    """Every concrete `Node` subclass defined in this module (ibis' ``ALL_OPERATIONS``)."""
-    return frozenset(
-        c for c in globals().values()
-        if isinstance(c, type) and issubclass(c, Node) and c not in (Node, UnaryNode) and not c.__name__.startswith("_")
-        and c.__module__ == __name__ and not inspect.isabstract(c)
-    )
-
-
-#: Every concrete node type, discovered; the compiler must have a lowering rule for each.
-NODE_TYPES: frozenset[type[Node]] = _concrete_node_types()
+def concrete_node_types() -> frozenset[type[Node]]:
+    """Every concrete `Node` subclass of the IR's modules, at any depth (ibis' ``ALL_OPERATIONS``):
+    the public ones, not abstract."""
+    found: set[type[Node]] = set()
+    pending: list[type[Node]] = [Node]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            pending.append(sub)
+            if (sub.__module__.startswith("streamsdsl.ir.") and not sub.__name__.startswith("_")
+                    and sub is not UnaryNode and not inspect.isabstract(sub)):
+                found.add(sub)
+    return frozenset(found)

@@ -13,6 +13,7 @@ import attrs
 
 from streamsdsl.errors import NotYetAttributes, TopologyError
 from streamsdsl.ir import nodes as ir
+from streamsdsl.state.builders import StoreBuilder
 from streamsdsl.ir.description import DescribedNode, DescriptionBuilder, Subtopology, TopologyDescription, _DNode
 
 __all__ = ["DescriptionBuilder", "Topology", "TopologyDescription"]
@@ -21,6 +22,14 @@ __all__ = ["DescriptionBuilder", "Topology", "TopologyDescription"]
 def _is_node_tuple(inst: Topology, attribute: attrs.Attribute[tuple[ir.Node, ...]], value: object) -> None:
     if not isinstance(value, tuple) or not all(isinstance(n, ir.Node) for n in value):
         raise TopologyError(f"'nodes' must be a tuple of IR nodes (got {type(value).__name__}).")
+
+
+def _is_store_tuple(inst: Topology, attribute: attrs.Attribute[tuple[StoreBuilder, ...]], value: object) -> None:
+    if not isinstance(value, tuple) or not all(isinstance(b, StoreBuilder) for b in value):
+        raise TopologyError(f"'state_stores' must be a tuple of StoreBuilders (got {value!r}).")
+    names = [b.name for b in value]
+    if len(set(names)) != len(names):
+        raise TopologyError(f"'state_stores' must have distinct names (got {names}).")
 
 
 @attrs.frozen
@@ -32,6 +41,8 @@ class Topology(NotYetAttributes):
     """
 
     nodes: tuple[ir.Node, ...] = attrs.field(validator=_is_node_tuple)
+    #: The stores added for processors (``StreamsBuilder.add_state_store``), in the order added.
+    state_stores: tuple[StoreBuilder, ...] = attrs.field(default=(), validator=_is_store_tuple)
     _by_name: dict[str, ir.Node] = attrs.field(init=False, repr=False, eq=False)
     _children: dict[str, tuple[str, ...]] = attrs.field(init=False, repr=False, eq=False)
 
@@ -94,7 +105,11 @@ class Topology(NotYetAttributes):
 
     @property
     def store_names(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(s for n in self.nodes for s in n.stores))
+        return tuple(dict.fromkeys([*(s for n in self.nodes for s in n.stores), *(b.name for b in self.state_stores)]))
+
+    def state_store(self, name: str) -> StoreBuilder | None:
+        """The store added for processors under ``name`` (None: no such store)."""
+        return next((b for b in self.state_stores if b.name == name), None)
 
     def topological_order(self) -> tuple[ir.Node, ...]:
         """Nodes ordered parents-first (the construction order, checked when the topology is built)."""

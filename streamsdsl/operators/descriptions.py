@@ -49,10 +49,11 @@ from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
 from streamsdsl.semantics.table_table import TableJoinSpec
 from streamsdsl.semantics.windowing import Windowing
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.state.builders import StoreBuilder
 
 __all__ = [
     "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "GroupedAggregateDescription", "Port",
-    "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
+    "ProcessDescription", "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
     "regrouped",
 ]
@@ -398,6 +399,33 @@ def _grouped_aggregate(node: ir.GroupedTableAggregateNode, ports: Sequence[Port]
 
 
 #: Stateful node type → its description ``(node, ports, topology) -> description``.
+# --- user processors -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ProcessDescription:
+    """A user processor (``process`` / ``process_values``): the supplier, the stores it is
+    connected to (their builders, in the order named), its children (what ``forward(record,
+    child)`` may name) and how its output is held: a ``process`` re-keys, so keys and values
+    are JSON, as a mapper's; a ``process_values`` keeps the parent's key encoding."""
+
+    node: ir.ProcessNode
+    stores: tuple[StoreBuilder, ...]
+    children: tuple[str, ...]
+    key: KeyCodec
+    value: PlanSerde = DEFAULT_SERDE
+
+    @property
+    def supplier(self) -> Callable[[], Any]:
+        return self.node.supplier.fn
+
+
+def _process(node: ir.ProcessNode, ports: Sequence[Port], topology: Any) -> ProcessDescription:
+    stores = tuple(topology.state_store(name) for name in node.store_names)
+    key = ports[0].key if node.fixed_key else KeyCodec(DEFAULT_SERDE)
+    return ProcessDescription(node, stores, tuple(topology.children(node.name)), key)
+
+
 DESCRIPTIONS: dict[type[ir.Node], Callable[..., Any]] = {
     ir.AggregateNode: _aggregate,
     ir.SessionAggregateNode: _aggregate,
@@ -411,6 +439,7 @@ DESCRIPTIONS: dict[type[ir.Node], Callable[..., Any]] = {
     ir.StreamStreamJoinNode: _stream_stream_join,
     ir.TableGroupByNode: _table_group_by,
     ir.GroupedTableAggregateNode: _grouped_aggregate,
+    ir.ProcessNode: _process,
 }
 
 

@@ -30,6 +30,7 @@ import attrs
 
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
+from streamsdsl.records import DRIVER_APPLICATION_ID
 from streamsdsl.jvm import OPERATOR_KEY, Operator, default_operator
 from streamsdsl.semantics.kernels import FlushPolicy
 
@@ -528,14 +529,18 @@ class DriverConfig:
     operator: Operator = _enum_field(Operator.AUTO)
     #: ``statestore.cache.max.bytes`` (``None``: Kafka's default, a cache flushed after every record).
     cache_max_bytes: int | None = None
+    #: ``application.id`` (what a processor's ``context.application_id()`` returns; Kafka's
+    #: driver's default when absent).
+    application_id: str = DRIVER_APPLICATION_ID
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> DriverConfig:
         config = {str(k): v for k, v in (config or {}).items()}
         _check_keys(config)
         handler = _deserialization_handler(config)
+        app_id = _application_id(config) if "application.id" in config else DRIVER_APPLICATION_ID
         return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"], _operator(config),
-                   _cache_max_bytes(config))
+                   _cache_max_bytes(config), app_id)
 
     @property
     def flush(self) -> FlushPolicy:

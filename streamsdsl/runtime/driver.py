@@ -32,10 +32,11 @@ from streamsdsl.runtime.stores import KeyValue, ReadOnlyKeyValueStore, ReadOnlyS
 from streamsdsl.runtime.stores import ValueAndTimestamp
 from streamsdsl.values.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
 
+from streamsdsl import ir
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from streamsdsl import ir
     from streamsdsl.ir.topology import Topology
 
 __all__ = ["KeyValue", "TestInputTopic", "TestOutputTopic", "TestRecord", "TopologyTestDriver", "ValueAndTimestamp"]
@@ -239,7 +240,7 @@ class TopologyTestDriver:
             raise InvalidTypeError(
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
-        if not topology.sinks:
+        if not topology.sinks and not any(isinstance(n, ir.ProcessNode) for n in topology.nodes):
             raise NoSinkError(
                 "the topology has no sink, so the driver would run nothing and no output topic could be read: "
                 "add .to(topic) where its records should go."
@@ -247,8 +248,10 @@ class TopologyTestDriver:
         self.topology = topology
         self.config = DriverConfig.from_mapping(config)
         self.engine = engine_choice(engine)
+        self._wall_clock_ms = _duration_ms(initial_wall_clock_time_ms, "initial_wall_clock_time_ms") \
+            if initial_wall_clock_time_ms is not None else int(time.time() * 1000)
         self._engine: DirectDriverEngine | SparkDriverEngine | StreamingDriverEngine = (
-            DirectDriverEngine(topology, self.config) if self.engine is Engine.DIRECT
+            DirectDriverEngine(topology, self.config, self._wall_clock_ms) if self.engine is Engine.DIRECT
             else SparkDriverEngine(topology, self.config, spark) if self.engine is Engine.SPARK
             else StreamingDriverEngine(topology, self.config, spark))
         self._dlq_topic = self.config.dead_letter_topic
@@ -258,8 +261,6 @@ class TopologyTestDriver:
         self._processed = 0
         self._outputs: dict[str, deque[RawRecord]] = {}
         self._closed = False
-        self._wall_clock_ms = _duration_ms(initial_wall_clock_time_ms, "initial_wall_clock_time_ms") \
-            if initial_wall_clock_time_ms is not None else int(time.time() * 1000)
 
     # -- context manager ------------------------------------------------------------------------
     def __enter__(self) -> TopologyTestDriver:
@@ -322,15 +323,21 @@ class TopologyTestDriver:
         return self._engine.metrics()
 
     def advance_wall_clock_time(self, advance: int | timedelta) -> None:
-        """Advance the driver's (mock) wall-clock time by ``advance`` (ms or a ``timedelta``) and
-        run the records piped so far, as Kafka's driver commits when its wall clock moves.
+        """Advance the driver's (mock) wall-clock time by ``advance`` (ms or a ``timedelta``): run
+        the records piped so far, then fire the processors' wall-clock punctuators due
+        (``PunctuationType.WALL_CLOCK_TIME``), as Kafka's driver does.
 
-        No streamsdsl operator reads wall-clock time: stream time drives every window, and the
-        driver, as Kafka's, emits on-close results without the wall-clock emit interval. The
-        method is here so that tests ported from Kafka Streams run unchanged."""
+        No DSL operator reads wall-clock time: stream time drives every window, and the driver,
+        as Kafka's, emits on-close results without the wall-clock emit interval."""
         ms = _duration_ms(advance, "advance")
-        self._wall_clock_ms += ms
         self._process()
+        self._wall_clock_ms += ms
+        try:
+            out = self._engine.advance_wall_clock(self._wall_clock_ms)
+        except _Failed as failure:
+            self._deliver(failure.output)
+            raise failure.error from failure.error.__cause__
+        self._deliver(out)
 
     # -- state stores ---------------------------------------------------------------------------
     def get_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
@@ -338,6 +345,8 @@ class TopologyTestDriver:
         ``aggregate``), a table's (``StreamsBuilder.table`` or ``to_table`` with a store, as
         ``Materialized.as_`` names it or a join creates it) or a materialized table–table join's:
         the latest value per key."""
+        if self.topology.state_store(name) is not None:
+            return self._processor_store(name, "key-value")
         return ReadOnlyKeyValueStore(name, self._store_reader(name, "key-value"))
 
     def get_timestamped_key_value_store(self, name: str) -> ReadOnlyKeyValueStore:
@@ -349,6 +358,8 @@ class TopologyTestDriver:
         """A window store, read-only: a time- or sliding-window aggregation's, or one of a
         stream–stream join's two (each side's buffered records, a window per record from its
         timestamp, the join window's size long, as Kafka Streams' join stores)."""
+        if self.topology.state_store(name) is not None:
+            return self._processor_store(name, "window")
         return ReadOnlyWindowStore(name, self._store_reader(name, "window"))
 
     def get_timestamped_window_store(self, name: str) -> ReadOnlyWindowStore:
@@ -358,10 +369,24 @@ class TopologyTestDriver:
 
     def get_session_store(self, name: str) -> ReadOnlySessionStore:
         """The store of a session-window aggregation, read-only."""
+        if self.topology.state_store(name) is not None:
+            return self._processor_store(name, "session")
         return ReadOnlySessionStore(name, self._store_reader(name, "session"))
 
+    def _processor_store(self, name: str, kind: str) -> Any:
+        """A processor's store (``StreamsBuilder.add_state_store``): the store itself, as Kafka's
+        driver returns it (reads and writes), running the records piped so far before each call."""
+        builder = self.topology.state_store(name)
+        assert builder is not None
+        actual = "key-value" if builder.kind == "timestamped-key-value" else builder.kind
+        if actual != kind:
+            method = {"key-value": "get_key_value_store", "window": "get_window_store",
+                      "session": "get_session_store"}[actual]
+            raise TopologyError(f"State store {name!r} is a {builder.kind} store (added with add_state_store): read it "
+                                f"with {method}().")
+        return _LiveStore(self, name)
+
     def _store_reader(self, name: str, kind: str) -> Callable[[], list[StoreEntry]]:
-        from streamsdsl import ir
         from streamsdsl.errors import OperationNotDefinedError
 
         nodes = [n for n in self.topology.nodes if name in n.stores]
@@ -433,3 +458,27 @@ def _duration_ms(value: Any, name: str) -> int:
     if ms < 0:
         raise InvalidArgumentError(f"'{name}' must be >= 0 ms (got {ms} ms): time never moves backwards.")
     return ms
+
+
+class _LiveStore:
+    """A processor's store as the driver returns it: every method call first runs the records
+    piped so far (as Kafka's driver has processed them by then), then calls the store's."""
+
+    def __init__(self, driver: TopologyTestDriver, name: str) -> None:
+        self._driver, self._name = driver, name
+
+    def __getattr__(self, attr: str) -> Any:
+        driver = self._driver
+        driver._process()
+        target = getattr(driver._engine.processor_store(self._name), attr)
+        if not callable(target):
+            return target
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            driver._process()
+            return target(*args, **kwargs)
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"<state store {self._name!r} of the test driver>"

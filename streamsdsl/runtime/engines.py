@@ -95,11 +95,12 @@ class SinkSerdes:
 class DirectDriverEngine:
     """The direct engine behind a driver."""
 
-    def __init__(self, topology: Topology, config: DriverConfig) -> None:
+    def __init__(self, topology: Topology, config: DriverConfig, wall_clock_ms: int) -> None:
         from streamsdsl.direct import Run
 
         self.config = config
-        self.run_ = Run(topology, handler=config.deserialization_handler, flush=config.flush)
+        self.run_ = Run(topology, handler=config.deserialization_handler, flush=config.flush,
+                        application_id=config.application_id, system_time=wall_clock_ms)
         self._dlq = config.dead_letter_topic
 
     def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
@@ -111,10 +112,16 @@ class DirectDriverEngine:
                                             offsets[position])
             except RecordError as error:
                 raise _Failed(out, error) from error
-            for e in emitted:
-                topic = e.topic if e.topic is not None else self._dlq
-                if topic is not None:
-                    out.append(RawRecord(topic, e.key, e.value, e.timestamp, e.headers))
+            out += self._raw(emitted)
+        return out
+
+    def _raw(self, emitted: Sequence[Any]) -> list[RawRecord]:
+        """The records written, the dead-letter output's to its topic (dropped when none is set)."""
+        out = []
+        for e in emitted:
+            topic = e.topic if e.topic is not None else self._dlq
+            if topic is not None:
+                out.append(RawRecord(topic, e.key, e.value, e.timestamp, e.headers))
         return out
 
     def metrics(self) -> dict[str, float]:
@@ -135,8 +142,21 @@ class DirectDriverEngine:
         assert step is not None, topic
         return SinkSerdes(step.typed.key, step.key_serde, step.value_serde)
 
+    def processor_store(self, name: str) -> Any:
+        """The processor store ``name`` (the store object the processors use)."""
+        return self.run_.task_stores.store(name)
+
+    def advance_wall_clock(self, now: int) -> list[RawRecord]:
+        """Fire the wall-clock punctuators due at ``now``; what they wrote."""
+        try:
+            emitted = self.run_.advance_wall_clock(now)
+        except RecordError as error:
+            raise _Failed([], error) from error
+        return self._raw(emitted)
+
     def close(self) -> None:
-        """Nothing outlives the driver's process."""
+        """Close the processors (nothing else outlives the driver's process)."""
+        self.run_.close()
 
 
 def _join_store(node: ir.StreamStreamJoinNode, store: str, states: Iterable[tuple[Any, Any]]) -> list[StoreEntry]:

@@ -217,10 +217,11 @@ class TestValidNodes:
 
 class TestNodeTypes:
     def test_node_types_are_discovered(self) -> None:
-        """NODE_TYPES is every concrete Node subclass defined in ir.nodes, found, not listed by hand
-        (the shared bases, `UnaryNode` and the private ones, are not node types)."""
+        """NODE_TYPES is every concrete Node subclass defined in the IR's modules (ir.nodes,
+        ir.processors), found, not listed by hand (the shared bases, `UnaryNode` and the private
+        ones, are not node types)."""
         defined = {
-            c for c in vars(ir.nodes).values()
+            c for module in (ir.nodes, ir.processors) for c in vars(module).values()
             if isinstance(c, type) and issubclass(c, ir.Node) and c not in (ir.Node, ir.nodes.UnaryNode)
             and not c.__name__.startswith("_")
         }
@@ -229,7 +230,7 @@ class TestNodeTypes:
         assert {ir.AggregateNode, ir.SessionAggregateNode, ir.CogroupAggregateNode} <= ir.NODE_TYPES
 
     def test_subclass_elsewhere_is_not_a_node_type(self) -> None:
-        """A Node subclass defined outside ir.nodes (an extension) is not in NODE_TYPES."""
+        """A Node subclass defined outside the IR's modules (an extension) is not in NODE_TYPES."""
 
         @attrs.frozen
         class Extension(ir.Node):

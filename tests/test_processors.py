@@ -1,0 +1,311 @@
+"""The Processor API in the TopologyTestDriver (``KStream.process`` / ``process_values``,
+``StreamsBuilder.add_state_store``, punctuators): exact records, timestamps, stores, errors, and
+describe() as Kafka Streams prints it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder, Stores, TopologyError, TopologyTestDriver
+from streamsdsl.errors import PunctuationError, UserFunctionError
+from streamsdsl.processor import FixedKeyProcessor, Processor, PunctuationType, Record
+from streamsdsl.runtime.driver import KeyValue
+
+STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
+STREAM, WALL = PunctuationType.STREAM_TIME, PunctuationType.WALL_CLOCK_TIME
+
+
+def kv_store(name: str, value_serde: Any = None) -> Any:
+    return Stores.key_value_store_builder(Stores.persistent_key_value_store(name), Serdes.String(),
+                                          value_serde or Serdes.Long())
+
+
+class Dedup(Processor):
+    """Forwards the first record of each value; forgets values last seen 10 ms of stream time ago."""
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        self.seen = context.get_state_store("seen")
+        context.schedule(10, STREAM, self.purge)
+
+    def process(self, record: Record) -> None:
+        if self.seen.get(record.value) is None:
+            self.context.forward(record)
+        self.seen.put(record.value, record.timestamp)
+
+    def purge(self, now: int) -> None:
+        with self.seen.all() as entries:
+            old = [e.key for e in entries if e.value <= now - 10]
+        for key in old:
+            self.seen.delete(key)
+
+
+def dedup_topology() -> Any:
+    b = StreamsBuilder()
+    b.add_state_store(kv_store("seen"))
+    b.stream("in", STRINGS).process(Dedup, "seen", named="dedup").to("out", Produced.with_serdes(Serdes.String(),
+                                                                                               Serdes.String()))
+    return b.build()
+
+
+def outputs(driver: TopologyTestDriver, topic: str = "out", key_serde: Any = None, value_serde: Any = None) -> list:
+    out = driver.create_output_topic(topic, key_serde or Serdes.String(), value_serde or Serdes.String())
+    return [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
+
+
+class TestDedup:
+    def test_first_occurrences_and_stream_time_purge(self) -> None:
+        """A duplicate is dropped until a stream-time purge (after the record that moves stream
+        time, as Kafka punctuates after processing) has forgotten its value."""
+        with TopologyTestDriver(dedup_topology()) as d:
+            i = d.create_input_topic("in")
+            for key, value, ts in (("a", "x", 1), ("b", "x", 2), ("c", "y", 5), ("d", "x", 9), ("e", "x", 25),
+                                   ("f", "y", 26)):
+                i.pipe_input(key, value, ts)
+            # e: x was last seen at 9, purged only by the punctuation at 25, after e; y (5) was purged then
+            assert outputs(d) == [("a", "x", 1), ("c", "y", 5), ("f", "y", 26)]
+            assert list(d.get_key_value_store("seen").all()) == [KeyValue("x", 25), KeyValue("y", 26)]
+            i.pipe_input("g", "x", 40)  # x seen at 25: dropped; the punctuation at 40 purges y (26)
+            i.pipe_input("h", "y", 41)
+            assert outputs(d) == [("h", "y", 41)]
+            assert list(d.get_key_value_store("seen").all()) == [KeyValue("x", 40), KeyValue("y", 41)]
+
+    def test_describe_shows_the_processor_and_its_store(self) -> None:
+        """describe() prints the processor with its store, as Kafka Streams does."""
+        assert str(dedup_topology().describe()) == (
+            "Topologies:\n"
+            "   Sub-topology: 0\n"
+            "    Source: KSTREAM-SOURCE-0000000000 (topics: [in])\n"
+            "      --> dedup\n"
+            "    Processor: dedup (stores: [seen])\n"
+            "      --> KSTREAM-SINK-0000000001\n"
+            "      <-- KSTREAM-SOURCE-0000000000\n"
+            "    Sink: KSTREAM-SINK-0000000001 (topic: out)\n"
+            "      <-- dedup\n\n")
+
+    def test_a_failed_record_leaves_no_trace_in_the_store(self) -> None:
+        """A record whose processing fails rolls back what it wrote to the store."""
+        class Failing(Processor):
+            def init(self, context: Any) -> None:
+                self.seen = context.get_state_store("seen")
+
+            def process(self, record: Record) -> None:
+                self.seen.put(record.key, record.timestamp)
+                if record.value == "boom":
+                    raise ValueError("boom")
+
+        b = StreamsBuilder()
+        b.add_state_store(kv_store("seen"))
+        b.stream("in", STRINGS).process(Failing, "seen", named="failing")
+        with TopologyTestDriver(b.build()) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "ok", 1)
+            i.pipe_input("b", "boom", 2)
+            with pytest.raises(UserFunctionError) as info:
+                d.get_key_value_store("seen").all()
+            assert str(info.value) == ("failing: the process raised ValueError: boom (record at topic in partition 0 "
+                                       "offset 1, key 'b')")
+            assert list(d.get_key_value_store("seen").all()) == [KeyValue("a", 1)]
+
+
+class TestPunctuation:
+    def test_wall_clock_punctuator_forwards_the_store_size(self) -> None:
+        """advance_wall_clock_time fires the wall-clock punctuators due, with the system time;
+        a forward from a punctuator carries the timestamp it is given."""
+        class Sizes(Processor):
+            def init(self, context: Any) -> None:
+                self.context, self.store = context, context.get_state_store("keys")
+                context.schedule(1000, WALL, self.report)
+
+            def process(self, record: Record) -> None:
+                self.store.put(record.key, record.timestamp)
+
+            def report(self, now: int) -> None:
+                self.context.forward(Record("size", str(self.store.approximate_num_entries()), now))
+
+        b = StreamsBuilder()
+        b.add_state_store(kv_store("keys"))
+        b.stream("in", STRINGS).process(Sizes, "keys").to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=10_000) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "v", 1)
+            i.pipe_input("b", "v", 2)
+            d.advance_wall_clock_time(999)
+            assert outputs(d) == []
+            d.advance_wall_clock_time(1)
+            i.pipe_input("c", "v", 3)
+            d.advance_wall_clock_time(2500)
+            assert outputs(d) == [("size", "2", 11_000), ("size", "3", 13_500)]
+
+    def test_stream_time_punctuator_sees_the_task_stream_time(self) -> None:
+        """Stream time is the largest timestamp the task has read: an out-of-order record does
+        not move it back, and the punctuator is called with it."""
+        class Ticks(Processor):
+            def init(self, context: Any) -> None:
+                self.context = context
+                context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
+
+            def process(self, record: Record) -> None:
+                self.context.forward(record.with_value(str(self.context.current_stream_time_ms())))
+
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).process(Ticks).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        with TopologyTestDriver(b.build()) as d:
+            i = d.create_input_topic("in")
+            for ts in (50, 20, 150, 199, 200):
+                i.pipe_input("k", "v", ts)
+            assert outputs(d) == [("k", "50", 50), ("tick", "50", 50), ("k", "50", 20), ("k", "150", 150),
+                                  ("tick", "150", 150), ("k", "199", 199), ("k", "200", 200), ("tick", "200", 200)]
+
+    def test_punctuator_failure(self) -> None:
+        """A punctuator that raises names the processor and the punctuation."""
+        class Bad(Processor):
+            def init(self, context: Any) -> None:
+                context.schedule(10, WALL, self.tick)
+
+            def tick(self, now: int) -> None:
+                raise RuntimeError("no")
+
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).process(Bad, named="bad")
+        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=0) as d:
+            with pytest.raises(PunctuationError) as info:
+                d.advance_wall_clock_time(10)
+            assert str(info.value) == "bad: the punctuator raised RuntimeError: no (wall-clock-time punctuation at 10 ms)"
+
+
+class TestProcessValues:
+    def test_keeps_keys_and_needs_no_repartition(self) -> None:
+        """process_values forwards values under the same key; a grouping after it reads no repartition."""
+        class Length(FixedKeyProcessor):
+            def init(self, context: Any) -> None:
+                self.context = context
+
+            def process(self, record: Record) -> None:
+                self.context.forward(record.with_value(len(record.value)))
+
+        b = StreamsBuilder()
+        (b.stream("in", STRINGS).process_values(Length).group_by_key().count().to_stream()
+         .to("out", Produced.with_serdes(Serdes.String(), Serdes.Long())))
+        topology = b.build()
+        assert "repartition" not in str(topology.describe())
+        assert "Processor: KSTREAM-PROCESSVALUES-0000000001 (stores: [])" in str(topology.describe())
+        with TopologyTestDriver(topology) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "xyz", 1)
+            i.pipe_input("a", "xy", 2)
+            assert outputs(d, value_serde=Serdes.Long()) == [("a", 1, 1), ("a", 2, 2)]
+
+    def test_process_then_group_repartitions(self) -> None:
+        """process may change keys: a grouping after it reads a repartition topic."""
+        class Swap(Processor):
+            def init(self, context: Any) -> None:
+                self.context = context
+
+            def process(self, record: Record) -> None:
+                self.context.forward(Record(record.value, record.key, record.timestamp))
+
+        b = StreamsBuilder()
+        (b.stream("in", STRINGS).process(Swap).group_by_key().count().to_stream()
+         .to("out", Produced.with_serdes(Serdes.String(), Serdes.Long())))
+        topology = b.build()
+        assert "KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition" in str(topology.describe())
+        with TopologyTestDriver(topology) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "x", 1)
+            i.pipe_input("b", "x", 2)
+            assert outputs(d, value_serde=Serdes.Long()) == [("x", 1, 1), ("x", 2, 2)]
+
+
+class TestWindowStore:
+    def test_per_key_count_in_a_tumbling_window_store(self) -> None:
+        """A processor counting per key and 10 ms window in a window store (the oracle's menu)."""
+        class WindowCount(Processor):
+            def init(self, context: Any) -> None:
+                self.context, self.store = context, context.get_state_store("counts")
+
+            def process(self, record: Record) -> None:
+                start = record.timestamp - record.timestamp % 10
+                count = (self.store.fetch(record.key, start) or 0) + 1
+                self.store.put(record.key, count, start)
+                self.context.forward(record.with_value(f"{start}:{count}"))
+
+        b = StreamsBuilder()
+        b.add_state_store(Stores.window_store_builder(Stores.persistent_window_store("counts", 100, 10, False),
+                                                      Serdes.String(), Serdes.Long()))
+        b.stream("in", STRINGS).process(WindowCount, "counts").to("out", Produced.with_serdes(Serdes.String(),
+                                                                                              Serdes.String()))
+        with TopologyTestDriver(b.build()) as d:
+            i = d.create_input_topic("in")
+            for key, ts in (("a", 1), ("a", 5), ("b", 7), ("a", 12)):
+                i.pipe_input(key, "v", ts)
+            assert outputs(d) == [("a", "0:1", 1), ("a", "0:2", 5), ("b", "0:1", 7), ("a", "10:1", 12)]
+            with d.get_window_store("counts").fetch("a", 0, 20) as it:
+                assert list(it) == [KeyValue(0, 2), KeyValue(10, 1)]
+
+
+class TestBuildErrors:
+    def test_a_store_not_added(self) -> None:
+        """A processor naming a store that was not added is refused when the topology is built."""
+        b = StreamsBuilder()
+        b.stream("in").process(Dedup, "seen", named="dedup")
+        with pytest.raises(TopologyError) as info:
+            b.build()
+        assert str(info.value) == (
+            "Invalid topology: state store 'seen' of processor dedup is not added yet. Add it with "
+            "builder.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store('seen'), "
+            "key_serde, value_serde)) (or a window or session store builder).")
+
+    def test_a_dsl_store(self) -> None:
+        """Connecting a processor to a DSL operator's store is refused with the reason."""
+        b = StreamsBuilder()
+        from streamsdsl import Materialized
+        b.stream("in").group_by_key().count(materialized=Materialized.as_("counts"))
+        b.stream("other").process(Dedup, "counts", named="p")
+        with pytest.raises(TopologyError, match="which is the store of KSTREAM-AGGREGATE-0000000001"):
+            b.build()
+
+    def test_supplier_must_be_callable_without_arguments(self) -> None:
+        """The supplier is checked when process() is written."""
+        with pytest.raises(TypeError) as info:
+            StreamsBuilder().stream("in").process(lambda x: x)
+        assert str(info.value) == "'supplier' must accept no arguments; lambda x has 1 required (x). Use lambda: ..."
+
+    def test_store_names_added_by_the_supplier(self) -> None:
+        """A supplier with stores() adds and connects them (Kafka's ConnectedStoreProvider)."""
+        class Provided(Dedup):
+            @staticmethod
+            def stores() -> list[Any]:
+                return [kv_store("seen")]
+
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).process(Provided, named="p").to("out")
+        assert "Processor: p (stores: [seen])" in str(b.build().describe())
+
+
+class TestContextInTheDriver:
+    def test_metadata_application_and_task(self) -> None:
+        """record_metadata() is the piped record's topic, partition 0 and offset; the driver is one
+        task, 0_0; the application id is the config's (Kafka's driver's default without one)."""
+        class Meta(Processor):
+            def init(self, context: Any) -> None:
+                self.context = context
+
+            def process(self, record: Record) -> None:
+                c = self.context
+                m = c.record_metadata()
+                c.forward(record.with_value(f"{m.topic}/{m.partition}/{m.offset} {c.application_id()} {c.task_id()}"))
+
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).process(Meta).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        with TopologyTestDriver(b.build()) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "v", 1)
+            i.pipe_input("b", "v", 2)
+            assert outputs(d) == [("a", "in/0/0 dummy-topology-test-driver-app-id 0_0", 1),
+                                  ("b", "in/0/1 dummy-topology-test-driver-app-id 0_0", 2)]
+        with TopologyTestDriver(b.build(), {"application.id": "my-app"}) as d:
+            d.create_input_topic("in").pipe_input("a", "v", 1)
+            assert outputs(d)[0][1] == "in/0/0 my-app 0_0"
