@@ -79,3 +79,10 @@ class TestExamples:
         assert "bob 09:00:00 09:01:00 2 09:00:58" in lines
         assert "carol 09:02:00 09:03:00 1 09:02:15" in lines
         assert lines.count("dropped-records-total: 1") == 2
+
+    def test_quiet_sensors(self, spark: Any, capsys: Any) -> None:
+        """The Processor API example: one alert per sensor quiet for a minute of stream time,
+        timestamped with the punctuation that found it."""
+        lines = run_example("quiet_sensors.py", capsys)
+        assert "Processor: quiet-sensors (stores: [last-seen])" in lines
+        assert lines[-2:] == ["100 s  boiler: quiet since 30 s", "170 s  pump: quiet since 100 s"]
