@@ -145,6 +145,10 @@ LAYER_RULES = {
                                      "streamsdsl.values", "streamsdsl.dsl", "pyspark"),
     "streamsdsl/io": ("streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
                       "streamsdsl.direct"),
+    # the Processor API's state stores: pure Python over the value objects, below the IR and every host
+    "streamsdsl/state": ("streamsdsl.ir", "streamsdsl.dsl", "streamsdsl.compiler", "streamsdsl.runtime",
+                         "streamsdsl.direct", "streamsdsl.io", "streamsdsl.processor", "streamsdsl.operators",
+                         "pyspark"),
 }
 
 #: The packages and top-level modules whose import graph must have no cycle.
