@@ -1,10 +1,11 @@
 """``python -m oracle``: run generated cases against Kafka Streams, or replay a case file.
 
-    python -m oracle run --cases 200 --seed 1 --engine direct [--cases-dir oracle/cases]
+    python -m oracle run --cases 200 --seed 1 --engine direct [--cases-dir oracle/cases] [--shape process]
     python -m oracle replay oracle/cases/<id>.json [--engine spark]
 
 ``run`` prints one line per differing case (with its minimized case file) and ends with
-``N agree, M differ``; its exit code is 1 when a case differs. ``replay`` runs a case file's
+``N agree, M differ``; its exit code is 1 when a case differs. ``--shape process`` draws every
+case with a processor of the menu (`oracle.processors`). ``replay`` runs a case file's
 case again on both systems and prints the differences (exit code 1 when there are any).
 """
 
@@ -24,10 +25,10 @@ from oracle.harness import KafkaOracle, compare, outcomes, run_cases, write_case
 def _run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with KafkaOracle() as kafka:
-        run = run_cases(kafka, args.seed, args.cases, args.engine)
+        run = run_cases(kafka, args.seed, args.cases, args.engine, shape=args.shape)
     for d in run.differences:
         path = write_case(Path(args.cases_dir), d.minimized, d.kafka, d.streamsdsl, args.engine,
-                          {"seed": args.seed, "index": d.index})
+                          {"seed": args.seed, "index": d.index, **({"shape": args.shape} if args.shape else {})})
         print(f"case {d.index} ({d.case.recipe['shape']}) differs: {path}")
         for problem in d.problems:
             print(f"    {problem}")
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--engine", choices=["direct", "spark"], default="direct")
     run.add_argument("--cases-dir", default=str(Path(__file__).resolve().parent / "cases"))
+    run.add_argument("--shape", choices=["process"], default=None,
+                     help="only cases of this shape (default: every shape, processors in PROCESS_SHARE of them)")
     replay = sub.add_parser("replay", help="replay a case file")
     replay.add_argument("case")
     replay.add_argument("--engine", choices=["direct", "spark"])

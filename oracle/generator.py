@@ -18,9 +18,10 @@ from typing import Any
 import attrs
 
 from oracle.menu import MENU, MenuFn
+from oracle.processors import PROCESSORS
 from oracle.recipe import KEY_CHANGING, STEP_ROLES, step_types, value_type
 
-__all__ = ["Case", "LEFT_OUT", "generate"]
+__all__ = ["Case", "LEFT_OUT", "PROCESS_SHARE", "generate"]
 
 #: What the generator never produces, with the reason; docs/testing.md shows this list.
 LEFT_OUT: dict[str, str] = {
@@ -42,6 +43,14 @@ LEFT_OUT: dict[str, str] = {
     "a windowed table's records are compared by (key, start, end).",
     "a re-keyed stream's table (to_table after map) and the other side of a join re-keyed": "not "
     "generated yet: only the stream side of a join (topic in) is re-keyed.",
+    "wall-clock punctuators": "the input is records only; neither driver's wall clock is advanced by a case.",
+    "approximate_num_entries of a persistent or a caching store": "Kafka Streams' answer is an estimate there: "
+    "RocksDB's estimate-num-keys, and a caching store counts only what its cache has flushed to the store "
+    "beneath (0 for a key put in the same record); the generator asks it of an in-memory store without "
+    "caching, where Kafka's answer is exact, and counts over all() otherwise.",
+    "processors off the menu, more than two processors, a stateful step after a processor": "the processors are "
+    "a fixed menu written in both languages (oracle/processors.py, Processors.java); a process recipe holds one "
+    "or two of them (two different ones, one store each) and ends in stateless steps.",
 }
 
 KEYS = ["a", "b", "c", "ab", None]
@@ -227,8 +236,54 @@ def _records(rng: random.Random, topics: list[str]) -> list[tuple[str, str | Non
     return records
 
 
-def generate(seed: int, index: int) -> Case:
-    """The case ``index`` of the run seeded with ``seed``."""
+#: The share of generated cases that run a processor of the menu (`_process_recipe`), decided
+#: by a random stream of its own, so that every other case is the one this seed and index gave
+#: before processors were on the menu.
+PROCESS_SHARE = 0.15
+
+
+def _processor(rng: random.Random, name: str) -> dict[str, Any]:
+    """Processor ``name`` of the menu with drawn parameters and store options."""
+    store = {"persistent": rng.random() < 0.5, "caching": rng.random() < 0.5, "logging": rng.random() < 0.8}
+    if name == "dedup":
+        params: dict[str, Any] = {"by": rng.choice(["value", "value", "key"]), "horizon": rng.choice([0, 3, 10, 30]),
+                                  "interval": rng.choice([1, 4, 10])}
+    elif name == "window_count":
+        params = {"size": rng.choice([3, 5, 10])}
+        store["retention"] = rng.choice([params["size"], 2 * params["size"], 25])
+    else:
+        params = {"interval": rng.choice([1, 4, 10]), "emit": rng.choice(["count", "entries", "approximate"])}
+        if params["emit"] == "approximate":  # see LEFT_OUT
+            store["persistent"] = store["caching"] = False
+    return {"processor": name, "values": PROCESSORS[name] and rng.random() < 0.5,
+            "name": name.replace("_", "-") if rng.random() < 0.75 else None, "params": params, "store": store}
+
+
+def _process_recipe(rng: random.Random) -> dict[str, Any]:
+    """A recipe of shape ``process``: up to two stateless steps, a processor of the menu with
+    its store, one case in three a second, other processor after it, and (unless the last
+    forwards two value types) up to one step that keeps the key."""
+    recipe: dict[str, Any] = {"shape": "process", "pre": [], "other_pre": [], "table_steps": [], "op": {}, "post": []}
+    recipe["pre"], _ = _steps(rng, "str", rng.randint(0, 2), STATELESS)
+    first = rng.choice(sorted(PROCESSORS))
+    recipe["op"] = _processor(rng, first)
+    if rng.random() < 1 / 3:
+        recipe["op"]["then"] = _processor(rng, rng.choice(sorted(set(PROCESSORS) - {first})))
+    value = value_type(recipe)
+    if value != "mixed" and rng.random() < 0.4:  # no step reads two value types
+        recipe["post"], _ = _steps(rng, value, 1, KEY_KEEPING[:3])
+    value_type(recipe)
+    return recipe
+
+
+def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
+    """The case ``index`` of the run seeded with ``seed`` (``shape="process"``: the case of
+    that index as if it ran a processor)."""
+    if shape not in (None, "process"):
+        raise ValueError(f"'shape' is None or 'process' (got {shape!r}): only processor cases are drawn apart.")
+    process = random.Random(f"{seed}/{index}/process")
+    if shape == "process" or (shape is None and process.random() < PROCESS_SHARE):
+        return Case(_process_recipe(process), _records(process, ["in"]), cache=process.random() >= 0.25)
     rng = random.Random(f"{seed}/{index}")
     recipe = _recipe(rng)
     two = recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") or recipe["op"].get("merge")

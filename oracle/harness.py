@@ -32,6 +32,7 @@ __all__ = [
     "OracleUnavailableError",
     "Outcome",
     "compare",
+    "describes",
     "minimize",
     "outcomes",
     "Difference",
@@ -91,20 +92,31 @@ class OracleUnavailableError(RuntimeError):
 class Outcome:
     """What one system wrote: per output topic the records ``[key, value, timestamp]`` (a
     windowed key as ``{"key", "start", "end"}``), the dropped records, and (Kafka only) the
-    ``None`` keys its repartitions filtered out; or the error it raised."""
+    ``None`` keys its repartitions filtered out; or the error it raised. ``describe``: the text of
+    the topology's ``describe()``, for the cases that compare it (`describes`), else ``None``."""
 
     outputs: dict[str, list[list[Any]]] = attrs.field(factory=dict)
     dropped: int = 0
     repartition_null_keys: int = 0
     error: str | None = None
+    describe: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        data = attrs.asdict(self)
+        if data["describe"] is None:  # the case files of cases that do not compare it stay as they were
+            del data["describe"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Outcome:
         return cls(data.get("outputs", {}), data.get("dropped", 0), data.get("repartition_null_keys", 0),
-                   data.get("error"))
+                   data.get("error"), data.get("describe"))
+
+
+def describes(recipe: dict[str, Any]) -> bool:
+    """Whether the cases of ``recipe`` compare ``describe()`` too: those with a processor (its
+    line, ``Processor: name (stores: [...])``, and the names around it are part of issue 39)."""
+    return recipe["shape"] == "process"
 
 
 def _classpath() -> str:
@@ -145,7 +157,8 @@ class KafkaOracle:
         retention on on-close window stores."""
         assert self._process.stdin is not None and self._process.stdout is not None
         request = {"spec": topology_spec(build(case.recipe)), "records": [list(r) for r in case.records],
-                   "cache": case.cache, "close_retention_ms": close_retention_ms}
+                   "cache": case.cache, "close_retention_ms": close_retention_ms,
+                   "describe": describes(case.recipe)}
         self._process.stdin.write(json.dumps(request) + "\n")
         self._process.stdin.flush()
         line = self._process.stdout.readline()
@@ -167,6 +180,7 @@ def run_streamsdsl(case: Case, engine: str = "direct", spark: Any = None) -> Out
     from streamsdsl import RecordError, TopologyTestDriver
 
     topology = build(case.recipe)
+    describe = str(topology.describe()) if describes(case.recipe) else None
     config = {} if case.cache else {"statestore.cache.max.bytes": 0}
     with TopologyTestDriver(topology, config, engine=engine, spark=spark) as driver:
         inputs = {t: driver.create_input_topic(t) for t in topology.source_topics}
@@ -178,8 +192,8 @@ def run_streamsdsl(case: Case, engine: str = "direct", spark: Any = None) -> Out
                        for t in sorted(topology.sink_topics)}
             dropped = driver.metrics()["dropped-records-total"]
         except RecordError as e:
-            return Outcome(error=f"{type(e).__name__}: {e}")
-    return Outcome(outputs, int(dropped))
+            return Outcome(error=f"{type(e).__name__}: {e}", describe=describe)
+    return Outcome(outputs, int(dropped), describe=describe)
 
 
 #: The error of an outcome that streamsdsl could not build (the oracle then does not run).
@@ -288,10 +302,13 @@ def compare(kafka: Outcome, streamsdsl: Outcome, recipe: dict[str, Any]) -> list
     """What differs between the two outcomes of a case of ``recipe`` once the known
     differences are applied (empty: they agree). Both failing on a record counts as agreeing
     (their messages differ); a topology streamsdsl could not build never agrees."""
+    described = []
+    if kafka.describe != streamsdsl.describe and kafka.describe is not None and streamsdsl.describe is not None:
+        described = [f"describe(): Kafka Streams\n{kafka.describe}streamsdsl\n{streamsdsl.describe}"]
     if kafka.error or streamsdsl.error:
         if kafka.error and streamsdsl.error and kafka.error != NOT_BUILT:
-            return []
-        return [f"error: Kafka Streams {kafka.error!r}, streamsdsl {streamsdsl.error!r}"]
+            return described
+        return [f"error: Kafka Streams {kafka.error!r}, streamsdsl {streamsdsl.error!r}", *described]
     outer = recipe["shape"] == "stream_stream" and recipe["op"]["kind"] != "inner"
     sessions = _session_aggregation(recipe)
     problems = []
@@ -304,7 +321,7 @@ def compare(kafka: Outcome, streamsdsl: Outcome, recipe: dict[str, Any]) -> list
     if streamsdsl.dropped != expected:
         problems.append(f"dropped-records-total: Kafka Streams {kafka.dropped} (+{kafka.repartition_null_keys} "
                         f"None keys at repartitions), streamsdsl {streamsdsl.dropped}")
-    return problems
+    return problems + described
 
 
 def _valid(case: Case) -> bool:
@@ -324,6 +341,8 @@ def _smaller(case: Case) -> list[Case]:
         for i in range(len(steps)):
             out.append(attrs.evolve(case, recipe={**case.recipe, part: steps[:i] + steps[i + 1:]}))
     op = case.recipe["op"]
+    if case.recipe["shape"] == "process":
+        out.extend(attrs.evolve(case, recipe={**case.recipe, "op": smaller}) for smaller in _simpler_processors(op))
     for option, off in (("suppress", False), ("merge", False), ("table_from_stream", False), ("time_limit", None)):
         if op.get(option, off) != off:
             smaller = attrs.evolve(case, recipe={**case.recipe, "op": {**op, option: off}})
@@ -333,6 +352,25 @@ def _smaller(case: Case) -> list[Case]:
     for i in range(len(case.records)):
         out.append(attrs.evolve(case, records=case.records[:i] + case.records[i + 1:]))
     return [c for c in out if _valid(c) and c.records]
+
+
+def _simpler_processors(op: dict[str, Any]) -> list[dict[str, Any]]:
+    """A process recipe's op one edit simpler: without its second processor, or one processor
+    with a plainer store option (no caching, in memory, logging) or by ``process``."""
+    out = [{k: v for k, v in op.items() if k != "then"}] if op.get("then") else []
+    for then in _simpler_processor(op["then"]) if op.get("then") else []:
+        out.append({**op, "then": then})
+    return out + [{**simpler, **({"then": op["then"]} if op.get("then") else {})} for simpler in _simpler_processor(op)]
+
+
+def _simpler_processor(op: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for option, plain in (("caching", False), ("persistent", False), ("logging", True)):
+        if op["store"][option] != plain:
+            out.append({**op, "store": {**op["store"], option: plain}})
+    if op["values"]:
+        out.append({**op, "values": False})
+    return out
 
 
 def minimize(case: Case, differs: Callable[[Case], bool]) -> Case:
@@ -403,8 +441,10 @@ class Run:
     differences: tuple[Difference, ...]
 
 
-def run_cases(oracle: KafkaOracle, seed: int, cases: int, engine: str = "direct", spark: Any = None) -> Run:
-    """Run the cases ``0 .. cases-1`` of ``seed`` on both systems; minimize each that differs."""
+def run_cases(oracle: KafkaOracle, seed: int, cases: int, engine: str = "direct", spark: Any = None, *,
+              shape: str | None = None) -> Run:
+    """Run the cases ``0 .. cases-1`` of ``seed`` on both systems; minimize each that differs
+    (``shape="process"``: every case runs a processor of the menu)."""
     from oracle.generator import generate
 
     def differs(case: Case) -> bool:
@@ -412,7 +452,7 @@ def run_cases(oracle: KafkaOracle, seed: int, cases: int, engine: str = "direct"
 
     agree, differences = 0, []
     for index in range(cases):
-        case = generate(seed, index)
+        case = generate(seed, index, shape=shape)
         if not differs(case):
             agree += 1
             continue

@@ -33,6 +33,15 @@ The shapes:
 ``split``
     ``in`` split by ``op["predicates"]`` (and a default branch when ``op["default"]``), each
     branch written to ``out-<i>``.
+``process``
+    ``in`` through a processor of the processor menu (`oracle.processors`): ``op["processor"]``
+    with ``op["params"]``, by ``process`` or, with ``op["values"]``, ``process_values``, named
+    ``op["name"]`` (``None``: the default name), its store added with ``add_state_store`` with the
+    options ``op["store"]``; then, when ``op["then"]`` is there, through a second, other processor
+    of the menu (the same fields): two processors of one task, each with its store and its
+    punctuators. ``store_size`` forwards records of two value types (the records it passes on and
+    its punctuations): a processor takes them (``dedup`` passes both on, ``window_count``
+    forwards counts), a ``post`` step does not.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ from streamsdsl.dsl.api import KStream
 from streamsdsl.ir.topology import Topology
 
 from oracle.menu import by_name
+from oracle.processors import PROCESSORS, store_builder, store_name, supplier
 
 __all__ = ["RecipeError", "build", "step_types", "value_type"]
 
@@ -136,9 +146,32 @@ def value_type(recipe: dict[str, Any]) -> str:
             result = _check(op["initializer"], "initializer", None)
             _check(op["adder"], "table_aggregator", "str", result)
             _check(op["subtractor"], "table_aggregator", "str", result)
+    elif shape == "process":
+        result = _process_type(op, after_pre)
+        if op.get("then"):
+            if op["then"]["processor"] == op["processor"]:
+                raise RecipeError(f"{op['processor']} twice: the second processor is another one (one store each)")
+            result = _process_type(op["then"], result)
+        if result == "mixed" and recipe["post"]:
+            raise RecipeError("no step after processors that forward records of two value types (store_size)")
     else:  # the joins
         result = "str"
     return step_types(recipe["post"], result)
+
+
+def _process_type(op: dict[str, Any], value: str) -> str:
+    """The value type a processor of the menu forwards, given records of ``value`` (``"mixed"``:
+    strings and longs)."""
+    name = op["processor"]
+    if name not in PROCESSORS:
+        raise RecipeError(f"{name!r} is not on the oracle's menu of processors")
+    if op["values"] and not PROCESSORS[name]:
+        raise RecipeError(f"{name} has no process_values variant")
+    if name == "dedup":
+        return value
+    if name == "window_count":
+        return "long"
+    return "mixed"
 
 
 def _check(name: str, kind: str, takes: str | None, gives: str | None = None) -> str:
@@ -223,6 +256,8 @@ def build(recipe: dict[str, Any]) -> Topology:
         left, right = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])), b.table("other", STRINGS)
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
         out = getattr(left, method)(right, _fn(op["joiner"])).to_stream()
+    elif shape == "process":
+        out = _process(b, stream, op)
     elif shape == "grouped_table":
         grouped = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])).group_by(_fn(op["selector"]))
         if op["kind"] == "count":
@@ -236,6 +271,16 @@ def build(recipe: dict[str, Any]) -> Topology:
         raise RecipeError(f"unknown shape {shape!r}")
     _apply(out, recipe["post"]).to("out")
     return b.build()
+
+
+def _process(b: StreamsBuilder, stream: KStream, op: dict[str, Any]) -> KStream:
+    """``stream`` through the op's processor (and then the second one, ``op["then"]``)."""
+    for processor in (op, op.get("then")):
+        if processor:
+            b.add_state_store(store_builder(processor))
+            method = stream.process_values if processor["values"] else stream.process
+            stream = method(supplier(processor), store_name(processor["processor"]), named=processor["name"])
+    return stream
 
 
 def _aggregate(stream: KStream, op: dict[str, Any]) -> KStream:

@@ -3,7 +3,9 @@ oracle (``oracle/java``) builds the same topology from.
 
 A spec is ``{"nodes": [...]}``, the IR nodes in topological order, each a dict with ``type``,
 ``name``, ``parents`` and its fields; user functions are named by their entry in the menu
-(`oracle.menu`). Store names and serdes are left out: the oracle's Kafka Streams topology reads
+(`oracle.menu`), processors by theirs (`oracle.processors`). A topology with state stores added
+by ``add_state_store`` has ``"stores"`` too: each store builder's name, kind, supplier, serdes and
+options. The DSL's store names and serdes are left out: the oracle's Kafka Streams topology reads
 string keys, holds a key a function made as JSON (``JsonKeySerde.java``, as streamsdsl does),
 has one serde for string and long values (``ValueSerde.java``), and the comparison reads
 records as values, not bytes.
@@ -12,6 +14,7 @@ records as values, not bytes.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 from streamsdsl import ir
@@ -20,6 +23,7 @@ from streamsdsl.values.joins import JoinWindows
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 
 from oracle.menu import by_callable
+from oracle.processors import MenuProcessor
 
 __all__ = ["UnsupportedNodeError", "topology_spec"]
 
@@ -29,8 +33,28 @@ class UnsupportedNodeError(ValueError):
 
 
 def topology_spec(topology: Topology) -> dict[str, Any]:
-    """The spec of ``topology``: every node, parents before children."""
-    return {"nodes": [_node(n) for n in topology.topological_order()]}
+    """The spec of ``topology``: every node, parents before children, and its state stores."""
+    spec: dict[str, Any] = {"nodes": [_node(n) for n in topology.topological_order()]}
+    if topology.state_stores:
+        spec["stores"] = [_store(b) for b in topology.state_stores]
+    return spec
+
+
+def _serde(serde: Any) -> str:
+    if serde is None or serde.name not in ("String", "Long"):
+        raise UnsupportedNodeError(f"{serde!r}: the oracle's stores have String and Long serdes only.")
+    return str(serde.name)
+
+
+def _store(builder: Any) -> dict[str, Any]:
+    """A store builder (`streamsdsl.state.StoreBuilder`) as the oracle's ``addStateStore`` reads it."""
+    supplier = builder.supplier
+    return {"name": builder.name, "kind": builder.kind, "persistent": supplier.persistent,
+            "retention": getattr(supplier, "retention_period_ms", None),
+            "window_size": getattr(supplier, "window_size_ms", None),
+            "retain_duplicates": bool(getattr(supplier, "retain_duplicates", False)),
+            "key_serde": _serde(builder.key_serde), "value_serde": _serde(builder.value_serde),
+            "caching": builder.caching_enabled, "logging": builder.logging_enabled}
 
 
 def _node(node: ir.Node) -> dict[str, Any]:
@@ -202,3 +226,18 @@ def _(node: ir.GroupedTableAggregateNode) -> dict[str, Any]:
 @node_spec.register
 def _(node: ir.SuppressNode) -> dict[str, Any]:
     return {"type": "suppress", "mode": node.mode, "time_limit": node.time_limit}
+
+
+#: The name Kafka Streams (and streamsdsl) give a processor the user did not name.
+_DEFAULT_PROCESS_NAME = re.compile(r"KSTREAM-PROCESS(?:OR|VALUES)-\d{10}")
+
+
+@node_spec.register
+def _(node: ir.ProcessNode) -> dict[str, Any]:
+    supplier = node.supplier.fn
+    if not isinstance(supplier, MenuProcessor):
+        raise UnsupportedNodeError(
+            f"{node.name}'s supplier {supplier!r} is not a processor of the oracle's menu (oracle/processors.py): "
+            "the oracle can only name processors that exist in both languages.")
+    return {"type": "process", "values": node.fixed_key, "named": not _DEFAULT_PROCESS_NAME.fullmatch(node.name),
+            "processor": supplier.name, "params": dict(supplier.params), "stores": list(node.store_names)}

@@ -19,6 +19,7 @@ from oracle.generator import Case, generate
 from oracle.harness import CLOSE_RETENTION_MS, JAVA_DIR, KafkaOracle, Outcome, OracleUnavailableError, case_id
 from oracle.harness import compare, outcomes, run_cases
 from oracle.menu import MENU
+from oracle.processors import PROCESSORS
 from oracle.recipe import build
 from oracle.spec import UnsupportedNodeError, topology_spec
 from streamsdsl import StreamsBuilder
@@ -49,6 +50,70 @@ def test_fixed_seed_on_the_direct_engine(kafka: KafkaOracle) -> None:
     assert run.agree == COUNT - len(EXPECTED)
     for _, case in EXPECTED:
         assert json.loads((CASES / f"{case}.json").read_text())["status"] == "reported"
+
+
+#: The differences among the first 40 processor cases of seed 1 (``shape="process"``) on the
+#: direct engine: (case index, minimized case id), as EXPECTED.
+PROCESS_COUNT = 40
+PROCESS_EXPECTED: list[tuple[int, str]] = [(3, "410e6535cde9"), (37, "a1c70d1c7205")]
+
+
+def test_processors_on_the_direct_engine(kafka: KafkaOracle) -> None:
+    """Seed 1's first 40 processor cases (every processor of the menu, process and
+    process_values, persistent and in-memory stores, with and without caching): records,
+    timestamps, order, dropped records and describe() as Kafka Streams', but the reported
+    differences."""
+    run = run_cases(kafka, SEED, PROCESS_COUNT, shape="process")
+    assert [(d.index, case_id(d.minimized)) for d in run.differences] == PROCESS_EXPECTED
+    assert run.agree == PROCESS_COUNT - len(PROCESS_EXPECTED)
+    for _, case in PROCESS_EXPECTED:
+        assert json.loads((CASES / f"{case}.json").read_text())["status"] == "reported"
+    drawn = {generate(SEED, i, shape="process").recipe["op"]["processor"] for i in range(PROCESS_COUNT)}
+    assert drawn == set(PROCESSORS)
+
+
+def _process_case(processor: str, params: dict[str, Any], records: list[tuple[str, str | None, str | None, int]],
+                  *, values: bool = False, store: dict[str, Any] | None = None) -> Case:
+    op = {"processor": processor, "values": values, "name": processor.replace("_", "-"), "params": params,
+          "store": {"persistent": False, "caching": False, "logging": True, **(store or {})}}
+    return Case({"shape": "process", "pre": [], "other_pre": [], "table_steps": [], "op": op, "post": []}, records)
+
+
+#: The records of Kafka's own punctuation check (KAFKA_STREAMS_SEMANTICS.md, Processor API), the
+#: first at 3 rather than 0, so that alignment to 0 and to the first stream time differ.
+TICKS = [("in", "a", "1", 3), ("in", "a", "2", 5), ("in", "b", "3", 12), ("in", "c", None, 13),
+         ("in", "d", "x", 40), ("in", "d", None, 41)]
+
+
+def test_kafka_punctuates_stream_time_at_multiples_of_the_interval(kafka: KafkaOracle) -> None:
+    """Kafka Streams' stream-time punctuator (interval 10) first fires at the first stream time
+    (3), then once stream time reaches a multiple of 10 (12, not 13: aligned to 0), missed
+    intervals skipped (40); it is called with the stream time and forwards after the record's own
+    output; a None value deletes the key (13)."""
+    case = _process_case("store_size", {"interval": 10, "emit": "count"}, TICKS)
+    assert kafka.run(case).outputs == {"out": [
+        ["a", "1", 3], ["size", 1, 3], ["a", "2", 5], ["b", "3", 12], ["size", 2, 12], ["c", None, 13],
+        ["d", "x", 40], ["size", 3, 40], ["d", None, 41]]}
+
+
+def test_kafka_counts_an_expired_window_put_as_dropped(kafka: KafkaOracle) -> None:
+    """Kafka's in-memory window store (size 5, retention 10) drops a put for a window that
+    expired (start 0 <= 30 - 10) and counts it in dropped-records-total; its fetch returns None, so
+    the late record's count is 1. A persistent store drops by segment (60 s here): it takes the put,
+    and only its fetch hides the window."""
+    records = [("in", "a", "1", 3), ("in", "a", "2", 4), ("in", "a", None, 30), ("in", "a", "x", 3)]
+    memory = _process_case("window_count", {"size": 5}, records, values=True, store={"retention": 10})
+    expected = {"out": [["a", 1, 3], ["a", 2, 4], ["a", 1, 30], ["a", 1, 3]]}
+    assert (kafka.run(memory).outputs, kafka.run(memory).dropped) == (expected, 1)
+    persistent = attrs.evolve(memory, recipe={**memory.recipe, "op": {
+        **memory.recipe["op"], "store": {**memory.recipe["op"]["store"], "persistent": True}}})
+    assert (kafka.run(persistent).outputs, kafka.run(persistent).dropped) == (expected, 0)
+
+
+def test_describe_shows_the_processor_and_its_store(kafka: KafkaOracle) -> None:
+    """Kafka's describe() of a named processor: ``Processor: name (stores: [store])``."""
+    case = _process_case("dedup", {"by": "value", "horizon": 10, "interval": 5}, [("in", "a", "x", 1)])
+    assert "    Processor: dedup (stores: [dedup-store])\n" in kafka.run(case).describe
 
 
 @pytest.mark.spark
@@ -101,6 +166,29 @@ def test_java_menu_has_the_python_menu() -> None:
     """Menu.java names exactly the functions of oracle/menu.py."""
     java = (JAVA_DIR / "src/main/java/streamsdsl/oracle/Menu.java").read_text()
     assert set(re.findall(r'case "(\w+)"', java)) == set(MENU)
+
+
+def test_java_processors_are_the_python_processors() -> None:
+    """Processors.java names exactly the processors of oracle/processors.py, with a
+    process_values variant where the Python menu has one."""
+    java = (JAVA_DIR / "src/main/java/streamsdsl/oracle/Processors.java").read_text()
+    process, values = java.split("static FixedKeyProcessorSupplier")
+    assert set(re.findall(r'case "(\w+)": return \(\) ->', process)) == set(PROCESSORS)
+    assert set(re.findall(r'case "(\w+)": return \(\) ->', values.split("// ---- stores")[0])) == {
+        name for name, has_values in PROCESSORS.items() if has_values}
+
+
+def test_spec_names_the_processor_and_its_store() -> None:
+    """A processor case's spec: the process node names the menu's processor, its parameters and
+    its stores; the store builder is in the spec's stores."""
+    case = _process_case("window_count", {"size": 5}, [], values=True, store={"retention": 10, "caching": True})
+    spec = topology_spec(build(case.recipe))
+    assert spec["stores"] == [{"name": "window-count-store", "kind": "window", "persistent": False, "retention": 10,
+                               "window_size": 5, "retain_duplicates": False, "key_serde": "String",
+                               "value_serde": "Long", "caching": True, "logging": True}]
+    assert spec["nodes"][1] == {"name": "window-count", "parents": [spec["nodes"][0]["name"]], "type": "process",
+                                "values": True, "named": True, "processor": "window_count",
+                                "params": {"size": 5, "store": "window-count-store"}, "stores": ["window-count-store"]}
 
 
 def test_spec_names_menu_functions() -> None:
