@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from streamsdsl.runtime.app import KafkaStreams
     from streamsdsl.runtime.explain import explain
     from streamsdsl.runtime.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
+    from streamsdsl.runtime.queries import QueryableStoreTypes, StoreQueryParameters
     from streamsdsl.runtime.stores import ValueAndTimestamp
 
 __version__ = "0.1.0"
@@ -57,6 +58,8 @@ _LAZY = {
     "ValueAndTimestamp": "streamsdsl.runtime.stores",
     "KafkaStreams": "streamsdsl.runtime.app",
     "explain": "streamsdsl.runtime.explain",
+    "StoreQueryParameters": "streamsdsl.runtime.queries",
+    "QueryableStoreTypes": "streamsdsl.runtime.queries",
 }
 
 
@@ -74,5 +77,5 @@ __all__ = [
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
     "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
     "NotYetImplementedError", "ValueAndTimestamp", "FixedKeyProcessor", "Processor", "PunctuationType", "Record",
-    "StoreBuilder", "Stores", "PunctuationError",
+    "StoreBuilder", "Stores", "PunctuationError", "StoreQueryParameters", "QueryableStoreTypes",
 ]

@@ -70,7 +70,6 @@ NOT_YET: dict[str, dict[str, str]] = {
         "add_state_store": "Processor API",
     },
     "KafkaStreams": {
-        "store": "interactive queries",
         "query": "interactive queries",
     },
 }

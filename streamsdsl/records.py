@@ -8,6 +8,8 @@ right before a sink, which receives ``RAW_SINK_DDL``.
 
 from __future__ import annotations
 
+import re
+
 #: Schema (Spark DDL) of what a source yields: one row per Kafka record.
 #: ``timestamp`` is the record timestamp in epoch milliseconds (event time).
 RAW_RECORD_DDL = (
@@ -44,3 +46,7 @@ DLQ_EXCEPTION = "org.apache.kafka.common.errors.SerializationException"
 
 #: The application id of a `TopologyTestDriver` whose config has none (Kafka's driver's).
 DRIVER_APPLICATION_ID = "dummy-topology-test-driver-app-id"
+
+#: A store name Kafka Streams generates (a store without ``Materialized.as_``): such a store is
+#: not queryable (``KafkaStreams.store``); a named one is.
+GENERATED_STORE_NAME = re.compile(r"-STATE-STORE-\d{10}$")

@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from streamsdsl import ir
+from streamsdsl.records import GENERATED_STORE_NAME
 from streamsdsl.compiler.event_time import stateful_downstream, transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CLOSE_THRESHOLD, DROPPED, EMIT_FINAL, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
@@ -123,6 +124,9 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
             native = None  # count() on the operator, which forwards every write
         if native is not None and self.mode is PlanMode.STREAMING and stateful_downstream(self.topology, node.name):
             native = None  # on the operator, which passes its event time on to the stateful operators below
+        if (native is not None and self.mode is PlanMode.STREAMING and isinstance(node.agg, ir.CountAgg)
+                and not GENERATED_STORE_NAME.search(node.store)):
+            native = None  # a named store is queryable (KafkaStreams.store): on the operator, whose state it reads
         if native is not None:
             valid = F.col("key").isNotNull() & F.col("value").isNotNull()
             df = self.drop_counted(frame.df, node.name, valid)
@@ -137,7 +141,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         node.name, d.key, value_out, d.windowing(self.flush, final_results),
         (AggregateInput(frame.value, functions, _repartitioned(self, node, 0)),),
         emit_on_close=final_results is not None or d.emit_on_close,
-        function_names=d.function_names, flush=self.flush,
+        function_names=d.function_names, flush=self.flush, state_name=node.store,
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
@@ -207,6 +211,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         tuple(AggregateInput(f.value, fns, _repartitioned(self, node, i))
               for i, (f, fns) in enumerate(zip(frames, d.functions))),
         emit_on_close=d.emit_on_close, cogroup=True, flush=self.flush, input_names=node.agg_names,
+        state_name=node.store,
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -35,6 +35,9 @@ CARRIED_STATE = "_carried_state"
 #: step: whether the table source's value was a tombstone (a ``map_values`` can make ``None`` of
 #: a value); a table-table join reads it.
 SOURCE_TOMBSTONE = "_source_tombstone"
+#: A user processor's forwarded record: the child it goes to (``forward(record, child_name)``;
+#: null: every child). Only the output of a processor with several children has it.
+CHILD = "_child"
 #: Cogroup: the index of the input stream a record came from.
 INPUT_INDEX = "_input_index"
 #: The sink a row of the compiled output goes to (`DEAD_LETTER_SINK` for dead letters).
@@ -116,7 +119,7 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 9
+JVM_PROTOCOL = 10
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.

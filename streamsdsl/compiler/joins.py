@@ -70,6 +70,9 @@ class KeyedOperatorConfig:
     #: The store has a record cache (a write that changes nothing is not forwarded);
     #: ``False`` with ``statestore.cache.max.bytes = 0``: every write is forwarded.
     cached: bool = attrs.field(default=True, kw_only=True)
+    #: The name of the operator's state variable (a materialized table's: its store, which
+    #: interactive queries find it by).
+    state_name: str = attrs.field(default="table", kw_only=True)
 
     @property
     def state_type(self) -> str:
@@ -122,7 +125,7 @@ class TableOperator(KeyedOperator):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.state = handle.getValueState("table", f"value {self.config.table_value.spark_type}, ts bigint")
+        self.state = handle.getValueState(self.config.state_name, f"value {self.config.table_value.spark_type}, ts bigint")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
@@ -231,7 +234,7 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
         return attrs.evolve(records, table_records=records.df)
     config = TableOperatorConfig(node.name, SOURCE, records.key.serde, value_out=records.value,
                                  stream_value=records.value, table_value=records.value,
-                                 cached=lowering.flush is FlushPolicy.PER_RECORD)
+                                 cached=lowering.flush is FlushPolicy.PER_RECORD, state_name=node.store)
     lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
     inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)

@@ -329,7 +329,7 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
     ``event_time_out`` (streaming, a stateful operator below) it names its rows' event time as
     Spark's ``eventTimeColumnName`` (`streamsdsl.compiler.event_time`)."""
     spec = {
-        "node": config.node, "replay": replay, "event_time_out": event_time_out, "emit_on_close": config.emit_on_close,
+        "node": config.node, "state_name": config.state_name, "replay": replay, "event_time_out": event_time_out, "emit_on_close": config.emit_on_close,
         "windowed_key": config.key.windowed, "key_kind": _key_kind(config.key.serde),
         "out_type": config.value_out.spark_type, "windowing": _windowing_json(config.windowing),
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,

@@ -182,6 +182,9 @@ class AggregateConfig:
     #: A cogroup: each input's aggregate processor (``agg_names``), which counts and logs the
     #: drops of its input's records.
     input_names: tuple[str, ...] = ()
+    #: The name of the operator's state variable: the store it holds (what interactive queries
+    #: find it by, `streamsdsl.runtime.queries`); the JVM operator's is the same.
+    state_name: str = "windows"
 
     def key_order(self, key: Any) -> str:
         """How on-close records of one stream-time step and one window order by key: the key's
@@ -273,7 +276,7 @@ class AggregateProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         cfg = self.config
         self.handle = handle
-        self.state = handle.getValueState("windows", self.state_type)
+        self.state = handle.getValueState(cfg.state_name, self.state_type)
         #: The key cell and source position of the record being processed (for errors).
         self._at: tuple[Any, int] = (None, -1)
         #: The event-time timer the key's stored state has registered (see `_set_timer`).

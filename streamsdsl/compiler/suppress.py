@@ -82,7 +82,7 @@ def _time_limit(self: Lowering, node: ir.SuppressNode) -> Frame:
     key = KeyCodec(table.key.serde)
     config = AggregateConfig(node.name, key, table.value, TimeLimitBuffer(node.time_limit),
                              (AggregateInput(table.value, AggFunctions(lambda: None, _keep_latest)),),
-                             emit_on_close=True)
+                             emit_on_close=True, state_name=node.store)
     self.choices.record(node.name, Backend.PYTHON, "suppress runs on the Python operator")
     df = table.df.select("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION)
     return Frame(_run_processor(self, node.name, df, config), key, table.value, is_table=True)

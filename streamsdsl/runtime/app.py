@@ -61,6 +61,7 @@ from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadEx
 from streamsdsl.runtime.lifecycle import progress_listener
 from streamsdsl.runtime.lifecycle import seconds as _seconds
 from streamsdsl.runtime.metrics import QueryMetrics, completed_batch, log_progress
+from streamsdsl.runtime.queries import StoreQueryParameters, store_view
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -488,6 +489,26 @@ class KafkaStreams(NotYetAttributes):
         removal = reset_application(self.config.application_id, self.config.state_dir)
         for path, note in removal.removed:
             log.info("KafkaStreams %r clean_up(): removed %s (%s)", self.config.application_id, path, note)
+
+    def store(self, params: StoreQueryParameters) -> Any:
+        """A read-only view of a named store (Kafka Streams' interactive queries):
+        ``app.store(StoreQueryParameters.from_name_and_type("counts", QueryableStoreTypes.key_value_store()))``.
+
+        Every named store is queryable: an aggregation's or a table's (``Materialized.as_``, on
+        the Python or the JVM operator) and a processor's (``StreamsBuilder.add_state_store``).
+        Each call of the view reads the state of the last committed micro-batch from the
+        checkpoint (`streamsdsl.runtime.queries`); an unnamed store is refused with the fix.
+
+        Raises
+        ------
+        IllegalStateError
+            Before `start`.
+        InvalidStateStoreError
+            No such store, another type of store, or a store that is not queryable.
+        """
+        self._require_started("store")
+        assert self._compiled is not None
+        return store_view(self._session(), self.config.checkpoint_location, self._compiled, params)
 
     @property
     def streaming_query(self) -> StreamingQuery | None:

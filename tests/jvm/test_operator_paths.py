@@ -113,7 +113,8 @@ PROBE = textwrap.dedent("""
             StructType input = new StructType().add("key", "string").add("value", "boolean")
                 .add("timestamp", "long").add("headers", "string").add("_source_position", "long")
                 .add("_output_position", "long");
-            String spec = "{\\"node\\":\\"KSTREAM-AGGREGATE-0000000002\\",\\"replay\\":false,"
+            String spec = "{\\"node\\":\\"KSTREAM-AGGREGATE-0000000002\\",\\"state_name\\":\\"counts\\","
+                + "\\"replay\\":false,"
                 + "\\"emit_on_close\\":false,\\"windowed_key\\":true,\\"key_kind\\":\\"string\\","
                 + "\\"out_type\\":\\"bigint\\",\\"windowing\\":{\\"kind\\":\\"session\\",\\"gap\\":5,\\"grace\\":0},"
                 + "\\"ops\\":[\\"COUNT\\"],\\"merge\\":\\"ADD\\",\\"double\\":false,\\"init_null\\":false}";

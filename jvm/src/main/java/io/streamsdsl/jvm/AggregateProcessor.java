@@ -43,8 +43,6 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
 
     /** The version of the state layout this class writes and reads. */
     public static final byte STATE_VERSION = 1;
-    /** The state variable's name: the Python operator's, so that Spark rejects a switch of operator. */
-    public static final String STATE_NAME = "windows";
 
     static final String DROPPED = Contract.DROPPED;
     static final String EMIT_FINAL = Contract.EMIT_FINAL;
@@ -65,7 +63,8 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
 
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
-        if (!spec.replay) state = getHandle().getValueState(STATE_NAME, Encoders.BINARY(), TTLConfig.NONE());
+        if (!spec.replay) state = getHandle().getValueState(spec.stateName, Encoders.BINARY(), TTLConfig.NONE());
+        // the Python operator's name for the same store: Spark rejects a switch of operator
     }
 
     // -- input rows -----------------------------------------------------------------------------

@@ -14,6 +14,8 @@ final class Spec implements Serializable {
     private static final long serialVersionUID = 1L;
 
     final String node;
+    /** The operator's state variable: the store it holds (the Python operator's name too). */
+    final String stateName;
     final boolean replay;
     /** Streaming, with a stateful operator below: the output rows end with {@code Contract.EVENT_TIME_OUT}. */
     final boolean eventTimeOut;
@@ -32,6 +34,7 @@ final class Spec implements Serializable {
     Spec(String json, StructType input) throws Exception {
         JsonNode j = new ObjectMapper().readTree(json);
         node = j.get("node").asText();
+        stateName = j.get("state_name").asText();
         replay = j.get("replay").asBoolean();
         eventTimeOut = j.has("event_time_out") && j.get("event_time_out").asBoolean();
         emitOnClose = j.get("emit_on_close").asBoolean();

@@ -1,0 +1,105 @@
+"""Interactive queries against a running `KafkaStreams` application: ``KafkaStreams.store`` reads
+the named stores of the last committed micro-batch (aggregations on both operators, a table, a
+processor's store), and refuses what it cannot read with the fix."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from streamsdsl import Consumed, Materialized, Produced, QueryableStoreTypes, Serdes, StoreQueryParameters
+from streamsdsl import StreamsBuilder, TimeWindows, Windowed, TimeWindow
+from streamsdsl.runtime.app import KafkaStreams
+from streamsdsl.runtime.errors import IllegalStateError
+from streamsdsl.runtime.queries import InvalidStateStoreError
+from streamsdsl.runtime.stores import KeyValue, ValueAndTimestamp
+from streamsdsl.testing.local_kafka import LocalKafka
+
+if TYPE_CHECKING:
+    from streamsdsl.ir.topology import Topology
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+T = 1_700_000_000_000
+STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
+KV, WINDOW = QueryableStoreTypes.key_value_store(), QueryableStoreTypes.window_store()
+
+
+def _topology(source: str, sink: str) -> Topology:
+    b = StreamsBuilder()
+    grouped = b.stream(source, STRINGS).group_by_key()
+    grouped.count(materialized=Materialized.as_("counts")).to_stream().to(sink, Produced.with_serdes(Serdes.String(),
+                                                                                                     Serdes.Long()))
+    concat = grouped.aggregate(lambda: "", lambda k, v, a: a + v, materialized=Materialized.as_("concat"))
+    concat.to_stream().to(sink)
+    windowed = grouped.windowed_by(TimeWindows.of_size_and_grace(10, 100))
+    windowed.count(materialized=Materialized.as_("per-10ms")).to_stream().map(lambda k, v: (k.key, v)).to(sink)
+    grouped.reduce(lambda a, v: a + v).to_stream().to(sink)  # an unnamed store
+    return b.build()
+
+
+@pytest.mark.parametrize("operator", ["python", "jvm"])
+def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Callable[..., str],
+                                               streams_config: Callable[..., dict[str, object]],
+                                               app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams],
+                                               operator: str) -> None:
+    """A count (either operator), a Python aggregate and a windowed count answer point, range
+    and window queries with the state of the last committed micro-batch; a later batch shows."""
+    source, sink = new_topic(1), new_topic(1)
+    s = Serdes.String()
+    kafka.produce(source, [(s.serialize(k), s.serialize(v), T + ts, 0)
+                           for k, v, ts in (("a", "x", 1), ("b", "y", 2), ("a", "z", 13))])
+    app = app_factory(_topology(source, sink), streams_config("iq", {"streamsdsl.operator": operator}))
+    with pytest.raises(IllegalStateError):
+        app.store(StoreQueryParameters.from_name_and_type("counts", KV))
+    app.start()
+    app.process_all_available()
+    counts = app.store(StoreQueryParameters.from_name_and_type("counts", KV))
+    assert counts.get("a") == 2
+    assert counts.get("nope") is None
+    assert counts.all() == [KeyValue("a", 2), KeyValue("b", 1)]
+    assert counts.approximate_num_entries() == 2
+    stamped = app.store(StoreQueryParameters.from_name_and_type("counts", QueryableStoreTypes.timestamped_key_value_store()))
+    assert stamped.get("a") == ValueAndTimestamp(2, T + 13)
+    concat = app.store(StoreQueryParameters.from_name_and_type("concat", KV))
+    assert concat.get("a") == "xz"
+    windows = app.store(StoreQueryParameters.from_name_and_type("per-10ms", WINDOW))
+    assert windows.fetch("a", T, T + 20) == [KeyValue(T, 1), KeyValue(T + 10, 1)]
+    assert windows.fetch_all(T, T + 5) == [KeyValue(Windowed("a", TimeWindow(T, T + 10)), 1),
+                                           KeyValue(Windowed("b", TimeWindow(T, T + 10)), 1)]
+
+    kafka.produce(source, [(s.serialize("b"), s.serialize("w"), T + 14, 0)])
+    app.process_all_available()
+    assert counts.get("b") == 2  # the view reads again: the new batch's state
+
+    with pytest.raises(InvalidStateStoreError) as info:
+        app.store(StoreQueryParameters.from_name_and_type("KSTREAM-REDUCE-STATE-STORE-0000000011", KV))
+    assert str(info.value) == (
+        "Cannot get state store 'KSTREAM-REDUCE-STATE-STORE-0000000011': its name was generated (the store of "
+        "KSTREAM-REDUCE-0000000012), and only named stores are queryable. Name it: "
+        "materialized=Materialized.as_('my-store').")
+    with pytest.raises(InvalidStateStoreError) as info:
+        app.store(StoreQueryParameters.from_name_and_type("per-10ms", KV))
+    assert str(info.value) == ("Cannot get state store 'per-10ms': it is a window store, not a key-value store; ask "
+                               "for QueryableStoreTypes.window_store().")
+
+
+def test_point_query_latency_is_measured(kafka: LocalKafka, new_topic: Callable[..., str],
+                                         streams_config: Callable[..., dict[str, object]],
+                                         app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams]) -> None:
+    """A point query on a running application answers within seconds (the figure measured for
+    docs/performance.md comes from benchmarks/, this only keeps it from regressing silently)."""
+    source, sink = new_topic(1), new_topic(1)
+    s = Serdes.String()
+    kafka.produce(source, [(s.serialize(f"k{i % 50}"), s.serialize("v"), T + i, 0) for i in range(500)])
+    app = app_factory(_topology(source, sink), streams_config("iq-latency"))
+    app.start()
+    app.process_all_available()
+    counts = app.store(StoreQueryParameters.from_name_and_type("counts", KV))
+    counts.get("k1")
+    started = time.perf_counter()
+    assert counts.get("k7") == 10
+    assert time.perf_counter() - started < 30
