@@ -21,7 +21,7 @@ from oracle.menu import MENU, MenuFn
 from oracle.processors import PROCESSORS
 from oracle.recipe import KEY_CHANGING, STEP_ROLES, step_types, value_type
 
-__all__ = ["Case", "LEFT_OUT", "PROCESS_SHARE", "generate"]
+__all__ = ["Case", "LEFT_OUT", "PROCESS_SHARE", "WALL_CLOCK", "generate"]
 
 #: What the generator never produces, with the reason; docs/testing.md shows this list.
 LEFT_OUT: dict[str, str] = {
@@ -43,7 +43,8 @@ LEFT_OUT: dict[str, str] = {
     "a windowed table's records are compared by (key, start, end).",
     "a re-keyed stream's table (to_table after map) and the other side of a join re-keyed": "not "
     "generated yet: only the stream side of a join (topic in) is re-keyed.",
-    "wall-clock punctuators": "the input is records only; neither driver's wall clock is advanced by a case.",
+    "wall-clock punctuators but store_size's": "dedup purges by stream time; a case advances both drivers' wall "
+    "clocks (from 0) only where store_size punctuates by the wall clock.",
     "approximate_num_entries of a persistent or a caching store": "Kafka Streams' answer is an estimate there: "
     "RocksDB's estimate-num-keys, and a caching store counts only what its cache has flushed to the store "
     "beneath (0 for a key put in the same record); the generator asks it of an in-memory store without "
@@ -252,7 +253,8 @@ def _processor(rng: random.Random, name: str) -> dict[str, Any]:
         params = {"size": rng.choice([3, 5, 10])}
         store["retention"] = rng.choice([params["size"], 2 * params["size"], 25])
     else:
-        params = {"interval": rng.choice([1, 4, 10]), "emit": rng.choice(["count", "entries", "approximate"])}
+        params = {"interval": rng.choice([1, 4, 10]), "emit": rng.choice(["count", "entries", "approximate"]),
+                  "punctuation": rng.choice(["stream_time", "stream_time", "wall_clock"])}
         if params["emit"] == "approximate":  # see LEFT_OUT
             store["persistent"] = store["caching"] = False
     return {"processor": name, "values": PROCESSORS[name] and rng.random() < 0.5,
@@ -276,6 +278,28 @@ def _process_recipe(rng: random.Random) -> dict[str, Any]:
     return recipe
 
 
+#: The "topic" of an input entry ``(WALL_CLOCK, None, None, ms)`` that advances both drivers'
+#: wall clocks (which start at 0) by ``ms`` instead of piping a record.
+WALL_CLOCK = "@wall-clock"
+
+
+def _wall_clock(recipe: dict[str, Any]) -> bool:
+    """Whether the recipe has a wall-clock punctuator."""
+    op = recipe["op"]
+    return any(p and p["params"].get("punctuation") == "wall_clock" for p in (op, op.get("then")))
+
+
+def _with_wall_clock(rng: random.Random, records: list[tuple[str, str | None, str | None, int]]
+                     ) -> list[tuple[str, str | None, str | None, int]]:
+    """``records`` with the wall clock advanced (1 to 25 ms) before one record in three and at the end."""
+    out: list[tuple[str, str | None, str | None, int]] = []
+    for record in records:
+        if rng.random() < 1 / 3:
+            out.append((WALL_CLOCK, None, None, rng.randint(1, 25)))
+        out.append(record)
+    return [*out, (WALL_CLOCK, None, None, rng.randint(1, 25))]
+
+
 def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
     """The case ``index`` of the run seeded with ``seed`` (``shape="process"``: the case of
     that index as if it ran a processor)."""
@@ -283,7 +307,11 @@ def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
         raise ValueError(f"'shape' is None or 'process' (got {shape!r}): only processor cases are drawn apart.")
     process = random.Random(f"{seed}/{index}/process")
     if shape == "process" or (shape is None and process.random() < PROCESS_SHARE):
-        return Case(_process_recipe(process), _records(process, ["in"]), cache=process.random() >= 0.25)
+        recipe = _process_recipe(process)
+        records = _records(process, ["in"])
+        if _wall_clock(recipe):
+            records = _with_wall_clock(process, records)
+        return Case(recipe, records, cache=process.random() >= 0.25)
     rng = random.Random(f"{seed}/{index}")
     recipe = _recipe(rng)
     two = recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") or recipe["op"].get("merge")

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import attrs
 
-from oracle.generator import Case
+from oracle.generator import WALL_CLOCK, Case
 from oracle.recipe import RecipeError, build, value_type
 from oracle.spec import topology_spec
 
@@ -182,10 +182,13 @@ def run_streamsdsl(case: Case, engine: str = "direct", spark: Any = None) -> Out
     topology = build(case.recipe)
     describe = str(topology.describe()) if describes(case.recipe) else None
     config = {} if case.cache else {"statestore.cache.max.bytes": 0}
-    with TopologyTestDriver(topology, config, engine=engine, spark=spark) as driver:
+    with TopologyTestDriver(topology, config, engine=engine, spark=spark, initial_wall_clock_time_ms=0) as driver:
         inputs = {t: driver.create_input_topic(t) for t in topology.source_topics}
         for topic, key, value, ts in case.records:
-            inputs[topic].pipe_input(key, value, ts)
+            if topic == WALL_CLOCK:
+                driver.advance_wall_clock_time(ts)
+            else:
+                inputs[topic].pipe_input(key, value, ts)
         try:
             outputs = {t: [[_plain(r.key), _plain(r.value), r.timestamp]
                            for r in driver.create_output_topic(t).read_records_to_list()]

@@ -21,8 +21,8 @@ functions), `store_builder` its store.
     forwarded (a window store has no ``None`` key).
 ``store_size``
     ``process`` only: keeps each key's latest value as text (a ``None`` value deletes the key, a
-    ``None`` key is not stored) and forwards every record unchanged; a stream-time punctuator every
-    ``interval`` ms forwards, with the punctuation time as its timestamp, ``("size",
+    ``None`` key is not stored) and forwards every record unchanged; a stream-time punctuator (a
+    wall-clock one with ``punctuation="wall_clock"``) every ``interval`` ms forwards, with the punctuation time as its timestamp, ``("size",
     approximate_num_entries())`` (``emit="approximate"``), ``("size", the count of all())``
     (``"count"``) or every entry of ``all()`` in key order (``"entries"``). A punctuator of a
     ``FixedKeyProcessor`` can make no new record, in Kafka Streams as here.
@@ -121,15 +121,16 @@ class WindowCount:
 class StoreSize:
     """The latest value per key, and the punctuator of ``store_size`` that reports the store."""
 
-    def __init__(self, store: str, interval: int, emit: str) -> None:
+    def __init__(self, store: str, interval: int, emit: str, punctuation: str = "stream_time") -> None:
         self.store_name, self.interval, self.emit = store, interval, emit
+        self.type = PunctuationType.WALL_CLOCK_TIME if punctuation == "wall_clock" else PunctuationType.STREAM_TIME
         self.latest: Any = None
         self.context: Any = None
 
     def init(self, context: ProcessorContext) -> None:
         self.context = context
         self.latest = context.get_state_store(self.store_name)
-        context.schedule(self.interval, PunctuationType.STREAM_TIME, self.punctuate)
+        context.schedule(self.interval, self.type, self.punctuate)
 
     def process(self, record: Record) -> None:
         if record.key is not None:

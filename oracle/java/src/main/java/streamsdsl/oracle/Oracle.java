@@ -57,7 +57,8 @@ import org.apache.kafka.streams.test.TestRecord;
  * the oracle").
  *
  * <p>Reads one case per line on stdin, as JSON: {"spec": {"nodes": [...], "stores": [...]}, "records":
- * [[topic, key, value, timestamp], ...], "cache": true|false, "close_retention_ms": n|null,
+ * [[topic, key, value, timestamp], ...] (an entry of topic "@wall-clock" advances the driver's wall
+ * clock, which starts at 0, by its timestamp field instead), "cache": true|false, "close_retention_ms": n|null,
  * "describe": true|false}. Builds the spec's topology with Kafka Streams' DSL (its state stores with
  * {@code addStateStore}, its processors from Processors.java),
  * runs Kafka Streams' TopologyTestDriver over the records in order, and writes one line per case on
@@ -67,6 +68,8 @@ import org.apache.kafka.streams.test.TestRecord;
  */
 public final class Oracle {
     private static final ObjectMapper JSON = new ObjectMapper();
+    /** The "topic" of an input entry that advances the driver's wall clock by its timestamp field (ms). */
+    static final String WALL_CLOCK = "@wall-clock";
     private static final java.nio.file.Path STATE_ROOT = stateRoot();
     /**
      * Grouping serdes, so that a windowed table's key serde (and suppress's) is known: string keys
@@ -159,10 +162,15 @@ public final class Oracle {
         if (describe != null && describe.asBoolean()) {
             result.put("describe", topology.describe().toString());
         }
-        try (TopologyTestDriver driver = new TopologyTestDriver(topology, props)) {
+        // the wall clock starts at 0, as streamsdsl's driver is told to (wall-clock punctuators)
+        try (TopologyTestDriver driver = new TopologyTestDriver(topology, props, java.time.Instant.EPOCH)) {
             Map<String, TestInputTopic<String, String>> inputs = new HashMap<>();
             for (JsonNode r : testCase.get("records")) {
                 String topic = r.get(0).asText();
+                if (topic.equals(WALL_CLOCK)) {
+                    driver.advanceWallClockTime(Duration.ofMillis(r.get(3).asLong()));
+                    continue;
+                }
                 TestInputTopic<String, String> input = inputs.computeIfAbsent(topic,
                     t -> driver.createInputTopic(t, new StringSerializer(), new StringSerializer()));
                 input.pipeInput(new TestRecord<>(text(r.get(1)), text(r.get(2)), null, r.get(3).asLong()));

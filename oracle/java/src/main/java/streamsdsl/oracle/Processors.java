@@ -42,8 +42,8 @@ import org.apache.kafka.streams.state.WindowStore;
  *   ms ({@code put(key, count, windowStart)}); each record is forwarded with its key's count in its
  *   window as the value; a record with a null key is not counted and not forwarded.</li>
  *   <li>{@code store_size}: keeps each key's latest value as text (a null value deletes the key) and
- *   forwards every record unchanged; a stream-time punctuator every {@code interval} ms forwards, with
- *   the punctuation time as the timestamp, ("size", approximateNumEntries()) ({@code emit}
+ *   forwards every record unchanged; a stream-time punctuator (a wall-clock one with {@code punctuation}
+ *   "wall_clock") every {@code interval} ms forwards, with the punctuation time as the timestamp, ("size", approximateNumEntries()) ({@code emit}
  *   "approximate"), ("size", the count of all()) ("count"), or every entry of all() in key order
  *   ("entries").</li>
  * </ul>
@@ -305,7 +305,8 @@ final class Processors {
         public void init(ProcessorContext<Object, Object> context) {
             this.context = context;
             core.latest = context.getStateStore(core.storeName);
-            context.schedule(Duration.ofMillis(core.interval), PunctuationType.STREAM_TIME, this::punctuate);
+            context.schedule(Duration.ofMillis(core.interval), core.wallClock ? PunctuationType.WALL_CLOCK_TIME
+                : PunctuationType.STREAM_TIME, this::punctuate);
         }
 
         @Override
@@ -348,12 +349,14 @@ final class Processors {
         final String storeName;
         final long interval;
         final String emit;
+        final boolean wallClock;
         KeyValueStore<String, String> latest;
 
         StoreSize(JsonNode params) {
             storeName = params.get("store").asText();
             interval = params.get("interval").asLong();
             emit = params.get("emit").asText();
+            wallClock = params.has("punctuation") && params.get("punctuation").asText().equals("wall_clock");
         }
     }
 }
