@@ -56,10 +56,10 @@ def outputs(driver: TopologyTestDriver, topic: str = "out", key_serde: Any = Non
 
 
 class TestDedup:
-    def test_first_occurrences_and_stream_time_purge(self) -> None:
+    def test_first_occurrences_and_stream_time_purge(self, spark: Any) -> None:
         """A duplicate is dropped until a stream-time purge (after the record that moves stream
         time, as Kafka punctuates after processing) has forgotten its value."""
-        with TopologyTestDriver(dedup_topology()) as d:
+        with TopologyTestDriver(dedup_topology(), spark=spark) as d:
             i = d.create_input_topic("in")
             for key, value, ts in (("a", "x", 1), ("b", "x", 2), ("c", "y", 5), ("d", "x", 9), ("e", "x", 25),
                                    ("f", "y", 26)):
@@ -85,7 +85,7 @@ class TestDedup:
             "    Sink: KSTREAM-SINK-0000000001 (topic: out)\n"
             "      <-- dedup\n\n")
 
-    def test_a_failed_record_leaves_no_trace_in_the_store(self) -> None:
+    def test_a_failed_record_leaves_no_trace_in_the_store(self, spark: Any) -> None:
         """A record whose processing fails rolls back what it wrote to the store."""
         class Failing(Processor):
             def init(self, context: Any) -> None:
@@ -99,7 +99,7 @@ class TestDedup:
         b = StreamsBuilder()
         b.add_state_store(kv_store("seen"))
         b.stream("in", STRINGS).process(Failing, "seen", named="failing")
-        with TopologyTestDriver(b.build()) as d:
+        with TopologyTestDriver(b.build(), spark=spark) as d:
             i = d.create_input_topic("in")
             i.pipe_input("a", "ok", 1)
             i.pipe_input("b", "boom", 2)
@@ -111,7 +111,7 @@ class TestDedup:
 
 
 class TestPunctuation:
-    def test_wall_clock_punctuator_forwards_the_store_size(self) -> None:
+    def test_wall_clock_punctuator_forwards_the_store_size(self, spark: Any) -> None:
         """advance_wall_clock_time fires the wall-clock punctuators due, with the system time;
         a forward from a punctuator carries the timestamp it is given."""
         class Sizes(Processor):
@@ -128,7 +128,7 @@ class TestPunctuation:
         b = StreamsBuilder()
         b.add_state_store(kv_store("keys"))
         b.stream("in", STRINGS).process(Sizes, "keys").to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
-        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=10_000) as d:
+        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=10_000, spark=spark) as d:
             i = d.create_input_topic("in")
             i.pipe_input("a", "v", 1)
             i.pipe_input("b", "v", 2)
@@ -139,7 +139,7 @@ class TestPunctuation:
             d.advance_wall_clock_time(2500)
             assert outputs(d) == [("size", "2", 11_000), ("size", "3", 13_500)]
 
-    def test_stream_time_punctuator_sees_the_task_stream_time(self) -> None:
+    def test_stream_time_punctuator_sees_the_task_stream_time(self, spark: Any) -> None:
         """Stream time is the largest timestamp the task has read: an out-of-order record does
         not move it back, and the punctuator is called with it."""
         class Ticks(Processor):
@@ -152,14 +152,14 @@ class TestPunctuation:
 
         b = StreamsBuilder()
         b.stream("in", STRINGS).process(Ticks).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
-        with TopologyTestDriver(b.build()) as d:
+        with TopologyTestDriver(b.build(), spark=spark) as d:
             i = d.create_input_topic("in")
             for ts in (50, 20, 150, 199, 200):
                 i.pipe_input("k", "v", ts)
             assert outputs(d) == [("k", "50", 50), ("tick", "50", 50), ("k", "50", 20), ("k", "150", 150),
                                   ("tick", "150", 150), ("k", "199", 199), ("k", "200", 200), ("tick", "200", 200)]
 
-    def test_punctuator_failure(self) -> None:
+    def test_punctuator_failure(self, spark: Any) -> None:
         """A punctuator that raises names the processor and the punctuation."""
         class Bad(Processor):
             def init(self, context: Any) -> None:
@@ -170,14 +170,14 @@ class TestPunctuation:
 
         b = StreamsBuilder()
         b.stream("in", STRINGS).process(Bad, named="bad")
-        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=0) as d:
+        with TopologyTestDriver(b.build(), initial_wall_clock_time_ms=0, spark=spark) as d:
             with pytest.raises(PunctuationError) as info:
                 d.advance_wall_clock_time(10)
             assert str(info.value) == "bad: the punctuator raised RuntimeError: no (wall-clock-time punctuation at 10 ms)"
 
 
 class TestProcessValues:
-    def test_keeps_keys_and_needs_no_repartition(self) -> None:
+    def test_keeps_keys_and_needs_no_repartition(self, spark: Any) -> None:
         """process_values forwards values under the same key; a grouping after it reads no repartition."""
         class Length(FixedKeyProcessor):
             def init(self, context: Any) -> None:
@@ -192,13 +192,13 @@ class TestProcessValues:
         topology = b.build()
         assert "repartition" not in str(topology.describe())
         assert "Processor: KSTREAM-PROCESSVALUES-0000000001 (stores: [])" in str(topology.describe())
-        with TopologyTestDriver(topology) as d:
+        with TopologyTestDriver(topology, spark=spark) as d:
             i = d.create_input_topic("in")
             i.pipe_input("a", "xyz", 1)
             i.pipe_input("a", "xy", 2)
             assert outputs(d, value_serde=Serdes.Long()) == [("a", 1, 1), ("a", 2, 2)]
 
-    def test_process_then_group_repartitions(self) -> None:
+    def test_process_then_group_repartitions(self, spark: Any) -> None:
         """process may change keys: a grouping after it reads a repartition topic."""
         class Swap(Processor):
             def init(self, context: Any) -> None:
@@ -212,7 +212,7 @@ class TestProcessValues:
          .to("out", Produced.with_serdes(Serdes.String(), Serdes.Long())))
         topology = b.build()
         assert "KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition" in str(topology.describe())
-        with TopologyTestDriver(topology) as d:
+        with TopologyTestDriver(topology, spark=spark) as d:
             i = d.create_input_topic("in")
             i.pipe_input("a", "x", 1)
             i.pipe_input("b", "x", 2)
@@ -220,7 +220,7 @@ class TestProcessValues:
 
 
 class TestWindowStore:
-    def test_per_key_count_in_a_tumbling_window_store(self) -> None:
+    def test_per_key_count_in_a_tumbling_window_store(self, spark: Any) -> None:
         """A processor counting per key and 10 ms window in a window store (the oracle's menu)."""
         class WindowCount(Processor):
             def init(self, context: Any) -> None:
@@ -237,7 +237,7 @@ class TestWindowStore:
                                                       Serdes.String(), Serdes.Long()))
         b.stream("in", STRINGS).process(WindowCount, "counts").to("out", Produced.with_serdes(Serdes.String(),
                                                                                               Serdes.String()))
-        with TopologyTestDriver(b.build()) as d:
+        with TopologyTestDriver(b.build(), spark=spark) as d:
             i = d.create_input_topic("in")
             for key, ts in (("a", 1), ("a", 5), ("b", 7), ("a", 12)):
                 i.pipe_input(key, "v", ts)
@@ -286,7 +286,7 @@ class TestBuildErrors:
 
 
 class TestContextInTheDriver:
-    def test_metadata_application_and_task(self) -> None:
+    def test_metadata_application_and_task(self, spark: Any) -> None:
         """record_metadata() is the piped record's topic, partition 0 and offset; the driver is one
         task, 0_0; the application id is the config's (Kafka's driver's default without one)."""
         class Meta(Processor):
@@ -300,12 +300,107 @@ class TestContextInTheDriver:
 
         b = StreamsBuilder()
         b.stream("in", STRINGS).process(Meta).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
-        with TopologyTestDriver(b.build()) as d:
+        with TopologyTestDriver(b.build(), spark=spark) as d:
             i = d.create_input_topic("in")
             i.pipe_input("a", "v", 1)
             i.pipe_input("b", "v", 2)
             assert outputs(d) == [("a", "in/0/0 dummy-topology-test-driver-app-id 0_0", 1),
                                   ("b", "in/0/1 dummy-topology-test-driver-app-id 0_0", 2)]
-        with TopologyTestDriver(b.build(), {"application.id": "my-app"}) as d:
+        with TopologyTestDriver(b.build(), {"application.id": "my-app"}, spark=spark) as d:
             d.create_input_topic("in").pipe_input("a", "v", 1)
             assert outputs(d)[0][1] == "in/0/0 my-app 0_0"
+
+
+class TestOnEveryHost:
+    """What a host of the kernel must get right beyond one processor after a source: the task's
+    stream time from records that never reach the processor, a forward to one child, a store
+    written by the driver, a processor below an aggregation."""
+
+    @pytest.mark.every_host
+    @pytest.mark.streaming_host
+    def test_records_filtered_before_the_processor_move_stream_time(self, spark: Any) -> None:
+        """Kafka's task reads every record of its partitions: a record filtered out before the
+        processor still moves the task's stream time, and the task punctuates after it."""
+        class Ticks(Processor):
+            def init(self, context: Any) -> None:
+                self.context = context
+                context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
+
+            def process(self, record: Record) -> None:
+                self.context.forward(record.with_value(str(self.context.current_stream_time_ms())))
+
+        b = StreamsBuilder()
+        (b.stream("in", STRINGS).filter(lambda k, v: v != "skip").process(Ticks)
+         .to("out", Produced.with_serdes(Serdes.String(), Serdes.String())))
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, value, ts in (("a", "v", 50), ("b", "skip", 120), ("c", "v", 130), ("d", "skip", 260),
+                                   ("e", "v", 210)):
+                i.pipe_input(key, value, ts)
+            assert outputs(d) == [("a", "50", 50), ("tick", "50", 50), ("tick", "120", 120), ("c", "130", 130),
+                                  ("tick", "260", 260), ("e", "260", 210)]
+
+    @pytest.mark.every_host
+    def test_forward_to_one_child(self, spark: Any) -> None:
+        """``forward(record, child_name)`` reaches that child only; ``forward(record)`` every child,
+        in the order the processor forwards (depth first)."""
+        class Route(Processor):
+            def init(self, context: Any) -> None:
+                self.context = context
+
+            def process(self, record: Record) -> None:
+                self.context.forward(record.with_value("both:" + record.value))
+                self.context.forward(record.with_value("small:" + record.value), "small")
+                if len(record.value) > 1:
+                    self.context.forward(record.with_value("big:" + record.value), "big")
+
+        b = StreamsBuilder()
+        routed = b.stream("in", STRINGS).process(Route, named="route")
+        strings = Produced.with_serdes(Serdes.String(), Serdes.String())
+        routed.map_values(lambda v: v, name="small").to("small-out", strings)
+        routed.map_values(lambda v: v, name="big").to("big-out", strings)
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "x", 1)
+            i.pipe_input("b", "yy", 2)
+            assert outputs(d, "small-out") == [("a", "both:x", 1), ("a", "small:x", 1), ("b", "both:yy", 2),
+                                               ("b", "small:yy", 2)]
+            assert outputs(d, "big-out") == [("a", "both:x", 1), ("b", "both:yy", 2), ("b", "big:yy", 2)]
+
+    @pytest.mark.every_host
+    def test_the_driver_writes_a_processor_store(self, spark: Any) -> None:
+        """The driver's store of a processor is the task's store: a value the test puts is what
+        the processor reads next (Kafka's driver returns the store itself)."""
+        with TopologyTestDriver(dedup_topology(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "x", 1)
+            d.get_key_value_store("seen").put("y", 2)
+            i.pipe_input("b", "y", 3)
+            i.pipe_input("c", "z", 4)
+            assert outputs(d) == [("a", "x", 1), ("c", "z", 4)]
+            assert list(d.get_key_value_store("seen").all()) == [KeyValue("x", 1), KeyValue("y", 3), KeyValue("z", 4)]
+
+    @pytest.mark.every_host
+    def test_a_processor_below_a_count(self, spark: Any) -> None:
+        """A processor reading a count's changelog keeps the largest count per key in its store
+        and forwards a new maximum."""
+        class Maximum(Processor):
+            def init(self, context: Any) -> None:
+                self.context, self.store = context, context.get_state_store("max")
+
+            def process(self, record: Record) -> None:
+                best = self.store.get("all")
+                if best is None or record.value > best:
+                    self.store.put("all", record.value)
+                    self.context.forward(Record(record.key, str(record.value), record.timestamp))
+
+        b = StreamsBuilder()
+        b.add_state_store(kv_store("max"))
+        (b.stream("in", STRINGS).group_by_key().count().to_stream().process(Maximum, "max")
+         .to("out", Produced.with_serdes(Serdes.String(), Serdes.String())))
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, ts in (("a", 1), ("b", 2), ("b", 3), ("a", 4), ("a", 5)):
+                i.pipe_input(key, "v", ts)
+            assert outputs(d) == [("a", "1", 1), ("b", "2", 3), ("a", "3", 5)]
+            assert list(d.get_key_value_store("max").all()) == [KeyValue("all", 3)]

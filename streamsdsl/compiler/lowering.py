@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from streamsdsl import ir
 from streamsdsl.records import DLQ_EXCEPTION, DLQ_HEADERS
 from streamsdsl.compiler.columns import (
+    CHILD,
     DEAD_LETTER_SINK,
     FINAL_KEY_ORDER,
     FRAME_COLUMNS,
@@ -85,9 +86,21 @@ class Lowering(DropMetrics):
         self.persisted: list[DataFrame] = []
         #: The topology being lowered (set by `compile_topology`), for rules that read a parent's IR node.
         self.topology: Any = None
+        #: The application id a user processor's context gives (set by `compile_topology`).
+        self.application_id: str | None = None
+        #: Replay: the test driver's clock for its processors (`streamsdsl.compiler.user_processors.ProcessorClock`).
+        self.processor_clock: Any = None
+        #: The processors whose output carries each record's child (``forward(record, child_name)``).
+        self.routed: dict[str, bool] = {}
 
     def parent(self, node: ir.Node, i: int = 0) -> Frame:
-        return self.frames[node.parents[i]]
+        """The lowered frame of ``node``'s ``i``-th parent: a processor's forwards to ``node``
+        when the parent is a processor that may forward to one child only."""
+        name = node.parents[i]
+        frame = self.frames[name]
+        if name in self.routed:  # forwarded to every child, or to this one
+            return frame.with_df(frame.df.filter(F.col(CHILD).isNull() | (F.col(CHILD) == node.name)).drop(CHILD))
+        return frame
 
     #: The rule of each node type (`streamsdsl.compiler.rules.RULES`, set by the plan modes).
     rules: ClassVar[Mapping[type[ir.Node], Callable[..., Frame]]] = {}

@@ -19,7 +19,9 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_I
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource, reused_columns
 from streamsdsl.compiler.jvm_operator import OperatorChoice, OperatorChoices
+from streamsdsl.compiler.carry import sink_paths
 from streamsdsl.compiler.modes import ReplayCarry, ReplayLowering, lowering_for
+from streamsdsl.compiler.user_processors import ProcessorClock
 from streamsdsl.compiler.serde_exprs import RecordContext, key_as_json, serialize_key, serialize_value
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.jvm import Operator
@@ -29,7 +31,10 @@ from streamsdsl.values.serdes import CustomSerde, PlanSerde, SessionWindowedSerd
 if TYPE_CHECKING:
     from streamsdsl.ir.topology import Topology
 
-__all__ = ["CompileOptions", "CompiledSink", "CompiledTopology", "compile_topology"]
+__all__ = ["UNREAD_SINK", "CompileOptions", "CompiledSink", "CompiledTopology", "compile_topology"]
+
+#: The `SINK_INDEX` of the output part that runs a processor no sink reads (it holds no row).
+UNREAD_SINK = -2
 
 
 @attrs.frozen
@@ -132,15 +137,30 @@ def _user_modules(value: object) -> set[str]:
 
 
 def _needed(topology: Topology) -> set[str]:
-    """The nodes some sink depends on: only they are lowered (and only they run)."""
+    """The nodes some sink or some user processor depends on: only they are lowered (and only
+    they run; a processor runs for its stores and punctuators even when nothing reads its output)."""
     needed: set[str] = set()
-    pending = [s.name for s in topology.sinks]
+    pending = [s.name for s in topology.sinks] + [n.name for n in topology.nodes if isinstance(n, ir.ProcessNode)]
     while pending:
         name = pending.pop()
         if name not in needed:
             needed.add(name)
             pending.extend(topology.node(name).parents)
     return needed
+
+
+def _unread_processors(topology: Topology, lowering: Lowering) -> list[DataFrame]:
+    """For each user processor whose output reaches no sink: a part of the output that runs it
+    and holds no row (its filter is false for every row, which Spark cannot know beforehand)."""
+    out = []
+    for node in topology.nodes:
+        if isinstance(node, ir.ProcessNode) and sink_paths(topology, node.name) == 0:
+            frame = lowering.frames[node.name]
+            df = frame.df.filter(F.col(SOURCE_POSITION) < F.lit(-1))
+            out.append(df.select(F.lit(UNREAD_SINK).alias(SINK_INDEX), F.lit(None).cast("binary").alias("key"),
+                                 F.lit(None).cast("binary").alias("value"), "timestamp", "headers", SOURCE_POSITION,
+                                 OUTPUT_POSITION, FINAL_KEY_ORDER))
+    return out
 
 
 def _sink_columns(node: ir.SinkNode, index: int, key: KeyCodec, value: PlanSerde, key_serde: PlanSerde,
@@ -178,6 +198,10 @@ class CompileOptions:
     #: Streaming: drop points (observation names) to observe with ``observe`` although the jar's
     #: counters could count them (`compile_topology` sets it for a point the plan holds twice).
     observed_points: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    #: What a user processor's ``context.application_id()`` returns (None: the test driver's default).
+    application_id: str | None = None
+    #: Replay: the test driver's clock for the user processors (`ProcessorClock`).
+    processor_clock: ProcessorClock | None = None
 
 
 def compile_topology(topology: Topology, raw_source: RawSource, options: CompileOptions | None = None) -> CompiledTopology:
@@ -212,10 +236,12 @@ def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions)
     lowering.flush = options.flush
     lowering.observed_points = options.observed_points
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
+    lowering.application_id = options.application_id
+    lowering.processor_clock = options.processor_clock
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
     for node in topology.topological_order():
-        if node.name in needed:
+        if node.name in needed and node.name not in lowering.frames:  # a processor's rule lowers its sources first
             lowering.frames[node.name] = lowering.lower(node)
     sinks: list[CompiledSink] = []
     outputs: list[DataFrame] = []
@@ -228,6 +254,7 @@ def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions)
             ("sink", node, i, frame.key, frame.value, key_serde, value_serde),
             lambda: _sink_columns(node, i, frame.key, frame.value, key_serde, value_serde))))
     outputs.extend(lowering.dead_letters)
+    outputs.extend(_unread_processors(topology, lowering))
     output = None
     for df in outputs:
         output = df if output is None else output.unionByName(df)

@@ -252,7 +252,7 @@ class TopologyTestDriver:
             if initial_wall_clock_time_ms is not None else int(time.time() * 1000)
         self._engine: DirectDriverEngine | SparkDriverEngine | StreamingDriverEngine = (
             DirectDriverEngine(topology, self.config, self._wall_clock_ms) if self.engine is Engine.DIRECT
-            else SparkDriverEngine(topology, self.config, spark) if self.engine is Engine.SPARK
+            else SparkDriverEngine(topology, self.config, spark, self._wall_clock_ms) if self.engine is Engine.SPARK
             else StreamingDriverEngine(topology, self.config, spark))
         self._dlq_topic = self.config.dead_letter_topic
         self._records: list[RawRecord] = []

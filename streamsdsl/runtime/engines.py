@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import attrs
 
@@ -29,6 +29,7 @@ from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.ir import nodes as ir_nodes
+from streamsdsl.ir.processors import ProcessNode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -182,7 +183,7 @@ def _driver_session(topology: Topology, config: DriverConfig, spark: SparkSessio
 
     if spark is None:
         spark = get_session(conf=config.spark_conf)
-    if topology.store_names:
+    if topology.store_names or any(isinstance(n, ProcessNode) for n in topology.nodes):  # a processor's task state
         require_state_store(spark)
     return spark
 
@@ -190,13 +191,16 @@ def _driver_session(topology: Topology, config: DriverConfig, spark: SparkSessio
 class SparkDriverEngine:
     """The compiled Spark plan behind a driver, in replay mode (see the module docs)."""
 
-    def __init__(self, topology: Topology, config: DriverConfig, spark: SparkSession | None) -> None:
+    def __init__(self, topology: Topology, config: DriverConfig, spark: SparkSession | None,
+                 wall_clock_ms: int = 0) -> None:
         from streamsdsl.compiler.modes import ReplayCarry
 
         self.topology, self.config, self.spark = topology, config, _driver_session(topology, config, spark)
         self._metrics = Metrics()
         self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
+        #: The driver's mock wall clock: when it was made (a processor task's first ``init``) and now.
+        self._initial_wall_clock = self._wall_clock = wall_clock_ms
 
     def _records_ddl(self) -> str:
         from streamsdsl.compiler.columns import SOURCE_POSITION
@@ -204,9 +208,9 @@ class SparkDriverEngine:
 
         return f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 
-    def compile(self, records: DataFrame | None = None) -> CompiledTopology:
+    def compile(self, records: DataFrame | None = None, clock: Any = None) -> CompiledTopology:
         """The plan of a run over ``records`` (the records piped since the previous run), or
-        without records the plan's sinks and serdes."""
+        without records the plan's sinks and serdes; ``clock``: the processors' (`ProcessorClock`)."""
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler import PlanMode, compile_topology
@@ -217,8 +221,16 @@ class SparkDriverEngine:
                 self._compiled = self.compile(self.spark.createDataFrame([], self._records_ddl()))
             return self._compiled
         options = CompileOptions(PlanMode.REPLAY, self.config.operator, self.config.deserialization_handler,
-                                 self._carry, self.config.flush)
+                                 self._carry, self.config.flush, application_id=self.config.application_id,
+                                 processor_clock=clock or self._clock())
         return compile_topology(self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), options)
+
+    def _clock(self, coordinates: Any = None, advance: bool = False) -> Any:
+        """The processors' clock of a run (`ProcessorClock`): the driver's wall clock."""
+        from streamsdsl.compiler.user_processors import ProcessorClock
+
+        return ProcessorClock(self._wall_clock, self._initial_wall_clock, advance, coordinates or {},
+                              self._carry.first_position)
 
     def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
         """One replay of records ``start`` to ``end``; a failure reruns the records before it."""
@@ -231,14 +243,20 @@ class SparkDriverEngine:
             raise _Failed(done, error) from error
 
     def _run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
+        rows = [(r.key, r.value, r.topic, 0, offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
+                for i, r in enumerate(records[start:end], start=start)]
+        coordinates = {i: (records[i].topic, offsets[i]) for i in range(start, end)} if self._processors else {}
+        return self._replay(rows, end, self._clock(coordinates), lambda p: (records[p].topic, 0, offsets[p]))
+
+    def _replay(self, rows: list[tuple[Any, ...]], end: int, clock: Any,
+                coordinates: Callable[[int], tuple[str, int, int]]) -> list[RawRecord]:
+        """Run the plan over ``rows`` (records ``..end``) with the processors' ``clock``."""
         from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
         from streamsdsl.compiler.columns import SOURCE_POSITION
         from streamsdsl.runtime.errors import StreamsError
         from streamsdsl.runtime.metrics import log_dropped, observed_metrics
 
-        rows = [(r.key, r.value, r.topic, 0, offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
-                for i, r in enumerate(records[start:end], start=start)]
-        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()))
+        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()), clock)
         if self._compiled is None:
             self._compiled = compiled  # its sinks, serdes and frames serve `compile()`
         if compiled.output is None:
@@ -261,12 +279,14 @@ class SparkDriverEngine:
             compiled.release()
         self._carry = carry
         self._metrics.add_observations(observed)
-        log_dropped(observed, lambda node, position: (records[position].topic, 0, offsets[position]))
+        log_dropped(observed, lambda node, position: coordinates(position))
         fresh = sorted(collected, key=lambda r: (r[SOURCE_POSITION], list(r[OUTPUT_POSITION] or []),
                                                  r[FINAL_KEY_ORDER] or "", r[SINK_INDEX]))
         topics = {s.index: s.topic for s in compiled.sinks}
         out: list[RawRecord] = []
         for row in fresh:
+            if row[SINK_INDEX] not in topics and row[SINK_INDEX] != DEAD_LETTER_SINK:
+                continue
             if row[SINK_INDEX] == DEAD_LETTER_SINK:
                 if self.config.dead_letter_topic is None:
                     continue
@@ -368,6 +388,53 @@ class SparkDriverEngine:
         found = self.compile().sink_for_topic(topic)
         assert found is not None, topic
         return SinkSerdes(found.key_codec, found.key_serde, found.value_serde)
+
+    @functools.cached_property
+    def _processors(self) -> list[ProcessNode]:
+        return [n for n in self.topology.nodes if isinstance(n, ProcessNode)]
+
+    def advance_wall_clock(self, now: int) -> list[RawRecord]:
+        """The driver's wall clock is ``now``: a replay without records in which every processor
+        task fires its wall-clock punctuators due (none is skipped: a task that has not run yet
+        may schedule one in ``init``); what they wrote."""
+        from streamsdsl.compiler.user_processors import schedule_from_json
+        from streamsdsl.processor import PunctuationType
+
+        self._wall_clock = now
+        if not self._processors:
+            return []
+        states = [self._carry.states.get(n.name) for n in self._processors]
+        if all(states) and not any(
+                p.type is PunctuationType.WALL_CLOCK_TIME and not p.cancelled and p.due_ms <= now
+                for rows in states for _, state in rows or () for p in schedule_from_json(state["schedule"])):
+            return []  # every task has run, and none has a wall-clock punctuator due
+        end = self._carry.first_position
+        try:
+            return self._replay([], end, self._clock(advance=True), lambda p: ("", -1, -1))
+        except RecordError as error:
+            raise _Failed([], error) from error
+
+    def processor_store(self, name: str) -> Any:
+        """The processor store ``name`` as the driver's task left it (the carried state of the
+        processor connected to it); a write goes into the state the next run starts from."""
+        from streamsdsl.compiler.user_processors import TaskStoreBackend, carried_with_store, task_stores
+        from streamsdsl.state import open_store
+
+        builder = self.topology.state_store(name)
+        assert builder is not None, name
+        node = next((n.name for n in self._processors if name in n.store_names), None)
+        if node is None:  # a store no processor is connected to: nothing writes it
+            return open_store(builder, TaskStoreBackend())
+        tasks = list(self._carry.states.get(node, ()))
+        carried = next((state for task, state in tasks if int(task) == 0), None)
+
+        def written(entries: list[tuple[bytes, bytes]]) -> None:
+            others = [(task, state) for task, state in tasks if int(task) != 0]
+            states = {**self._carry.states, node: [(0, carried_with_store(carried, name, entries)), *others]}
+            self._carry = attrs.evolve(self._carry, states=states)
+
+        return open_store(builder, TaskStoreBackend(entries=task_stores(carried, (builder,))[name].entries(),
+                                                    on_write=written))
 
     def close(self) -> None:
         """Each run's batch job is over when it returns: nothing to stop."""

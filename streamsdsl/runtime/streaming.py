@@ -23,6 +23,7 @@ from streamsdsl.compiler.columns import (
     SOURCE_POSITION,
 )
 from streamsdsl.dsl.options import DeserializationHandler
+from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.records import DLQ_HEADERS
 from streamsdsl.errors import TopologyError
 from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
@@ -107,7 +108,7 @@ def start_streaming(
         raise TopologyError("The topology has no sink: add .to(topic) somewhere to run it.")
     if before_start is not None:
         before_start(dict(operators))
-    if topology.store_names:
+    if topology.store_names or any(isinstance(n, ProcessNode) for n in topology.nodes):  # a processor's task state
         require_state_store(compiled.output.sparkSession)
     metrics = metrics or QueryMetrics()
     sinks = compiled.sinks
