@@ -10,6 +10,7 @@ in the same encodings as in the Spark plan, so the two engines agree record for 
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, NamedTuple
 
 from streamsdsl import ir
@@ -20,11 +21,13 @@ from streamsdsl.direct.stateful import StatefulStep
 from streamsdsl.direct.steps import SinkStep, SourceStep, Step
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import OperationNotDefinedError, RecordError
-from streamsdsl.processor import PunctuationType
+from streamsdsl.processor import PunctuationQueue, PunctuationType
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.records import DRIVER_APPLICATION_ID
 
 __all__ = ["Emitted", "Run"]
+
+log = logging.getLogger("streamsdsl")
 
 
 class Emitted(NamedTuple):
@@ -55,7 +58,9 @@ class Run:
         #: time (the driver's mock wall clock), as the processors' context gives them.
         self.stream_time = -1
         self.system_time = system_time
-        self.task_stores = TaskStores(topology.state_stores)
+        self.task_stores = TaskStores(topology.state_stores, self._expired_put)
+        #: The task's punctuation queue, shared by its processors (Kafka's per task).
+        self.punctuations = PunctuationQueue()
         self.processors: list[ProcessStep] = []
         self.steps: dict[str, Step] = {}
         self.readers: dict[str, tuple[SourceStep, Step]] = {}
@@ -164,8 +169,15 @@ class Run:
         return self._transaction(lambda: self._punctuate(PunctuationType.WALL_CLOCK_TIME, now))
 
     def _punctuate(self, type: PunctuationType, now: int) -> None:
-        for step in self.processors:
-            step.punctuate(type, now)
+        self.punctuations.punctuate(type, now)
+
+    def _expired_put(self, store: str) -> None:
+        """A processor's window or session store dropped the put of an expired window: counted
+        and logged, as Kafka Streams' store does."""
+        self.dropped += 1
+        topic, partition, offset = self.coordinates
+        log.warning("%s: Skipping record for expired segment. topic=[%s] partition=[%s] offset=[%s]", store, topic,
+                    partition, offset)
 
     def _transaction(self, work: Callable[[], None]) -> list[Emitted]:
         """Run ``work`` (a record, or punctuations), then commit the record caches (Kafka's

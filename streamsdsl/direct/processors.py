@@ -10,12 +10,12 @@ punctuators due, and the driver's ``advance_wall_clock_time`` fires the wall-clo
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from streamsdsl import ir
 from streamsdsl.direct.records import Host, Record, Typed, hold, result_error
 from streamsdsl.direct.steps import Step
-from streamsdsl.processor import ProcessorKernel, PunctuationType, RecordMetadata, TaskId
+from streamsdsl.processor import ProcessorKernel, RecordMetadata, TaskId
 from streamsdsl.processor.api import Record as ProcessorRecord
 from streamsdsl.state import MemoryBackend, StoreBuilder, open_store
 from streamsdsl.operators.descriptions import ProcessDescription, description_of
@@ -69,16 +69,22 @@ class JournaledBackend:
 
 
 class TaskStores:
-    """The driver task's processor stores, opened once each on a `JournaledBackend`."""
+    """The driver task's processor stores, opened once each on a `JournaledBackend`;
+    ``on_expired(store)``: a window or session store dropped a put of an expired window, which
+    Kafka Streams counts as a dropped record."""
 
-    def __init__(self, builders: tuple[StoreBuilder, ...]) -> None:
+    def __init__(self, builders: tuple[StoreBuilder, ...], on_expired: Callable[[str], None]) -> None:
         self._builders = {b.name: b for b in builders}
         self._open: dict[str, tuple[Any, JournaledBackend]] = {}
+        self._on_expired = on_expired
 
     def store(self, name: str) -> Any:
         if name not in self._open:
             backend = JournaledBackend()
-            self._open[name] = (open_store(self._builders[name], backend), backend)
+            store = open_store(self._builders[name], backend)
+            if hasattr(store, "on_expired"):
+                store.on_expired = lambda: self._on_expired(name)
+            self._open[name] = (store, backend)
         return self._open[name][0]
 
     def begin(self) -> None:
@@ -100,16 +106,13 @@ class ProcessStep(Step):
         self.kernel = ProcessorKernel(
             node.name, description.supplier, {b.name: stores.store(b.name) for b in description.stores},
             task=DRIVER_TASK, application_id=run.application_id, forward=self._emit, fixed_key=node.fixed_key,
-            children=description.children, system_time=run.system_time)
+            children=description.children, system_time=run.system_time, punctuations=run.punctuations)
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         run = self.run
         metadata = RecordMetadata(*run.coordinates)
         self.kernel.process(ProcessorRecord(rec.key, rec.value, rec.timestamp, rec.headers), metadata,
                             run.stream_time, run.system_time, position=run.position)
-
-    def punctuate(self, type: PunctuationType, now: int) -> None:
-        self.kernel.punctuate(type, now)
 
     def _emit(self, record: ProcessorRecord, child_name: str | None) -> None:
         key, value = record.key, record.value

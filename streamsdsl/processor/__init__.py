@@ -14,7 +14,7 @@ from streamsdsl.processor.api import (
     RecordMetadata,
     TaskId,
 )
-from streamsdsl.processor.kernel import ProcessorKernel, Schedule, ScheduledPunctuation
+from streamsdsl.processor.kernel import ProcessorKernel, PunctuationQueue, Schedule, ScheduledPunctuation
 
 __all__ = [
     "Cancellable",
@@ -23,6 +23,7 @@ __all__ = [
     "Processor",
     "ProcessorContext",
     "ProcessorKernel",
+    "PunctuationQueue",
     "PunctuationType",
     "Punctuator",
     "Record",

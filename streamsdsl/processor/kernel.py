@@ -11,7 +11,9 @@ run of the task. The kernel applies Kafka Streams' rules (``StreamTask``, ``Punc
   whenever stream time reaches its next multiple of the interval; a wall-clock punctuator first
   fires one interval after it was scheduled. Missed intervals are skipped, not replayed, and a
   punctuator is called with the current time (stream time or system time), not its schedule's.
-- punctuators due at the same time fire in the order they were scheduled.
+- a task has one punctuation queue across its processors (`PunctuationQueue`): what is due
+  fires in due-time order, whichever processor scheduled it; punctuators due at the same time
+  fire in the order they were scheduled.
 - a `FixedKeyProcessor` may not forward a record with another key than the one it received.
 
 The schedule is data (`Schedule`): a host that runs a task in several runs (Spark: one per
@@ -34,7 +36,7 @@ from streamsdsl.errors import UserFunctionError
 from streamsdsl.processor.api import FixedKeyProcessor, FixedKeyRecord, Processor, PunctuationType, Record
 from streamsdsl.processor.api import RecordMetadata, TaskId
 
-__all__ = ["ProcessorKernel", "Schedule", "ScheduledPunctuation"]
+__all__ = ["ProcessorKernel", "PunctuationQueue", "Schedule", "ScheduledPunctuation"]
 
 #: Where a forwarded record goes: ``(record, child_name)`` (None: every child).
 Forward = Callable[[Record, "str | None"], None]
@@ -58,11 +60,11 @@ Schedule = tuple[ScheduledPunctuation, ...]
 class _Punctuation:
     """A live punctuator: Kafka's ``PunctuationSchedule`` with its ``RepointableCancellable``."""
 
-    __slots__ = ("callback", "cancelled", "due_ms", "interval_ms", "order", "slot", "type")
+    __slots__ = ("callback", "cancelled", "due_ms", "interval_ms", "kernel", "order", "slot", "type")
 
-    def __init__(self, slot: int | None, order: int, interval_ms: int, type: PunctuationType, due_ms: int,
-                 callback: Callable[[int], None]) -> None:
-        self.slot, self.order, self.interval_ms, self.type = slot, order, interval_ms, type
+    def __init__(self, kernel: ProcessorKernel, slot: int | None, order: int, interval_ms: int, type: PunctuationType,
+                 due_ms: int, callback: Callable[[int], None]) -> None:
+        self.kernel, self.slot, self.order, self.interval_ms, self.type = kernel, slot, order, interval_ms, type
         self.due_ms, self.callback, self.cancelled = due_ms, callback, False
 
     def cancel(self) -> None:
@@ -79,6 +81,59 @@ class _Punctuation:
 
     def saved(self) -> ScheduledPunctuation:
         return ScheduledPunctuation(self.interval_ms, self.type, self.due_ms, self.cancelled)
+
+
+class PunctuationQueue:
+    """A task's punctuators, of every processor of the task (Kafka's ``PunctuationQueue`` per
+    ``StreamTask``): `punctuate` fires what is due of one type in due-time order (then in the
+    order scheduled). A kernel makes its own unless the host passes the task's."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, _Punctuation]] = []
+        self._order = 0
+        self._kernels: list[ProcessorKernel] = []
+
+    def _join(self, kernel: ProcessorKernel) -> None:
+        self._kernels.append(kernel)
+
+    def _add(self, punctuation: _Punctuation) -> None:
+        heapq.heappush(self._heap, (punctuation.due_ms, punctuation.order, punctuation))
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    def punctuate(self, type: PunctuationType, now: int) -> bool:
+        """Fire every punctuator of ``type`` due at ``now`` (the task's stream time or the system
+        time); return whether one fired (``PunctuationQueue.maybePunctuate``)."""
+        if type is PunctuationType.STREAM_TIME and now < 0:
+            return False
+        for kernel in self._kernels:
+            kernel._observe(type, now)
+        fired = False
+        held: list[tuple[int, int, _Punctuation]] = []
+        while self._heap and self._heap[0][0] <= now:
+            entry = heapq.heappop(self._heap)
+            p = entry[2]
+            if p.cancelled:
+                continue
+            if p.type is not type:
+                held.append(entry)
+                continue
+            p.kernel._fire(p, now)
+            if not p.cancelled:
+                p.advance(now)
+                self._add(p)
+            fired = True
+        for entry in held:
+            heapq.heappush(self._heap, entry)
+        return fired
+
+    def next_due(self, type: PunctuationType, kernel: ProcessorKernel | None = None) -> int | None:
+        """When the next punctuator of ``type`` (of ``kernel``, or of any) is due (None: none is)."""
+        due = [p.due_ms for _, _, p in self._heap
+               if p.type is type and not p.cancelled and (kernel is None or p.kernel is kernel)]
+        return min(due) if due else None
 
 
 class _Context:
@@ -136,13 +191,16 @@ class ProcessorKernel:
         The processor's children's names (``forward(record, child_name)`` must name one).
     schedule
         The schedule an earlier run of this task saved (`saved_schedule`).
+    punctuations
+        The task's punctuation queue, shared by its processors (default: one of its own).
     stream_time, system_time
         The task's stream time (-1: none yet) and the system time when the kernel starts.
     """
 
     def __init__(self, name: str, supplier: Callable[[], Any], stores: Mapping[str, Any], *, task: TaskId,
                  application_id: str, forward: Forward, fixed_key: bool = False, children: tuple[str, ...] = (),
-                 schedule: Schedule = (), stream_time: int = -1, system_time: int = 0) -> None:
+                 schedule: Schedule = (), stream_time: int = -1, system_time: int = 0,
+                 punctuations: PunctuationQueue | None = None) -> None:
         self.name, self.task, self.application_id = name, task, application_id
         self.fixed_key, self.children = fixed_key, children
         self._stores = dict(stores)
@@ -151,10 +209,10 @@ class ProcessorKernel:
         self._stream_time, self._system_time = stream_time, system_time
         self._metadata: RecordMetadata | None = None
         self._key: Any = None
-        self._queue: list[tuple[int, int, _Punctuation]] = []
+        self.queue = punctuations if punctuations is not None else PunctuationQueue()
+        self.queue._join(self)
         self._punctuations: list[_Punctuation] = []
         self._initializing = False
-        self._order = 0
         self.processor = self._create(supplier)
         self._initializing = True
         try:
@@ -177,41 +235,22 @@ class ProcessorKernel:
             self._metadata = None
 
     def punctuate(self, type: PunctuationType, now: int) -> bool:
-        """Fire every punctuator of ``type`` due at ``now`` (the task's stream time or the system
-        time), in due-time order; return whether one fired (``PunctuationQueue.maybePunctuate``)."""
+        """Fire the task's punctuators of ``type`` due at ``now`` (its queue's `punctuate`)."""
+        return self.queue.punctuate(type, now)
+
+    def _observe(self, type: PunctuationType, now: int) -> None:
         if type is PunctuationType.STREAM_TIME:
-            if now < 0:
-                return False
             self._stream_time = max(self._stream_time, now)
         else:
             self._system_time = now
-        fired = False
-        held: list[tuple[int, int, _Punctuation]] = []
-        while self._queue and self._queue[0][0] <= now:
-            entry = heapq.heappop(self._queue)
-            p = entry[2]
-            if p.cancelled:
-                continue
-            if p.type is not type:
-                held.append(entry)
-                continue
-            self._fire(p, now)
-            if not p.cancelled:
-                p.advance(now)
-                heapq.heappush(self._queue, (p.due_ms, p.order, p))
-            fired = True
-        for entry in held:
-            heapq.heappush(self._queue, entry)
-        return fired
 
     def saved_schedule(self) -> Schedule:
         """The schedule to pass to the next run's kernel (punctuators scheduled in ``init``)."""
         return tuple(p.saved() for p in self._punctuations if p.slot is not None)
 
     def next_due(self, type: PunctuationType) -> int | None:
-        """When the next punctuator of ``type`` is due (None: none is scheduled)."""
-        due = [p.due_ms for _, _, p in self._queue if p.type is type and not p.cancelled]
-        return min(due) if due else None
+        """When this processor's next punctuator of ``type`` is due (None: none is scheduled)."""
+        return self.queue.next_due(type, self)
 
     def close(self) -> None:
         """Call the processor's ``close``."""
@@ -254,13 +293,12 @@ class ProcessorKernel:
         slot = sum(1 for p in self._punctuations if p.slot is not None) if self._initializing else None
         due = 0 if type is PunctuationType.STREAM_TIME else self._system_time + interval_ms
         saved = self._restored[slot] if slot is not None and slot < len(self._restored) else None
-        punctuation = _Punctuation(slot, self._order, interval_ms, type, due, callback)
+        punctuation = _Punctuation(self, slot, self.queue._next_order(), interval_ms, type, due, callback)
         if saved is not None and (saved.interval_ms, saved.type) == (interval_ms, type):
             punctuation.due_ms, punctuation.cancelled = saved.due_ms, saved.cancelled
-        self._order += 1
         self._punctuations.append(punctuation)
         if not punctuation.cancelled:
-            heapq.heappush(self._queue, (punctuation.due_ms, punctuation.order, punctuation))
+            self.queue._add(punctuation)
         return punctuation
 
     # -- calling the user's code -----------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterator
-from typing import Any, ClassVar, Generic
+from typing import Callable, Any, ClassVar, Generic
 
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.state.backends import StoreBackend
@@ -51,12 +51,29 @@ class _TimedStore(StateStore):
 
     retention_ms: int
     _suffix: ClassVar[struct.Struct]
+    #: Called for each put that is dropped because its window or session has expired and that
+    #: Kafka Streams counts in ``dropped-records-total`` ("Skipping record for expired
+    #: segment"); the host sets it (None: not counted).
+    on_expired: Callable[[], None] | None = None
 
     def __init__(self, supplier: Any, backend: StoreBackend, key_serde: Serde | None = None,
                  value_serde: Serde | None = None) -> None:
         super().__init__(supplier, backend, key_serde, value_serde)
         self.retention_ms = supplier.retention_period_ms
+        self._persistent = bool(supplier.persistent)
         self._check_open()
+
+    def _expired_put(self, time: int) -> None:
+        """A put at ``time`` (at or before the cut-off) is dropped; count it as Kafka does: an
+        in-memory store counts every such put, a persistent one (RocksDB, in segments of
+        ``max(retention / 2, 60 s)``) only a put into a segment older than the oldest live one."""
+        if self.on_expired is None:
+            return
+        if self._persistent:
+            segment = max(self.retention_ms // 2, 60_000)
+            if time // segment >= (self._observed - self.retention_ms) // segment:
+                return
+        self.on_expired()
 
     def _check_open(self) -> None:
         """Every call starts here: refuse a closed store, then read the bookkeeping record."""
@@ -174,6 +191,8 @@ class WindowStore(_TimedStore, Generic[K, V]):
                     self._seq = (self._seq + 1) & 0x7FFFFFFF
                 self._backend.put(key_bytes + _WINDOW_SUFFIX.pack(start, self._seq), data)
                 self._earliest = min(self._earliest, start)
+        else:
+            self._expired_put(start)
         self._save()
 
     def fetch(self, *args: Any) -> Any:
@@ -315,6 +334,8 @@ class SessionStore(_TimedStore, Generic[K, V]):
             else:
                 self._backend.put(store_key, data)
                 self._earliest = min(self._earliest, end)
+        else:
+            self._expired_put(end)
         self._save()
 
     def remove(self, windowed: Windowed) -> None:
