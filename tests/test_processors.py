@@ -56,6 +56,7 @@ def outputs(driver: TopologyTestDriver, topic: str = "out", key_serde: Any = Non
 
 
 class TestDedup:
+    @pytest.mark.streaming_host
     def test_first_occurrences_and_stream_time_purge(self, spark: Any) -> None:
         """A duplicate is dropped until a stream-time purge (after the record that moves stream
         time, as Kafka punctuates after processing) has forgotten its value."""
@@ -139,6 +140,7 @@ class TestPunctuation:
             d.advance_wall_clock_time(2500)
             assert outputs(d) == [("size", "2", 11_000), ("size", "3", 13_500)]
 
+    @pytest.mark.streaming_host
     def test_stream_time_punctuator_sees_the_task_stream_time(self, spark: Any) -> None:
         """Stream time is the largest timestamp the task has read: an out-of-order record does
         not move it back, and the punctuator is called with it."""
@@ -177,6 +179,7 @@ class TestPunctuation:
 
 
 class TestProcessValues:
+    @pytest.mark.streaming_host
     def test_keeps_keys_and_needs_no_repartition(self, spark: Any) -> None:
         """process_values forwards values under the same key; a grouping after it reads no repartition."""
         class Length(FixedKeyProcessor):
@@ -198,6 +201,7 @@ class TestProcessValues:
             i.pipe_input("a", "xy", 2)
             assert outputs(d, value_serde=Serdes.Long()) == [("a", 1, 1), ("a", 2, 2)]
 
+    @pytest.mark.streaming_host
     def test_process_then_group_repartitions(self, spark: Any) -> None:
         """process may change keys: a grouping after it reads a repartition topic."""
         class Swap(Processor):
@@ -220,6 +224,7 @@ class TestProcessValues:
 
 
 class TestWindowStore:
+    @pytest.mark.streaming_host
     def test_per_key_count_in_a_tumbling_window_store(self, spark: Any) -> None:
         """A processor counting per key and 10 ms window in a window store (the oracle's menu)."""
         class WindowCount(Processor):
@@ -286,6 +291,7 @@ class TestBuildErrors:
 
 
 class TestContextInTheDriver:
+    @pytest.mark.streaming_host
     def test_metadata_application_and_task(self, spark: Any) -> None:
         """record_metadata() is the piped record's topic, partition 0 and offset; the driver is one
         task, 0_0; the application id is the config's (Kafka's driver's default without one)."""
@@ -340,6 +346,7 @@ class TestOnEveryHost:
             assert outputs(d) == [("a", "50", 50), ("tick", "50", 50), ("tick", "120", 120), ("c", "130", 130),
                                   ("tick", "260", 260), ("e", "260", 210)]
 
+    @pytest.mark.streaming_host
     @pytest.mark.every_host
     def test_forward_to_one_child(self, spark: Any) -> None:
         """``forward(record, child_name)`` reaches that child only; ``forward(record)`` every child,
@@ -380,6 +387,7 @@ class TestOnEveryHost:
             assert outputs(d) == [("a", "x", 1), ("c", "z", 4)]
             assert list(d.get_key_value_store("seen").all()) == [KeyValue("x", 1), KeyValue("y", 3), KeyValue("z", 4)]
 
+    @pytest.mark.streaming_host
     @pytest.mark.every_host
     def test_a_processor_below_a_count(self, spark: Any) -> None:
         """A processor reading a count's changelog keeps the largest count per key in its store
@@ -404,3 +412,65 @@ class TestOnEveryHost:
                 i.pipe_input(key, "v", ts)
             assert outputs(d) == [("a", "1", 1), ("b", "2", 3), ("a", "3", 5)]
             assert list(d.get_key_value_store("max").all()) == [KeyValue("all", 3)]
+
+
+@pytest.mark.spark
+class TestStreamingQuery:
+    """A processor in a streaming query (`start_streaming`, the query `KafkaStreams` runs): one
+    run of the task per micro-batch with its records."""
+
+    class Remember(Processor):
+        """The first record of each value (a store of the values seen), a tick per 100 ms of stream
+        time, and the store's size by the wall clock."""
+
+        def init(self, context: Any) -> None:
+            self.context, self.seen = context, context.get_state_store("seen")
+            context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
+            context.schedule(1, WALL, lambda t: context.forward(Record("size", str(self.seen.approximate_num_entries()),
+                                                                       t)))
+
+        def process(self, record: Record) -> None:
+            if self.seen.get(record.value) is None:
+                self.context.forward(record)
+            self.seen.put(record.value, record.timestamp)
+
+    def test_restart_keeps_the_store_and_the_punctuation_schedule(self, spark: Any, tmp_path: Any) -> None:
+        """Stopped and restarted from its checkpoint, a processor's task goes on with its store
+        (a value seen before the restart is still a duplicate) and its punctuation schedule (the
+        stream-time punctuator fires at the next multiple it had reached, not again from 0); the
+        wall-clock punctuator fires at the end of a micro-batch, at the executor's system time."""
+        import time
+
+        from streamsdsl.io.files import FileTopic
+        from streamsdsl.runtime.streaming import start_streaming
+        from tests._support import Collect
+
+        b = StreamsBuilder()
+        b.add_state_store(kv_store("seen"))
+        b.stream("in", STRINGS).process(self.Remember, "seen").to("out", Produced.with_serdes(Serdes.String(),
+                                                                                              Serdes.String()))
+        topology = b.build()
+        topic, checkpoint, s = FileTopic(str(tmp_path / "in")), str(tmp_path / "checkpoint"), Serdes.String()
+
+        def run(batches: list[list[tuple[str, str, int]]]) -> list[tuple[int, str, str, int]]:
+            out = Collect()
+            query, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                          checkpoint_location=checkpoint)
+            try:
+                for batch in batches:
+                    topic.append("in", batch, s, s)
+                    query.processAllAvailable()
+            finally:
+                query.stop()
+            return out.records
+
+        before = run([[("a", "x", 50)], [("b", "x", 120)]])
+        restarted = int(time.time() * 1000)
+        after = run([[("c", "y", 150)], [("d", "x", 210)]])
+        assert [(k, v, ts) for _, k, v, ts in before if k != "size"] == [("a", "x", 50), ("tick", "50", 50),
+                                                                        ("tick", "120", 120)]
+        assert [(k, v, ts) for _, k, v, ts in after if k != "size"] == [("c", "y", 150), ("tick", "210", 210)]
+        sizes = [(v, ts) for _, k, v, ts in after if k == "size"]
+        assert sizes and {v for v, _ in sizes} == {"2"}
+        assert all(restarted <= ts <= int(time.time() * 1000) for _, ts in sizes)
+        assert len(sizes) == len({batch for batch, k, _, _ in after if k == "size"})  # at most one per micro-batch

@@ -56,7 +56,8 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 #: The operators that keep state (a materialized table source is one too).
 STATEFUL_NODES = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
-                  ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode)
+                  ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode,
+                  ir.ProcessNode)
 
 
 def stateful(node: Any) -> bool:

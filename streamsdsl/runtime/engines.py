@@ -501,7 +501,7 @@ class StreamingDriverEngine:
             self.topology, lambda n: self._input.read_stream(self.spark, n.topics), _DriverSink(self),
             checkpoint_location=os.path.join(self._directory, "checkpoint"), metrics=self._metrics,
             deserialization_handler=self.config.deserialization_handler, operator=self.config.operator.value,
-            flush=self.config.flush)
+            flush=self.config.flush, application_id=self.config.application_id)
         self._query, self._compiled = query, compiled
         return query
 
@@ -514,7 +514,7 @@ class StreamingDriverEngine:
             self._compiled = compile_topology(
                 self.topology, lambda n: self._input.read_stream(self.spark, n.topics),
                 CompileOptions(PlanMode.STREAMING, self.config.operator.value, self.config.deserialization_handler,
-                               flush=self.config.flush))
+                               flush=self.config.flush, application_id=self.config.application_id))
         return self._compiled
 
     def metrics(self) -> dict[str, float]:
@@ -532,6 +532,26 @@ class StreamingDriverEngine:
         found = self.compile().sink_for_topic(topic)
         assert found is not None, topic
         return SinkSerdes(found.key_codec, found.key_serde, found.value_serde)
+
+    def advance_wall_clock(self, now: int) -> list[RawRecord]:
+        """Nothing: a streaming query's processors punctuate by the executors' clock, at the end
+        of each micro-batch with records of their task (see docs/differences.md)."""
+        return []
+
+    def processor_store(self, name: str) -> Any:
+        """The processor store ``name``, read-only, as the last committed micro-batch left it:
+        read from the query's checkpoint with Spark's state data source, every task's entries
+        (`streamsdsl.runtime.queries`, the reader of `KafkaStreams.store`)."""
+        from streamsdsl.runtime.queries import StoreReader
+
+        if self._query is None:
+            from streamsdsl.compiler.user_processors import TaskStoreBackend
+            from streamsdsl.state import open_store
+
+            builder = self.topology.state_store(name)
+            assert builder is not None, name
+            return open_store(builder, TaskStoreBackend())  # nothing has run
+        return StoreReader(self.spark, os.path.join(self._directory, "checkpoint"), self.compile())._processor_store(name)
 
     def close(self) -> None:
         import shutil

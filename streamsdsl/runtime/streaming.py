@@ -84,6 +84,7 @@ def start_streaming(
     operator: str | None = None,
     before_start: Callable[[dict[str, Any]], None] | None = None,
     flush: FlushPolicy = FlushPolicy.PER_RECORD,
+    application_id: str | None = None,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
@@ -93,7 +94,8 @@ def start_streaming(
     by the query's progress. ``before_start`` is called with the compiler's operator report
     (``{stateful node: which operator runs it}``) after the plan compiled and the checkpoint's
     operators were checked, before the query starts (`KafkaStreams` checks the topology's
-    fingerprint there).
+    fingerprint there). ``application_id``: what a user processor's ``context.application_id()``
+    returns (None: ``query_name``, else the test driver's default).
     """
     from pyspark import StorageLevel
 
@@ -101,7 +103,8 @@ def start_streaming(
     from streamsdsl.compiler.plan import CompileOptions
 
     compiled = compile_topology(topology, raw_source,
-                                CompileOptions(PlanMode.STREAMING, operator, deserialization_handler, flush=flush))
+                                CompileOptions(PlanMode.STREAMING, operator, deserialization_handler, flush=flush,
+                                               application_id=application_id or query_name))
     operators = compiled.operators
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:
