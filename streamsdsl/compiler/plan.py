@@ -137,10 +137,11 @@ def _user_modules(value: object) -> set[str]:
 
 
 def _needed(topology: Topology) -> set[str]:
-    """The nodes some sink or some user processor depends on: only they are lowered (and only
-    they run; a processor runs for its stores and punctuators even when nothing reads its output)."""
+    """The nodes some sink, some user processor or some named store depends on: only they are
+    lowered (and only they run; `Topology.runs_unread`: a processor runs for its stores and
+    punctuators, a named store for its queries, even when nothing reads their output)."""
     needed: set[str] = set()
-    pending = [s.name for s in topology.sinks] + [n.name for n in topology.nodes if isinstance(n, ir.ProcessNode)]
+    pending = [s.name for s in topology.sinks] + list(topology.runs_unread())
     while pending:
         name = pending.pop()
         if name not in needed:
@@ -150,11 +151,12 @@ def _needed(topology: Topology) -> set[str]:
 
 
 def _unread_processors(topology: Topology, lowering: Lowering) -> list[DataFrame]:
-    """For each user processor whose output reaches no sink: a part of the output that runs it
-    and holds no row (its filter is false for every row, which Spark cannot know beforehand)."""
+    """For each node that runs unread (`Topology.runs_unread`) and whose output reaches no sink:
+    a part of the output that runs it and holds no row (its filter is false for every row, which
+    Spark cannot know beforehand)."""
     out = []
     for node in topology.nodes:
-        if isinstance(node, ir.ProcessNode) and sink_paths(topology, node.name) == 0:
+        if node.name in topology.runs_unread() and sink_paths(topology, node.name) == 0:
             frame = lowering.frames[node.name]
             df = frame.df.filter(F.col(SOURCE_POSITION) < F.lit(-1))
             out.append(df.select(F.lit(UNREAD_SINK).alias(SINK_INDEX), F.lit(None).cast("binary").alias("key"),

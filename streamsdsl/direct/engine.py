@@ -77,11 +77,11 @@ class Run:
 
     # -- building ------------------------------------------------------------------------------
     def _needed(self) -> set[str]:
-        """The nodes a sink or a processor depends on (a processor runs for its stores and
-        punctuators even when nothing reads its output)."""
+        """The nodes a sink, a processor or a named store depends on (`Topology.runs_unread`: a
+        processor runs for its stores and punctuators, a named store for its queries, even when
+        nothing reads their output)."""
         needed: set[str] = set()
-        pending = [s.name for s in self.topology.sinks]
-        pending += [n.name for n in self.topology.nodes if isinstance(n, ir.ProcessNode)]
+        pending = [s.name for s in self.topology.sinks] + list(self.topology.runs_unread())
         while pending:
             name = pending.pop()
             if name not in needed:

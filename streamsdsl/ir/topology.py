@@ -13,6 +13,8 @@ import attrs
 
 from streamsdsl.errors import NotYetAttributes, TopologyError
 from streamsdsl.ir import nodes as ir
+from streamsdsl.ir.processors import ProcessNode
+from streamsdsl.records import GENERATED_STORE_NAME
 from streamsdsl.state.builders import StoreBuilder
 from streamsdsl.ir.description import DescribedNode, DescriptionBuilder, Subtopology, TopologyDescription, _DNode
 
@@ -106,6 +108,19 @@ class Topology(NotYetAttributes):
     @property
     def store_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*(s for n in self.nodes for s in n.stores), *(b.name for b in self.state_stores)]))
+
+    def runs_unread(self) -> tuple[str, ...]:
+        """The nodes that run even when no sink reads them, as in Kafka Streams: a user processor
+        (for its stores and punctuators) and a node holding a named store (``Materialized.as_``:
+        a queryable store; a generated store name is not queryable)."""
+        out = []
+        for n in self.nodes:
+            named = any(not GENERATED_STORE_NAME.search(s) for s in n.stores) and (
+                isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode))
+                or (isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized))
+            if named or isinstance(n, ProcessNode):
+                out.append(n.name)
+        return tuple(out)
 
     def state_store(self, name: str) -> StoreBuilder | None:
         """The store added for processors under ``name`` (None: no such store)."""

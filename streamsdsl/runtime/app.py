@@ -93,8 +93,8 @@ class KafkaStreams(NotYetAttributes):
     StreamsConfigError
         If a configuration key is missing, unknown or invalid.
     streamsdsl.runtime.errors.NoSinkError
-        If the topology has no sink (a ``TopologyError`` and a ``StreamsConfigError``, as in the
-        test driver).
+        If the topology has no sink, no processor and no named store: nothing would run (a
+        ``TopologyError`` and a ``StreamsConfigError``, as in the test driver).
 
     Examples
     --------
@@ -119,7 +119,7 @@ class KafkaStreams(NotYetAttributes):
             raise InvalidTypeError(
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
-        if not topology.sinks:
+        if not topology.sinks and not topology.runs_unread():
             raise NoSinkError("the topology has no sink: add .to(topic) somewhere to run it.") from None
         self.topology = topology
         self.config = StreamsConfig.from_mapping(config)

@@ -240,7 +240,7 @@ class TopologyTestDriver:
             raise InvalidTypeError(
                 f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__})."
             )
-        if not topology.sinks and not any(isinstance(n, ir.ProcessNode) for n in topology.nodes):
+        if not topology.sinks and not topology.runs_unread():
             raise NoSinkError(
                 "the topology has no sink, so the driver would run nothing and no output topic could be read: "
                 "add .to(topic) where its records should go."
