@@ -70,7 +70,7 @@ NOT_YET: dict[str, dict[str, str]] = {
         "add_state_store": "Processor API",
     },
     "KafkaStreams": {
-        "query": "interactive queries",
+        "query": "IQv2",
     },
 }
 DIFFERENCES_PAGE = "docs/differences.md"

@@ -146,6 +146,9 @@ LAYER_RULES = {
     "streamsdsl/io": ("streamsdsl.dsl.api", "streamsdsl.ir", "streamsdsl.compiler", "streamsdsl.runtime",
                       "streamsdsl.direct"),
     # the Processor API's state stores: pure Python over the value objects, below the IR and every host
+    # the Processor API and its kernel: below the IR and every host, above the stores
+    "streamsdsl/processor": ("streamsdsl.ir", "streamsdsl.dsl", "streamsdsl.compiler", "streamsdsl.runtime",
+                             "streamsdsl.direct", "streamsdsl.io", "streamsdsl.operators", "pyspark"),
     "streamsdsl/state": ("streamsdsl.ir", "streamsdsl.dsl", "streamsdsl.compiler", "streamsdsl.runtime",
                          "streamsdsl.direct", "streamsdsl.io", "streamsdsl.processor", "streamsdsl.operators",
                          "pyspark"),
@@ -153,7 +156,8 @@ LAYER_RULES = {
 
 #: The packages and top-level modules whose import graph must have no cycle.
 _UNITS = ("streamsdsl.semantics", "streamsdsl.values", "streamsdsl.ir", "streamsdsl.dsl", "streamsdsl.compiler",
-          "streamsdsl.direct", "streamsdsl.runtime", "streamsdsl.io", "streamsdsl.testing")
+          "streamsdsl.direct", "streamsdsl.runtime", "streamsdsl.io", "streamsdsl.testing", "streamsdsl.state",
+          "streamsdsl.processor")
 
 
 def _unit(module: str) -> str | None:

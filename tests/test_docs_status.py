@@ -108,7 +108,7 @@ class TestResolver:
     def test_existing(self, name: str) -> None:
         assert resolves(name)
 
-    @pytest.mark.parametrize("name", ["KStream.foreach", "foreach", "KafkaStreams.store", "NoSuchClass.count",
+    @pytest.mark.parametrize("name", ["KStream.foreach", "foreach", "KafkaStreams.query", "NoSuchClass.count",
                                       "KTable.suppress.nothing"])
     def test_missing(self, name: str) -> None:
         assert not resolves(name)
