@@ -11,7 +11,9 @@ Python workers) with both connectors, on one session; print the result as JSON:
 4. the JVM operator shipped to the executors (``operator``): `tests.jvm._loading_app`'s session
    count on the Spark engine with ``streamsdsl.operator = "jvm"`` and its ``explain``, a
    streaming session aggregation whose packing step and Python processor run there, and the
-   clicks-and-users application (`tests._quiet_table`), whose users table stays quiet.
+   clicks-and-users application (`tests._quiet_table`), whose users table stays quiet;
+5. a user processor with a store on two partitions (``processors``: `tests._processor_app`'s
+   streaming query, a task per partition, its records), its kernel in the executors' workers.
 
 One session for all of it (a local cluster starts in ≈ 30 s), built as a user builds one:
 ``streamsdsl.configure_spark(SparkSession.builder.master("local-cluster[2,1,1024]"))``. Run by
@@ -152,6 +154,13 @@ def _operator(spark: Any) -> dict[str, object]:
             "quiet_sessions": len(sessions), "quiet_as_expected": sessions == _quiet_table.expected_sessions()}
 
 
+def _processors(spark: Any) -> list[list[object]]:
+    """A processor with a store, a task per partition, in the executors (item 5 of the module's list)."""
+    from tests import _processor_app
+
+    return [list(r) for r in _processor_app.run(spark)]
+
+
 def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink: str, eos_source: str,
          eos_sink: str, eos_app: str) -> None:
     from pyspark.sql import SparkSession
@@ -183,11 +192,12 @@ def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink
     jvm_app = _jvm_app(bootstrap, topic, sink, checkpoint + "-state")
     eos = _eos_app(bootstrap, eos_source, eos_sink, checkpoint + "-eos-state", eos_app)
     operator = _operator(spark)
+    processors = _processors(spark)
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # type: ignore[union-attr]
     spark.stop()
     print(json.dumps({"finished": finished, "error": str(error) if error else None, "executors": executors,
                       "batches": batches, "jvm_app": jvm_app, "eos_app": eos,
-                      "operator": operator}))
+                      "operator": operator, "processors": processors}))
 
 
 if __name__ == "__main__":

@@ -126,3 +126,17 @@ def test_code_ships_to_executors_on_a_multi_process_cluster(
     assert operator["explain_jvm"] is True
     assert operator["streaming"] == STREAMING_EXPECTED
     assert (operator["quiet_sessions"], operator["quiet_as_expected"]) == (20, True)
+
+
+@pytest.mark.slow
+def test_user_processor_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A user processor with a store (`tests._processor_app`: a task per partition of two, each
+    with its own store and stream-time punctuation) runs its kernel in the executors' Python
+    workers and writes exactly what it writes on ``local[2]``."""
+    from tests import _processor_app
+
+    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    assert run["executors"] == 2
+    assert [tuple(r) for r in run["processors"]] == _processor_app.expected()

@@ -474,3 +474,21 @@ class TestStreamingQuery:
         assert sizes and {v for v, _ in sizes} == {"2"}
         assert all(restarted <= ts <= int(time.time() * 1000) for _, ts in sizes)
         assert len(sizes) == len({batch for batch, k, _, _ in after if k == "size"})  # at most one per micro-batch
+
+    def test_a_task_per_partition(self, spark: Any) -> None:
+        """Each partition is a task with its own store and stream-time punctuation; the context
+        names the task and the record's partition and offset (the same run checks the executors
+        of a local cluster: integration/test_local_cluster.py)."""
+        from tests import _processor_app
+
+        assert _processor_app.run(spark) == _processor_app.expected()
+
+    def test_explain_names_the_operator(self, spark: Any) -> None:
+        """explain() shows the processor's transformWithState and names its operator."""
+        from streamsdsl import explain
+
+        text = explain(dedup_topology(), spark, mode="simple")
+        assert "TransformWithStateInPySpark" in text
+        assert text.endswith("== streamsdsl operators ==\n"
+                             "dedup: Python operator (user processors run on the Python operator, one task per "
+                             "partition)\n")
