@@ -32,6 +32,7 @@ DROP_REASONS = {
     "null-value": "Skipping record due to null key or value",
     "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
     "output": "Skipping record for expired window",
+    "expired-segment": "Skipping record for expired segment",
 }
 
 #: Kafka Streams' dead-letter headers (KIP-1034).

@@ -86,6 +86,7 @@ class TestDedup:
             "    Sink: KSTREAM-SINK-0000000001 (topic: out)\n"
             "      <-- dedup\n\n")
 
+    @pytest.mark.streaming_host
     def test_a_failed_record_leaves_no_trace_in_the_store(self, spark: Any) -> None:
         """A record whose processing fails rolls back what it wrote to the store."""
         class Failing(Processor):
@@ -492,3 +493,29 @@ class TestStreamingQuery:
         assert text.endswith("== streamsdsl operators ==\n"
                              "dedup: Python operator (user processors run on the Python operator, one task per "
                              "partition)\n")
+
+
+class TestExpiredPuts:
+    @pytest.mark.every_host
+    @pytest.mark.streaming_host
+    def test_a_put_of_an_expired_window_is_a_dropped_record(self, spark: Any) -> None:
+        """An in-memory window store drops a put whose window has expired and counts it in
+        dropped-records-total, as Kafka Streams' store does."""
+        class Put(Processor):
+            def init(self, context: Any) -> None:
+                self.store = context.get_state_store("w")
+
+            def process(self, record: Record) -> None:
+                self.store.put(record.key, 1, record.timestamp - record.timestamp % 10)
+
+        b = StreamsBuilder()
+        b.add_state_store(Stores.window_store_builder(Stores.in_memory_window_store("w", 100, 10, False),
+                                                      Serdes.String(), Serdes.Long()))
+        b.stream("in", STRINGS).process(Put, "w", named="put")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, ts in (("a", 500), ("b", 50), ("c", 450), ("d", 20)):
+                i.pipe_input(key, "v", ts)
+            with d.get_window_store("w").fetch_all(0, 1000) as it:
+                assert [kv.value for kv in it] == [1, 1]
+            assert d.metrics()["dropped-records-total"] == 2.0

@@ -50,7 +50,7 @@ from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
 from streamsdsl.compiler.carry import carry_out
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CHILD, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CHILD, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, OPERATOR_OUTPUT_FIELDS, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.event_time import transform_with_state
@@ -84,6 +84,9 @@ PUNCTUATION_ORDER = 1 << 60
 WALL_CLOCK_ORDER = 1 << 61
 #: The `OUTPUT_POSITION` of a tick row: after the records of its position.
 TICK_ORDER = (1 << 62,)
+#: The drop point of a processor's window or session store dropping the put of an expired
+#: window (`streamsdsl.records.DROP_REASONS`).
+EXPIRED_PUT = "expired-segment"
 
 #: The state a replay carries per task (`CARRIED_STATE`): whether the task ran before, its stream
 #: time, its schedule (`schedule_to_json`) and its stores' entries.
@@ -329,8 +332,11 @@ class UserProcessorOperator(StatefulProcessor):
         first_time = system_time if state.started or clock is None else clock.initial_system_time
         out: list[Row] = []
         self._out = out
-        self._position, self._prefix, self._emitted = -1, [], 0
+        self._position, self._prefix, self._emitted, self._timestamp = -1, [], 0, -1
         stores = {b.name: open_store(b, backend) for b, backend in zip(cfg.stores, backends)}
+        for store in stores.values():
+            if hasattr(store, "on_expired"):  # a window or session store's dropped put, counted as Kafka does
+                store.on_expired = self._expired_put
         stream_time = state.stream_time
         try:
             kernel = ProcessorKernel(
@@ -348,6 +354,7 @@ class UserProcessorOperator(StatefulProcessor):
                     if not r[IS_RECORD]:
                         continue
                     self._position, self._prefix, self._emitted = position, list(r[OUTPUT_POSITION] or ()), 0
+                    self._timestamp = r["timestamp"]
                     record = Record(cfg.in_key.from_cell(r["key"]), cfg.in_value.from_internal(r["value"]),
                                     r["timestamp"], _headers_in(r["headers"]))
                     kernel.process(record, self._metadata(task, position), stream_time, system_time, position=position)
@@ -392,6 +399,13 @@ class UserProcessorOperator(StatefulProcessor):
         if cfg.replay:
             values.append(None)
         self._out.append(self.out(*values))
+
+    def _expired_put(self) -> None:
+        """A drop event (`DROPPED`) for a put of an expired window: counted after the operator."""
+        values = {f: None for f in self.fields}
+        values.update({"timestamp": self._timestamp, "headers": [], SOURCE_POSITION: self._position,
+                       OUTPUT_POSITION: [], EVENT_METRIC: DROPPED, EVENT_VALUE: 1.0})
+        self._out.append(self.out(*(values[f] for f in self.fields)))
 
     def close(self) -> None:
         pass
@@ -500,8 +514,11 @@ def _process(self: Lowering, node: ir.ProcessNode) -> Frame:
     out = transform_with_state(not replay, topology, node.name, inp.groupBy(TASK), processor, schema, "None")
     if replay:
         out = carry_out(self, out, node.name, F.col(EVENT_VALUE).cast("int"), "int", STATE_TYPE)
+    metric = F.col(EVENT_METRIC)
+    if any(b.kind in ("window", "session") for b in d.stores):
+        out = self.observe(out, node.name, EXPIRED_PUT, dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     columns = [*FRAME_COLUMNS, CHILD] if routed else list(FRAME_COLUMNS)
-    out = out.select(*columns)
+    out = out.filter(metric.isNull()).select(*columns)
     if routed:
         self.routed[node.name] = True
     return Frame(out, d.key, d.value)

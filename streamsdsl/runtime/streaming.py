@@ -133,6 +133,8 @@ def start_streaming(
             counted.reset()  # what a failed attempt of this batch counted
         batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            if not sinks:  # what runs unread (a processor, a named store): the whole batch must run
+                batch.count()
             if dead_letters:
                 dead = batch.filter(batch[SINK_INDEX] == DEAD_LETTER_SINK)
                 if not dead.isEmpty():
