@@ -519,3 +519,51 @@ class TestExpiredPuts:
             with d.get_window_store("w").fetch_all(0, 1000) as it:
                 assert [kv.value for kv in it] == [1, 1]
             assert d.metrics()["dropped-records-total"] == 2.0
+
+
+class Split(Processor):
+    """Forwards each record with ``!`` appended, and a tick every 5 ms of stream time."""
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        context.schedule(5, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record.with_value(record.value + "!"))
+
+
+class TestOrder:
+    """Where a processor's records and punctuations go among what one source record causes."""
+
+    @pytest.mark.every_host
+    def test_punctuation_after_every_record_of_its_source_record(self, spark: Any) -> None:
+        """A source record that a flat_map makes two reaches the processor twice, then the task
+        punctuates once; a sibling sink sees the two records in between."""
+        b = StreamsBuilder()
+        s = b.stream("in", STRINGS).flat_map_values(lambda v: [v, v + v])
+        s.process(Split).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        s.to("raw", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, value, ts in (("a", "x", 1), ("b", "y", 7), ("c", "z", 13)):
+                i.pipe_input(key, value, ts)
+            assert outputs(d) == [("a", "x!", 1), ("a", "xx!", 1), ("tick", "1", 1), ("b", "y!", 7), ("b", "yy!", 7),
+                                  ("tick", "7", 7), ("c", "z!", 13), ("c", "zz!", 13), ("tick", "13", 13)]
+            assert outputs(d, "raw") == [("a", "x", 1), ("a", "xx", 1), ("b", "y", 7), ("b", "yy", 7), ("c", "z", 13),
+                                         ("c", "zz", 13)]
+
+    @pytest.mark.every_host
+    @pytest.mark.streaming_host
+    def test_two_processors_in_a_row(self, spark: Any) -> None:
+        """The second processor reads the first one's records and punctuations, in order, then
+        punctuates itself (punctuators due at the same time fire in the order scheduled)."""
+        b = StreamsBuilder()
+        (b.stream("in", STRINGS).process(Split, named="one").process(Split, named="two")
+         .to("out", Produced.with_serdes(Serdes.String(), Serdes.String())))
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, value, ts in (("a", "x", 1), ("b", "y", 7), ("c", "z", 13)):
+                i.pipe_input(key, value, ts)
+            assert outputs(d) == [("a", "x!!", 1), ("tick", "1!", 1), ("tick", "1", 1), ("b", "y!!", 7),
+                                  ("tick", "7!", 7), ("tick", "7", 7), ("c", "z!!", 13), ("tick", "13!", 13),
+                                  ("tick", "13", 13)]
