@@ -179,6 +179,33 @@ class TestPunctuation:
             assert str(info.value) == "bad: the punctuator raised RuntimeError: no (wall-clock-time punctuation at 10 ms)"
 
 
+    @pytest.mark.every_host
+    @pytest.mark.streaming_host
+    def test_stream_time_punctuator_failure(self, spark: Any) -> None:
+        """A stream-time punctuator that raises names the processor and the punctuation, on every
+        host (on Spark it leaves its task's worker as a record's error does)."""
+        class Late(Processor):
+            def init(self, context: Any) -> None:
+                context.schedule(5, STREAM, self.tick)
+
+            def process(self, record: Record) -> None:
+                pass
+
+            def tick(self, now: int) -> None:
+                if now >= 10:
+                    raise RuntimeError("late")
+
+        b = StreamsBuilder()
+        b.stream("in", STRINGS).process(Late, named="late")
+        with TopologyTestDriver(b.build(), spark=spark) as d:
+            i = d.create_input_topic("in")
+            for key, ts in (("a", 1), ("b", 5), ("c", 12)):
+                i.pipe_input(key, "v", ts)
+            with pytest.raises(PunctuationError) as info:
+                d.advance_wall_clock_time(0)  # runs the records piped so far
+            assert str(info.value) == "late: the punctuator raised RuntimeError: late (stream-time punctuation at 12 ms)"
+
+
 class TestProcessValues:
     @pytest.mark.streaming_host
     def test_keeps_keys_and_needs_no_repartition(self, spark: Any) -> None:
