@@ -41,6 +41,7 @@ BENCHMARKS = {
     "p9": ("p9_kafka_streams_peer.py", ["--records", "5000", "--latency-seconds", "8", "--latency-warmup", "2",
                                         "--no-ks-default-commit"]),
     "p10": ("p10_state_bounded.py", ["--quick"]),
+    "p11": ("p11_interactive_queries.py", ["--records", "20000", "--keys", "2000", "--queries", "10"]),
 }
 
 
