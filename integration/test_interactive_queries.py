@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from streamsdsl import Consumed, Materialized, Produced, QueryableStoreTypes, Serdes, StoreQueryParameters
-from streamsdsl import StreamsBuilder, TimeWindows, Windowed, TimeWindow
+from streamsdsl import Processor, StreamsBuilder, TimeWindows, Windowed, TimeWindow
 from streamsdsl.runtime.app import KafkaStreams
 from streamsdsl.runtime.errors import IllegalStateError
 from streamsdsl.runtime.queries import InvalidStateStoreError
@@ -103,3 +103,47 @@ def test_point_query_latency_is_measured(kafka: LocalKafka, new_topic: Callable[
     started = time.perf_counter()
     assert counts.get("k7") == 10
     assert time.perf_counter() - started < 30
+
+
+class _LastSeen(Processor):
+    """A processor keeping each key's last timestamp in the store ``last-seen``."""
+
+    def init(self, context: Any) -> None:
+        self.store = context.get_state_store("last-seen")
+        self.context = context
+
+    def process(self, record: Any) -> None:
+        self.store.put(record.key, record.timestamp)
+        self.context.forward(record)
+
+
+def test_a_processor_store_of_a_running_application(kafka: LocalKafka, new_topic: Callable[..., str],
+                                                    streams_config: Callable[..., dict[str, object]],
+                                                    app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams]) -> None:
+    """A processor's key-value store answers get, range and all over every task (two partitions),
+    read-only; asking for it as a window store names the right type."""
+    from streamsdsl import Stores
+
+    source, sink = new_topic(2), new_topic(1)
+    s = Serdes.String()
+    kafka.produce(source, [(s.serialize(k), s.serialize("v"), T + ts, p)
+                           for k, ts, p in (("a", 1, 0), ("b", 2, 1), ("a", 5, 0), ("c", 7, 1))])
+    b = StreamsBuilder()
+    b.add_state_store(Stores.key_value_store_builder(Stores.persistent_key_value_store("last-seen"), Serdes.String(),
+                                                     Serdes.Long()))
+    b.stream(source, STRINGS).process(_LastSeen, "last-seen", named="last").to(sink, Produced.with_serdes(
+        Serdes.String(), Serdes.String()))
+    app = app_factory(b.build(), streams_config("iq-processor"))
+    app.start()
+    app.process_all_available()
+    store = app.store(StoreQueryParameters.from_name_and_type("last-seen", KV))
+    assert store.get("a") == T + 5
+    assert store.approximate_num_entries() == 3
+    with store.range("a", "b") as it:
+        assert list(it) == [KeyValue("a", T + 5), KeyValue("b", T + 2)]
+    with store.all() as it:
+        assert [kv.key for kv in it] == ["a", "b", "c"]
+    with pytest.raises(AttributeError, match="read-only"):
+        store.put("z", 1)
+    with pytest.raises(InvalidStateStoreError, match="ask for QueryableStoreTypes.key_value_store()"):
+        app.store(StoreQueryParameters.from_name_and_type("last-seen", WINDOW))
