@@ -4,7 +4,6 @@ processor's store), and refuses what it cannot read with the fix."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -85,24 +84,6 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
         app.store(StoreQueryParameters.from_name_and_type("per-10ms", KV))
     assert str(info.value) == ("Cannot get state store 'per-10ms': it is a window store, not a key-value store; ask "
                                "for QueryableStoreTypes.window_store().")
-
-
-def test_point_query_latency_is_measured(kafka: LocalKafka, new_topic: Callable[..., str],
-                                         streams_config: Callable[..., dict[str, object]],
-                                         app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams]) -> None:
-    """A point query on a running application answers within seconds (the figure measured for
-    docs/performance.md comes from benchmarks/, this only keeps it from regressing silently)."""
-    source, sink = new_topic(1), new_topic(1)
-    s = Serdes.String()
-    kafka.produce(source, [(s.serialize(f"k{i % 50}"), s.serialize("v"), T + i, 0) for i in range(500)])
-    app = app_factory(_topology(source, sink), streams_config("iq-latency"))
-    app.start()
-    app.process_all_available()
-    counts = app.store(StoreQueryParameters.from_name_and_type("counts", KV))
-    counts.get("k1")
-    started = time.perf_counter()
-    assert counts.get("k7") == 10
-    assert time.perf_counter() - started < 30
 
 
 class _LastSeen(Processor):
