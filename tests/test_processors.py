@@ -511,6 +511,20 @@ class TestStreamingQuery:
 
         assert _processor_app.run(spark) == _processor_app.expected()
 
+    def test_the_streaming_driver_reads_a_processor_store_from_the_checkpoint(self, spark: Any) -> None:
+        """The test driver's streaming engine reads a processor's store from its query's
+        checkpoint (the state of the last micro-batch), read-only."""
+        from streamsdsl.errors import OperationNotDefinedError
+
+        with TopologyTestDriver(dedup_topology(), engine="streaming", spark=spark) as d:
+            i = d.create_input_topic("in")
+            i.pipe_input("a", "x", 1)
+            i.pipe_input("b", "y", 2)
+            store = d.get_key_value_store("seen")
+            assert (store.get("x"), store.approximate_num_entries()) == (1, 2)
+            with pytest.raises(OperationNotDefinedError, match=r"^put\(\): the test driver's streaming engine reads"):
+                store.put("z", 3)
+
     def test_explain_names_the_operator(self, spark: Any) -> None:
         """explain() shows the processor's transformWithState and names its operator."""
         from streamsdsl import explain

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import attrs
 
-from streamsdsl.errors import InvalidArgumentError, RecordError, TopologyError
+from streamsdsl.errors import InvalidArgumentError, OperationNotDefinedError, RecordError, TopologyError
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
@@ -522,8 +522,6 @@ class StreamingDriverEngine:
         return {name: snapshot[name] for name in TASK_METRICS}
 
     def store_entries(self, node: ir.Node, store: str) -> list[StoreEntry]:
-        from streamsdsl.errors import OperationNotDefinedError
-
         raise OperationNotDefinedError(
             f"{node.name}: the test driver's streaming engine does not read state stores; read them with "
             "engine='direct' or engine='spark'.")
@@ -550,8 +548,9 @@ class StreamingDriverEngine:
 
             builder = self.topology.state_store(name)
             assert builder is not None, name
-            return open_store(builder, TaskStoreBackend())  # nothing has run
-        return StoreReader(self.spark, os.path.join(self._directory, "checkpoint"), self.compile())._processor_store(name)
+            return _ReadOnlyStore(open_store(builder, TaskStoreBackend()))  # nothing has run
+        reader = StoreReader(self.spark, os.path.join(self._directory, "checkpoint"), self.compile())
+        return _ReadOnlyStore(reader._processor_store(name))
 
     def close(self) -> None:
         import shutil
@@ -560,6 +559,22 @@ class StreamingDriverEngine:
             self._query.stop()
             self._query = None
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+class _ReadOnlyStore:
+    """A processor's store read from a streaming query's checkpoint: its reads; a write raises."""
+
+    _WRITES = frozenset({"put", "put_if_absent", "put_all", "delete", "remove"})
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in self._WRITES:
+            raise OperationNotDefinedError(
+                f"{attr}(): the test driver's streaming engine reads a processor's store from its query's checkpoint, "
+                "read-only; write it from its processor, or run the driver with engine='direct' or engine='spark'.")
+        return getattr(self._store, attr)
 
 
 class _DriverSink:
