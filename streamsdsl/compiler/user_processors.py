@@ -350,6 +350,8 @@ class UserProcessorOperator(StatefulProcessor):
                 if ticks:
                     stream_time = max(stream_time, *ticks)
                 last = position
+                if clock is None:  # the executor's clock, as the task reads it per record
+                    system_time = _now_ms()
                 for r in rows_at:
                     if not r[IS_RECORD]:
                         continue
@@ -362,7 +364,9 @@ class UserProcessorOperator(StatefulProcessor):
                     self._position, self._prefix, self._emitted = position, [PUNCTUATION_ORDER + cfg.index], 0
                     kernel.punctuate(PunctuationType.STREAM_TIME, stream_time)
             if clock is None or clock.punctuate_wall_clock:
-                if clock is not None:
+                if clock is None:
+                    system_time = _now_ms()
+                else:
                     last = clock.position
                 self._position, self._prefix, self._emitted = last, [WALL_CLOCK_ORDER + cfg.index], 0
                 kernel.punctuate(PunctuationType.WALL_CLOCK_TIME, system_time)
