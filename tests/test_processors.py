@@ -186,17 +186,19 @@ class TestPunctuation:
         host (on Spark it leaves its task's worker as a record's error does)."""
         class Late(Processor):
             def init(self, context: Any) -> None:
+                self.context = context
                 context.schedule(5, STREAM, self.tick)
 
             def process(self, record: Record) -> None:
-                pass
+                self.context.forward(record)
 
             def tick(self, now: int) -> None:
                 if now >= 10:
                     raise RuntimeError("late")
 
         b = StreamsBuilder()
-        b.stream("in", STRINGS).process(Late, named="late")
+        b.stream("in", STRINGS).process(Late, named="late").to("out", Produced.with_serdes(Serdes.String(),
+                                                                                          Serdes.String()))
         with TopologyTestDriver(b.build(), spark=spark) as d:
             i = d.create_input_topic("in")
             for key, ts in (("a", 1), ("b", 5), ("c", 12)):
@@ -204,6 +206,8 @@ class TestPunctuation:
             with pytest.raises(PunctuationError) as info:
                 d.advance_wall_clock_time(0)  # runs the records piped so far
             assert str(info.value) == "late: the punctuator raised RuntimeError: late (stream-time punctuation at 12 ms)"
+            # the records before the failed one are delivered once; the failed one left no output
+            assert outputs(d) == [("a", "v", 1), ("b", "v", 5)]
 
 
 class TestProcessValues:

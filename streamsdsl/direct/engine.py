@@ -158,7 +158,12 @@ class Run:
             if record is not None:
                 self.stream_time = max(self.stream_time, record.timestamp)
                 target.receive(record, 0)
-                self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+                try:
+                    self._punctuate(PunctuationType.STREAM_TIME, self.stream_time)
+                except RecordError as error:
+                    # the record's processing triggered the punctuation: it is where the driver stops
+                    error.position = position if error.position is None else error.position
+                    raise
 
         return self._transaction(run)
 
