@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from streamsdsl import Consumed, Materialized, Produced, QueryableStoreTypes, Serdes, StoreQueryParameters
-from streamsdsl import Processor, StreamsBuilder, TimeWindows, Windowed, TimeWindow
+from streamsdsl import Processor, SessionWindow, SessionWindows, StreamsBuilder, TimeWindow, TimeWindows, Windowed
 from streamsdsl.runtime.app import KafkaStreams
 from streamsdsl.runtime.errors import IllegalStateError
 from streamsdsl.runtime.queries import InvalidStateStoreError
@@ -27,7 +27,7 @@ STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
 KV, WINDOW = QueryableStoreTypes.key_value_store(), QueryableStoreTypes.window_store()
 
 
-def _topology(source: str, sink: str) -> Topology:
+def _topology(source: str, sink: str, table: str = "iq-table") -> Topology:
     b = StreamsBuilder()
     grouped = b.stream(source, STRINGS).group_by_key()
     grouped.count(materialized=Materialized.as_("counts")).to_stream().to(sink, Produced.with_serdes(Serdes.String(),
@@ -37,6 +37,9 @@ def _topology(source: str, sink: str) -> Topology:
     windowed = grouped.windowed_by(TimeWindows.of_size_and_grace(10, 100))
     windowed.count(materialized=Materialized.as_("per-10ms")).to_stream().map(lambda k, v: (k.key, v)).to(sink)
     grouped.reduce(lambda a, v: a + v).to_stream().to(sink)  # an unnamed store
+    sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 100))
+    sessions.count(materialized=Materialized.as_("sessions")).to_stream().map(lambda k, v: (k.key, v)).to(sink)
+    b.table(table, STRINGS, materialized=Materialized.as_("tbl")).to_stream().to(sink)
     return b.build()
 
 
@@ -47,11 +50,12 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
                                                operator: str) -> None:
     """A count (either operator), a Python aggregate and a windowed count answer point, range
     and window queries with the state of the last committed micro-batch; a later batch shows."""
-    source, sink = new_topic(1), new_topic(1)
+    source, sink, table = new_topic(1), new_topic(1), new_topic(1)
     s = Serdes.String()
     kafka.produce(source, [(s.serialize(k), s.serialize(v), T + ts, 0)
                            for k, v, ts in (("a", "x", 1), ("b", "y", 2), ("a", "z", 13))])
-    app = app_factory(_topology(source, sink), streams_config("iq", {"streamsdsl.operator": operator}))
+    kafka.produce(table, [(s.serialize("k1"), s.serialize("EU"), T + 1, 0), (s.serialize("k2"), s.serialize("US"), T + 2, 0)])
+    app = app_factory(_topology(source, sink, table), streams_config("iq", {"streamsdsl.operator": operator}))
     with pytest.raises(IllegalStateError):
         app.store(StoreQueryParameters.from_name_and_type("counts", KV))
     app.start()
@@ -69,6 +73,13 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
     assert windows.fetch("a", T, T + 20) == [KeyValue(T, 1), KeyValue(T + 10, 1)]
     assert windows.fetch_all(T, T + 5) == [KeyValue(Windowed("a", TimeWindow(T, T + 10)), 1),
                                            KeyValue(Windowed("b", TimeWindow(T, T + 10)), 1)]
+
+    sessions = app.store(StoreQueryParameters.from_name_and_type("sessions", QueryableStoreTypes.session_store()))
+    assert sessions.fetch("a") == [KeyValue(Windowed("a", SessionWindow(T + 1, T + 1)), 1),
+                                   KeyValue(Windowed("a", SessionWindow(T + 13, T + 13)), 1)]
+    assert sessions.fetch_session("b", T + 2, T + 2) == 1
+    tbl = app.store(StoreQueryParameters.from_name_and_type("tbl", KV))
+    assert tbl.all() == [KeyValue("k1", "EU"), KeyValue("k2", "US")]
 
     kafka.produce(source, [(s.serialize("b"), s.serialize("w"), T + 14, 0)])
     app.process_all_available()

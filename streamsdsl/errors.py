@@ -88,8 +88,8 @@ def not_yet(owner: str, name: str) -> NotYetImplementedError | None:
 
     Examples
     --------
-    >>> print(not_yet("KStream", "process"))
-    KStream.process() is not implemented yet: see docs/differences.md, "Not yet implemented", the row Processor API.
+    >>> print(not_yet("KStream", "transform"))
+    KStream.transform() is not implemented yet: see docs/differences.md, "Not yet implemented", the row Processor API.
     >>> not_yet("KStream", "map") is None
     True
     """

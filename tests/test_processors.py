@@ -86,7 +86,6 @@ class TestDedup:
             "    Sink: KSTREAM-SINK-0000000001 (topic: out)\n"
             "      <-- dedup\n\n")
 
-    @pytest.mark.streaming_host
     def test_a_failed_record_leaves_no_trace_in_the_store(self, spark: Any) -> None:
         """A record whose processing fails rolls back what it wrote to the store."""
         class Failing(Processor):
@@ -180,7 +179,6 @@ class TestPunctuation:
 
 
     @pytest.mark.every_host
-    @pytest.mark.streaming_host
     def test_stream_time_punctuator_failure(self, spark: Any) -> None:
         """A stream-time punctuator that raises names the processor and the punctuation, on every
         host (on Spark it leaves its task's worker as a record's error does)."""
@@ -233,7 +231,6 @@ class TestProcessValues:
             i.pipe_input("a", "xy", 2)
             assert outputs(d, value_serde=Serdes.Long()) == [("a", 1, 1), ("a", 2, 2)]
 
-    @pytest.mark.streaming_host
     def test_process_then_group_repartitions(self, spark: Any) -> None:
         """process may change keys: a grouping after it reads a repartition topic."""
         class Swap(Processor):
@@ -256,7 +253,6 @@ class TestProcessValues:
 
 
 class TestWindowStore:
-    @pytest.mark.streaming_host
     def test_per_key_count_in_a_tumbling_window_store(self, spark: Any) -> None:
         """A processor counting per key and 10 ms window in a window store (the oracle's menu)."""
         class WindowCount(Processor):
@@ -323,7 +319,6 @@ class TestBuildErrors:
 
 
 class TestContextInTheDriver:
-    @pytest.mark.streaming_host
     def test_metadata_application_and_task(self, spark: Any) -> None:
         """record_metadata() is the piped record's topic, partition 0 and offset; the driver is one
         task, 0_0; the application id is the config's (Kafka's driver's default without one)."""
@@ -378,7 +373,6 @@ class TestOnEveryHost:
             assert outputs(d) == [("a", "50", 50), ("tick", "50", 50), ("tick", "120", 120), ("c", "130", 130),
                                   ("tick", "260", 260), ("e", "260", 210)]
 
-    @pytest.mark.streaming_host
     @pytest.mark.every_host
     def test_forward_to_one_child(self, spark: Any) -> None:
         """``forward(record, child_name)`` reaches that child only; ``forward(record)`` every child,
@@ -542,7 +536,6 @@ class TestStreamingQuery:
 
 class TestExpiredPuts:
     @pytest.mark.every_host
-    @pytest.mark.streaming_host
     def test_a_put_of_an_expired_window_is_a_dropped_record(self, spark: Any) -> None:
         """An in-memory window store drops a put whose window has expired and counts it in
         dropped-records-total, as Kafka Streams' store does."""

@@ -366,7 +366,7 @@ class TestKafkaStreamsConstruction:
         assert repr(app) == "KafkaStreams(application.id='orders', state=CREATED)"
 
     def test_query_is_no_trap(self) -> None:
-        """``query`` is Kafka Streams' interactive query (not here yet): before and after start it
+        """``query`` is Kafka Streams' IQv2 query (not here yet): before and after start it
         raises an error naming the docs' row and where Spark's StreamingQuery is, not
         ``'NoneType' object is not callable``."""
         from streamsdsl import NotYetImplementedError
@@ -376,7 +376,7 @@ class TestKafkaStreamsConstruction:
             app.query()
         assert info.value.args == (
             "KafkaStreams.query() is not implemented yet: see docs/differences.md, \"Not yet implemented\", the row "
-            "interactive queries. Spark's StreamingQuery is KafkaStreams.streaming_query (None before start()).",
+            "IQv2. Spark's StreamingQuery is KafkaStreams.streaming_query (None before start()).",
         )
         assert isinstance(info.value, AttributeError) and app.streaming_query is None
 
