@@ -39,7 +39,9 @@ def _topology(source: str, sink: str, table: str = "iq-table") -> Topology:
     grouped.reduce(lambda a, v: a + v).to_stream().to(sink)  # an unnamed store
     sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_and_grace(5, 100))
     sessions.count(materialized=Materialized.as_("sessions")).to_stream().map(lambda k, v: (k.key, v)).to(sink)
-    b.table(table, STRINGS, materialized=Materialized.as_("tbl")).to_stream().to(sink)
+    regions = b.table(table, STRINGS, materialized=Materialized.as_("tbl"))
+    regions.to_stream().to(sink)
+    regions.group_by(lambda k, v: (v, v)).count(materialized=Materialized.as_("per-region"))
     return b.build()
 
 
@@ -80,6 +82,8 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
     assert sessions.fetch_session("b", T + 2, T + 2) == 1
     tbl = app.store(StoreQueryParameters.from_name_and_type("tbl", KV))
     assert tbl.all() == [KeyValue("k1", "EU"), KeyValue("k2", "US")]
+    per_region = app.store(StoreQueryParameters.from_name_and_type("per-region", KV))
+    assert per_region.all() == [KeyValue("EU", 1), KeyValue("US", 1)]  # a grouped table's, with no sink
 
     kafka.produce(source, [(s.serialize("b"), s.serialize("w"), T + 14, 0)])
     app.process_all_available()

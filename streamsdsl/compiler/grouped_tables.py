@@ -79,6 +79,9 @@ class GroupedTableConfig:
     selector: Any = None
     fns: GroupedTableFunctions | None = None
     replay: bool = False
+    #: The name of the operator's state variable (an aggregation's: its store, which interactive
+    #: queries find it by).
+    state_name: str = "state"
 
     @property
     def state_serde(self) -> PlanSerde:
@@ -102,7 +105,7 @@ class GroupedTableOperator(KeyedOperator):
     replay_fields = (CARRIED_STATE, CARRIED_KEY)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("state", f"value {self.config.state_serde.spark_type}, ts bigint")
+        self.state = handle.getValueState(self.config.state_name, f"value {self.config.state_serde.spark_type}, ts bigint")
 
     def handleInputRows(self, key: Any, rows: Iterator[Row], timerValues: Any) -> Iterator[Row]:  # noqa: N802,N803
         cfg = self.config
@@ -232,7 +235,7 @@ def _grouped_table_aggregate(self: Lowering, node: ir.GroupedTableAggregateNode)
 
         df = df.withColumn("key", convert_column(F.col("key"), regrouped.key.serde, key_out))
     config = GroupedTableConfig(node.name, AGGREGATE, key_out, regrouped.value, key_out, value_out,
-                                fns=d.functions)
+                                fns=d.functions, state_name=node.store)
     self.choices.record(node.name, Backend.PYTHON, "grouped tables run on the Python operator")
     return Frame(_run(self, df, config), d.key, value_out, is_table=True)
 

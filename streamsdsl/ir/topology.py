@@ -116,7 +116,7 @@ class Topology(NotYetAttributes):
         out = []
         for n in self.nodes:
             named = any(not GENERATED_STORE_NAME.search(s) for s in n.stores) and (
-                isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode))
+                isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode))
                 or (isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized))
             if named or isinstance(n, ProcessNode):
                 out.append(n.name)

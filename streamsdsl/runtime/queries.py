@@ -155,7 +155,8 @@ class StoreReader:
             raise InvalidStateStoreError(
                 f"Cannot get state store {name!r}: {node.name} runs on Spark's native aggregation, whose state is "
                 "not a store; run it on streamsdsl's operator to query it (streamsdsl.operator = python or jvm).")
-        if not isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode, ir.TableSourceNode, ir.StreamToTableNode)):
+        if not isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
+                                 ir.TableSourceNode, ir.StreamToTableNode)):
             raise InvalidStateStoreError(
                 f"Cannot get state store {name!r}: the store of {node.name} ({type(node).__name__}) is not queryable "
                 "yet; aggregations', materialized tables' and processors' stores are.")
@@ -187,7 +188,7 @@ class StoreReader:
         for row in self._rows(name):
             key = key_serde.from_internal(row.key[0])
             cell = row.value[0]
-            if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
+            if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
                 out.append(StoreEntry(key, 0, 0, value_serde.from_internal(cell), row.value[1]))
             elif jvm:
                 out.extend(StoreEntry(key, s, e, v, ts) for s, e, v, ts in _jvm_windows(cell, value_serde.spark_type))
