@@ -27,7 +27,7 @@ STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
 KV, WINDOW = QueryableStoreTypes.key_value_store(), QueryableStoreTypes.window_store()
 
 
-def _topology(source: str, sink: str, table: str = "iq-table") -> Topology:
+def _topology(source: str, sink: str, table: str = "iq-table", other: str = "iq-other") -> Topology:
     b = StreamsBuilder()
     grouped = b.stream(source, STRINGS).group_by_key()
     grouped.count(materialized=Materialized.as_("counts")).to_stream().to(sink, Produced.with_serdes(Serdes.String(),
@@ -42,6 +42,7 @@ def _topology(source: str, sink: str, table: str = "iq-table") -> Topology:
     regions = b.table(table, STRINGS, materialized=Materialized.as_("tbl"))
     regions.to_stream().to(sink)
     regions.group_by(lambda k, v: (v, v)).count(materialized=Materialized.as_("per-region"))
+    regions.join(b.table(other, STRINGS), lambda region, tier: f"{region}/{tier}", materialized=Materialized.as_("joined"))
     return b.build()
 
 
@@ -52,12 +53,13 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
                                                operator: str) -> None:
     """A count (either operator), a Python aggregate and a windowed count answer point, range
     and window queries with the state of the last committed micro-batch; a later batch shows."""
-    source, sink, table = new_topic(1), new_topic(1), new_topic(1)
+    source, sink, table, other = new_topic(1), new_topic(1), new_topic(1), new_topic(1)
     s = Serdes.String()
     kafka.produce(source, [(s.serialize(k), s.serialize(v), T + ts, 0)
                            for k, v, ts in (("a", "x", 1), ("b", "y", 2), ("a", "z", 13))])
     kafka.produce(table, [(s.serialize("k1"), s.serialize("EU"), T + 1, 0), (s.serialize("k2"), s.serialize("US"), T + 2, 0)])
-    app = app_factory(_topology(source, sink, table), streams_config("iq", {"streamsdsl.operator": operator}))
+    kafka.produce(other, [(s.serialize("k1"), s.serialize("gold"), T + 3, 0)])
+    app = app_factory(_topology(source, sink, table, other), streams_config("iq", {"streamsdsl.operator": operator}))
     with pytest.raises(IllegalStateError):
         app.store(StoreQueryParameters.from_name_and_type("counts", KV))
     app.start()
@@ -84,6 +86,8 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
     assert tbl.all() == [KeyValue("k1", "EU"), KeyValue("k2", "US")]
     per_region = app.store(StoreQueryParameters.from_name_and_type("per-region", KV))
     assert per_region.all() == [KeyValue("EU", 1), KeyValue("US", 1)]  # a grouped table's, with no sink
+    joined = app.store(StoreQueryParameters.from_name_and_type("joined", QueryableStoreTypes.timestamped_key_value_store()))
+    assert joined.all() == [KeyValue("k1", ValueAndTimestamp("EU/gold", T + 3))]  # a table-table join's
 
     kafka.produce(source, [(s.serialize("b"), s.serialize("w"), T + 14, 0)])
     app.process_all_available()

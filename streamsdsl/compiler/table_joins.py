@@ -90,7 +90,7 @@ class TableJoinOperator(KeyedOperator):
                                   cached=config.cached, filtered_sides=config.filtered_sides)
 
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self.state = handle.getValueState("join", self.config.state_fields)
+        self.state = handle.getValueState(self.config.state_name, self.config.state_fields)
 
     def _decode(self, lv: Any, lts: Any, rv: Any, rts: Any, has_result: Any) -> TableJoinState:
         cfg = self.config
@@ -183,7 +183,7 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     key, value_out = d.key_serde, d.value
     config = TableJoinConfig(node.name, node.kind, key, value_out, d.left_value, d.right_value, d.joiner,
                              cached=self.flush is FlushPolicy.PER_RECORD, materialized=d.materialized,
-                             filtered_sides=d.filtered_sides)
+                             filtered_sides=d.filtered_sides, state_name=node.store or "join")
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))

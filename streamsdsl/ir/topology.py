@@ -115,9 +115,11 @@ class Topology(NotYetAttributes):
         a queryable store; a generated store name is not queryable)."""
         out = []
         for n in self.nodes:
-            named = any(not GENERATED_STORE_NAME.search(s) for s in n.stores) and (
-                isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode))
-                or (isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized))
+            own = (n.store if isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
+                                             ir.TableTableJoinNode))
+                   else n.store if isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized
+                   else None)
+            named = own is not None and not GENERATED_STORE_NAME.search(own)
             if named or isinstance(n, ProcessNode):
                 out.append(n.name)
         return tuple(out)

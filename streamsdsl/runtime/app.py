@@ -494,8 +494,9 @@ class KafkaStreams(NotYetAttributes):
         """A read-only view of a named store (Kafka Streams' interactive queries):
         ``app.store(StoreQueryParameters.from_name_and_type("counts", QueryableStoreTypes.key_value_store()))``.
 
-        Every named store is queryable: an aggregation's or a table's (``Materialized.as_``, on
-        the Python or the JVM operator) and a processor's (``StreamsBuilder.add_state_store``).
+        Every named store is queryable: an aggregation's, a cogroup's, a grouped table's, a
+        table's or a table–table join's (``Materialized.as_``, on the Python or the JVM operator)
+        and a processor's (``StreamsBuilder.add_state_store``).
         Each call of the view reads the state of the last committed micro-batch from the
         checkpoint (`streamsdsl.runtime.queries`); an unnamed store is refused with the fix.
 

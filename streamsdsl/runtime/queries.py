@@ -25,6 +25,8 @@ from streamsdsl import ir
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
 from streamsdsl.records import GENERATED_STORE_NAME
+from streamsdsl.semantics.table_table import TableJoinState, join_store_entry
+from streamsdsl.semantics.tables import TableValue
 from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
 from streamsdsl.state import MemoryBackend, open_store
 
@@ -156,10 +158,10 @@ class StoreReader:
                 f"Cannot get state store {name!r}: {node.name} runs on Spark's native aggregation, whose state is "
                 "not a store; run it on streamsdsl's operator to query it (streamsdsl.operator = python or jvm).")
         if not isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
-                                 ir.TableSourceNode, ir.StreamToTableNode)):
+                                 ir.TableSourceNode, ir.StreamToTableNode, ir.TableTableJoinNode)):
             raise InvalidStateStoreError(
                 f"Cannot get state store {name!r}: the store of {node.name} ({type(node).__name__}) is not queryable "
-                "yet; aggregations', materialized tables' and processors' stores are.")
+                "(nor is it in Kafka Streams); aggregations', tables' and processors' stores are.")
         reader = lambda: self._dsl_entries(name, node)  # noqa: E731 - read again on every call
         view = {"key-value": ReadOnlyKeyValueStore, "window": ReadOnlyWindowStore, "session": ReadOnlySessionStore}[kind]
         return view(name, reader) if kind == "session" else view(name, reader, timestamped=wanted.timestamped)
@@ -188,7 +190,11 @@ class StoreReader:
         for row in self._rows(name):
             key = key_serde.from_internal(row.key[0])
             cell = row.value[0]
-            if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
+            if isinstance(node, ir.TableTableJoinNode):
+                joined = self._joined(node, row.value)
+                if joined is not None:
+                    out.append(StoreEntry(key, 0, 0, joined[0], joined[1]))
+            elif isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
                 out.append(StoreEntry(key, 0, 0, value_serde.from_internal(cell), row.value[1]))
             elif jvm:
                 out.extend(StoreEntry(key, s, e, v, ts) for s, e, v, ts in _jvm_windows(cell, value_serde.spark_type))
@@ -196,6 +202,15 @@ class StoreReader:
                 out.extend(StoreEntry(key, s, e, value_serde.from_internal(agg), ts)
                            for s, e, agg, ts, _ in pickle.loads(cell))
         return out
+
+    def _joined(self, node: ir.TableTableJoinNode, cells: Any) -> tuple[Any, int] | None:
+        """A materialized table–table join's entry from its state row (both sides' values and
+        timestamps, whether the result store holds the key): `join_store_entry`."""
+        left, right = (self.compiled.frames[p].value for p in node.parents)
+        lv, lts, rv, rts, has_result = cells
+        state = TableJoinState(None if lts is None else TableValue(left.from_internal(lv), lts),
+                               None if rts is None else TableValue(right.from_internal(rv), rts), bool(has_result))
+        return join_store_entry(state, node.joiner.fn)
 
     def _processor_store(self, name: str) -> Any:
         backend = MemoryBackend()
