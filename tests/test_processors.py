@@ -42,6 +42,18 @@ class Dedup(Processor):
             self.seen.delete(key)
 
 
+class Ticks(Processor):
+    """Forwards each record with the task's stream time as its value, and a ``tick`` record
+    every 100 ms of stream time."""
+
+    def init(self, context: Any) -> None:
+        self.context = context
+        context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
+
+    def process(self, record: Record) -> None:
+        self.context.forward(record.with_value(str(self.context.current_stream_time_ms())))
+
+
 def dedup_topology() -> Any:
     b = StreamsBuilder()
     b.add_state_store(kv_store("seen"))
@@ -144,14 +156,6 @@ class TestPunctuation:
     def test_stream_time_punctuator_sees_the_task_stream_time(self, spark: Any) -> None:
         """Stream time is the largest timestamp the task has read: an out-of-order record does
         not move it back, and the punctuator is called with it."""
-        class Ticks(Processor):
-            def init(self, context: Any) -> None:
-                self.context = context
-                context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
-
-            def process(self, record: Record) -> None:
-                self.context.forward(record.with_value(str(self.context.current_stream_time_ms())))
-
         b = StreamsBuilder()
         b.stream("in", STRINGS).process(Ticks).to("out", Produced.with_serdes(Serdes.String(), Serdes.String()))
         with TopologyTestDriver(b.build(), spark=spark) as d:
@@ -354,14 +358,6 @@ class TestOnEveryHost:
     def test_records_filtered_before_the_processor_move_stream_time(self, spark: Any) -> None:
         """Kafka's task reads every record of its partitions: a record filtered out before the
         processor still moves the task's stream time, and the task punctuates after it."""
-        class Ticks(Processor):
-            def init(self, context: Any) -> None:
-                self.context = context
-                context.schedule(100, STREAM, lambda t: context.forward(Record("tick", str(t), t)))
-
-            def process(self, record: Record) -> None:
-                self.context.forward(record.with_value(str(self.context.current_stream_time_ms())))
-
         b = StreamsBuilder()
         (b.stream("in", STRINGS).filter(lambda k, v: v != "skip").process(Ticks)
          .to("out", Produced.with_serdes(Serdes.String(), Serdes.String())))

@@ -140,14 +140,7 @@ def _needed(topology: Topology) -> set[str]:
     """The nodes some sink, some user processor or some named store depends on: only they are
     lowered (and only they run; `Topology.runs_unread`: a processor runs for its stores and
     punctuators, a named store for its queries, even when nothing reads their output)."""
-    needed: set[str] = set()
-    pending = [s.name for s in topology.sinks] + list(topology.runs_unread())
-    while pending:
-        name = pending.pop()
-        if name not in needed:
-            needed.add(name)
-            pending.extend(topology.node(name).parents)
-    return needed
+    return topology.ancestors(*(s.name for s in topology.sinks), *topology.runs_unread())
 
 
 def _unread_processors(topology: Topology, lowering: Lowering) -> list[DataFrame]:

@@ -430,17 +430,6 @@ def _processors(topology: Any) -> list[str]:
     return [n.name for n in topology.topological_order() if isinstance(n, ir.ProcessNode)]
 
 
-def _ancestors(topology: Any, name: str) -> set[str]:
-    seen: set[str] = set()
-    todo = [name]
-    while todo:
-        n = todo.pop()
-        if n not in seen:
-            seen.add(n)
-            todo.extend(topology.node(n).parents)
-    return seen
-
-
 #: Node types that pass each record on once, with its timestamp: a processor below a chain of
 #: them reads every source record itself, so its records tick and no tick rows are needed.
 _ONE_FOR_ONE = (ir.MapNode, ir.MapValuesNode, ir.SelectKeyNode, ir.PeekNode)
@@ -481,7 +470,7 @@ def _process(self: Lowering, node: ir.ProcessNode) -> Frame:
             f"{node.name}: state store {shared[0]!r} is connected to more than one processor; on Spark each processor "
             "keeps its own stores, so a store shared by processors runs on the direct engine only (engine='direct'). "
             "Give each processor its own store, or do both steps in one processor.")
-    ancestors = _ancestors(topology, node.name)
+    ancestors = topology.ancestors(node.name)
     sources = [n.name for n in topology.topological_order() if isinstance(n, ir.SourceNode)
                and (replay or n.name in ancestors)]
     own_ticks = _records_tick(topology, node, sources)

@@ -80,14 +80,7 @@ class Run:
         """The nodes a sink, a processor or a named store depends on (`Topology.runs_unread`: a
         processor runs for its stores and punctuators, a named store for its queries, even when
         nothing reads their output)."""
-        needed: set[str] = set()
-        pending = [s.name for s in self.topology.sinks] + list(self.topology.runs_unread())
-        while pending:
-            name = pending.pop()
-            if name not in needed:
-                needed.add(name)
-                pending.extend(self.topology.node(name).parents)
-        return needed
+        return self.topology.ancestors(*(s.name for s in self.topology.sinks), *self.topology.runs_unread())
 
     def _build(self) -> None:
         topology = self.topology

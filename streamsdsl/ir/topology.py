@@ -109,6 +109,17 @@ class Topology(NotYetAttributes):
     def store_names(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([*(s for n in self.nodes for s in n.stores), *(b.name for b in self.state_stores)]))
 
+    def ancestors(self, *names: str) -> set[str]:
+        """``names`` and every node they depend on (their parents, at any depth)."""
+        seen: set[str] = set()
+        todo = list(names)
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(self.node(name).parents)
+        return seen
+
     def runs_unread(self) -> tuple[str, ...]:
         """The nodes that run even when no sink reads them, as in Kafka Streams: a user processor
         (for its stores and punctuators) and a node holding a named store (``Materialized.as_``:

@@ -135,6 +135,8 @@ class StoreReader:
 
     def __init__(self, spark: SparkSession, checkpoint: str, compiled: CompiledTopology) -> None:
         self.spark, self.checkpoint, self.compiled = spark, checkpoint, compiled
+        #: The operator id of each store found so far (the ids of a query's plan do not change).
+        self._operators: dict[str, int] = {}
 
     def view(self, params: StoreQueryParameters) -> Any:
         """The read-only view ``params`` asks for (refused with the reason and the fix)."""
@@ -176,9 +178,12 @@ class StoreReader:
         return None
 
     def _rows(self, name: str) -> list[Any]:
-        operator = self._operator(name)
+        operator = self._operators.get(name)
         if operator is None:
-            return []
+            operator = self._operator(name)
+            if operator is None:
+                return []
+            self._operators[name] = operator
         return (self.spark.read.format("statestore").option("path", self.checkpoint)
                 .option("operatorId", operator).option("stateVarName", name).load().collect())
 
