@@ -51,6 +51,7 @@ from streamsdsl.errors import InvalidTypeError, NotYetAttributes, StreamsDslErro
 from streamsdsl.io.leases import ClientLease
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import Connector, StreamsConfig, StreamsConfigError
+from streamsdsl.runtime.connect import is_connect
 from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, NoSinkError, StreamsError
 from streamsdsl.runtime.failures import locate, query_error
@@ -307,7 +308,7 @@ class KafkaStreams(NotYetAttributes):
                 self._release_clients(None)
                 raise
             self._transition(State.RUNNING)
-        ui = spark.sparkContext.uiWebUrl
+        ui = None if is_connect(spark) else spark.sparkContext.uiWebUrl  # Spark Connect: the server's UI
         log.info(
             "KafkaStreams %r started (%s checkpoint %s); reading %s, writing %s; Spark UI: %s",
             self.config.application_id,

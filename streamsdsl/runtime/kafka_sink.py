@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from streamsdsl.compiler import CompiledSink
+    from streamsdsl.runtime.connect import ConnectBatchWriter
     from streamsdsl.runtime.config import StreamsConfig
 
 __all__ = ["DEAD_LETTER_WRITER", "InstanceFence", "KafkaTopicSink"]
@@ -220,6 +221,15 @@ class KafkaTopicSink:
         with self._lock:
             self.emitted_total += n
             self.emitted[batch_id] = self.emitted.get(batch_id, 0) + n
+
+    def connect_writer(self, sinks: list[CompiledSink], dead_letters: bool) -> ConnectBatchWriter:
+        """The micro-batch function of this sink on a Spark Connect session, which runs in a Python
+        process of the server (`streamsdsl.runtime.connect.ConnectBatchWriter`): the same writes,
+        without the counts of what it wrote (those stay in the server's process)."""
+        from streamsdsl.runtime.connect import ConnectBatchWriter
+
+        return ConnectBatchWriter(sinks, self._options, dead_letters=dead_letters,
+                                  dead_letter_topic=self._config.dead_letter_topic)
 
     def write_dead_letters(self, rows: DataFrame, batch_id: int) -> None:
         """Log the records ``log_and_continue`` skipped; write them to the dead-letter topic.

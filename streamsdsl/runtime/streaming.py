@@ -26,6 +26,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.records import DLQ_HEADERS
 from streamsdsl.errors import TopologyError
+from streamsdsl.runtime.connect import ConnectUnsupportedError, is_connect
 from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
 from streamsdsl.runtime.session import require_state_store
 
@@ -50,7 +51,11 @@ class BatchSink(Protocol):
 
     A sink may also define ``write_dead_letters(rows, batch_id)``: it then receives the raw
     records the ``log_and_continue`` handler skipped, with Kafka Streams' error headers and the
-    columns ``source_topic``, ``source_partition``, ``source_offset``.
+    columns ``source_topic``, ``source_partition``, ``source_offset``. On a Spark Connect
+    session the micro-batch function runs in a Python process of the server: a sink that runs
+    there defines ``connect_writer(sinks, dead_letters)``, returning a picklable function of
+    ``(batch, batch_id)`` that writes the whole batch
+    (`streamsdsl.runtime.connect.ConnectBatchWriter`).
     """
 
     def write_batch(self, sink: CompiledSink, rows: DataFrame, batch_id: int) -> None: ...
@@ -146,7 +151,17 @@ def start_streaming(
         finally:
             batch.unpersist()
 
-    writer = compiled.output.writeStream.outputMode("update").foreachBatch(each_batch)
+    batch_function: Callable[[DataFrame, int], None] = each_batch
+    if is_connect(compiled.output.sparkSession):
+        # over Spark Connect the function is pickled and runs in a Python process of the server
+        connect_writer = getattr(sink, "connect_writer", None)
+        if connect_writer is None:
+            raise ConnectUnsupportedError(
+                f"{type(sink).__name__} cannot write micro-batches on a Spark Connect session: Spark Connect runs "
+                "the micro-batch function in a Python process of the server, and this sink has no connect_writer("
+                "sinks, dead_letters) giving a picklable function for it (docs/connect.md).")
+        batch_function = connect_writer(sinks, dead_letters)
+    writer = compiled.output.writeStream.outputMode("update").foreachBatch(batch_function)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if query_name:
         writer = writer.queryName(query_name)

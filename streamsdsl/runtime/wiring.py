@@ -68,10 +68,14 @@ def raw_source(spark: SparkSession, config: StreamsConfig,
 def prepare_session(spark: SparkSession, config: StreamsConfig) -> None:
     """Make ``spark`` ready for the application's query: py4j logging at WARNING without duplicate
     tracebacks (also on a session streamsdsl did not build), the ``streamsdsl-kafka`` data source
-    registered, and Spark's JVM Kafka connector checked where the config asks for it."""
+    registered, and Spark's JVM Kafka connector checked where the config asks for it. On a Spark
+    Connect session, what cannot run there is refused first (`streamsdsl.runtime.connect.check_connect`)."""
     from streamsdsl.io import register
+    from streamsdsl.runtime.connect import check_connect, is_connect
     from streamsdsl.runtime.session import quiet_py4j
 
+    if is_connect(spark):
+        check_connect(config)
     quiet_py4j()
     register(spark)
     if config.connector is Connector.JVM:

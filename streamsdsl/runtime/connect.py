@@ -1,0 +1,167 @@
+"""Running on a Spark Connect session (``SparkSession.builder.remote("sc://host:port")``).
+
+Over Spark Connect the application's process holds no JVM: the plan travels to the server as
+protobuf, and the functions of the plan (user functions, the Python data source, the
+``foreachBatch`` function) are pickled and run in Python processes the *server* starts. So:
+
+- `is_connect` tells a Connect session from a classic one (by its class: no py4j call);
+- `ConnectBatchWriter` is the micro-batch function of `KafkaStreams` over Connect: a plain,
+  picklable object (the sinks' indexes and topics, the writer options) that writes each sink's
+  rows with the ``streamsdsl-kafka`` batch writer, as `streamsdsl.runtime.kafka_sink.KafkaTopicSink`
+  does in a classic session. It runs in the server's Python process: what it counts stays
+  there, so the application's process reads the plan's observations from the query's progress
+  (`streamsdsl.runtime.metrics.progress_observations`), which Connect carries;
+- `check_connect` refuses, before anything starts, what cannot run over Connect, with the
+  reason and the way out (docs/connect.md).
+
+Imports pyspark lazily.
+
+Examples
+--------
+>>> class ConnectSession:  # pyspark.sql.connect.session.SparkSession's module is what counts
+...     pass
+>>> ConnectSession.__module__ = "pyspark.sql.connect.session"
+>>> is_connect(ConnectSession()), is_connect(object())
+(True, False)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from streamsdsl.errors import StreamsDslError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streamsdsl.compiler import CompiledSink
+    from streamsdsl.runtime.config import StreamsConfig
+
+__all__ = ["ConnectBatchWriter", "ConnectUnsupportedError", "check_connect", "is_connect"]
+
+log = logging.getLogger("streamsdsl")
+
+#: How many skipped records of one micro-batch the server's Python process logs one by one.
+_LOGGED_SKIPS = 10
+
+
+class ConnectUnsupportedError(StreamsDslError, ValueError):
+    """What the application asks for cannot run on a Spark Connect session (the message says why
+    and what to do instead)."""
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (``pyspark.sql.connect.session.SparkSession``,
+    built with ``SparkSession.builder.remote(...)``), told by its class alone."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def check_connect(config: StreamsConfig) -> None:
+    """Raise `ConnectUnsupportedError` when ``config`` asks for what a `KafkaStreams` application
+    cannot do on a Spark Connect session.
+
+    ``processing.guarantee = exactly_once_v2`` is refused: its instance fence (a registration
+    the application's process commits before its first write and checks before each micro-batch
+    writes, `streamsdsl.runtime.kafka_sink.InstanceFence`) and the query's identity read from the
+    checkpoint's files belong to the process that runs the micro-batch function, which over
+    Connect is a Python process of the server, not the application's.
+
+    Examples
+    --------
+    >>> from streamsdsl.runtime.config import StreamsConfig
+    >>> check_connect(StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092"}))
+    >>> check_connect(StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092",
+    ...                                          "processing.guarantee": "exactly_once_v2"}))
+    Traceback (most recent call last):
+    ...
+    streamsdsl.runtime.connect.ConnectUnsupportedError: 'processing.guarantee' = 'exactly_once_v2' cannot run on a Spark Connect session: ...
+    """
+    if config.exactly_once:
+        raise ConnectUnsupportedError(
+            "'processing.guarantee' = 'exactly_once_v2' cannot run on a Spark Connect session: its instance fence "
+            "and transactional writes are kept by the process that writes each micro-batch, which over Spark "
+            "Connect is a Python process of the server, not this application. Run it on a classic SparkSession "
+            "(SparkSession.builder.master(...), or spark-submit), or use 'at_least_once' (docs/connect.md)."
+        )
+
+
+class ConnectBatchWriter:
+    """The ``foreachBatch`` function of a `KafkaStreams` query on a Spark Connect session.
+
+    Spark Connect pickles it and calls it, once per micro-batch, in a Python process the server
+    starts, with the batch as a Connect DataFrame. It holds plain data only: per sink its index
+    in the plan's `streamsdsl.compiler.columns.SINK_INDEX` column and its topic, the writer
+    options of `streamsdsl.runtime.config.StreamsConfig.sink_options` (with the client lease),
+    and the dead-letter topic.
+
+    Parameters
+    ----------
+    sinks : sequence of CompiledSink
+        The compiled topology's sinks (`streamsdsl.compiler.CompiledTopology.sinks`).
+    options : mapping of str to str
+        The ``streamsdsl-kafka`` writer options, with the client lease (the path of a
+        `streamsdsl.io.leases.ClientLease`: a server on another machine cannot see it and keeps
+        its producers until they idle out).
+    dead_letters : bool
+        Whether the plan carries the records the ``log_and_continue`` handler skipped.
+    dead_letter_topic : str, optional
+        Where those records go (None: they are logged only).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> writer = ConnectBatchWriter([], {"kafka.bootstrap.servers": "k:9092"}, dead_letters=False)
+    >>> pickle.loads(pickle.dumps(writer)).options
+    {'kafka.bootstrap.servers': 'k:9092'}
+    """
+
+    def __init__(self, sinks: Any, options: Mapping[str, str], *, dead_letters: bool,
+                 dead_letter_topic: str | None = None) -> None:
+        self.sinks: tuple[tuple[int, str], ...] = tuple((int(s.index), str(s.topic)) for s in sinks)
+        self.options = dict(options)
+        self.dead_letters = dead_letters
+        self.dead_letter_topic = dead_letter_topic
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        """Write micro-batch ``batch_id``: its dead letters, then each sink's rows to its topic."""
+        from pyspark import StorageLevel
+
+        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, SINK_INDEX
+        from streamsdsl.runtime.streaming import SINK_COLUMNS, _dead_letter_view
+
+        batch = batch.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            if not self.sinks:  # what runs unread (a processor, a named store): the whole batch must run
+                batch.count()
+            if self.dead_letters:
+                dead = batch.filter(batch[SINK_INDEX] == DEAD_LETTER_SINK)
+                if not dead.isEmpty():
+                    self._dead_letters(_dead_letter_view(dead), batch_id)
+            for index, topic in self.sinks:
+                self._write(batch.filter(batch[SINK_INDEX] == index).select(*SINK_COLUMNS), topic)
+        finally:
+            batch.unpersist()
+
+    def _write(self, rows: DataFrame, topic: str) -> None:
+        from streamsdsl.io import SOURCE_NAME
+
+        if rows.isEmpty():
+            return
+        rows.write.format(SOURCE_NAME).mode("append").options(**self.options).option("topic", topic).save()
+
+    def _dead_letters(self, rows: DataFrame, batch_id: int) -> None:
+        skipped = rows.select("source_topic", "source_partition", "source_offset").collect()
+        for r in skipped[:_LOGGED_SKIPS]:
+            log.warning(
+                "Skipped a record that cannot be deserialized (default.deserialization.exception.handler="
+                "log_and_continue): topic %s partition %s offset %s",
+                r["source_topic"], r["source_partition"], r["source_offset"],
+            )
+        if len(skipped) > _LOGGED_SKIPS:
+            log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
+        if self.dead_letter_topic:
+            from streamsdsl.runtime.streaming import SINK_COLUMNS
+
+            self._write(rows.select(*SINK_COLUMNS), self.dead_letter_topic)
