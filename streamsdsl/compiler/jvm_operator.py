@@ -1,5 +1,6 @@
 """The JVM operator: built-in aggregations on a Java ``StatefulProcessor`` (``jvm/src``), applied
-through py4j, producing the same rows as the Python operator (`streamsdsl.compiler.processors`).
+through py4j (on Spark Connect: the jar's SQL extension), producing the same rows as the Python
+operator (`streamsdsl.compiler.processors`).
 
 `builtin_form` recognises an aggregation the JVM operator can run (``count()``,
 ``reduce(operator.add | max | min)`` on Long / Integer / Double values, the
@@ -9,7 +10,8 @@ field is extracted here, in the plan). `OperatorChoices.choose` applies the comp
 ``streamsdsl.operator`` setting (`streamsdsl.compiler.plan.CompileOptions`) and the session's
 ability to load the jar, and records the decision as data (`OperatorChoice`: a `Backend` and a
 reason), which ``explain()``, the log and the fingerprint read. `apply_jvm` runs the operator
-on the prepared input.
+on the prepared input: through py4j on a classic session, as a hint the jar's SQL extension
+(`CONNECT_EXTENSION`) replaces on a Spark Connect session.
 """
 
 from __future__ import annotations
@@ -54,6 +56,13 @@ JSON_CHECK_CLASS = "io.streamsdsl.jvm.JsonCheck"
 RECORD_ERRORS_CLASS = "io.streamsdsl.jvm.RecordErrors"
 #: The jar's drop counter of a streaming plan's drop points (`drop_counter`).
 DROP_COUNTER_CLASS = "io.streamsdsl.jvm.DropCounter"
+#: The jar's Spark SQL extension, the JVM operator of Spark Connect sessions (``spark.sql.extensions``):
+#: it replaces the hint `OPERATOR_HINT` by the operator and answers `PROTOCOL_FUNCTION`.
+CONNECT_EXTENSION = "io.streamsdsl.jvm.StreamsDslExtensions"
+#: The hint ``apply_jvm`` puts on the operator input of a Connect session (the spec and output schema JSON).
+OPERATOR_HINT = "streamsdsl_operator"
+#: The extension's SQL function returning the jar's contract version.
+PROTOCOL_FUNCTION = "streamsdsl_jvm_protocol"
 #: The Python-JVM contract version the Java side must report (`streamsdsl.compiler.columns.JVM_CONTRACT`).
 PROTOCOL = JVM_PROTOCOL
 
@@ -247,8 +256,8 @@ def _checked(form: JvmAggregate, value_out: PlanSerde) -> JvmAggregate | str:
 
 def _unavailable(spark: Any) -> str | None:
     """Why ``spark`` cannot run the JVM operator (None: it can)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
-        return "a Spark Connect session (the JVM operator needs a classic session)"
+    if _connect(spark):
+        return _unavailable_over_connect(spark)
     key = id(spark.sparkContext._jsc)
     if key not in _available:
         try:
@@ -262,6 +271,31 @@ def _unavailable(spark: Any) -> str | None:
                                    "or pass --jars \"$(streamsdsl jar-path)\"")
             except JvmOperatorError:
                 _available[key] = "the jar is not built (no JDK 17 at install: see `python jvm/build.py`)"
+    return _available[key]
+
+
+def _connect(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _unavailable_over_connect(spark: Any) -> str | None:
+    """Why the Spark Connect session ``spark`` cannot run the JVM operator (None: it can): the
+    server must load the jar's SQL extension (`CONNECT_EXTENSION`), which answers
+    ``streamsdsl_jvm_protocol()`` with its contract version; asked once per server session."""
+    key = f"connect:{spark.session_id}"
+    if key not in _available:
+        try:
+            protocol = spark.sql(f"SELECT {PROTOCOL_FUNCTION}() AS protocol").head()[0]
+            _available[key] = None if protocol == PROTOCOL else (
+                f"the Spark Connect server loaded a jar of another streamsdsl version (protocol {protocol}, "
+                f"expected {PROTOCOL})")
+        except Exception as e:  # noqa: BLE001 - the function is unknown: the extension is not loaded
+            if "UNRESOLVED_ROUTINE" not in str(e) and PROTOCOL_FUNCTION not in str(e):
+                raise
+            _available[key] = (
+                "the Spark Connect server does not load streamsdsl's SQL extension: start it with "
+                f"--jars \"$(streamsdsl jar-path)\" --conf spark.sql.extensions={CONNECT_EXTENSION} "
+                "(docs/connect.md)")
     return _available[key]
 
 
@@ -299,7 +333,7 @@ def drop_counter(spark: Any, max_records: int) -> Any | None:
     """A new counter of one drop point (``io.streamsdsl.jvm.DropCounter``, registered with
     ``spark``'s context as an accumulator; at most ``max_records`` dropped records kept), or None
     when ``spark`` has not loaded the jar (the caller observes the point with ``observe``)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect") or _unavailable(spark) is not None:
+    if _connect(spark) or _unavailable(spark) is not None:
         return None
     return getattr(spark._jvm, DROP_COUNTER_CLASS).create(spark.sparkContext._jsc.sc(), max_records)
 
@@ -338,8 +372,10 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     spark = inp.sparkSession
-    jdf = getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json())
-    out = DataFrame(jdf, spark)
+    if _connect(spark):  # no py4j: the server's SQL extension replaces the hint by the operator
+        out = inp.hint(OPERATOR_HINT, json.dumps(spec), schema.json())
+    else:
+        out = DataFrame(getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json()), spark)
     return out.drop(EVENT_TIME_OUT) if event_time_out else out
 
 
