@@ -27,9 +27,11 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import warnings
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from streamsdsl.errors import StreamsDslError
 
@@ -39,9 +41,11 @@ if TYPE_CHECKING:
     from streamsdsl.compiler import CompiledSink
     from streamsdsl.runtime.config import StreamsConfig
 
-__all__ = ["ConnectBatchWriter", "ConnectUnsupportedError", "check_connect", "is_connect"]
+__all__ = ["ConnectBatchWriter", "ConnectUnsupportedError", "check_connect", "connect_observations", "is_connect",
+           "quiet_global_windows"]
 
 log = logging.getLogger("streamsdsl")
+T = TypeVar("T")
 
 #: How many skipped records of one micro-batch the server's Python process logs one by one.
 _LOGGED_SKIPS = 10
@@ -85,6 +89,54 @@ def check_connect(config: StreamsConfig) -> None:
             "Connect is a Python process of the server, not this application. Run it on a classic SparkSession "
             "(SparkSession.builder.master(...), or spark-submit), or use 'at_least_once' (docs/connect.md)."
         )
+
+
+def connect_observations(df: DataFrame) -> dict[str, dict[str, Any]]:
+    """The observations (``DataFrame.observe``) of the last action run on the Spark Connect
+    DataFrame ``df``, by name, each a dict of plain values (rows as dicts), as a classic
+    session's ``observedMetrics`` read as JSON gives them: Spark Connect returns them with the
+    action's result (``DataFrame.executionInfo``)."""
+    info = df.executionInfo
+    if info is None:
+        return {}
+    return {name: {k: _plain(v) for k, v in pairs.items()} for name, pairs in info.flows}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with every ``Row`` a dict, recursively.
+
+    >>> from pyspark.sql import Row
+    >>> _plain([Row(a=1, b=Row(c=None)), 2])
+    [{'a': 1, 'b': {'c': None}}, 2]
+    """
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict().items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+#: The Spark Connect client's warning on every plan with a window over the whole input, which
+#: the driver's replay plans hold on purpose (stream time runs across the whole replay).
+_GLOBAL_WINDOW_WARNING = r"WARN WindowExpression: No Partition Defined for Window operation"
+
+
+def quiet_global_windows(method: Callable[..., T]) -> Callable[..., T]:
+    """``method`` of a Spark-backed driver engine, without the Spark Connect client's warning
+    about a window with no partition (`_GLOBAL_WINDOW_WARNING`): the client raises it each time
+    it sends such a plan, and the `streamsdsl.runtime.driver.TopologyTestDriver`'s replay
+    plans order the whole run on purpose. A classic session logs nothing of the kind (only the
+    server's log has it)."""
+
+    @functools.wraps(method)
+    def quiet(*args: Any, **kwargs: Any) -> T:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_GLOBAL_WINDOW_WARNING, category=UserWarning)
+            return method(*args, **kwargs)
+
+    return quiet
 
 
 class ConnectBatchWriter:

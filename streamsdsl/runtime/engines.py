@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, OperationNotDefinedError, RecordError, TopologyError
+from streamsdsl.runtime.connect import quiet_global_windows
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
@@ -208,6 +209,7 @@ class SparkDriverEngine:
 
         return f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 
+    @quiet_global_windows
     def compile(self, records: DataFrame | None = None, clock: Any = None) -> CompiledTopology:
         """The plan of a run over ``records`` (the records piped since the previous run), or
         without records the plan's sinks and serdes; ``clock``: the processors' (`ProcessorClock`)."""
@@ -232,6 +234,7 @@ class SparkDriverEngine:
         return ProcessorClock(self._wall_clock, self._initial_wall_clock, advance, coordinates or {},
                               self._carry.first_position)
 
+    @quiet_global_windows
     def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
         """One replay of records ``start`` to ``end``; a failure reruns the records before it."""
         try:
@@ -306,6 +309,7 @@ class SparkDriverEngine:
         snapshot = self._metrics.snapshot()
         return {name: snapshot[name] for name in TASK_METRICS}
 
+    @quiet_global_windows
     def store_entries(self, node: ir.Node, store: str) -> list[StoreEntry]:
         from streamsdsl.compiler.modes import native_store
 
@@ -393,6 +397,7 @@ class SparkDriverEngine:
     def _processors(self) -> list[ProcessNode]:
         return [n for n in self.topology.nodes if isinstance(n, ProcessNode)]
 
+    @quiet_global_windows
     def advance_wall_clock(self, now: int) -> list[RawRecord]:
         """The driver's wall clock is ``now``: a replay without records in which every processor
         task fires its wall-clock punctuators due (none is skipped: a task that has not run yet

@@ -71,6 +71,10 @@ def log_dropped(observed: Mapping[str, Mapping[str, Any]], locate: Locate) -> No
 def observed_metrics(df: DataFrame) -> dict[str, dict[str, Any]]:
     """The observations of the last action run on ``df`` (by name; a point no row reached can
     be missing: it counts as zero)."""
+    from streamsdsl.runtime.connect import connect_observations, is_connect
+
+    if is_connect(df.sparkSession):  # no py4j: the observations came with the action's result
+        return _points(connect_observations(df))
     found = df._jdf.queryExecution().observedMetrics()  # type: ignore[union-attr]
     out: dict[str, dict[str, Any]] = {}
     entries = found.iterator()
