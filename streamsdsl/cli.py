@@ -40,6 +40,14 @@ Sub-commands
     Print the path of the JVM operator's jar (for ``spark-submit --jars "$(streamsdsl jar-path)"``);
     exit code 1, with how to build it, when it is not built.
 
+``streamsdsl ship``
+    Print the ``spark-submit`` options that give a session of the user's own streamsdsl's parts
+    (`streamsdsl.runtime.session.submit_options`): the JVM operator's jar and Spark's Kafka
+    connector (``--jars``), streamsdsl's Python code and dependencies (``--py-files`` and
+    ``--archives``, built once into the user's cache: `streamsdsl.runtime.shipping`), and the
+    settings it needs (``--conf``), shell-quoted on one line:
+    ``spark-submit --master spark://host:7077 $(streamsdsl ship) app.py`` (docs/deploy.md).
+
 ``streamsdsl reset --application-id ID [--state-dir DIR] [--dry-run]``
     Remove a `KafkaStreams` application's checkpoint and state (Kafka's
     ``kafka-streams-application-reset``): ``DIR/ID/checkpoint`` (source offsets, commits,
@@ -72,6 +80,7 @@ commands:
   kafka-connector
                resolve Spark's Kafka connector into the user's cache (kafka.connector = "jvm")
   reset        remove an application's checkpoint and state (streamsdsl reset --help)
+  ship         print the spark-submit options that ship streamsdsl to a cluster (spark-submit $(streamsdsl ship) app.py)
 """
 
 
@@ -101,6 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _kafka_jars_main(rest)
     if command == "kafka-connector":
         return _kafka_connector_main(rest)
+    if command == "ship":
+        if rest:
+            print(f"streamsdsl ship: takes no arguments (got {' '.join(rest)})", file=sys.stderr)
+            return 2
+        import shlex
+
+        from streamsdsl.runtime.session import submit_options
+
+        print(shlex.join(submit_options()))
+        return 0
     if command == "reset":
         from streamsdsl.runtime.checkpoint import reset_main
 

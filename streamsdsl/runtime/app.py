@@ -282,9 +282,9 @@ class KafkaStreams(NotYetAttributes):
                     f"KafkaStreams with the same 'application.id' ({self.config.application_id!r}): it resumes "
                     "from the checkpoint."
                 )
-            spark = self._session()
+            tasks = check_topics(self.config, self.topology)
+            spark = self._session(tasks)
             prepare_session(spark, self.config)
-            check_topics(self.config, self.topology)
             start_python_workers(spark)  # in the background, while the query is planned
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
@@ -519,9 +519,11 @@ class KafkaStreams(NotYetAttributes):
         return self._query
 
     # -- internals --------------------------------------------------------------------------
-    def _session(self) -> SparkSession:
+    def _session(self, tasks: int | None = None) -> SparkSession:
+        """The application's session (built on first use: `application_session`, with ``tasks``
+        the partitions of its widest source topic when known)."""
         if self._spark is None:
-            self._spark = application_session(self.config)
+            self._spark = application_session(self.config, tasks)
         return self._spark
 
     def _require_started(self, what: str) -> StreamingQuery:

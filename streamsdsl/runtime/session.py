@@ -20,13 +20,14 @@ from streamsdsl.errors import StreamsDslError
 from streamsdsl.jvm import ensure_built, jar_path
 from streamsdsl.runtime.class_archive import driver_options
 from streamsdsl.runtime.python_launcher import launched_python, launcher
+from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["CLUSTER_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
-           "require_state_store", "worker_python"]
+           "require_state_store", "submit_options", "submitted_conf", "worker_python"]
 
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -67,6 +68,14 @@ LOCAL_DEFAULTS: dict[str, str] = {
     # a list column walks the whole batch — half the JVM's CPU time of a session aggregation on
     # the Python operator went there (docs/performance.md). Int.MaxValue is Spark's "no cap".
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+}
+
+#: Defaults of a session streamsdsl builds for a cluster's master (``spark://``, ``yarn``,
+#: ``k8s://``): `LOCAL_DEFAULTS` without the sizes of a local session (partitions, driver
+#: memory), which are the cluster's and the application's to choose (docs/deploy.md#sizing).
+CLUSTER_DEFAULTS: dict[str, str] = {
+    k: v for k, v in LOCAL_DEFAULTS.items()
+    if k not in ("spark.sql.shuffle.partitions", "spark.default.parallelism", "spark.driver.memory")
 }
 
 #: The interpreter Spark starts its Python workers with: the configuration key and the
@@ -149,9 +158,12 @@ def python_worker_error(error: BaseException, python: str | None = None) -> Pyth
     ...                         "/usr/bin/python3")
     >>> print(str(e).replace(sys.executable, "<this python>"))  # doctest: +NORMALIZE_WHITESPACE
     Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: No module named 'streamsdsl'): they run
-    /usr/bin/python3, not the interpreter running streamsdsl (<this python>). Set PYSPARK_PYTHON (or the Spark
-    setting spark.pyspark.python) to <this python> before the SparkSession is built, or build it with
-    streamsdsl.configure_spark(builder), which does that.
+    /usr/bin/python3, not the interpreter running streamsdsl (<this python>). On one machine, set PYSPARK_PYTHON (or
+    the Spark setting spark.pyspark.python) to <this python> before the SparkSession is built, or build it with
+    streamsdsl.configure_spark(builder), which does that. On a cluster whose Python lacks streamsdsl, ship it:
+    streamsdsl does when it builds the session for a cluster's master (spark.master spark://..., yarn, k8s://...) and
+    in streamsdsl.configure_spark(builder, ship=True); for a session of your own, spark-submit $(streamsdsl ship)
+    app.py (docs/deploy.md).
     >>> python_worker_error(RuntimeError("[DIVIDE_BY_ZERO] ...")) is None
     True
     """
@@ -177,14 +189,19 @@ def python_worker_error(error: BaseException, python: str | None = None) -> Pyth
         module = match.group("module").split(".")[0]
         python = None if python is None else launched_python(python)
         runs = f"they run {python}" if python else "they run another interpreter"
-        same = python is not None and os.path.realpath(python) == os.path.realpath(sys.executable)
+        # not realpath: two virtual environments of one base interpreter are different interpreters
+        same = python is not None and os.path.abspath(python) == os.path.abspath(sys.executable)
         if same:
             advice = (f"the workers run the same interpreter as the driver ({python}), so install {module!r} into it, "
                       "or check PYTHONPATH and spark.executorEnv.PYTHONPATH.")
         else:
-            advice = (f"{runs}, not the interpreter running streamsdsl ({sys.executable}). Set {PYTHON_ENV} (or "
-                      f"the Spark setting {PYTHON_CONF}) to {sys.executable} before the SparkSession is built, or "
-                      "build it with streamsdsl.configure_spark(builder), which does that.")
+            advice = (f"{runs}, not the interpreter running streamsdsl ({sys.executable}). On one machine, set "
+                      f"{PYTHON_ENV} (or the Spark setting {PYTHON_CONF}) to {sys.executable} before the SparkSession "
+                      "is built, or build it with streamsdsl.configure_spark(builder), which does that. On a cluster "
+                      "whose Python lacks streamsdsl, ship it: streamsdsl does when it builds the session for a "
+                      "cluster's master (spark.master spark://..., yarn, k8s://...) and in "
+                      "streamsdsl.configure_spark(builder, ship=True); for a session of your own, "
+                      "spark-submit $(streamsdsl ship) app.py (docs/deploy.md).")
         return PythonWorkerError(
             f"Spark's Python workers cannot import {module!r} ({match.group('kind')}: {match.group('text')}): "
             f"{advice}"
@@ -192,19 +209,25 @@ def python_worker_error(error: BaseException, python: str | None = None) -> Pyth
     return None
 
 
-def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -> SparkSession:
-    """The active SparkSession, or a new local one if there is none.
+def get_session(master: str | None = None, conf: dict[str, Any] | None = None, *,
+                ship: bool | None = None) -> SparkSession:
+    """The active SparkSession, or a new one if there is none.
 
-    A new session gets `LOCAL_DEFAULTS`, then ``conf``, then `REQUIRED_CONF`, and loads the JVM
-    operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it is built, and Spark's Kafka
-    connector when it is in the user's cache (``streamsdsl kafka-connector``); its master is
-    ``master``, else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``. The Python workers run the
-    interpreter of this process unless ``PYSPARK_PYTHON`` or ``spark.pyspark.python`` (in
-    ``conf``) names another (`worker_python`), so user functions see the same packages as the
-    caller. The session is quiet: no console progress, streamsdsl's log4j2 configuration
-    (`log4j2_config_path`), Spark's log level ``STREAMSDSL_SPARK_LOG_LEVEL`` (default
-    ``ERROR``), and the ``py4j`` logger at ``WARNING``. It starts sooner: its driver maps the
-    class archive ``streamsdsl class-archive`` wrote, if any (`streamsdsl.runtime.class_archive`),
+    Its master is ``master``, else ``spark.master`` in ``conf``, else the master ``spark-submit``
+    gave (when this Python runs under it), else ``STREAMSDSL_SPARK_MASTER``, else ``local[2]``.
+    A new session gets `LOCAL_DEFAULTS` (on a cluster's master `CLUSTER_DEFAULTS`), then
+    ``conf``, then `REQUIRED_CONF`; under ``spark-submit`` the settings it gave win over the
+    defaults. It loads the JVM operator's jar (``spark.jars``, `streamsdsl.jvm.jar_path`) when it
+    is built, and Spark's Kafka connector when it is in the user's cache (``streamsdsl
+    kafka-connector``). On a cluster's master (``spark://``, ``yarn``, ``k8s://``: whose Python may
+    lack streamsdsl) it ships streamsdsl's Python code and dependencies to every Python process
+    Spark starts (`streamsdsl.runtime.shipping`); ``ship`` true or false decides it for any master.
+    The Python workers run the interpreter of this process unless ``PYSPARK_PYTHON`` or
+    ``spark.pyspark.python`` (in ``conf``) names another (`worker_python`), so user functions see
+    the same packages as the caller. The session is quiet: no console progress, streamsdsl's
+    log4j2 configuration (`log4j2_config_path`), Spark's log level ``STREAMSDSL_SPARK_LOG_LEVEL``
+    (default ``ERROR``), and the ``py4j`` logger at ``WARNING``. It starts sooner: its driver maps
+    the class archive ``streamsdsl class-archive`` wrote, if any (`streamsdsl.runtime.class_archive`),
     and on a local master its Python processes import PySpark's compiled modules
     (`streamsdsl.runtime.python_launcher.launcher`). An active session is returned unchanged.
     """
@@ -214,23 +237,61 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None) -
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
-        settings = {**LOCAL_DEFAULTS, **(conf or {}), **REQUIRED_CONF}
-        master = master or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]")
-        os.environ[PYTHON_ENV] = launcher(worker_python(settings), master)
+        submitted = submitted_conf()
+        master = (master or str((conf or {}).get("spark.master") or "") or submitted.get("spark.master")
+                  or os.environ.get("STREAMSDSL_SPARK_MASTER", "local[2]"))
+        defaults = CLUSTER_DEFAULTS if is_cluster_master(master) else LOCAL_DEFAULTS
+        settings = {**{k: v for k, v in defaults.items() if k not in submitted}, **(conf or {}), **REQUIRED_CONF}
+        settings["spark.master"] = master
+        os.environ[PYTHON_ENV] = launcher(worker_python({**submitted, **settings}), master)
         _driver_python(master)
-        builder = SparkSession.builder.master(master)
-        builder = builder.appName("streamsdsl")
-        settings.update(_quiet_settings(settings, master))
-        settings.update(_class_sharing(settings, master))
-        jars = _with_streamsdsl_jars(str(settings.get("spark.jars", "")))
+        builder = SparkSession.builder
+        if "spark.app.name" not in settings and "spark.app.name" not in submitted:
+            builder = builder.appName("streamsdsl")
+        settings.update(_quiet_settings({**submitted, **settings}, master))
+        settings.update(_class_sharing({**submitted, **settings}, master))
+        jars = _with_streamsdsl_jars(str(settings.get("spark.jars", submitted.get("spark.jars", ""))))
         if jars:
             settings["spark.jars"] = jars
+        settings.update(ship_settings({**submitted, **settings}, master, ship))
         for k, v in settings.items():
             builder = builder.config(k, str(v))
         quiet_py4j()
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(os.environ.get("STREAMSDSL_SPARK_LOG_LEVEL", "ERROR"))
         return spark
+
+
+def submit_options() -> list[str]:
+    """The ``spark-submit`` options that give a session of the user's own what streamsdsl needs
+    (``streamsdsl ship`` prints them): ``--jars`` (the JVM operator's jar, Spark's Kafka
+    connector when resolved), ``--py-files`` and ``--archives`` (streamsdsl's Python code and
+    dependencies: `streamsdsl.runtime.shipping.Bundle.submit_options`) and ``--conf`` for
+    `REQUIRED_CONF` and `STATE_DEFAULTS`.
+
+    >>> options = submit_options()
+    >>> options[0], options[1].split(",")[0].endswith("streamsdsl-operator.jar"), options[2:4] == ["--py-files", options[3]]
+    ('--jars', True, True)
+    >>> "spark.sql.session.timeZone=UTC" in options
+    True
+    """
+    from streamsdsl.runtime.shipping import build
+
+    out = ["--jars", _with_streamsdsl_jars("", operator_must_exist=True), *build().submit_options()]
+    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS}.items():
+        out += ["--conf", f"{key}={value}"]
+    return out
+
+
+def submitted_conf() -> dict[str, str]:
+    """The settings ``spark-submit`` gave the JVM this Python was started by (``--master``,
+    ``--conf``, ``--py-files`` ...), or nothing when this Python starts its own JVM."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return {}
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM, whose system properties hold them
+    return {str(k): str(v) for k, v in SparkConf(loadDefaults=True).getAll()}
 
 
 def log4j2_config_path() -> str:
@@ -354,7 +415,7 @@ def require_state_store(spark: SparkSession) -> None:
         )
 
 
-def configure_spark(builder: Any) -> Any:
+def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     """Configure a ``SparkSession.Builder`` for streamsdsl; returns the builder.
 
     Adds the JVM operator's jar (``spark.jars``, keeping the jars already configured; with Spark's
@@ -368,7 +429,10 @@ def configure_spark(builder: Any) -> Any:
     out, the quiet ones of the sessions streamsdsl builds: no console progress bars, streamsdsl's log4j2 configuration
     (`log4j2_config_path`), and the driver's class archive, which starts it sooner
     (`streamsdsl.runtime.class_archive`). Keeps the ``py4j`` logger at ``WARNING``
-    (`quiet_py4j`).
+    (`quiet_py4j`). On a cluster's master (the builder's ``spark.master``: ``spark://``,
+    ``yarn``, ``k8s://``), or whenever ``ship`` is true, it ships streamsdsl's Python code and
+    dependencies to the Python processes Spark starts (``spark.submit.pyFiles``, ``spark.files``,
+    ``spark.archives``: `streamsdsl.runtime.shipping`).
 
     The style of ``configure_spark_with_delta_pip``.
 
@@ -389,6 +453,8 @@ def configure_spark(builder: Any) -> Any:
     'true'
     """
     options = dict(getattr(builder, "_options", {}) or {})
+    for key, value in ship_settings(options, options.get("spark.master"), ship).items():
+        builder = builder.config(key, value)
     builder = builder.config("spark.jars", _with_streamsdsl_jars(str(options.get("spark.jars", "")),
                                                                  operator_must_exist=True))
     for key, value in REQUIRED_CONF.items():

@@ -9,9 +9,11 @@ from streamsdsl.runtime.errors import MissingTopicError, StreamsError
 __all__ = ["check_topics"]
 
 
-def check_topics(config: StreamsConfig, topology: Topology) -> None:
+def check_topics(config: StreamsConfig, topology: Topology) -> int:
     """Raise `MissingTopicError` naming every source, sink and dead-letter topic the brokers do not
-    have (the application does not create topics), or `StreamsError` when they cannot be reached."""
+    have (the application does not create topics), or `StreamsError` when they cannot be reached;
+    else return the number of partitions of the widest source topic (Kafka Streams' number of
+    tasks of a sub-topology reading it)."""
     from confluent_kafka.admin import AdminClient
 
     try:
@@ -32,3 +34,4 @@ def check_topics(config: StreamsConfig, topology: Topology) -> None:
             f"kafka-topics.sh --create --topic {missing[0][1]} --partitions 3 (the application does not "
             "create topics)."
         )
+    return max((len(meta.topics[t].partitions) for t in topology.source_topics), default=1)

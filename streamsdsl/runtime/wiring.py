@@ -27,12 +27,23 @@ __all__ = ["application_session", "prepare_session", "raw_source", "start_query"
 log = logging.getLogger("streamsdsl")
 
 
-def application_session(config: StreamsConfig) -> SparkSession:
-    """The active session, else a new local one with the ``spark.*`` settings of ``config`` (a
-    running session is never reconfigured: the settings it does not have are named in a warning)."""
+#: The setting `application_session` sizes from the source topics on a cluster's master.
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def application_session(config: StreamsConfig, tasks: int | None = None) -> SparkSession:
+    """The active session, else a new one with the ``spark.*`` settings of ``config`` (a
+    running session is never reconfigured: the settings it does not have are named in a warning).
+
+    A new session on a cluster's master (`streamsdsl.runtime.shipping.is_cluster_master`) whose
+    ``config`` leaves ``spark.sql.shuffle.partitions`` out gets ``tasks`` of them (the partitions of
+    the widest source topic: as many stateful tasks as Kafka Streams would run, instead of Spark's
+    default of 200 state stores per stateful operator); a checkpoint keeps the number it started
+    with (docs/deploy.md#sizing)."""
     from pyspark.sql import SparkSession
 
     from streamsdsl.runtime.session import get_session
+    from streamsdsl.runtime.shipping import is_cluster_master
 
     active = SparkSession.getActiveSession()
     ignored = [k for k, v in config.spark_conf.items() if active is not None and active.conf.get(k, None) != v]
@@ -42,7 +53,20 @@ def application_session(config: StreamsConfig) -> SparkSession:
             "it did not create); set them when the session is built, or pass spark= a configured session.",
             ", ".join(ignored),
         )
-    return get_session(conf=config.spark_conf)
+    conf = dict(config.spark_conf)
+    if (active is None and tasks and SHUFFLE_PARTITIONS not in conf
+            and is_cluster_master(conf.get("spark.master") or _submitted_master())):
+        conf[SHUFFLE_PARTITIONS] = str(tasks)
+    return get_session(conf=conf)
+
+
+def _submitted_master() -> str | None:
+    """The master ``spark-submit`` gave, when this Python runs under it and it left the shuffle
+    partitions out (else ``None``: the submitted settings are the user's)."""
+    from streamsdsl.runtime.session import submitted_conf
+
+    submitted = submitted_conf()
+    return None if SHUFFLE_PARTITIONS in submitted else submitted.get("spark.master")
 
 
 def raw_source(spark: SparkSession, config: StreamsConfig,

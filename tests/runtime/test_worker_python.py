@@ -250,9 +250,12 @@ class TestWorkerPython:
         message = out.split("message: ", 1)[1].splitlines()[0]
         assert message == (
             "Spark's Python workers cannot import 'streamsdsl' (ModuleNotFoundError: No module named 'streamsdsl'): "
-            f"they run python3, not the interpreter running streamsdsl ({sys.executable}). Set PYSPARK_PYTHON "
-            f"(or the Spark setting spark.pyspark.python) to {sys.executable} before the SparkSession is built, "
-            "or build it with streamsdsl.configure_spark(builder), which does that."
+            f"they run python3, not the interpreter running streamsdsl ({sys.executable}). On one machine, set "
+            f"PYSPARK_PYTHON (or the Spark setting spark.pyspark.python) to {sys.executable} before the SparkSession "
+            "is built, or build it with streamsdsl.configure_spark(builder), which does that. On a cluster whose "
+            "Python lacks streamsdsl, ship it: streamsdsl does when it builds the session for a cluster's master "
+            "(spark.master spark://..., yarn, k8s://...) and in streamsdsl.configure_spark(builder, ship=True); for a "
+            "session of your own, spark-submit $(streamsdsl ship) app.py (docs/deploy.md)."
         )
 
 

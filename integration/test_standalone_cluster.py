@@ -1,0 +1,160 @@
+"""A real Spark standalone cluster whose workers lack streamsdsl (issue 40, items 1 and 2).
+
+One `StandaloneCluster` per run of this file: a master and two workers started from the installed
+PySpark as separate processes, whose Python (`bare_python`) has PySpark's dependencies only. The
+application of `integration.standalone_app` (a Kafka source, a stream–table join, the JVM
+operator's session count, a Python aggregation, the Kafka sink) runs on it in two steps, each a
+new driver process started outside the checkout (so no Python imports streamsdsl from the working
+directory):
+
+1. ``python standalone_app.py`` (client mode): its config names the master and the workers'
+   interpreter, nothing else about Spark; streamsdsl builds the session and ships itself;
+2. ``spark-submit $(streamsdsl ship) standalone_app.py``: a session of the application's own
+   (``SparkSession.builder.getOrCreate()``), given streamsdsl by the printed options, restarting
+   from the first step's checkpoint.
+
+The tests compare what both steps wrote with the test driver's output for the same input, and
+check that the session sized its shuffle to the topics and that the executors ran the bare Python
+(without shipping they fail with `PythonWorkerError`: tests/runtime/test_worker_python.py). Everything runs once
+(`_runs`); the tests read its results. They live in one file so that ``make test``'s xdist
+workers (``--dist loadfile``) start one cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integration.standalone_app import BASE, ROLES, build_topology, steps
+from streamsdsl import Serdes, TopologyTestDriver
+from streamsdsl.testing.local_kafka import LocalKafka
+from streamsdsl.testing.standalone import StandaloneCluster, bare_python, spark_home
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.slow]
+
+APP = Path(__file__).with_name("standalone_app.py")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[StandaloneCluster]:
+    with StandaloneCluster(workers=2, cores=1, memory="1200m", python=bare_python()) as running:
+        yield running
+
+
+def _driver_env() -> dict[str, str]:
+    """The drivers' environment: this interpreter (which has streamsdsl installed) for the driver,
+    no master from the test run's environment."""
+    env = {k: v for k, v in os.environ.items() if k not in ("STREAMSDSL_SPARK_MASTER", "PYTHONPATH")}
+    env.update({"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    return env
+
+
+def _run(argv: list[str], cwd: Path, what: str, cluster: StandaloneCluster) -> dict[str, Any]:
+    done = subprocess.run(argv, cwd=cwd, env=_driver_env(), capture_output=True, text=True, timeout=400,
+                          stdin=subprocess.DEVNULL)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, (
+        f"{what} failed (exit code {done.returncode}):\n{done.stderr[-4000:]}\n{cluster.executor_logs()[-4000:]}")
+    return dict(json.loads(lines[-1]))
+
+
+@pytest.fixture(scope="module")
+def runs(cluster: StandaloneCluster, kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Both steps of the application: their JSON lines, the outputs after each, the topics."""
+    work = tmp_path_factory.mktemp("standalone-driver")  # the drivers' working directory: not the checkout
+    topics = {role: f"standalone-{role}-{os.getpid()}" for role in ROLES}
+    for topic in topics.values():
+        kafka.create_topic(topic, 2)
+    args = {"bootstrap": kafka.bootstrap_servers, "topics": topics, "state_dir": str(work / "state"),
+            "application_id": f"standalone-{os.getpid()}", "master": cluster.master_url, "python": cluster.python}
+    out: dict[str, Any] = {"topics": topics}
+    first, second = steps()
+    _produce(kafka, topics, first)
+    out["client"] = _run([sys.executable, str(APP), json.dumps(args)], work, "the client-mode step", cluster)
+    out["after_client"] = _outputs(kafka, topics)
+    _produce(kafka, topics, second)
+    ship = subprocess.run([sys.executable, "-m", "streamsdsl.cli", "ship"], capture_output=True, text=True, check=True,
+                          env=_driver_env(), cwd=work).stdout.strip()
+    submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", cluster.master_url,
+              "--conf", f"spark.pyspark.python={cluster.python}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+              *shlex.split(ship), str(APP), json.dumps({**args, "own_session": True})]
+    out["ship_options"] = shlex.split(ship)
+    out["submit"] = _run(submit, work, "the spark-submit step", cluster)
+    out["outputs"] = _outputs(kafka, topics)
+    out["applications"] = cluster.applications()
+    return out
+
+
+def _produce(kafka: LocalKafka, topics: dict[str, str], step: list[tuple[str, str, Any, int, int]]) -> None:
+    for role in ("customers", "orders"):
+        kafka.produce(topics[role], [(k.encode(), json.dumps(v).encode(), t, p) for r, k, v, t, p in step if r == role])
+
+
+def _outputs(kafka: LocalKafka, topics: dict[str, str]) -> dict[str, list[tuple[str, Any, int]]]:
+    return {role: sorted(((r.key.decode(), json.loads(r.value), r.timestamp) for r in kafka.consume_all(topics[role])),
+                         key=lambda r: (r[2], r[0]))
+            for role in ("enriched", "sessions", "revenue")}
+
+
+def _driver_outputs(*parts: list[tuple[str, str, Any, int, int]]) -> dict[str, list[tuple[str, Any, int]]]:
+    topics = {role: role for role in ROLES}
+    with TopologyTestDriver(build_topology(topics)) as driver:
+        inputs = {r: driver.create_input_topic(r, Serdes.String(), Serdes.Json()) for r in ("customers", "orders")}
+        outputs = {r: driver.create_output_topic(r, Serdes.String(), Serdes.Json()) for r in ("enriched", "sessions", "revenue")}
+        for part in parts:
+            for role, key, value, timestamp, _ in part:
+                inputs[role].pipe_input(key, value, timestamp)
+        return {r: sorted(((x.key, x.value, x.timestamp) for x in o.read_records_to_list()), key=lambda x: (x[2], x[0]))
+                for r, o in outputs.items()}
+
+
+def test_both_steps_write_the_drivers_records(runs: dict[str, Any]) -> None:
+    """On two workers whose Python lacks streamsdsl, the client-mode step and the spark-submit
+    step restarted from its checkpoint write exactly what the test driver writes for the same
+    input: each enriched order once (c4's, with no customer, not at all; c1's after the move in
+    EU), every closed session and revenue window once."""
+    expected = _driver_outputs(*steps())
+    assert runs["outputs"] == expected
+    assert len(expected["enriched"]) == 49 and len(expected["sessions"]) == 12 and len(expected["revenue"]) == 18
+    assert ("c1", {"amount": 39, "region": "EU"}, BASE + 44_000) in expected["enriched"]
+
+
+def test_the_first_step_alone_wrote_the_drivers_records_of_its_input(runs: dict[str, Any]) -> None:
+    """What the client-mode step wrote before the restart is what the driver writes for the first
+    step's input alone: the restart neither lost nor repeated a record."""
+    assert runs["after_client"] == _driver_outputs(steps()[0])
+
+
+def test_client_mode_built_and_shipped_the_session(runs: dict[str, Any]) -> None:
+    """The config named only the master and the workers' interpreter: the session streamsdsl built
+    ran on the standalone master with both executors, the bare Python, the bundle on the Python
+    path, and as many shuffle partitions as the source topics have partitions."""
+    client = runs["client"]
+    assert client["master"].startswith("spark://127.0.0.1:")
+    assert (client["executors"], client["shuffle_partitions"], client["state"]) == (2, "2", "NOT_RUNNING")
+    assert client["python"] == bare_python()
+    assert client["py_files"].endswith("-py.zip") and "/ship/" in client["py_files"]
+    assert client["metrics"]["output-records-total"] == len(runs["after_client"]["enriched"]) + len(
+        runs["after_client"]["sessions"]) + len(runs["after_client"]["revenue"])
+
+
+def test_spark_submit_with_the_ship_options_runs_a_session_of_its_own(runs: dict[str, Any]) -> None:
+    """``spark-submit $(streamsdsl ship) app.py``: the application's own session (built by
+    spark-submit's options alone) ran on both executors with the bare Python and read only the
+    second step's records (it resumed from the checkpoint)."""
+    submit, options = runs["submit"], runs["ship_options"]
+    assert options[0::2][:3] == ["--jars", "--py-files", "--archives"]
+    assert sorted(a.split("#")[1] for a in options[5].split(",")) == ["confluent_kafka", "confluent_kafka.libs"]
+    assert (submit["executors"], submit["state"], submit["python"]) == (2, "NOT_RUNNING", bare_python())
+    assert submit["metrics"]["output-records-total"] == sum(
+        len(runs["outputs"][role]) - len(runs["after_client"][role]) for role in ("enriched", "sessions", "revenue"))
+    names = [app["name"] for app in runs["applications"]]
+    assert len(names) == 2, names
