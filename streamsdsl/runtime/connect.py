@@ -8,9 +8,9 @@ protobuf, and the functions of the plan (user functions, the Python data source,
 - `ConnectBatchWriter` is the micro-batch function of `KafkaStreams` over Connect: a plain,
   picklable object (the sinks' indexes and topics, the writer options) that writes each sink's
   rows with the ``streamsdsl-kafka`` batch writer, as `streamsdsl.runtime.kafka_sink.KafkaTopicSink`
-  does in a classic session. It runs in the server's Python process: what it counts stays
-  there, so the application's process reads the plan's observations from the query's progress
-  (`streamsdsl.runtime.metrics.progress_observations`), which Connect carries;
+  does in a classic session. It runs in the server's Python process, so what it writes is
+  counted in the plan (`ConnectBatchWriter.observe_writes`) and read back, with the operators'
+  observations, from the query's progress, which Connect carries;
 - `check_connect` refuses, before anything starts, what cannot run over Connect, with the
   reason and the way out (docs/connect.md).
 
@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     from streamsdsl.compiler import CompiledSink
     from streamsdsl.runtime.config import StreamsConfig
 
-__all__ = ["ConnectBatchWriter", "ConnectUnsupportedError", "check_connect", "connect_observations", "is_connect",
-           "quiet_global_windows"]
+__all__ = ["WRITES_OBSERVATION", "ConnectBatchWriter", "ConnectUnsupportedError", "check_connect",
+           "connect_observations", "is_connect", "quiet_global_windows"]
 
 log = logging.getLogger("streamsdsl")
 T = TypeVar("T")
@@ -118,6 +118,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: The observation of what a `ConnectBatchWriter` writes per micro-batch (not an operator's:
+#: no `streamsdsl.compiler.columns.OBSERVATION_PREFIX`).
+WRITES_OBSERVATION = "streamsdsl-connect:writes"
+
 #: The Spark Connect client's warning on every plan with a window over the whole input, which
 #: the driver's replay plans hold on purpose (stream time runs across the whole replay).
 _GLOBAL_WINDOW_WARNING = r"WARN WindowExpression: No Partition Defined for Window operation"
@@ -175,6 +179,33 @@ class ConnectBatchWriter:
         self.options = dict(options)
         self.dead_letters = dead_letters
         self.dead_letter_topic = dead_letter_topic
+
+    def observe_writes(self, output: DataFrame) -> DataFrame:
+        """``output`` (the query's rows) counting, per micro-batch, the rows this writer writes to
+        the sink topics and to the dead-letter topic (the observation `WRITES_OBSERVATION`, which
+        the query's progress carries back to the application: `written`)."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler.columns import DEAD_LETTER_SINK, SINK_INDEX
+
+        index = F.col(SINK_INDEX)
+        sinks = index.isin([i for i, _ in self.sinks]) if self.sinks else F.lit(False)
+        dead = (index == DEAD_LETTER_SINK) if self.dead_letters and self.dead_letter_topic else F.lit(False)
+        return output.observe(WRITES_OBSERVATION, F.count(F.when(sinks, True)).alias("records"),
+                              F.count(F.when(dead, True)).alias("dead_letters"))
+
+    @staticmethod
+    def written(observed: Mapping[str, Mapping[str, Any]]) -> tuple[int, int]:
+        """The records a micro-batch wrote to sink topics and to the dead-letter topic, from its
+        observations (`observe_writes`).
+
+        >>> ConnectBatchWriter.written({WRITES_OBSERVATION: {"records": 3, "dead_letters": 1}})
+        (3, 1)
+        >>> ConnectBatchWriter.written({})
+        (0, 0)
+        """
+        row = observed.get(WRITES_OBSERVATION) or {}
+        return int(row.get("records") or 0), int(row.get("dead_letters") or 0)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         """Write micro-batch ``batch_id``: its dead letters, then each sink's rows to its topic."""

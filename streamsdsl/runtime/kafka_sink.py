@@ -217,15 +217,20 @@ class KafkaTopicSink:
 
     def write_batch(self, sink: CompiledSink, rows: DataFrame, batch_id: int) -> None:
         """Produce one sink's rows of micro-batch ``batch_id`` to ``sink.topic``."""
-        n = self._write(rows, sink.topic, sink.node.name, batch_id)
+        self.add_written(batch_id, self._write(rows, sink.topic, sink.node.name, batch_id))
+
+    def add_written(self, batch_id: int, records: int, dead_letters: int = 0) -> None:
+        """Count ``records`` written to sink topics and ``dead_letters`` to the dead-letter topic in
+        micro-batch ``batch_id`` (on Spark Connect: read from the batch's observations)."""
         with self._lock:
-            self.emitted_total += n
-            self.emitted[batch_id] = self.emitted.get(batch_id, 0) + n
+            self.emitted_total += records
+            self.emitted[batch_id] = self.emitted.get(batch_id, 0) + records
+            self.dead_letters += dead_letters
 
     def connect_writer(self, sinks: list[CompiledSink], dead_letters: bool) -> ConnectBatchWriter:
         """The micro-batch function of this sink on a Spark Connect session, which runs in a Python
         process of the server (`streamsdsl.runtime.connect.ConnectBatchWriter`): the same writes,
-        without the counts of what it wrote (those stay in the server's process)."""
+        counted in the plan and read back from the query's progress (`add_written`)."""
         from streamsdsl.runtime.connect import ConnectBatchWriter
 
         return ConnectBatchWriter(sinks, self._options, dead_letters=dead_letters,
@@ -248,6 +253,4 @@ class KafkaTopicSink:
             log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
         dlq = self._config.dead_letter_topic
         if dlq:
-            n = self._write(rows, dlq, DEAD_LETTER_WRITER, batch_id)
-            with self._lock:
-                self.dead_letters += n
+            self.add_written(batch_id, 0, self._write(rows, dlq, DEAD_LETTER_WRITER, batch_id))

@@ -152,6 +152,7 @@ def start_streaming(
             batch.unpersist()
 
     batch_function: Callable[[DataFrame, int], None] = each_batch
+    output = compiled.output
     if is_connect(compiled.output.sparkSession):
         # over Spark Connect the function is pickled and runs in a Python process of the server
         connect_writer = getattr(sink, "connect_writer", None)
@@ -160,8 +161,15 @@ def start_streaming(
                 f"{type(sink).__name__} cannot write micro-batches on a Spark Connect session: Spark Connect runs "
                 "the micro-batch function in a Python process of the server, and this sink has no connect_writer("
                 "sinks, dead_letters) giving a picklable function for it (docs/connect.md).")
-        batch_function = connect_writer(sinks, dead_letters)
-    writer = compiled.output.writeStream.outputMode("update").foreachBatch(batch_function)
+        connect_function = connect_writer(sinks, dead_letters)
+        # what it writes is counted in the plan: the query's progress brings the counts back
+        output = connect_function.observe_writes(output)
+        add_written = getattr(sink, "add_written", None)
+        if add_written is not None:
+            metrics.observers.append(
+                lambda progress, observed: add_written(progress.batchId, *connect_function.written(observed)))
+        batch_function = connect_function
+    writer = output.writeStream.outputMode("update").foreachBatch(batch_function)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if query_name:
         writer = writer.queryName(query_name)
