@@ -19,10 +19,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from streamsdsl import Consumed, JoinWindows, Produced, Serdes, SessionWindows, StreamsBuilder, StreamJoined
+from streamsdsl import Consumed, JoinWindows, Materialized, Produced, QueryableStoreTypes, Serdes, SessionWindow
+from streamsdsl import SessionWindows, StoreQueryParameters, StreamJoined, StreamsBuilder, Windowed
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.connect import ConnectUnsupportedError
 from streamsdsl.runtime.driver import TopologyTestDriver
+from streamsdsl.runtime.engines import Engine
+from streamsdsl.runtime.stores import KeyValue
 from streamsdsl.testing.connect_server import ConnectServer
 from streamsdsl.testing.local_kafka import LocalKafka
 from streamsdsl.values.serdes import WindowedSerdes
@@ -65,12 +68,16 @@ def remote(connect_server: ConnectServer, kafka: LocalKafka) -> Iterator[SparkSe
                     os.environ[name] = value
 
 
-def _run(remote: SparkSession, topology: Topology, config: dict[str, object]) -> KafkaStreams:
-    """Start ``topology`` on the Connect session, process what its topics hold, close it."""
+def _run(remote: SparkSession, topology: Topology, config: dict[str, object],
+         running: Callable[[KafkaStreams], None] | None = None) -> KafkaStreams:
+    """Start ``topology`` on the Connect session, process what its topics hold, call ``running(app)``,
+    close it."""
     app = KafkaStreams(topology, config, spark=remote)
     try:
         app.start()
         app.process_all_available()
+        if running is not None:
+            running(app)
     finally:
         app.close(60)
     assert app.state() is State.NOT_RUNNING
@@ -134,7 +141,7 @@ def _session_count(source: str, sink: str) -> Topology:
     (builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
      .group_by_key()
      .windowed_by(SessionWindows.of_inactivity_gap_and_grace(timedelta(seconds=5), timedelta(minutes=1)))
-     .count()
+     .count(materialized=Materialized.as_("sessions"))
      .to_stream()
      .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long())))
     return builder.build()
@@ -146,12 +153,21 @@ def test_session_count_on_the_jvm_operator_over_connect(
     """A session-windowed count with ``streamsdsl.operator = "jvm"`` runs on a Connect session (the
     server's SQL extension puts the JVM operator in the plan) and writes what the TopologyTestDriver
     writes: two merges, each a tombstone per merged session and the merged count, in Kafka Streams'
-    session-windowed key format."""
+    session-windowed key format. Its store answers interactive queries while it runs (the server reads
+    the checkpoint with Spark's state data source)."""
     source, sink = new_topic(), new_topic()
     kafka.produce(source, [(k.encode(), b"v", ts, None) for k, ts in SESSION_INPUT])
     topology = _session_count(source, sink)
+    stored: list[object] = []
+
+    def query(app: KafkaStreams) -> None:
+        store = app.store(StoreQueryParameters.from_name_and_type("sessions", QueryableStoreTypes.session_store()))
+        stored.extend([store.fetch("a"), store.fetch("b")])
+
     _run(remote, topology, streams_config("connect-sessions", {"max.offsets.per.trigger": 1,
-                                                               "streamsdsl.operator": "jvm"}))
+                                                               "streamsdsl.operator": "jvm"}), query)
+    assert stored == [[KeyValue(Windowed("a", SessionWindow(1_000, 12_000)), 4)],
+                      [KeyValue(Windowed("b", SessionWindow(2_000, 2_000)), 1)]]
 
     with TopologyTestDriver(topology, engine="direct") as driver:
         pipe = driver.create_input_topic(source)
@@ -223,6 +239,14 @@ def test_driver_spark_engine_over_connect(remote: SparkSession) -> None:
             results.append((out, driver.metrics()["dropped-records-total"]))
     assert results[0] == results[1]
     assert results[1][1] == 1.0
+
+
+def test_driver_streaming_engine_is_refused_over_connect(remote: SparkSession) -> None:
+    """The driver's streaming engine collects micro-batches into the test process, which Connect cannot:
+    refused with the engines that run there."""
+    with pytest.raises(ConnectUnsupportedError, match=r"engine='streaming' cannot run on a Spark Connect session.*"
+                                                      r"Use engine='spark'"):
+        TopologyTestDriver(_session_count("in", "out"), engine=Engine.STREAMING, spark=remote)
 
 
 def test_exactly_once_is_refused_over_connect(remote: SparkSession, new_topic: Callable[..., str],

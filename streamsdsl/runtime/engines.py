@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, OperationNotDefinedError, RecordError, TopologyError
-from streamsdsl.runtime.connect import quiet_global_windows
+from streamsdsl.runtime.connect import ConnectUnsupportedError, is_connect, quiet_global_windows
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
@@ -460,6 +460,12 @@ class StreamingDriverEngine:
         from streamsdsl.runtime.metrics import QueryMetrics
 
         self.topology, self.config, self.spark = topology, config, _driver_session(topology, config, spark)
+        if is_connect(self.spark):
+            raise ConnectUnsupportedError(
+                "engine='streaming' cannot run on a Spark Connect session: it collects each micro-batch's rows into "
+                "this process, and over Spark Connect the micro-batch function runs in a Python process of the "
+                "server. Use engine='spark' (the same plan, replayed as one batch job per run, runs over Spark "
+                "Connect) or engine='direct'.")
         self._directory = tempfile.mkdtemp(prefix="streamsdsl-driver-")
         self._input = FileTopic(os.path.join(self._directory, "input"))
         self._collected: list[tuple[int, tuple[Any, ...], RawRecord]] = []

@@ -35,6 +35,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import IntegerType, StructField, StructType
 
+from streamsdsl.runtime.connect import is_connect
+
 __all__ = ["WARM_UP_SOURCE", "start_python_workers"]
 
 log = logging.getLogger("streamsdsl.runtime.warmup")
@@ -90,8 +92,9 @@ class WarmUpSource(DataSource):
 
 def _warm_up(spark: SparkSession) -> None:
     try:
-        # a Python data source's write is looked up in the session active in the JVM thread
-        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
+        if not is_connect(spark):  # over Spark Connect the server runs the job in the session's own thread
+            # a Python data source's write is looked up in the session active in the JVM thread
+            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)  # type: ignore[union-attr]
         spark.read.format(WARM_UP_SOURCE).load().write.format(WARM_UP_SOURCE).mode("append").save()
     except Exception as e:  # noqa: BLE001 - a warm-up that fails (the session stopping) changes nothing
         log.debug("warming up Spark's Python workers failed: %s", e)
