@@ -202,14 +202,15 @@ def _join(left: str, right: str, sink: str) -> Topology:
 
 def test_windowed_join_over_connect(remote: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str],
                                     streams_config: Callable[..., dict[str, object]]) -> None:
-    """A windowed stream-stream inner join on a Connect session joins the records the
-    TopologyTestDriver joins (the same keys, values and timestamps; micro-batches may order the
-    two topics' records otherwise than one pipe, so the records are compared as a set)."""
+    """A windowed stream-stream inner join on a Connect session, reading its topics with Spark's Kafka
+    connector (loaded by the server), joins the records the TopologyTestDriver joins (the same keys,
+    values and timestamps; micro-batches may order the two topics' records otherwise than one pipe,
+    so the records are compared as a set)."""
     left, right, sink = new_topic(), new_topic(), new_topic()
     kafka.produce(left, [(k.encode(), v.encode(), ts, None) for k, v, ts in LEFT])
     kafka.produce(right, [(k.encode(), v.encode(), ts, None) for k, v, ts in RIGHT])
     topology = _join(left, right, sink)
-    _run(remote, topology, streams_config("connect-join"))
+    _run(remote, topology, streams_config("connect-join", {"kafka.connector": "jvm"}))
 
     with TopologyTestDriver(topology, engine="direct") as driver:
         for topic, records in ((left, LEFT), (right, RIGHT)):

@@ -11,7 +11,9 @@ the user's cache, and the server's Python workers on this interpreter (``spark.p
 `stop` (also on the way out of a ``with`` block, and at interpreter exit) stops the process group
 and removes its directory.
 
-`server_command` is the command line, for a server started by hand (docs/connect.md).
+`server_command` is the command line, for a server started by hand (docs/connect.md);
+``python -m streamsdsl.testing.connect_server [--port P] [--print]`` runs that server in the
+foreground until Ctrl-C, or prints its command (`main`).
 
 Examples
 --------
@@ -21,8 +23,10 @@ Examples
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import contextlib
+import shlex
 import os
 import shutil
 import signal
@@ -204,3 +208,29 @@ class ConnectServer:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m streamsdsl.testing.connect_server``: run a Connect server for streamsdsl on
+    ``127.0.0.1:--port`` (default 15002) until Ctrl-C, or with ``--print`` print its command."""
+    parser = argparse.ArgumentParser(prog="python -m streamsdsl.testing.connect_server",
+                                     description="A local Spark Connect server for streamsdsl's applications.")
+    parser.add_argument("--port", type=int, default=15002, help="the gRPC port on 127.0.0.1 (default 15002)")
+    parser.add_argument("--master", default="local[2]", help="the server's Spark master (default local[2])")
+    parser.add_argument("--print", action="store_true", help="print the command (SPARK_HOME=... spark-submit ...)")
+    args = parser.parse_args(argv)
+    argv_ = server_command(args.port, master=args.master, ui=True)
+    if args.print:
+        print(f"SPARK_HOME={shlex.quote(_spark_home())} {shlex.join(argv_)}")
+        return 0
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+    env.update({"SPARK_HOME": _spark_home(), "PYSPARK_PYTHON": sys.executable})
+    print(f"Spark Connect server for streamsdsl: sc://127.0.0.1:{args.port} (Ctrl-C stops it)", file=sys.stderr)
+    try:
+        return subprocess.call(argv_, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
