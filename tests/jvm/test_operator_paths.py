@@ -1,5 +1,6 @@
-"""Small paths of the operator choice without a Spark job: a Spark Connect session runs the
-Python operator; a missing jar names the fix; the JVM operator's state refuses a layout version it
+"""Small paths of the operator choice without a Spark job: a Spark Connect session runs the JVM
+operator when its server loads the jar's SQL extension, else the Python operator, saying how to
+load it; a missing jar names the fix; the JVM operator's state refuses a layout version it
 does not read (its real ``load()`` on crafted state bytes, in a plain JVM)."""
 
 from __future__ import annotations
@@ -48,15 +49,37 @@ class ClassicSession:
         self.sparkContext = type("SparkContext", (), {"_jsc": object()})()
 
 
-def test_spark_connect_session_uses_the_python_operator(caplog: pytest.LogCaptureFixture) -> None:
-    """A Spark Connect session (its class from ``pyspark.sql.connect``) runs built-in
-    aggregations on the Python operator, saying why (explain, log) without touching a JVM;
-    ``streamsdsl.operator=jvm`` is an error there."""
-    connect = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
+class ConnectSession:
+    """A stand-in Spark Connect session (its class from ``pyspark.sql.connect``) whose server answers
+    ``SELECT streamsdsl_jvm_protocol()`` with ``protocol``, or, for None, does not know the
+    function (no SQL extension)."""
+
+    __module__ = "pyspark.sql.connect.session"
+
+    def __init__(self, protocol: int | None) -> None:
+        self.session_id = f"session-{protocol}-{id(self)}"
+        self.protocol = protocol
+        self.queries: list[str] = []
+
+    def sql(self, query: str) -> Any:
+        self.queries.append(query)
+        if self.protocol is None:
+            raise RuntimeError("[UNRESOLVED_ROUTINE] Cannot resolve routine `streamsdsl_jvm_protocol` on search path")
+        return type("DataFrame", (), {"head": lambda _: (self.protocol,)})()
+
+
+def test_spark_connect_session_without_the_extension_uses_the_python_operator(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A Spark Connect session whose server does not load the jar's SQL extension runs built-in
+    aggregations on the Python operator, saying why and how to load it (explain, log) without
+    touching a JVM; ``streamsdsl.operator=jvm`` is an error there."""
+    connect = ConnectSession(None)
     choices = OperatorChoices("auto")
     with caplog.at_level("WARNING", logger="streamsdsl"):
         assert choices.choose(NODE, COUNT, connect, "session windows") is None
-    why = "a Spark Connect session (the JVM operator needs a classic session)"
+    why = ("the Spark Connect server does not load streamsdsl's SQL extension: start it with --jars "
+           "\"$(streamsdsl jar-path)\" --conf spark.sql.extensions=io.streamsdsl.jvm.StreamsDslExtensions "
+           "(docs/connect.md)")
     assert choices.by_node == {NODE: OperatorChoice(
         Backend.PYTHON, f"count, session windows; the JVM operator is unavailable: {why}")}
     assert str(choices.by_node[NODE]) == (
@@ -66,6 +89,20 @@ def test_spark_connect_session_uses_the_python_operator(caplog: pytest.LogCaptur
     with pytest.raises(JvmOperatorError) as caught:
         OperatorChoices("jvm").choose(NODE, COUNT, connect, "session windows")
     assert str(caught.value) == f"{NODE}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: {why}."
+    assert len(connect.queries) == 1  # asked once per server session
+
+
+def test_spark_connect_session_with_the_extension_runs_the_jvm_operator() -> None:
+    """A Spark Connect server that loads the extension of this contract runs the JVM operator; one of
+    another streamsdsl version is named with both protocol versions."""
+    choices = OperatorChoices("auto")
+    assert choices.choose(NODE, COUNT, ConnectSession(jvm_operator.PROTOCOL), "session windows") is COUNT
+    assert choices.by_node == {NODE: OperatorChoice(Backend.JVM, "count, session windows")}
+    with pytest.raises(JvmOperatorError) as caught:
+        OperatorChoices("jvm").choose(NODE, COUNT, ConnectSession(jvm_operator.PROTOCOL + 1), "session windows")
+    assert str(caught.value) == (
+        f"{NODE}: streamsdsl.operator is 'jvm' but the JVM operator cannot run: the Spark Connect server loaded a "
+        f"jar of another streamsdsl version (protocol {jvm_operator.PROTOCOL + 1}, expected {jvm_operator.PROTOCOL}).")
 
 
 def test_jvm_choice_without_the_jar_names_the_fix(monkeypatch: pytest.MonkeyPatch,
