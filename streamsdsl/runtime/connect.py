@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from streamsdsl.runtime.config import StreamsConfig
 
 __all__ = ["WRITES_OBSERVATION", "ConnectBatchWriter", "ConnectUnsupportedError", "check_connect",
-           "connect_observations", "is_connect", "quiet_global_windows"]
+           "configure_remote", "connect_observations", "is_connect", "quiet_global_windows"]
 
 log = logging.getLogger("streamsdsl")
 T = TypeVar("T")
@@ -89,6 +89,39 @@ def check_connect(config: StreamsConfig) -> None:
             "Connect is a Python process of the server, not this application. Run it on a classic SparkSession "
             "(SparkSession.builder.master(...), or spark-submit), or use 'at_least_once' (docs/connect.md)."
         )
+
+
+def configure_remote(builder: Any, options: Mapping[str, Any] | None = None) -> Any:
+    """Configure a Spark Connect ``SparkSession.Builder`` (``SparkSession.builder.remote(url)``)
+    for streamsdsl; returns the builder. ``options``: the builder's settings so far (default: its
+    ``_options``).
+
+    Only what a client can set on its server session is set: `streamsdsl.runtime.session.REQUIRED_CONF`
+    (the RocksDB state store, Arrow, UTC) and, where ``options`` leaves them out,
+    `streamsdsl.runtime.session.STATE_DEFAULTS`. The jars, the SQL extension and the Python of the
+    server's workers are the server's own settings, fixed when it starts (a client's value is
+    refused with ``CANNOT_MODIFY_CONFIG``): docs/connect.md, `streamsdsl.testing.connect_server`.
+
+    Examples
+    --------
+    >>> class Builder:  # a stand-in for SparkSession.builder.remote(...)
+    ...     def __init__(self): self._options = {"spark.remote": "sc://127.0.0.1:15002"}
+    ...     def config(self, key, value): self._options[key] = value; return self
+    >>> b = configure_remote(Builder())
+    >>> sorted(b._options)  # doctest: +NORMALIZE_WHITESPACE
+    ['spark.remote', 'spark.sql.execution.arrow.pyspark.enabled', 'spark.sql.session.timeZone',
+     'spark.sql.streaming.stateStore.providerClass',
+     'spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled']
+    """
+    from streamsdsl.runtime.session import REQUIRED_CONF, STATE_DEFAULTS
+
+    options = dict(getattr(builder, "_options", {}) or {}) if options is None else dict(options)
+    for key, value in REQUIRED_CONF.items():
+        builder = builder.config(key, value)
+    for key, value in STATE_DEFAULTS.items():
+        if key not in options:
+            builder = builder.config(key, value)
+    return builder
 
 
 def connect_observations(df: DataFrame) -> dict[str, dict[str, Any]]:
