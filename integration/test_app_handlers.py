@@ -65,7 +65,7 @@ def test_state_listener_sees_running_pending_shutdown_not_running(
     streams_config: Callable[..., dict[str, object]],
     spark: SparkSession,
 ) -> None:
-    """start/process_all_available/close notify CREATED→RUNNING→PENDING_SHUTDOWN→NOT_RUNNING."""
+    """start/process_all_available/close notify CREATED→REBALANCING→RUNNING→PENDING_SHUTDOWN→NOT_RUNNING."""
     source, sink = new_topic(1), new_topic(1)
     builder = StreamsBuilder()
     builder.stream(source, STRINGS).map_values(str.upper).to(sink, STRINGS_OUT)
@@ -79,7 +79,8 @@ def test_state_listener_sees_running_pending_shutdown_not_running(
     finally:
         assert app.close(60)
     assert seen == [
-        (State.RUNNING, State.CREATED),
+        (State.REBALANCING, State.CREATED),
+        (State.RUNNING, State.REBALANCING),
         (State.PENDING_SHUTDOWN, State.RUNNING),
         (State.NOT_RUNNING, State.PENDING_SHUTDOWN),
     ]
@@ -99,7 +100,8 @@ def test_shutdown_client_handler_gets_user_function_error(
     assert isinstance(recorder.errors[0], UserFunctionError)
     assert str(recorder.errors[0]) == expected
     assert app.state() is State.ERROR
-    assert recorder.states == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
+    assert recorder.states == [(State.REBALANCING, State.CREATED), (State.RUNNING, State.REBALANCING),
+                               (State.PENDING_ERROR, State.RUNNING), (State.ERROR, State.PENDING_ERROR)]
 
 
 def _fails_with_handler(kafka: LocalKafka, new_topic: Callable[..., str], config: dict[str, object],
@@ -166,7 +168,8 @@ def test_replace_thread_restarts_the_query_from_its_checkpoint(
     assert [type(e) for e in recorder.errors] == [UserFunctionError]
     assert str(recorder.errors[0]).startswith("KSTREAM-MAPVALUES-0000000001: the mapper raised ConnectionError: "
                                               "transient (record at topic")
-    assert recorder.states == [(State.RUNNING, State.CREATED), (State.REBALANCING, State.RUNNING),
+    assert recorder.states == [(State.REBALANCING, State.CREATED), (State.RUNNING, State.REBALANCING),
+                               (State.REBALANCING, State.RUNNING),
                                (State.RUNNING, State.REBALANCING), (State.PENDING_SHUTDOWN, State.RUNNING),
                                (State.NOT_RUNNING, State.PENDING_SHUTDOWN)]
 
@@ -205,4 +208,5 @@ def test_no_handler_keeps_todays_behaviour(
     finally:
         app.close(60)
     assert app.state() is State.ERROR
-    assert seen == [(State.RUNNING, State.CREATED), (State.ERROR, State.RUNNING)]
+    assert seen == [(State.REBALANCING, State.CREATED), (State.RUNNING, State.REBALANCING),
+                    (State.PENDING_ERROR, State.RUNNING), (State.ERROR, State.PENDING_ERROR)]

@@ -20,10 +20,12 @@ if os.environ.get("CI"):
 
 @pytest.fixture(scope="session")
 def spark_session() -> Any:
-    """The worker's SparkSession (local[2], RocksDB state)."""
+    """The worker's SparkSession (local[2], RocksDB state, the metrics settings: an xdist worker
+    may run an integration file that reads the Prometheus endpoint on it)."""
+    from streamsdsl.runtime.operations import METRICS_DEFAULTS
     from streamsdsl.runtime.session import get_session
 
-    return get_session()
+    return get_session(conf=METRICS_DEFAULTS)
 
 
 @pytest.fixture

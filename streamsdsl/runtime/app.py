@@ -59,9 +59,10 @@ from streamsdsl.runtime.topics import check_topics
 from streamsdsl.runtime.wiring import application_session, prepare_session, start_query
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
-from streamsdsl.runtime.lifecycle import progress_listener
+from streamsdsl.runtime.lifecycle import progress_listener, transition_path
 from streamsdsl.runtime.lifecycle import seconds as _seconds
-from streamsdsl.runtime.metrics import QueryMetrics, completed_batch, log_progress
+from streamsdsl.runtime.metrics import Metrics, QueryMetrics, completed_batch, log_progress
+from streamsdsl.runtime.operations import MetricsPublisher
 from streamsdsl.runtime.queries import StoreQueryParameters, store_view
 
 if TYPE_CHECKING:
@@ -130,6 +131,8 @@ class KafkaStreams(NotYetAttributes):
         self._query: StreamingQuery | None = None
         self._compiled: CompiledTopology | None = None
         self._metrics: QueryMetrics | None = None
+        #: The application's source in Spark's metrics system (`streamsdsl.runtime.operations`).
+        self._publisher: MetricsPublisher | None = None
         self._sink: KafkaTopicSink | None = None
         #: The lease of the Kafka clients the executors keep for this run (released by close()).
         self._lease: ClientLease | None = None
@@ -181,7 +184,8 @@ class KafkaStreams(NotYetAttributes):
         >>> app = KafkaStreams(builder.build(), {"application.id": "copy", "bootstrap.servers": "localhost:9092"})
         >>> app.set_state_listener(lambda new, old: print(f"{old.value} -> {new.value}"))
         >>> app.close()
-        CREATED -> NOT_RUNNING
+        CREATED -> PENDING_SHUTDOWN
+        PENDING_SHUTDOWN -> NOT_RUNNING
         True
         >>> app.set_state_listener(print)
         Traceback (most recent call last):
@@ -293,6 +297,8 @@ class KafkaStreams(NotYetAttributes):
             self._listener = progress_listener(self.config.application_id, lambda: self._metrics,
                                                self._on_query_terminated)
             spark.streams.addListener(self._listener)
+            self._publisher = MetricsPublisher(self.config.application_id)
+            self._publisher.register(spark)
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
             try:
                 self._query, self._compiled = self._start_query(spark)
@@ -300,10 +306,14 @@ class KafkaStreams(NotYetAttributes):
                 # A check of the checkpoint failed before the query started: nothing runs, and the
                 # application stays CREATED (clean_up() then start() begins afresh, as in Kafka Streams).
                 self._remove_listener()
+                self._close_publisher()
                 self._metrics = self._sink = None
                 self._release_clients(None)
                 raise
             except BaseException:
+                # The query failed to start (before or after the checkpoint's checks passed): it
+                # was starting (REBALANCING), then PENDING_ERROR -> ERROR.
+                self._transition(State.REBALANCING)
                 self._stopped(State.ERROR)
                 self._release_clients(None)
                 raise
@@ -319,6 +329,8 @@ class KafkaStreams(NotYetAttributes):
             ", ".join(self.topology.sink_topics),
             ui or "disabled (spark.ui.enabled=false)",
         )
+        if self._publisher is not None and self._publisher.endpoint:
+            log.info("KafkaStreams %r metrics (Prometheus): %s", self.config.application_id, self._publisher.endpoint)
 
     def _start_query(self, spark: SparkSession) -> tuple[StreamingQuery, CompiledTopology]:
         """Start the topology's query on the checkpoint (also used to replace a failed query)."""
@@ -328,12 +340,15 @@ class KafkaStreams(NotYetAttributes):
 
     def _check_topology(self, operators: dict[str, Any]) -> None:
         """Compare the topology's stateful part with the checkpoint's and store its fingerprint
-        (`streamsdsl.runtime.checkpoint.check_topology`); ``operators`` is the compiler's report."""
+        (`streamsdsl.runtime.checkpoint.check_topology`); ``operators`` is the compiler's report.
+        Once the checks pass the query starts: ``REBALANCING`` (Kafka Streams' state while its
+        threads get their partitions) until it runs."""
         from streamsdsl.runtime.checkpoint import check_topology
         from streamsdsl.runtime.fingerprint import topology_fingerprint
 
         check_topology(self.config.checkpoint_location, topology_fingerprint(self.topology, operators),
                        application_id=self.config.application_id, state_dir=self.config.state_dir)
+        self._transition(State.REBALANCING)
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
         """Stop the application: let a running micro-batch finish, stop the query, then close every Kafka
@@ -356,8 +371,11 @@ class KafkaStreams(NotYetAttributes):
                 self._transition(State.NOT_RUNNING)
                 return True
             query = self._query
-            stopped = query is None or self._state is State.NOT_RUNNING
-            if not stopped and self._state in (State.RUNNING, State.REBALANCING):
+            if query is not None and self._state.is_running_or_rebalancing() and self._exception_handler is None \
+                    and not query.isActive and query.exception() is not None:
+                self._stopped(State.ERROR)  # it failed before close(): RUNNING -> PENDING_ERROR -> ERROR
+            stopped = query is None or self._state.has_completed_shutdown()
+            if not stopped and self._state.is_running_or_rebalancing():
                 self._transition(State.PENDING_SHUTDOWN)
         if stopped or query is None:
             return self._release_clients(deadline)
@@ -386,12 +404,16 @@ class KafkaStreams(NotYetAttributes):
     def _stop_query(self, query: StreamingQuery) -> None:
         try:
             query.stop()
-        except Exception as exc:  # noqa: BLE001 - recorded; state becomes ERROR
+        except Exception as exc:  # noqa: BLE001 - recorded and logged
             self._error = exc
         if self._metrics is not None:
             self._metrics.refresh()
-        failed = self._error is not None or query.exception() is not None
-        self._stopped(State.ERROR if failed else State.NOT_RUNNING)
+        # A shutdown completes (Kafka Streams: PENDING_SHUTDOWN -> NOT_RUNNING only); a query that
+        # failed before close() was found by close() and is in ERROR already.
+        failure = self._error or query.exception()
+        if failure is not None and self._state is State.PENDING_SHUTDOWN:
+            log.error("KafkaStreams %r: the query failed while it shut down: %s", self.config.application_id, failure)
+        self._stopped(State.NOT_RUNNING)
         log.info("KafkaStreams %r stopped (%s)", self.config.application_id, self._state.value)
 
     def await_termination(self, timeout: float | timedelta | None = None) -> bool:
@@ -461,7 +483,7 @@ class KafkaStreams(NotYetAttributes):
         """The current `State` (``ERROR`` as soon as the query has failed)."""
         with self._lock:
             query = self._query
-            if (self._state in (State.RUNNING, State.PENDING_SHUTDOWN) and query is not None
+            if (self._state.is_running_or_rebalancing() and query is not None
                     and self._exception_handler is None and not query.isActive):
                 # With a handler, the failure is handled (and the state moved) by _handle_failure.
                 if query.exception() is not None:
@@ -485,7 +507,7 @@ class KafkaStreams(NotYetAttributes):
         from streamsdsl.runtime.checkpoint import reset_application
 
         with self._lock:
-            if self._state in (State.RUNNING, State.REBALANCING, State.PENDING_SHUTDOWN):
+            if not (self._state.has_not_started() or self._state.has_completed_shutdown()):
                 raise IllegalStateError("clean_up() needs a stopped application: call close() first.")
         removal = reset_application(self.config.application_id, self.config.state_dir)
         for path, note in removal.removed:
@@ -539,26 +561,34 @@ class KafkaStreams(NotYetAttributes):
         return query_error(exc, self.topology, self.config.application_id)
 
     def _stopped(self, state: State) -> None:
-        """Enter ``state`` (``ERROR`` or ``NOT_RUNNING``): the query no longer reports progress."""
+        """Enter ``state`` (``ERROR`` or ``NOT_RUNNING``, through ``PENDING_ERROR`` or
+        ``PENDING_SHUTDOWN``): the query no longer reports progress, its metrics are removed."""
         with self._lock:
             self._transition(state)
             self._remove_listener()
+            self._close_publisher()
+
+    def _close_publisher(self) -> None:
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            publisher.close()
 
     def _transition(self, state: State) -> None:
-        """Set the state and tell the state listener (the one place the state changes)."""
+        """Move to ``state`` by Kafka Streams' transitions (`transition_path`: ``ERROR`` through
+        ``PENDING_ERROR``, ``NOT_RUNNING`` through ``PENDING_SHUTDOWN``), telling the state listener
+        of each step; the one place the state changes. A state that cannot be reached (a
+        stopped application) is not entered."""
         with self._lock:
-            old = self._state
-            if state is old:
-                return
-            self._state = state
-            listener = self._state_listener
-            if listener is None:
-                return
-            try:
-                listener(state, old)
-            except Exception:  # noqa: BLE001 - a listener must not break the application
-                log.exception("KafkaStreams %r: the state listener raised on %s -> %s (ignored)",
-                              self.config.application_id, old.value, state.value)
+            for step in transition_path(self._state, state):
+                old, self._state = self._state, step
+                listener = self._state_listener
+                if listener is None:
+                    continue
+                try:
+                    listener(step, old)
+                except Exception:  # noqa: BLE001 - a listener must not break the application
+                    log.exception("KafkaStreams %r: the state listener raised on %s -> %s (ignored)",
+                                  self.config.application_id, old.value, step.value)
 
     # -- query failures -----------------------------------------------------------------------
     def _handle_failure(self, query: StreamingQuery, exc: BaseException) -> bool:
@@ -659,7 +689,13 @@ class KafkaStreams(NotYetAttributes):
             ``batches-total``, ``output-records-total`` (records written to sink topics) and
             ``dead-letter-records-total``.
         """
-        out = (self._metrics or QueryMetrics()).snapshot()
+        if self._metrics is not None:
+            self._metrics.refresh()
+        return self._totals()
+
+    def _totals(self) -> dict[str, float]:
+        """`metrics` as counted so far (no wait for a progress report still to come)."""
+        out = Metrics.snapshot(self._metrics or QueryMetrics())
         sink = self._sink
         out["output-records-total"] = float(sink.emitted_total) if sink else 0.0
         out["dead-letter-records-total"] = float(sink.dead_letters) if sink else 0.0
@@ -671,3 +707,10 @@ class KafkaStreams(NotYetAttributes):
         sink = self._sink
         log_progress(self.config.application_id, progress, sink.emitted.pop(progress.batchId, 0) if sink else 0,
                      observed)
+        publisher = self._publisher
+        if publisher is not None:
+            try:
+                publisher.publish(progress, self._totals())
+            except Exception:  # noqa: BLE001 - metrics must not break the query
+                log.warning("KafkaStreams %r: publishing batch %d's metrics failed", self.config.application_id,
+                            progress.batchId, exc_info=True)

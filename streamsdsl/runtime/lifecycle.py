@@ -15,24 +15,36 @@ from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
 
 __all__ = ["MAX_REPLACEMENTS", "State", "StreamThreadExceptionResponse", "check_callable", "progress_listener",
-           "seconds"]
+           "seconds", "transition_path"]
 
 log = logging.getLogger("streamsdsl")
 
 
 class State(enum.StrEnum):
-    """Lifecycle of a `KafkaStreams` instance (Kafka Streams' ``KafkaStreams.State``).
+    """Lifecycle of a `KafkaStreams` instance (Kafka Streams' ``KafkaStreams.State``), with Kafka
+    Streams' legal transitions (`is_valid_transition`)::
 
-    ``CREATED`` → ``start()`` → ``RUNNING`` → ``close()`` → ``PENDING_SHUTDOWN`` →
-    ``NOT_RUNNING``. A query that fails moves to ``ERROR`` (a terminal state: ``close()``
-    leaves it there). ``close()`` before ``start()`` goes from ``CREATED`` to ``NOT_RUNNING``.
-    ``REBALANCING`` is Kafka Streams' state while a thread is replaced; streamsdsl does not
-    enter it yet (see `StreamThreadExceptionResponse`).
+        CREATED -> REBALANCING, PENDING_SHUTDOWN
+        REBALANCING -> RUNNING, PENDING_SHUTDOWN, PENDING_ERROR
+        RUNNING -> REBALANCING, PENDING_SHUTDOWN, PENDING_ERROR
+        PENDING_SHUTDOWN -> NOT_RUNNING
+        PENDING_ERROR -> ERROR
+
+    ``start()`` goes ``CREATED`` → ``REBALANCING`` (once the checkpoint's checks passed, while
+    Spark plans and starts the query: Kafka Streams rebalances while its threads get their
+    partitions) → ``RUNNING``. ``close()`` goes ``PENDING_SHUTDOWN`` → ``NOT_RUNNING`` (also
+    before ``start()``). A query that fails goes ``PENDING_ERROR`` → ``ERROR``, a terminal
+    state (``close()`` leaves it there); a failed query that an uncaught exception handler
+    replaces goes ``RUNNING`` → ``REBALANCING`` → ``RUNNING`` (`StreamThreadExceptionResponse`).
 
     Examples
     --------
     >>> [s.value for s in State]
-    ['CREATED', 'REBALANCING', 'RUNNING', 'PENDING_SHUTDOWN', 'NOT_RUNNING', 'ERROR']
+    ['CREATED', 'REBALANCING', 'RUNNING', 'PENDING_SHUTDOWN', 'NOT_RUNNING', 'PENDING_ERROR', 'ERROR']
+    >>> State.RUNNING.is_valid_transition(State.PENDING_ERROR), State.RUNNING.is_valid_transition(State.ERROR)
+    (True, False)
+    >>> State.REBALANCING.is_running_or_rebalancing(), State.PENDING_ERROR.has_completed_shutdown()
+    (True, False)
     """
 
     CREATED = "CREATED"
@@ -40,7 +52,65 @@ class State(enum.StrEnum):
     RUNNING = "RUNNING"
     PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
     NOT_RUNNING = "NOT_RUNNING"
+    PENDING_ERROR = "PENDING_ERROR"
     ERROR = "ERROR"
+
+    def is_valid_transition(self, new_state: State) -> bool:
+        """Whether Kafka Streams allows moving from this state to ``new_state``."""
+        return new_state in _TRANSITIONS[self]
+
+    def is_running_or_rebalancing(self) -> bool:
+        """``RUNNING`` or ``REBALANCING`` (Kafka Streams' ``isRunningOrRebalancing``)."""
+        return self in (State.RUNNING, State.REBALANCING)
+
+    def is_shutting_down(self) -> bool:
+        """``PENDING_SHUTDOWN`` or ``PENDING_ERROR`` (Kafka Streams' ``isShuttingDown``)."""
+        return self in (State.PENDING_SHUTDOWN, State.PENDING_ERROR)
+
+    def has_completed_shutdown(self) -> bool:
+        """``NOT_RUNNING`` or ``ERROR`` (Kafka Streams' ``hasCompletedShutdown``)."""
+        return self in (State.NOT_RUNNING, State.ERROR)
+
+    def has_not_started(self) -> bool:
+        """``CREATED`` (Kafka Streams' ``hasNotStarted``)."""
+        return self is State.CREATED
+
+
+#: Kafka Streams' legal transitions (``KafkaStreams.State``'s constructor arguments).
+_TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CREATED: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN}),
+    State.REBALANCING: frozenset({State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
+    State.RUNNING: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
+    State.PENDING_SHUTDOWN: frozenset({State.NOT_RUNNING}),
+    State.NOT_RUNNING: frozenset(),
+    State.PENDING_ERROR: frozenset({State.ERROR}),
+    State.ERROR: frozenset(),
+}
+
+
+def transition_path(old: State, new: State) -> list[State]:
+    """The states `KafkaStreams` passes through from ``old`` to reach ``new`` (``new`` last), by
+    Kafka Streams' transitions: ``ERROR`` through ``PENDING_ERROR``, ``NOT_RUNNING`` through
+    ``PENDING_SHUTDOWN``. Empty when ``old`` is ``new`` or ``new`` cannot be reached from ``old``
+    (a stopped application stays stopped; a shutdown under way ends in ``NOT_RUNNING``).
+
+    Examples
+    --------
+    >>> [s.value for s in transition_path(State.RUNNING, State.ERROR)]
+    ['PENDING_ERROR', 'ERROR']
+    >>> [s.value for s in transition_path(State.CREATED, State.NOT_RUNNING)]
+    ['PENDING_SHUTDOWN', 'NOT_RUNNING']
+    >>> transition_path(State.ERROR, State.NOT_RUNNING), transition_path(State.PENDING_SHUTDOWN, State.ERROR)
+    ([], [])
+    """
+    if old is new:
+        return []
+    if old.is_valid_transition(new):
+        return [new]
+    for step in (State.PENDING_ERROR, State.PENDING_SHUTDOWN):
+        if old.is_valid_transition(step) and step.is_valid_transition(new):
+            return [step, new]
+    return []
 
 
 #: ``REPLACE_THREAD`` restarts in a row, without a completed micro-batch, before shutting down.
@@ -56,9 +126,9 @@ class StreamThreadExceptionResponse(enum.StrEnum):
         new one on the same checkpoint, which retries the failed micro-batch (state moves
         ``RUNNING`` → ``REBALANCING`` → ``RUNNING``). After `MAX_REPLACEMENTS` replacements in a
         row without a completed micro-batch (a record that always fails), the application
-        shuts down instead (``ERROR``).
+        shuts down instead (``PENDING_ERROR`` → ``ERROR``).
     ``SHUTDOWN_CLIENT``
-        Stop this application instance: its state becomes ``ERROR``.
+        Stop this application instance: its state becomes ``PENDING_ERROR``, then ``ERROR``.
     ``SHUTDOWN_APPLICATION``
         Kafka Streams stops every instance of the application; a streamsdsl application is
         one Spark query, so this is the same as ``SHUTDOWN_CLIENT``.

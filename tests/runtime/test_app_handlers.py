@@ -1,5 +1,6 @@
 """`KafkaStreams.set_state_listener` and `set_uncaught_exception_handler` without a broker:
-argument checks, "only before start()", the CREATED -> NOT_RUNNING notification, the enum."""
+argument checks, "only before start()", the CREATED -> PENDING_SHUTDOWN -> NOT_RUNNING
+notification, the enum and Kafka Streams' state transitions."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from streamsdsl.errors import InvalidTypeError
 from streamsdsl.runtime import app as app_module
 from streamsdsl.runtime.app import KafkaStreams, State, StreamThreadExceptionResponse
 from streamsdsl.runtime.errors import IllegalStateError
+from streamsdsl.runtime.lifecycle import transition_path
 
 
 def _app() -> KafkaStreams:
@@ -27,20 +29,46 @@ def test_enum_has_kafka_streams_names_and_is_exported() -> None:
     assert "StreamThreadExceptionResponse" in app_module.__all__
 
 
-def test_state_has_rebalancing() -> None:
-    """State lists Kafka Streams' states in lifecycle order, REBALANCING included."""
+def test_state_has_kafka_streams_states() -> None:
+    """State lists Kafka Streams' seven states in its order, REBALANCING and PENDING_ERROR included."""
     assert [s.value for s in State] == ["CREATED", "REBALANCING", "RUNNING", "PENDING_SHUTDOWN", "NOT_RUNNING",
-                                        "ERROR"]
+                                        "PENDING_ERROR", "ERROR"]
+
+
+def test_state_transitions_are_kafka_streams() -> None:
+    """is_valid_transition holds exactly Kafka Streams' transitions (KafkaStreams.State's
+    constructor: CREATED(1, 3), REBALANCING(2, 3, 5), RUNNING(1, 2, 3, 5), PENDING_SHUTDOWN(4),
+    NOT_RUNNING, PENDING_ERROR(6), ERROR), RUNNING -> RUNNING aside (a no-op here)."""
+    states = list(State)
+    legal = {(old.value, new.value) for old in states for new in states if old.is_valid_transition(new)}
+    kafka = {0: (1, 3), 1: (2, 3, 5), 2: (1, 3, 5), 3: (4,), 4: (), 5: (6,), 6: ()}
+    assert legal == {(states[o].value, states[n].value) for o, targets in kafka.items() for n in targets}
+    assert [s.value for s in states if s.is_running_or_rebalancing()] == ["REBALANCING", "RUNNING"]
+    assert [s.value for s in states if s.is_shutting_down()] == ["PENDING_SHUTDOWN", "PENDING_ERROR"]
+    assert [s.value for s in states if s.has_completed_shutdown()] == ["NOT_RUNNING", "ERROR"]
+
+
+def test_transition_paths_take_kafka_streams_steps() -> None:
+    """ERROR is reached through PENDING_ERROR, NOT_RUNNING through PENDING_SHUTDOWN; a stopped
+    application, and a shutdown under way, cannot reach ERROR."""
+    assert transition_path(State.RUNNING, State.ERROR) == [State.PENDING_ERROR, State.ERROR]
+    assert transition_path(State.REBALANCING, State.ERROR) == [State.PENDING_ERROR, State.ERROR]
+    assert transition_path(State.RUNNING, State.NOT_RUNNING) == [State.PENDING_SHUTDOWN, State.NOT_RUNNING]
+    assert transition_path(State.CREATED, State.NOT_RUNNING) == [State.PENDING_SHUTDOWN, State.NOT_RUNNING]
+    assert transition_path(State.CREATED, State.RUNNING) == []
+    assert transition_path(State.PENDING_SHUTDOWN, State.ERROR) == []
+    assert transition_path(State.ERROR, State.NOT_RUNNING) == []
+    assert transition_path(State.NOT_RUNNING, State.ERROR) == []
 
 
 def test_listener_notified_on_close_before_start() -> None:
-    """close() before start() notifies (NOT_RUNNING, CREATED) exactly once."""
+    """close() before start() notifies CREATED -> PENDING_SHUTDOWN -> NOT_RUNNING exactly once."""
     app = _app()
     seen: list[tuple[State, State]] = []
     app.set_state_listener(lambda new, old: seen.append((new, old)))
     assert app.close() is True
     assert app.close() is True
-    assert seen == [(State.NOT_RUNNING, State.CREATED)]
+    assert seen == [(State.PENDING_SHUTDOWN, State.CREATED), (State.NOT_RUNNING, State.PENDING_SHUTDOWN)]
     assert app.state() is State.NOT_RUNNING
 
 
@@ -55,7 +83,8 @@ def test_listener_that_raises_is_logged_and_ignored(caplog: pytest.LogCaptureFix
     assert app.close() is True
     assert app.state() is State.NOT_RUNNING
     assert [r.getMessage() for r in caplog.records if r.name == "streamsdsl"] == [
-        "KafkaStreams 'handlers': the state listener raised on CREATED -> NOT_RUNNING (ignored)"]
+        "KafkaStreams 'handlers': the state listener raised on CREATED -> PENDING_SHUTDOWN (ignored)",
+        "KafkaStreams 'handlers': the state listener raised on PENDING_SHUTDOWN -> NOT_RUNNING (ignored)"]
 
 
 @pytest.mark.parametrize("bad", [None, 3, "listener"])
@@ -116,7 +145,7 @@ def test_setters_rejected_after_start(state: State) -> None:
 
 
 def test_setters_rejected_after_close_before_start() -> None:
-    """After close() (CREATED -> NOT_RUNNING) the setters are rejected too."""
+    """After close() (CREATED -> PENDING_SHUTDOWN -> NOT_RUNNING) the setters are rejected too."""
     app = _app()
     app.close()
     with pytest.raises(IllegalStateError):
@@ -161,7 +190,7 @@ def test_shutdown_application_moves_to_error_with_the_handler_given_the_error(ca
     assert app._handle_failure(query, spark_error) is False  # type: ignore[arg-type]
     assert app._handle_failure(query, spark_error) is False  # type: ignore[arg-type]  # handled once
     assert app.state() is State.ERROR
-    assert seen == [(State.ERROR, State.RUNNING)]
+    assert seen == [(State.PENDING_ERROR, State.RUNNING), (State.ERROR, State.PENDING_ERROR)]
     assert [type(e) for e in errors] == [UserFunctionError]
     expected = ("KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: division by zero "
                 "(record at topic in partition 3 offset 7, key 'k2')")
