@@ -193,9 +193,10 @@ class QueryMetrics(Metrics):
         #: The drop counters' observations of the batches written whose progress is not counted yet.
         self._counted: dict[int, dict[str, Any]] = {}
         self.query: StreamingQuery | None = None
-        #: Called like ``on_progress``, before it (a sink that counts its writes from the
-        #: observations: `streamsdsl.runtime.connect.ConnectBatchWriter`).
-        self.observers: list[Callable[[Any, Mapping[str, Mapping[str, Any]]], None]] = []
+        #: Called like ``on_progress``, before it, by name (one per name however often a query is
+        #: started: a sink that counts its writes from the observations,
+        #: `streamsdsl.runtime.connect.ConnectBatchWriter`).
+        self.observers: dict[str, Callable[[Any, Mapping[str, Mapping[str, Any]]], None]] = {}
 
     def add_progress(self, progress: Any) -> bool:
         """Count one micro-batch's progress; False if it was counted before."""
@@ -212,7 +213,7 @@ class QueryMetrics(Metrics):
             with self._lock:
                 self.input_rows += int(progress.numInputRows or 0)
                 self.batches += 1
-        for observer in self.observers:
+        for observer in list(self.observers.values()):
             observer(progress, observed)
         if self._on_progress is not None:
             self._on_progress(progress, observed)

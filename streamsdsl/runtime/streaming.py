@@ -26,7 +26,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.records import DLQ_HEADERS
 from streamsdsl.errors import TopologyError
-from streamsdsl.runtime.connect import ConnectUnsupportedError, is_connect
+from streamsdsl.runtime.connect import WRITES_OBSERVATION, ConnectUnsupportedError, is_connect
 from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
 from streamsdsl.runtime.session import require_state_store
 
@@ -165,8 +165,8 @@ def start_streaming(
         # what it writes is counted in the plan: the query's progress brings the counts back
         output = connect_function.observe_writes(output)
         add_written = getattr(sink, "add_written", None)
-        if add_written is not None:
-            metrics.observers.append(
+        if add_written is not None:  # one observer, also when the query is started again
+            metrics.observers[WRITES_OBSERVATION] = (
                 lambda progress, observed: add_written(progress.batchId, *connect_function.written(observed)))
         batch_function = connect_function
     writer = output.writeStream.outputMode("update").foreachBatch(batch_function)
