@@ -1,8 +1,8 @@
 """The application of the standalone-cluster tests (`integration.test_standalone_cluster`).
 
 Orders (keyed by customer) joined with the customers table; the enriched orders written out, a
-session count per customer (a built-in aggregation: the JVM operator) and the revenue per region
-in 10-second windows (a Python aggregation), both emitted when their windows close. Run as a
+session count per customer (a built-in aggregation: the JVM operator) emitted when its sessions
+close, and the revenue per region (a Python aggregation, its table's changelog). Run as a
 script, once per step, by the tests, as a user runs an application on a cluster::
 
     python integration/standalone_app.py '{"bootstrap": ..., "topics": {...}, "state_dir": ...,
@@ -31,7 +31,6 @@ from streamsdsl import (
     Serdes,
     SessionWindows,
     StreamsBuilder,
-    TimeWindows,
     Topology,
 )
 
@@ -50,8 +49,8 @@ def add(region: str, order: dict[str, Any], total: int) -> int:
 
 
 def build_topology(topics: dict[str, str]) -> Topology:
-    """orders ⋈ customers → enriched; sessions per customer (gap 5 s) counted; revenue per region
-    per 10 s; both on window close."""
+    """orders ⋈ customers → enriched; sessions per customer (gap 5 s) counted on window close;
+    the revenue per region (a table: its changelog)."""
     builder = StreamsBuilder()
     customers = builder.table(topics["customers"], JSON)
     enriched = builder.stream(topics["orders"], JSON).join(customers, enrich)
@@ -67,19 +66,17 @@ def build_topology(topics: dict[str, str]) -> Topology:
     )
     (
         enriched.group_by(lambda customer, order: order["region"], Grouped.with_serdes(Serdes.String(), Serdes.Json()))
-        .windowed_by(TimeWindows.of_size_with_no_grace(10_000))
-        .emit_strategy(EmitStrategy.on_window_close())
         .aggregate(lambda: 0, add)
         .to_stream()
-        .map(lambda w, total: (w.key, {"start": w.window.start, "revenue": total}))
-        .to(topics["revenue"], JSON_OUT)
+        .to(topics["revenue"], Produced.with_serdes(Serdes.String(), Serdes.Long()))
     )
     return builder.build()
 
 
 def steps() -> list[list[tuple[str, str, dict[str, Any] | None, int, int]]]:
     """The input in two steps, each ``(role, key, value, timestamp, partition)``: the customers
-    and 30 s of orders; then a customer's move, 30 s more and a last order that closes the rest.
+    and 30 s of orders; then a customer's move, a new customer, 30 s more and a last order on
+    each partition, which closes the sessions.
     Keys ``cN`` go to partition ``N % 2`` of both inputs (co-partitioned, as Kafka's default
     partitioner would keep them)."""
     regions = {"c0": "EU", "c1": "US", "c2": "EU", "c3": "APAC"}
@@ -88,12 +85,14 @@ def steps() -> list[list[tuple[str, str, dict[str, Any] | None, int, int]]]:
     ]
     second: list[tuple[str, str, dict[str, Any] | None, int, int]] = [
         ("customers", "c1", {"region": "EU"}, BASE + 30_000, 1),
+        ("customers", "c5", {"region": "US"}, BASE + 30_000, 1),
     ]
     for i in range(60):
         key = f"c{(i * 7) % 5}"  # c4 has no customer: an inner join forwards nothing for it
         t = BASE + i * 1_000 + (3_000 if i >= 20 else 0) + (6_000 if i >= 40 else 0)
         (first if i < 30 else second).append(("orders", key, {"amount": i + 1}, t, int(key[1:]) % 2))
-    second.append(("orders", "c0", {"amount": 100}, BASE + 200_000, 0))
+    # a last order on each partition: stream time passes every earlier session's close in every task
+    second.extend(("orders", key, {"amount": 100}, BASE + 200_000, int(key[1:]) % 2) for key in ("c0", "c5"))
     return [first, second]
 
 

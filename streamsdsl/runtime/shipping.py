@@ -31,7 +31,8 @@ same ``major.minor`` and platform: `Bundle.python_tag`); a worker whose interpre
 
 What PySpark needs itself (`PROVIDED`) is not shipped. A bundle is built once per content (the
 versions and files of what it holds, this interpreter's version and platform) into
-``<cache>/ship/<key>/`` (`streamsdsl.maven.cache_dir`), atomically, so concurrent sessions share it.
+``<cache>/ship/<key>/`` (`streamsdsl.maven.cache_dir`), atomically, so concurrent sessions share it;
+bundles of other content older than a week are removed then.
 ``streamsdsl ship`` prints the ``spark-submit`` options of a bundle (docs/deploy.md).
 
 Examples
@@ -47,6 +48,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata as metadata
 import importlib.util
@@ -57,6 +59,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -203,6 +206,8 @@ def build(root: str = "streamsdsl") -> Bundle:
         archives=tuple(f"{target / (name + '.tgz')}#{name}" for name in native),
     )
     if target.is_dir():
+        with contextlib.suppress(OSError):
+            os.utime(target)  # in use: kept by `_prune`
         return bundle
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".building-") as tmp:
@@ -225,7 +230,23 @@ def build(root: str = "streamsdsl") -> Bundle:
                 raise
         else:
             os.makedirs(tmp)  # for TemporaryDirectory's cleanup
+    _prune(target)
     return bundle
+
+
+#: Bundles not built or used for this long are removed when another is built (a running application
+#: serves its bundle's files to executors that start later: not removed while it may run).
+_KEEP_S = 7 * 24 * 3600
+
+
+def _prune(current: Path) -> None:
+    """Remove the other bundles of the cache built more than `_KEEP_S` ago."""
+    now = time.time()
+    for other in current.parent.iterdir():
+        if other != current and not other.name.startswith(".") and other.is_dir():
+            with contextlib.suppress(OSError):
+                if now - other.stat().st_mtime > _KEEP_S:
+                    shutil.rmtree(other)
 
 
 def _canonical(name: str) -> str:

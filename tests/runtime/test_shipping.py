@@ -1,0 +1,125 @@
+"""What streamsdsl ships to a cluster whose Python lacks it (`streamsdsl.runtime.shipping`), and
+the settings and ``spark-submit`` options that ship it, without Spark (the standalone cluster's
+test, `integration/test_standalone_cluster.py`, runs them on Spark)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tarfile
+import zipfile
+
+import pytest
+
+from streamsdsl.cli import main as cli_main
+from streamsdsl.runtime.session import REQUIRED_CONF, configure_spark, submit_options
+from streamsdsl.runtime.shipping import PROVIDED, PYTHONPATH_CONF, build, distributions, ship_settings
+from streamsdsl.testing.standalone import bare_python
+
+
+class _Builder:
+    """A stand-in for ``SparkSession.builder``: records what is configured."""
+
+    def __init__(self, **options: str) -> None:
+        self._options = {k.replace("_", "."): v for k, v in options.items()}
+
+    def config(self, key: str, value: str) -> _Builder:
+        self._options[key] = value
+        return self
+
+
+def test_ships_streamsdsl_and_what_it_adds_to_pyspark() -> None:
+    """streamsdsl's requirements, transitively, without PySpark's own (pandas, pyarrow, protobuf
+    are the cluster's) and without extras."""
+    names = [d.metadata["Name"].lower() for d in distributions()]
+    assert names == ["streamsdsl", "attrs", "confluent-kafka"]
+    assert not PROVIDED & set(names)
+
+
+def test_pure_python_in_one_zip_native_code_in_archives_named_after_their_package() -> None:
+    bundle = build()
+    (zip_path,) = bundle.py_files
+    with zipfile.ZipFile(zip_path) as z:
+        names = z.namelist()
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"streamsdsl", "attr", "attrs"}
+    assert "streamsdsl/__init__.py" in names and "streamsdsl/log4j2.properties" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    archives = dict(reversed(a.split("#")) for a in bundle.archives)
+    assert sorted(archives) == ["confluent_kafka", "confluent_kafka.libs"]
+    with tarfile.open(archives["confluent_kafka"]) as t:  # the package's contents at the archive's root
+        members = t.getnames()
+    assert "__init__.py" in members and any(m.startswith("cimpl") and m.endswith(".so") for m in members)
+    assert sorted(os.listdir(bundle.directory / "site")) == ["confluent_kafka", "confluent_kafka.libs"]
+    assert bundle.python_tag == f"cp{sys.version_info.major}{sys.version_info.minor}-{os.uname().machine}"
+
+
+def test_built_once_per_content() -> None:
+    first = build()
+    mtime = os.stat(first.py_files[0]).st_mtime_ns
+    assert build() == first and os.stat(first.py_files[0]).st_mtime_ns == mtime
+
+
+def test_a_python_without_streamsdsl_imports_it_from_the_bundle() -> None:
+    """The bare interpreter (PySpark's dependencies only) cannot import streamsdsl, attrs or
+    confluent-kafka; with the bundle's paths it imports all three, streamsdsl from the zip and
+    confluent-kafka's native module (librdkafka from its ``.libs`` sibling)."""
+    python = bare_python()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = "import streamsdsl, attrs, confluent_kafka; print(streamsdsl.__file__); print(confluent_kafka.libversion()[0])"
+    bare = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, cwd="/", check=False)
+    assert bare.returncode == 1 and "No module named 'streamsdsl'" in bare.stderr
+    bundle = build()
+    shipped = subprocess.run([python, "-c", probe], env={**env, "PYTHONPATH": os.pathsep.join(bundle.python_path)},
+                             capture_output=True, text=True, cwd="/", check=False)
+    assert shipped.returncode == 0, shipped.stderr
+    module, librdkafka = shipped.stdout.split()
+    assert module == os.path.join(bundle.py_files[0], "streamsdsl", "__init__.py")
+    assert librdkafka.count(".") == 2
+
+
+@pytest.mark.parametrize(("master", "ship", "shipped"), [
+    ("local[2]", None, False), ("local-cluster[2,1,1024]", None, False), ("spark://h:7077", None, True),
+    ("yarn", None, True), ("k8s://https://h:6443", None, True), ("local[2]", True, True), ("yarn", False, False),
+])
+def test_shipped_on_a_clusters_master_or_when_asked(master: str, ship: bool | None, shipped: bool) -> None:
+    assert bool(ship_settings({}, master, ship)) is shipped
+
+
+def test_settings_keep_the_users_entries_first() -> None:
+    bundle = build()
+    settings = ship_settings({"spark.submit.pyFiles": "/app/lib.zip", PYTHONPATH_CONF: "/opt/extra"}, "yarn")
+    assert settings["spark.submit.pyFiles"] == f"/app/lib.zip,{bundle.py_files[0]}"
+    assert settings["spark.files"] == bundle.py_files[0]
+    assert settings["spark.archives"] == ",".join(bundle.archives)
+    assert settings[PYTHONPATH_CONF] == os.pathsep.join(["/opt/extra", *bundle.python_path])
+    assert ship_settings({**settings}, "yarn") == {}  # already shipped: nothing to add
+
+
+def test_configure_spark_ships_to_the_builders_cluster_master() -> None:
+    bundle = build()
+    on_cluster = configure_spark(_Builder(spark_master="spark://h:7077"))._options
+    assert on_cluster["spark.submit.pyFiles"] == bundle.py_files[0]
+    assert on_cluster["spark.archives"] == ",".join(bundle.archives)
+    local = configure_spark(_Builder(spark_master="local[2]"))._options
+    assert "spark.submit.pyFiles" not in local and "spark.archives" not in local
+    assert configure_spark(_Builder(spark_master="local[2]"), ship=True)._options["spark.archives"] == ",".join(
+        bundle.archives)
+
+
+def test_streamsdsl_ship_prints_the_spark_submit_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """``spark-submit $(streamsdsl ship) app.py``: the jars, the bundle and the settings a session
+    of the user's own needs, shell-quoted on one line."""
+    assert cli_main(["ship"]) == 0
+    line = capsys.readouterr().out.strip()
+    options = shlex.split(line)
+    assert options == submit_options()
+    bundle = build()
+    assert options[:2] == ["--jars", options[1]] and options[1].split(",")[0].endswith("streamsdsl-operator.jar")
+    assert options[2:6] == ["--py-files", bundle.py_files[0], "--archives", ",".join(bundle.archives)]
+    confs = [options[i + 1] for i, o in enumerate(options) if o == "--conf"]
+    assert confs[0] == f"{PYTHONPATH_CONF}={os.pathsep.join(bundle.python_path)}"
+    assert {c.split("=", 1)[0] for c in confs[1:]} >= set(REQUIRED_CONF)
+    assert cli_main(["ship", "extra"]) == 2
