@@ -14,7 +14,7 @@ ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install kafka-jars kafka-connector class-archive run test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
+.PHONY: install kafka-jars kafka-connector class-archive run run-cluster test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
 	oracle oracle-jar
 
 install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
@@ -60,6 +60,11 @@ $(STAMP): pyproject.toml constraints.txt
 CONNECTOR ?= python
 run: install
 	$(PY) examples/quickstart.py --connector $(CONNECTOR)
+
+# examples/order_enrichment.py on a Spark standalone cluster started for the run (a master and two
+# workers whose Python has PySpark's dependencies only): streamsdsl ships itself (docs/deploy.md).
+run-cluster: install
+	$(PY) examples/order_enrichment.py --cluster
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
 # slowest tests are listed at the end, and every test's time is in build/test-results.xml.

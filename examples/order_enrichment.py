@@ -32,10 +32,14 @@ past 09:02:00: the three windows before it close (EU and US from 09:00, US from 
 in the micro-batch that runs at the new watermark; the 09:02 window stays open until a record at
 09:03:00 or later arrives. ``--driver`` runs
 the same topology through the :class:`~streamsdsl.runtime.driver.TopologyTestDriver` (no
-broker) and prints the same tables.
+broker) and prints the same tables. ``--cluster`` runs it on a Spark standalone cluster
+started for the run (a master and two workers whose Python has PySpark's dependencies but not
+streamsdsl): the configuration names the master and that Python, and streamsdsl ships itself
+(docs/deploy.md; ``make run-cluster``).
 
     .venv/bin/python examples/order_enrichment.py            # Kafka → Spark → Kafka
     .venv/bin/python examples/order_enrichment.py --driver   # the TopologyTestDriver
+    .venv/bin/python examples/order_enrichment.py --cluster  # on a standalone cluster
 """
 
 from __future__ import annotations
@@ -218,18 +222,25 @@ def run_steps(kafka: Any, topics: dict[str, str], config: dict[str, Any], spark:
             process(app)
 
 
-def run_on_kafka() -> tuple[list[Record], list[Record]]:
-    """Kafka → Spark → Kafka on ``BOOTSTRAP_SERVERS`` or a local broker; returns both outputs."""
+def run_on_kafka(cluster: bool = False) -> tuple[list[Record], list[Record]]:
+    """Kafka → Spark → Kafka on ``BOOTSTRAP_SERVERS`` or a local broker; returns both outputs.
+
+    With ``cluster``, on a Spark standalone cluster started for the run (a master and two workers
+    whose Python has PySpark's dependencies only: `streamsdsl.testing.standalone`): the
+    configuration names its master and that Python, and streamsdsl ships itself there."""
     from pyspark.sql import SparkSession
 
     from streamsdsl.testing import local_kafka
+    from streamsdsl.testing.standalone import StandaloneCluster, bare_python
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.getLogger("streamsdsl").addHandler(handler)
     logging.getLogger("streamsdsl").setLevel(logging.INFO)
 
-    with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-enrichment-") as state_dir:
+    with contextlib.ExitStack() as stack:
+        kafka = stack.enter_context(local_kafka())
+        state_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="streamsdsl-enrichment-"))
         print(f"broker: {kafka.bootstrap_servers} ({kafka.kind})", file=sys.stderr)
         topics = topic_names(kafka)
         for name in topics.values():
@@ -241,6 +252,11 @@ def run_on_kafka() -> tuple[list[Record], list[Record]]:
             "state.dir": state_dir,
             "commit.interval.ms": 50,
         }
+        if cluster:
+            spark_cluster = stack.enter_context(StandaloneCluster(workers=2, python=bare_python()))
+            print(f"Spark standalone cluster: {spark_cluster.master_url} (web UI {spark_cluster.ui_url}), "
+                  f"workers' Python {spark_cluster.python}", file=sys.stderr)
+            config.update({"spark.master": spark_cluster.master_url, "spark.pyspark.python": spark_cluster.python})
         try:
             run_steps(kafka, topics, config)
         finally:
@@ -258,10 +274,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--driver", action="store_true", help="run through the TopologyTestDriver instead of a Kafka broker"
     )
+    parser.add_argument(
+        "--cluster", action="store_true",
+        help="run on a Spark standalone cluster started for the run, whose workers' Python lacks streamsdsl",
+    )
     args = parser.parse_args(argv)
     # SIGTERM (e.g. from a supervisor) unwinds like Ctrl-C, so the local broker is stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    enriched, revenue = run_with_driver() if args.driver else run_on_kafka()
+    enriched, revenue = run_with_driver() if args.driver else run_on_kafka(cluster=args.cluster)
     print_tables(enriched, revenue)
 
 
