@@ -68,20 +68,29 @@ def remote(connect_server: ConnectServer, kafka: LocalKafka) -> Iterator[SparkSe
                     os.environ[name] = value
 
 
-def _run(remote: SparkSession, topology: Topology, config: dict[str, object],
-         running: Callable[[KafkaStreams], None] | None = None) -> KafkaStreams:
-    """Start ``topology`` on the Connect session, process what its topics hold, call ``running(app)``,
-    close it."""
-    app = KafkaStreams(topology, config, spark=remote)
-    try:
-        app.start()
-        app.process_all_available()
-        if running is not None:
-            running(app)
-    finally:
-        app.close(60)
-    assert app.state() is State.NOT_RUNNING
-    return app
+@pytest.fixture
+def run(remote: SparkSession, connect_server: ConnectServer) -> Callable[..., KafkaStreams]:
+    """``run(topology, config, running=None)``: start ``topology`` on the Connect session, process what
+    its topics hold, call ``running(app)``, close it; a failure carries the end of the server's log."""
+
+    def run_app(topology: Topology, config: dict[str, object],
+                running: Callable[[KafkaStreams], None] | None = None) -> KafkaStreams:
+        app = KafkaStreams(topology, config, spark=remote)
+        try:
+            try:
+                app.start()
+                app.process_all_available()
+                if running is not None:
+                    running(app)
+            finally:
+                app.close(60)
+        except Exception as e:
+            e.add_note(f"The Spark Connect server's log ends with:\n{connect_server.log_tail()}")
+            raise
+        assert app.state() is State.NOT_RUNNING
+        return app
+
+    return run_app
 
 
 # -- the quickstart: count paid orders per customer -----------------------------------------------
@@ -108,7 +117,7 @@ def _quickstart(orders: str, counts: str) -> Topology:
     return module.build_topology(orders, counts)  # type: ignore[no-any-return]
 
 
-def test_quickstart_over_connect(remote: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str],
+def test_quickstart_over_connect(run: Callable[..., KafkaStreams], kafka: LocalKafka, new_topic: Callable[..., str],
                                  streams_config: Callable[..., dict[str, object]]) -> None:
     """The quickstart (count paid orders per customer) on a Connect session writes the changelog the
     TopologyTestDriver writes, one update per counted order; its metrics (what it read, what the
@@ -118,7 +127,7 @@ def test_quickstart_over_connect(remote: SparkSession, kafka: LocalKafka, new_to
     orders, counts = new_topic(), new_topic()
     kafka.produce(orders, [(k.encode(), json.dumps(v).encode(), ts, None) for k, v, ts in ORDERS])
     topology = _quickstart(orders, counts)
-    app = _run(remote, topology, streams_config("connect-quickstart", {"max.offsets.per.trigger": 1}))
+    app = run(topology, streams_config("connect-quickstart", {"max.offsets.per.trigger": 1}))
 
     with TopologyTestDriver(topology, engine="direct") as driver:
         pipe = driver.create_input_topic(orders)
@@ -148,7 +157,7 @@ def _session_count(source: str, sink: str) -> Topology:
 
 
 def test_session_count_on_the_jvm_operator_over_connect(
-        remote: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str],
+        run: Callable[..., KafkaStreams], kafka: LocalKafka, new_topic: Callable[..., str],
         streams_config: Callable[..., dict[str, object]]) -> None:
     """A session-windowed count with ``streamsdsl.operator = "jvm"`` runs on a Connect session (the
     server's SQL extension puts the JVM operator in the plan) and writes what the TopologyTestDriver
@@ -164,8 +173,8 @@ def test_session_count_on_the_jvm_operator_over_connect(
         store = app.store(StoreQueryParameters.from_name_and_type("sessions", QueryableStoreTypes.session_store()))
         stored.extend([store.fetch("a"), store.fetch("b")])
 
-    _run(remote, topology, streams_config("connect-sessions", {"max.offsets.per.trigger": 1,
-                                                               "streamsdsl.operator": "jvm"}), query)
+    run(topology, streams_config("connect-sessions", {"max.offsets.per.trigger": 1, "streamsdsl.operator": "jvm"}),
+        query)
     assert stored == [[KeyValue(Windowed("a", SessionWindow(1_000, 12_000)), 4)],
                       [KeyValue(Windowed("b", SessionWindow(2_000, 2_000)), 1)]]
 
@@ -200,7 +209,8 @@ def _join(left: str, right: str, sink: str) -> Topology:
     return builder.build()
 
 
-def test_windowed_join_over_connect(remote: SparkSession, kafka: LocalKafka, new_topic: Callable[..., str],
+def test_windowed_join_over_connect(run: Callable[..., KafkaStreams], kafka: LocalKafka,
+                                    new_topic: Callable[..., str],
                                     streams_config: Callable[..., dict[str, object]]) -> None:
     """A windowed stream-stream inner join on a Connect session, reading its topics with Spark's Kafka
     connector (loaded by the server), joins the records the TopologyTestDriver joins (the same keys,
@@ -210,7 +220,7 @@ def test_windowed_join_over_connect(remote: SparkSession, kafka: LocalKafka, new
     kafka.produce(left, [(k.encode(), v.encode(), ts, None) for k, v, ts in LEFT])
     kafka.produce(right, [(k.encode(), v.encode(), ts, None) for k, v, ts in RIGHT])
     topology = _join(left, right, sink)
-    _run(remote, topology, streams_config("connect-join", {"kafka.connector": "jvm"}))
+    run(topology, streams_config("connect-join", {"kafka.connector": "jvm"}))
 
     with TopologyTestDriver(topology, engine="direct") as driver:
         for topic, records in ((left, LEFT), (right, RIGHT)):
