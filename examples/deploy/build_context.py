@@ -11,8 +11,10 @@ Usage (from the repository root, after ``make install``)::
 * ``requirements.txt``: the Python distributions the application needs besides PySpark, pinned to
   this environment's versions: PySpark's own Python dependencies (pandas, pyarrow, numpy,
   protobuf and theirs) and streamsdsl's (attrs, confluent-kafka);
-* ``wheels/``: streamsdsl's wheel, built from this checkout (``pip wheel --no-deps``); with
-  ``--offline`` also a wheel of each requirement, packed from this environment's installed files,
+* ``dist/``: streamsdsl's wheel, built from this checkout (``pip wheel --no-deps``);
+* ``wheels/``: empty, or with ``--offline`` a wheel of each requirement, packed from this
+  environment's installed files (byte for byte the same on every run, so Docker's layer cache keeps
+  the layer installing them),
   so that ``docker build --build-arg PIP_OPTIONS="--no-index --find-links /tmp/streamsdsl/wheels"``
   needs no package index. Those wheels are for this interpreter's Python version and platform
   (``cp311``, ``x86_64``): the image's Python must match, as the Dockerfile's python3.11 does;
@@ -102,7 +104,9 @@ def pack_wheel(dist: metadata.Distribution, target: Path) -> Path:
             whl.writestr(info, data)
             record.append(_record_line(arcname, data))
         record.append(f"{dist_info.name}/RECORD,,")
-        whl.writestr(f"{dist_info.name}/RECORD", "\n".join(record) + "\n")
+        info = zipfile.ZipInfo(f"{dist_info.name}/RECORD", date_time=(1980, 1, 1, 0, 0, 0))
+        info.external_attr = 0o100644 << 16
+        whl.writestr(info, "\n".join(record) + "\n", zipfile.ZIP_DEFLATED)
     return path
 
 
@@ -132,10 +136,11 @@ def write_context(context: Path, apps: list[Path], *, offline: bool = False) -> 
     if context.exists():
         shutil.rmtree(context)
     (context / "wheels").mkdir(parents=True)
+    (context / "dist").mkdir()
     shutil.copyfile(DOCKERFILE, context / "Dockerfile")
     needed = requirements()
     (context / "requirements.txt").write_text("".join(f"{d.metadata['Name']}=={d.version}\n" for d in needed))
-    build_wheel(context / "wheels")
+    build_wheel(context / "dist")
     if offline:
         for dist in needed:
             pack_wheel(dist, context / "wheels")
