@@ -1,7 +1,8 @@
 """A running application's metrics read from the driver's Prometheus endpoints over HTTP.
 
-The application counts records in one-hour windows emitted on close from a two-partition topic
-(every record on partition 0), with one late record. After `KafkaStreams.process_all_available`
+The application counts records in 10 s windows emitted on close from a two-partition topic
+(every record on partition 0), with one late record, two records per micro-batch
+(``max.offsets.per.trigger``), on both connectors. After `KafkaStreams.process_all_available`
 the endpoints hold its exact counts: Spark's ``PrometheusServlet`` (``/metrics/prometheus``,
 enabled by `streamsdsl.runtime.operations.METRICS_DEFAULTS`, which the shared session is built
 with) and the jar's labelled endpoint (``/metrics/streamsdsl/prometheus``); after ``close()``
@@ -19,7 +20,7 @@ import pytest
 
 from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, StreamsBuilder, TimeWindows
 from streamsdsl.runtime.app import KafkaStreams, State
-from streamsdsl.runtime.operations import METRICS_DEFAULTS, PROMETHEUS_PATH
+from streamsdsl.runtime.operations import METRICS_DEFAULTS, PROMETHEUS_PATH, records_lag
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
@@ -52,16 +53,18 @@ def _spark_name(app_id: str, metric: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", f"metrics_streamsdsl_driver_streamsdsl_{app_id}_{name}") + brace + labels
 
 
+@pytest.mark.parametrize("connector", ["python", "jvm"])
 def test_prometheus_endpoints_of_a_running_application(
     kafka: LocalKafka,
     new_topic: Callable[..., str],
     streams_config: Callable[..., dict[str, object]],
     spark: SparkSession,
     app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams],
+    connector: str,
 ) -> None:
     """4 records processed, the late one dropped, one window emitted on close; the records lag
-    of both partitions 0 once caught up; the states REBALANCING, RUNNING, PENDING_SHUTDOWN,
-    NOT_RUNNING; the metrics gone after close()."""
+    2 after the first batch of two records, 0 on both partitions once caught up; the states
+    REBALANCING, RUNNING, PENDING_SHUTDOWN, NOT_RUNNING; the metrics gone after close()."""
     conf = spark.sparkContext.getConf()
     assert {k: conf.get(k) for k in METRICS_DEFAULTS} == METRICS_DEFAULTS, "the session lacks METRICS_DEFAULTS"
     source, sink = new_topic(2), new_topic(1)
@@ -77,7 +80,8 @@ def test_prometheus_endpoints_of_a_running_application(
     )
     # a@25 s closes [0 s, 10 s) (emitted on close: count 2); a@3 s is late for it (dropped).
     kafka.produce(source, [(b"a", b"x", T + ts, 0) for ts in (1_000, 2_000, 25_000, 3_000)])
-    app = app_factory(builder.build(), streams_config("operations"))
+    app = app_factory(builder.build(), streams_config(f"operations-{connector}", {
+        "kafka.connector": connector, "max.offsets.per.trigger": 2}))
     app_id = str(app.config.application_id)
     states: list[str] = []
     app.set_state_listener(lambda new, old: states.append(new.value))
@@ -86,11 +90,17 @@ def test_prometheus_endpoints_of_a_running_application(
     assert ui is not None
     app.process_all_available()
     assert app.state() is State.RUNNING
+    query = app.streaming_query
+    assert query is not None
+    assert [records_lag(p.sources) for p in query.recentProgress if p.numInputRows] == [
+        {(source, 0): 2, (source, 1): 0}, {(source, 0): 0, (source, 1): 0}]
+    metrics = app.metrics()
+    assert (metrics["process-total"], metrics["records-lag-max"]) == (4.0, 0.0)
 
     ours = _scrape(ui + PROMETHEUS_PATH)
     label = f'application_id="{app_id}"'
     assert {k: v for k, v in ours.items() if label in k and "latency" not in k and "rate" not in k} == {
-        f"streamsdsl_batches_total{{{label}}}": app.metrics()["batches-total"],
+        f"streamsdsl_batches_total{{{label}}}": metrics["batches-total"],
         f"streamsdsl_dead_letter_records_total{{{label}}}": 0.0,
         f"streamsdsl_dropped_records_total{{{label}}}": 1.0,
         f"streamsdsl_emit_final_records_total{{{label}}}": 1.0,
@@ -101,7 +111,8 @@ def test_prometheus_endpoints_of_a_running_application(
         f'streamsdsl_records_lag{{{label},topic="{source}",partition="0"}}': 0.0,
         f'streamsdsl_records_lag{{{label},topic="{source}",partition="1"}}': 0.0,
     }
-    assert ours[f"streamsdsl_emit_final_latency_max{{{label}}}"] == app.metrics()["emit-final-latency-max"]
+    assert ours[f"streamsdsl_emit_final_latency_max{{{label}}}"] == metrics["emit-final-latency-max"]
+    assert ours[f"streamsdsl_process_latency_max{{{label}}}"] == metrics["process-latency-max"]
     assert ours[f"streamsdsl_process_latency_max{{{label}}}"] >= ours[f"streamsdsl_process_latency_avg{{{label}}}"] > 0
     assert ours[f"streamsdsl_commit_latency_max{{{label}}}"] >= ours[f"streamsdsl_commit_latency_avg{{{label}}}"] > 0
     assert ours[f"streamsdsl_process_rate{{{label}}}"] > 0

@@ -131,8 +131,8 @@ class KafkaStreams(NotYetAttributes):
         self._query: StreamingQuery | None = None
         self._compiled: CompiledTopology | None = None
         self._metrics: QueryMetrics | None = None
-        #: The application's source in Spark's metrics system (`streamsdsl.runtime.operations`).
-        self._publisher: MetricsPublisher | None = None
+        #: The metrics after each batch, published to Spark's metrics system (`streamsdsl.runtime.operations`).
+        self._publisher = MetricsPublisher(self.config.application_id)
         self._sink: KafkaTopicSink | None = None
         #: The lease of the Kafka clients the executors keep for this run (released by close()).
         self._lease: ClientLease | None = None
@@ -297,7 +297,6 @@ class KafkaStreams(NotYetAttributes):
             self._listener = progress_listener(self.config.application_id, lambda: self._metrics,
                                                self._on_query_terminated)
             spark.streams.addListener(self._listener)
-            self._publisher = MetricsPublisher(self.config.application_id)
             self._publisher.register(spark)
             resumed = os.path.isdir(os.path.join(self.config.checkpoint_location, "commits"))
             try:
@@ -306,7 +305,7 @@ class KafkaStreams(NotYetAttributes):
                 # A check of the checkpoint failed before the query started: nothing runs, and the
                 # application stays CREATED (clean_up() then start() begins afresh, as in Kafka Streams).
                 self._remove_listener()
-                self._close_publisher()
+                self._publisher.close()
                 self._metrics = self._sink = None
                 self._release_clients(None)
                 raise
@@ -329,7 +328,7 @@ class KafkaStreams(NotYetAttributes):
             ", ".join(self.topology.sink_topics),
             ui or "disabled (spark.ui.enabled=false)",
         )
-        if self._publisher is not None and self._publisher.endpoint:
+        if self._publisher.endpoint:
             log.info("KafkaStreams %r metrics (Prometheus): %s", self.config.application_id, self._publisher.endpoint)
 
     def _start_query(self, spark: SparkSession) -> tuple[StreamingQuery, CompiledTopology]:
@@ -341,8 +340,7 @@ class KafkaStreams(NotYetAttributes):
     def _check_topology(self, operators: dict[str, Any]) -> None:
         """Compare the topology's stateful part with the checkpoint's and store its fingerprint
         (`streamsdsl.runtime.checkpoint.check_topology`); ``operators`` is the compiler's report.
-        Once the checks pass the query starts: ``REBALANCING`` (Kafka Streams' state while its
-        threads get their partitions) until it runs."""
+        Then the query starts: ``REBALANCING`` (as Kafka Streams' threads get their partitions)."""
         from streamsdsl.runtime.checkpoint import check_topology
         from streamsdsl.runtime.fingerprint import topology_fingerprint
 
@@ -408,8 +406,7 @@ class KafkaStreams(NotYetAttributes):
             self._error = exc
         if self._metrics is not None:
             self._metrics.refresh()
-        # A shutdown completes (Kafka Streams: PENDING_SHUTDOWN -> NOT_RUNNING only); a query that
-        # failed before close() was found by close() and is in ERROR already.
+        # Kafka Streams: PENDING_SHUTDOWN -> NOT_RUNNING only (close() put a query failed before it in ERROR).
         failure = self._error or query.exception()
         if failure is not None and self._state is State.PENDING_SHUTDOWN:
             log.error("KafkaStreams %r: the query failed while it shut down: %s", self.config.application_id, failure)
@@ -566,18 +563,11 @@ class KafkaStreams(NotYetAttributes):
         with self._lock:
             self._transition(state)
             self._remove_listener()
-            self._close_publisher()
-
-    def _close_publisher(self) -> None:
-        publisher, self._publisher = self._publisher, None
-        if publisher is not None:
-            publisher.close()
+            self._publisher.close()
 
     def _transition(self, state: State) -> None:
-        """Move to ``state`` by Kafka Streams' transitions (`transition_path`: ``ERROR`` through
-        ``PENDING_ERROR``, ``NOT_RUNNING`` through ``PENDING_SHUTDOWN``), telling the state listener
-        of each step; the one place the state changes. A state that cannot be reached (a
-        stopped application) is not entered."""
+        """Move to ``state`` by Kafka Streams' transitions (`transition_path`), telling the state
+        listener of each step; the one place the state changes."""
         with self._lock:
             for step in transition_path(self._state, state):
                 old, self._state = self._state, step
@@ -686,8 +676,12 @@ class KafkaStreams(NotYetAttributes):
             ``dropped-records-total`` (late records and, with ``log_and_continue``, records
             that could not be deserialized), ``emit-final-records-total``,
             ``emit-final-latency-max``, ``emit-final-latency-avg``, ``input-records-total``,
-            ``batches-total``, ``output-records-total`` (records written to sink topics) and
-            ``dead-letter-records-total``.
+            ``batches-total``, ``output-records-total`` (records written to sink topics),
+            ``dead-letter-records-total``, and over the micro-batches of the last minute
+            ``process-total`` (= ``input-records-total``), ``process-rate``,
+            ``process-latency-avg``, ``-max``, ``commit-latency-avg``, ``-max`` and
+            ``records-lag-max`` (`streamsdsl.runtime.operations.OperationsMetrics`; docs page
+            *Operations*). A running application also publishes them to Spark's metrics system.
         """
         if self._metrics is not None:
             self._metrics.refresh()
@@ -695,11 +689,7 @@ class KafkaStreams(NotYetAttributes):
 
     def _totals(self) -> dict[str, float]:
         """`metrics` as counted so far (no wait for a progress report still to come)."""
-        out = Metrics.snapshot(self._metrics or QueryMetrics())
-        sink = self._sink
-        out["output-records-total"] = float(sink.emitted_total) if sink else 0.0
-        out["dead-letter-records-total"] = float(sink.dead_letters) if sink else 0.0
-        return out
+        return self._publisher.totals(Metrics.snapshot(self._metrics or QueryMetrics()), self._sink)
 
     def _log_progress(self, progress: Any, observed: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """Log one micro-batch's progress (called once per batch by `QueryMetrics`)."""
@@ -707,10 +697,4 @@ class KafkaStreams(NotYetAttributes):
         sink = self._sink
         log_progress(self.config.application_id, progress, sink.emitted.pop(progress.batchId, 0) if sink else 0,
                      observed)
-        publisher = self._publisher
-        if publisher is not None:
-            try:
-                publisher.publish(progress, self._totals())
-            except Exception:  # noqa: BLE001 - metrics must not break the query
-                log.warning("KafkaStreams %r: publishing batch %d's metrics failed", self.config.application_id,
-                            progress.batchId, exc_info=True)
+        self._publisher.publish(progress, self._totals)

@@ -20,7 +20,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = ["METRICS_DEFAULTS", "PROMETHEUS_PATH", "SAMPLE_WINDOW_MS", "SOURCE_CLASS", "MetricsPublisher",
@@ -30,16 +30,16 @@ log = logging.getLogger("streamsdsl")
 
 #: Spark settings streamsdsl gives the sessions it builds or configures (unless the caller sets
 #: them): Spark's Prometheus servlet on the driver's UI at ``/metrics/prometheus`` (every source
-#: of the driver's metrics system, streamsdsl's included), the executors' summary at
-#: ``/metrics/executors/prometheus``, Spark's own per-query source (``spark.streaming.<query>``:
-#: input and processing rate, latency, watermark, state rows), and the application's name
-#: instead of its run's id (``local-1795933382949``) as the metrics' namespace, so that a
-#: restarted application keeps its series. They are read when the SparkContext starts: a
-#: running session cannot be given them.
+#: of the driver's metrics system, streamsdsl's included), Spark's own per-query source
+#: (``spark.streaming.<query>``: input and processing rate, latency, watermark, state rows), and
+#: the application's name instead of its run's id (``local-1795933382949``) as the metrics'
+#: namespace, so that a restarted application keeps its series. They are read when the
+#: SparkContext starts: a running session cannot be given them (``spark.conf.set`` accepts the
+#: keys and changes nothing). The executors' summary, ``/metrics/executors/prometheus``
+#: (``spark.ui.prometheus.enabled``), is on by default in Spark 4.
 METRICS_DEFAULTS: dict[str, str] = {
     "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
     "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
-    "spark.ui.prometheus.enabled": "true",
     "spark.sql.streaming.metricsEnabled": "true",
     "spark.metrics.namespace": "${spark.app.name}",
 }
@@ -211,9 +211,11 @@ def _number(value: float) -> float | None:
 
 
 class MetricsPublisher:
-    """An application's source in the driver's metrics system (``streamsdsl.<application.id>``):
-    registered by `register`, given one batch's values by `publish` (one JVM call), removed by
-    `close`. Without the jar or a JVM (Spark Connect) it publishes nothing and says why once.
+    """An application's metrics after each micro-batch: counted (`OperationsMetrics`), merged with
+    its totals (`totals`) and published to its source in the driver's metrics system
+    (``streamsdsl.<application.id>``), which `register` adds and `close` removes; one JVM call
+    per batch (`publish`). Without the jar or a JVM (Spark Connect) it counts but publishes
+    nothing, and says why once.
 
     Parameters
     ----------
@@ -232,11 +234,12 @@ class MetricsPublisher:
         self.endpoint: str | None = None
 
     def register(self, spark: Any) -> None:
-        """Register the source in ``spark``'s driver metrics system and serve `PROMETHEUS_PATH`
-        on its UI; logs at INFO and does nothing when the session cannot (Spark Connect, the
-        jar not loaded)."""
+        """Count from now on (a new `operations`), register the source in ``spark``'s driver
+        metrics system and serve `PROMETHEUS_PATH` on its UI; logs at INFO and publishes nothing
+        when the session cannot (Spark Connect, the jar not loaded)."""
         from streamsdsl.compiler.jvm_operator import _connect, _unavailable
 
+        self.operations = OperationsMetrics()
         if _connect(spark):
             self.unavailable = ("a Spark Connect session: the metrics live in the server's driver, which "
                                 "the client cannot register a source in")
@@ -247,35 +250,48 @@ class MetricsPublisher:
                      self.application_id, self.unavailable)
             return
         jclass = getattr(spark._jvm, SOURCE_CLASS)
-        self._source = jclass.register(self.application_id)
+        with self._lock:
+            self._source = jclass.register(self.application_id)
         if jclass.attachEndpoint(spark.sparkContext._jsc.sc()):
             ui = spark.sparkContext.uiWebUrl
             self.endpoint = f"{ui}{PROMETHEUS_PATH}" if ui else None
 
-    def publish(self, progress: Any, totals: Mapping[str, float]) -> dict[str, Any] | None:
-        """Count ``progress`` (one micro-batch) and publish its values with the application's
-        ``totals`` (`KafkaStreams.metrics`' names); returns what was sent (None when nothing is
-        published)."""
-        self.operations.add_progress(progress)
-        payload = self.payload(totals)
-        with self._lock:
-            source = self._source
-            if source is None:
-                return None
-            source.update(json.dumps(payload, allow_nan=False))
-        return payload
+    def totals(self, counted: Mapping[str, float], sink: Any) -> dict[str, float]:
+        """`KafkaStreams.metrics`: the operators' and the source's ``counted`` totals
+        (`streamsdsl.runtime.metrics.Metrics.snapshot`), the ``sink``'s (``output-records-total``,
+        ``dead-letter-records-total``; None: 0), ``process-total`` and `OperationsMetrics.values`."""
+        out = dict(counted)
+        out["output-records-total"] = float(sink.emitted_total) if sink is not None else 0.0
+        out["dead-letter-records-total"] = float(sink.dead_letters) if sink is not None else 0.0
+        out["process-total"] = float(out.get("input-records-total", 0.0))
+        out.update(self.operations.values())
+        return out
+
+    def publish(self, progress: Any, totals: Callable[[], Mapping[str, float]]) -> dict[str, Any] | None:
+        """Count one micro-batch's ``progress`` and publish the values after it: ``totals()``
+        (`totals`' names) and the lag. Returns what was sent (None when nothing is published);
+        a failure is logged, never raised (metrics must not stop the query)."""
+        try:
+            self.operations.add_progress(progress)
+            with self._lock:
+                if self._source is None:
+                    return None
+                payload = self.payload(totals())
+                self._source.update(json.dumps(payload, allow_nan=False))
+            return payload
+        except Exception:  # noqa: BLE001 - logged; the query goes on
+            log.warning("KafkaStreams %r: publishing the metrics of batch %s failed", self.application_id,
+                        getattr(progress, "batchId", "?"), exc_info=True)
+            return None
 
     def payload(self, totals: Mapping[str, float]) -> dict[str, Any]:
         """The update `publish` sends: ``{"values": {name: number or None}, "lag": [[topic,
-        partition, lag], ...]}``; ``process-total`` is ``input-records-total``."""
-        values: dict[str, float] = dict(totals)
-        values["process-total"] = float(totals.get("input-records-total", 0.0))
-        values.update(self.operations.values())
+        partition, lag], ...]}``."""
         lag = [[topic, partition, n] for (topic, partition), n in self.operations.lag.items()]
-        return {"values": {k: _number(float(v)) for k, v in sorted(values.items())}, "lag": lag}
+        return {"values": {k: _number(float(v)) for k, v in sorted(totals.items())}, "lag": lag}
 
     def close(self) -> None:
-        """Remove the source from the metrics system (the application stopped)."""
+        """Remove the source from the metrics system (the application stopped); counting goes on."""
         with self._lock:
             source, self._source = self._source, None
         if source is not None:

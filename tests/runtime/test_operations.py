@@ -122,29 +122,32 @@ class TestLatencies:
 
 class TestPayload:
     def test_one_update_per_batch_with_kafka_names(self) -> None:
-        """The update holds the application's totals, process-total (= input-records-total), the
-        windowed values (NaN as null) and the lag list."""
+        """After a batch the values are the application's totals, the sink's, process-total
+        (= input-records-total) and the windowed values (NaN sent as null), with the lag list;
+        unregistered, the batch is counted and nothing is sent."""
         publisher = MetricsPublisher("orders")
         publisher.operations = OperationsMetrics(clock=FakeClock())
-        totals = {"input-records-total": 4.0, "dropped-records-total": 1.0, "emit-final-latency-max": math.nan}
-        assert publisher.publish(_progress(4, 50, 3, 4, [_source('{"t": {"0": 4}}', '{"t": {"0": 4}}')]),
-                                 totals) is None  # not registered: nothing sent
-        assert publisher.payload(totals) == {
+        sink = SimpleNamespace(emitted_total=2, dead_letters=1)
+        counted = {"input-records-total": 4.0, "dropped-records-total": 1.0, "emit-final-latency-max": math.nan}
+        progress = _progress(4, 50, 3, 4, [_source('{"t": {"0": 4}}', '{"t": {"0": 4}}')])
+        assert publisher.publish(progress, lambda: publisher.totals(counted, sink)) is None
+        assert publisher.payload(publisher.totals(counted, sink)) == {
             "values": {
-                "commit-latency-avg": 7.0, "commit-latency-max": 7.0, "dropped-records-total": 1.0,
-                "emit-final-latency-max": None, "input-records-total": 4.0, "process-latency-avg": 50.0,
-                "process-latency-max": 50.0, "process-rate": 4000.0, "process-total": 4.0, "records-lag-max": 0.0,
+                "commit-latency-avg": 7.0, "commit-latency-max": 7.0, "dead-letter-records-total": 1.0,
+                "dropped-records-total": 1.0, "emit-final-latency-max": None, "input-records-total": 4.0,
+                "output-records-total": 2.0, "process-latency-avg": 50.0, "process-latency-max": 50.0,
+                "process-rate": 4000.0, "process-total": 4.0, "records-lag-max": 0.0,
             },
             "lag": [["t", 0, 0]],
         }
+        assert publisher.totals(counted, None)["output-records-total"] == 0.0
 
     def test_defaults_name_spark_settings(self) -> None:
-        """The settings are Spark's keys for the Prometheus servlet, the executors' endpoint,
-        Spark's query source and a stable namespace."""
+        """The settings are Spark's keys for the Prometheus servlet, Spark's query source and a
+        stable namespace."""
         assert METRICS_DEFAULTS == {
             "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
             "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
-            "spark.ui.prometheus.enabled": "true",
             "spark.sql.streaming.metricsEnabled": "true",
             "spark.metrics.namespace": "${spark.app.name}",
         }
