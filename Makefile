@@ -15,7 +15,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: install kafka-jars kafka-connector class-archive run run-cluster test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
-	oracle oracle-jar
+	oracle oracle-jar deploy-context deploy-image
 
 install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
 
@@ -140,6 +140,20 @@ docs-serve: install
 bench: install
 	$(PY) -m pip install --quiet -e '.[bench]'
 	$(PY) benchmarks/run.py
+
+# The image of the deploy example's application for Spark on Kubernetes (docs/deploy-kubernetes.md):
+# its build context (examples/deploy/build_context.py: the Dockerfile, the requirements, streamsdsl's
+# wheel, the jars, the application; DEPLOY_OFFLINE=1 adds a wheel of every requirement, for a build
+# with no package index), then the image on the official Spark image, which must be pullable.
+# integration/test_deploy_image.py builds the same image on a local stand-in of that base.
+DEPLOY_CONTEXT ?= build/deploy-context
+DEPLOY_IMAGE   ?= streamsdsl/orders-app:0.1.0
+SPARK_IMAGE    ?= spark:4.2.0-scala2.13-java17-python3-ubuntu
+deploy-context: install
+	$(PY) examples/deploy/build_context.py $(DEPLOY_CONTEXT) --app examples/deploy/app.py $(if $(DEPLOY_OFFLINE),--offline)
+
+deploy-image: deploy-context
+	docker build --build-arg SPARK_IMAGE=$(SPARK_IMAGE) -t $(DEPLOY_IMAGE) $(DEPLOY_CONTEXT)
 
 clean:
 	rm -rf build site .pytest_cache .hypothesis spark-warehouse metastore_db derby.log
