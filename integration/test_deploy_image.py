@@ -174,6 +174,15 @@ def test_the_application_runs_as_a_driver_pod_would_run_it(image: dict[str, Any]
     assert json.loads(lines[-1])["metrics"]["output-records-total"] == 4
 
 
+def test_the_docs_show_the_dockerfile() -> None:
+    """docs/deploy-kubernetes.md shows examples/deploy/Dockerfile as it is, from its first
+    instruction (the header comment left out)."""
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    page = (ROOT / "docs" / "deploy-kubernetes.md").read_text()
+    block = page.split("```dockerfile\n", 1)[1].split("```\n", 1)[0]
+    assert block == dockerfile[dockerfile.index("ARG SPARK_IMAGE="):]
+
+
 def test_the_images_are_built_once(image: dict[str, Any]) -> None:
     """Both images carry the hash of what they were built from: a second build is skipped (the
     tags exist), and the base is the stand-in built FROM scratch, not a pulled image."""
