@@ -237,10 +237,11 @@ class MetricsPublisher:
         """Count from now on (a new `operations`), register the source in ``spark``'s driver
         metrics system and serve `PROMETHEUS_PATH` on its UI; logs at INFO and publishes nothing
         when the session cannot (Spark Connect, the jar not loaded)."""
-        from streamsdsl.compiler.jvm_operator import _connect, _unavailable
+        from streamsdsl.compiler.jvm_operator import _unavailable  # whether the session loaded the jar, and why not
+        from streamsdsl.runtime.connect import is_connect
 
         self.operations = OperationsMetrics()
-        if _connect(spark):
+        if is_connect(spark):
             self.unavailable = ("a Spark Connect session: the metrics live in the server's driver, which "
                                 "the client cannot register a source in")
         else:

@@ -195,7 +195,11 @@ class TestMetricsSource:
                 'streamsdsl_records_lag{application_id="ops-unit",topic="t\\"x",partition="0"} 0',
                 'streamsdsl_records_lag{application_id="ops-unit",topic="t\\"x",partition="1"} 4',
             ]
+            source.update(json.dumps({"values": {"process-total": 6}, "lag": []}))  # no lag reported
+            assert "streamsdsl_records_lag{" not in getattr(jvm, SOURCE_CLASS).prometheusText()
         finally:
             source.remove()
         assert metrics_system.getSourcesByName("streamsdsl.ops-unit").size() == 0
+        source.update(json.dumps({"values": {"late-total": 1}, "lag": []}))  # removed: ignored
+        assert math.isnan(source.value("late-total"))
         assert "ops-unit" not in getattr(jvm, SOURCE_CLASS).prometheusText()

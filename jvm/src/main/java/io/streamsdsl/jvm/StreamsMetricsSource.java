@@ -160,6 +160,7 @@ public final class StreamsMetricsSource implements Source {
         for (Map.Entry<String, Map<Integer, Long>> topic : next.entrySet()) {
             lags.put(topic.getKey(), new ConcurrentHashMap<>(topic.getValue()));
         }
+        lags.keySet().retainAll(next.keySet());  // a topic the batch did not report: no lag shown (its gauges read 0)
     }
 
     /** The current value of metric {@code name} (NaN when unknown); for tests. */
