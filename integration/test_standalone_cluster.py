@@ -84,11 +84,14 @@ def runs(cluster: StandaloneCluster, kafka: LocalKafka, tmp_path_factory: pytest
     _produce(kafka, topics, second)
     ship = subprocess.run([sys.executable, "-m", "streamsdsl.cli", "ship"], capture_output=True, text=True, check=True,
                           env=_driver_env(), cwd=work).stdout.strip()
-    submit = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", cluster.master_url,
-              "--conf", f"spark.pyspark.python={cluster.python}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
-              *shlex.split(ship), str(APP), json.dumps({**args, "own_session": True})]
-    out["ship_options"] = shlex.split(ship)
-    out["submit"] = _run(submit, work, "the spark-submit step", cluster)
+    out["ship_options"] = ship.split()
+    # the line of docs/deploy.md, run by a shell: spark-submit ... $(streamsdsl ship) app.py
+    submit = (f"{shlex.quote(os.path.join(spark_home(), 'bin', 'spark-submit'))} --master {cluster.master_url} "
+              f"--conf spark.pyspark.python={shlex.quote(cluster.python)} "
+              f"--conf spark.pyspark.driver.python={shlex.quote(sys.executable)} "
+              f"$({shlex.quote(sys.executable)} -m streamsdsl.cli ship) {shlex.quote(str(APP))} "
+              f"{shlex.quote(json.dumps({**args, 'own_session': True}))}")
+    out["submit"] = _run(["bash", "-c", submit], work, "the spark-submit step", cluster)
     out["outputs"] = _outputs(kafka, topics)
     out["written"] = _written(kafka, topics)
     out["applications"] = cluster.applications()

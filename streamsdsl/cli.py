@@ -45,7 +45,8 @@ Sub-commands
     (`streamsdsl.runtime.session.submit_options`): the JVM operator's jar and Spark's Kafka
     connector (``--jars``), streamsdsl's Python code and dependencies (``--py-files`` and
     ``--archives``, built once into the user's cache: `streamsdsl.runtime.shipping`), and the
-    settings it needs (``--conf``), shell-quoted on one line:
+    settings it needs (``--conf``), on one line, separated by spaces (for the shell's word
+    splitting of ``$(...)``; exit code 1 when a path holds white space):
     ``spark-submit --master spark://host:7077 $(streamsdsl ship) app.py`` (docs/deploy.md).
 
 ``streamsdsl reset --application-id ID [--state-dir DIR] [--dry-run]``
@@ -114,11 +115,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rest:
             print(f"streamsdsl ship: takes no arguments (got {' '.join(rest)})", file=sys.stderr)
             return 2
-        import shlex
-
         from streamsdsl.runtime.session import submit_options
 
-        print(shlex.join(submit_options()))
+        options = submit_options()
+        spaced = [o for o in options if any(c.isspace() for c in o)]
+        if spaced:  # $(streamsdsl ship) splits the line at white space, and does not undo quotes
+            print(f"streamsdsl ship: {spaced[0]!r} holds white space, which $(streamsdsl ship) would split: set "
+                  "STREAMSDSL_CACHE_DIR to a directory whose path has none", file=sys.stderr)
+            return 1
+        print(" ".join(options))
         return 0
     if command == "reset":
         from streamsdsl.runtime.checkpoint import reset_main

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.jvm import ensure_built, jar_path
 from streamsdsl.runtime.class_archive import driver_options
+from streamsdsl.runtime.operations import METRICS_DEFAULTS
 from streamsdsl.runtime.python_launcher import launched_python, launcher
 from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 
@@ -52,6 +53,9 @@ STATE_DEFAULTS: dict[str, str] = {
 #: Defaults of a local session streamsdsl builds; overridable by the caller's ``conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
     **STATE_DEFAULTS,
+    # Spark's Prometheus servlet on the driver's UI, Spark's per-query source, the application's
+    # name as the metrics' namespace (docs/operations.md)
+    **METRICS_DEFAULTS,
     "spark.sql.shuffle.partitions": "2",
     "spark.default.parallelism": "2",
     "spark.ui.showConsoleProgress": "false",
@@ -267,7 +271,7 @@ def submit_options() -> list[str]:
     (``streamsdsl ship`` prints them): ``--jars`` (the JVM operator's jar, Spark's Kafka
     connector when resolved), ``--py-files`` and ``--archives`` (streamsdsl's Python code and
     dependencies: `streamsdsl.runtime.shipping.Bundle.submit_options`) and ``--conf`` for
-    `REQUIRED_CONF` and `STATE_DEFAULTS`.
+    `REQUIRED_CONF`, `STATE_DEFAULTS` and `METRICS_DEFAULTS` (the Prometheus endpoint).
 
     >>> options = submit_options()
     >>> options[0], options[1].split(",")[0].endswith("streamsdsl-operator.jar"), options[2:4] == ["--py-files", options[3]]
@@ -278,7 +282,7 @@ def submit_options() -> list[str]:
     from streamsdsl.runtime.shipping import build
 
     out = ["--jars", _with_streamsdsl_jars("", operator_must_exist=True), *build().submit_options()]
-    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS}.items():
+    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **METRICS_DEFAULTS}.items():
         out += ["--conf", f"{key}={value}"]
     return out
 
@@ -463,7 +467,7 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     os.environ[PYTHON_ENV] = python
     _driver_python(options.get("spark.master"))
     builder = builder.config(PYTHON_CONF, python)
-    for key, value in STATE_DEFAULTS.items():
+    for key, value in {**STATE_DEFAULTS, **METRICS_DEFAULTS}.items():
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))

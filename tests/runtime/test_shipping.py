@@ -5,7 +5,6 @@ test, `integration/test_standalone_cluster.py`, runs them on Spark)."""
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 import tarfile
@@ -111,10 +110,14 @@ def test_configure_spark_ships_to_the_builders_cluster_master() -> None:
 
 def test_streamsdsl_ship_prints_the_spark_submit_options(capsys: pytest.CaptureFixture[str]) -> None:
     """``spark-submit $(streamsdsl ship) app.py``: the jars, the bundle and the settings a session
-    of the user's own needs, shell-quoted on one line."""
+    of the user's own needs, on one line that the shell's word splitting of ``$(...)`` cuts into
+    exactly those arguments."""
     assert cli_main(["ship"]) == 0
     line = capsys.readouterr().out.strip()
-    options = shlex.split(line)
+    options = line.split()
+    split_by_bash = subprocess.run(["bash", "-c", 'printf "%s\n" $(cat)'], input=line, capture_output=True,
+                                   text=True, check=True, cwd="/").stdout.splitlines()
+    assert split_by_bash == options
     assert options == submit_options()
     bundle = build()
     assert options[:2] == ["--jars", options[1]] and options[1].split(",")[0].endswith("streamsdsl-operator.jar")
