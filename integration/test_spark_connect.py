@@ -93,6 +93,38 @@ def run(remote: SparkSession, connect_server: ConnectServer) -> Callable[..., Ka
     return run_app
 
 
+# -- the TopologyTestDriver's Spark engine (first: on a fresh server) ----------------------------
+def test_driver_spark_engine_over_connect(remote: SparkSession) -> None:
+    """``TopologyTestDriver(engine="spark", spark=<Connect session>)`` replays the plan on the server
+    (first on a fresh server: its state store coordinator is started for the batch
+    ``transformWithState``) with the direct engine's records, stores and metrics: a session count on
+    the JVM operator with a dropped record (read from the observations Connect returns with the
+    result), and a user processor with a store and a stream-time punctuator."""
+    from tests._processor_app import topology as processor_topology
+
+    session_records = [*SESSION_INPUT, ("a", 100_000), ("b", 2_500)]  # the last one is too late: dropped
+    results = []
+    for engine in ("direct", "spark"):
+        spark = remote if engine == "spark" else None
+        with TopologyTestDriver(_session_count("in", "out"), {"streamsdsl.operator": "jvm"}, engine=engine,
+                                spark=spark) as driver:
+            pipe = driver.create_input_topic("in")
+            for k, ts in session_records:
+                pipe.pipe_input(k, "v", ts)
+            out = [(r.key, r.value, r.timestamp) for r in driver.create_output_topic("out").read_records_to_list()]
+            results.append((out, driver.metrics()["dropped-records-total"]))
+        with TopologyTestDriver(processor_topology(), engine=engine, spark=spark) as driver:
+            pipe = driver.create_input_topic("in")
+            for k, v, ts in [("a", "x", 10), ("b", "y", 20), ("c", "x", 130)]:
+                pipe.pipe_input(k, v, ts)
+            out = [(r.key, r.value, r.timestamp) for r in driver.create_output_topic("out").read_records_to_list()]
+            results.append((out, sorted((kv.key, kv.value) for kv in driver.get_key_value_store("seen").all())))
+    assert results[:2] == results[2:]
+    assert results[2][1] == 1.0
+    assert results[3] == ([("a", "x@0_0:0/0", 10), ("0_0", "1", 10), ("b", "y@0_0:0/1", 20), ("0_0", "2", 130)],
+                          [("x", 130), ("y", 20)])
+
+
 # -- the quickstart: count paid orders per customer -----------------------------------------------
 ORDERS = [
     ("o-1", {"customer": "alice", "amount": 30, "status": "paid"}, 1_000),
@@ -232,26 +264,7 @@ def test_windowed_join_over_connect(run: Callable[..., KafkaStreams], kafka: Loc
     assert sorted(got) == sorted(expected) == [("k1", "l1+r1", 3_000), ("k1", "l3+r3", 9_000), ("k2", "l2+r4", 4_000)]
 
 
-# -- the TopologyTestDriver's Spark engine, and what is refused --------------------------------
-def test_driver_spark_engine_over_connect(remote: SparkSession) -> None:
-    """``TopologyTestDriver(engine="spark", spark=<Connect session>)`` replays the plan on the server,
-    the JVM operator included, with the direct engine's records and metrics (a dropped record read
-    from the observations Connect returns with the result)."""
-    topology = _session_count("in", "out")
-    records = [*SESSION_INPUT, ("a", 100_000), ("b", 2_500)]  # the last one is too late: dropped
-    results = []
-    for engine in ("direct", "spark"):
-        with TopologyTestDriver(topology, {"streamsdsl.operator": "jvm"}, engine=engine,
-                                spark=remote if engine == "spark" else None) as driver:
-            pipe = driver.create_input_topic("in")
-            for k, ts in records:
-                pipe.pipe_input(k, "v", ts)
-            out = [(r.key, r.value, r.timestamp) for r in driver.create_output_topic("out").read_records_to_list()]
-            results.append((out, driver.metrics()["dropped-records-total"]))
-    assert results[0] == results[1]
-    assert results[1][1] == 1.0
-
-
+# -- what is refused ----------------------------------------------------------------------------
 def test_driver_streaming_engine_is_refused_over_connect(remote: SparkSession) -> None:
     """The driver's streaming engine collects micro-batches into the test process, which Connect cannot:
     refused with the engines that run there."""
