@@ -13,7 +13,8 @@ Both images are tagged by a hash of what they are built from and built only when
 that tag: the first run on a machine builds them (≈ 1.5 min), later runs reuse them. The
 application then runs in a container the way Spark's Kubernetes scheduler starts a driver pod
 (the entry point's ``driver`` command, the application as a ``local://`` path in the image), on a
-``local[2]`` master and the host's network, against the integration broker. What cannot run here
+``local-cluster`` master (an executor JVM of its own, started from the image's Spark) and the
+host's network, against the integration broker. What cannot run here
 is ``spark-submit --master k8s://...`` itself: there is no Kubernetes cluster.
 """
 
@@ -151,8 +152,10 @@ def test_the_image_has_streamsdsl_its_python_and_the_jars(image: dict[str, Any])
 def test_the_application_runs_as_a_driver_pod_would_run_it(image: dict[str, Any], kafka: LocalKafka) -> None:
     """The entry point's ``driver`` command (what Spark's Kubernetes scheduler runs in the driver
     pod: spark-submit in client mode) runs the image's application, ``local:///opt/streamsdsl/app/app.py``,
-    reading with Spark's Kafka connector from the image's jars, the count on the JVM operator, one
-    record per micro-batch: it writes the quickstart's changelog, keys, values and timestamps."""
+    on an executor of its own (``local-cluster``: a worker and an executor JVM started from the
+    image's /opt/spark, whose Python workers run the image's environment), reading with Spark's
+    Kafka connector from the image's jars, the count on the JVM operator, one record per
+    micro-batch: it writes the quickstart's changelog, keys, values and timestamps."""
     suffix = uuid.uuid4().hex[:8]
     source, sink = f"deploy-orders-{suffix}", f"deploy-counts-{suffix}"
     kafka.create_topic(source, 1)
@@ -160,7 +163,8 @@ def test_the_application_runs_as_a_driver_pod_would_run_it(image: dict[str, Any]
     kafka.produce(source, [(k.encode(), json.dumps(v).encode(), t, 0) for k, v, t in ORDERS])
     done = _docker(
         "run", "--rm", "--network", "host", "-e", "SPARK_DRIVER_BIND_ADDRESS=127.0.0.1", image["tag"],
-        "driver", "--master", "local[2]", "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.sql.shuffle.partitions=1",
+        "driver", "--master", "local-cluster[1,1,1024]", "--conf", "spark.driver.host=127.0.0.1",
+        "--conf", "spark.sql.shuffle.partitions=1",
         "local:///opt/streamsdsl/app/app.py", "--bootstrap-servers", kafka.bootstrap_servers,
         "--input", source, "--output", sink, "--application-id", f"deploy-{suffix}", "--state-dir", "/tmp/state",
         "--connector", "jvm", "--max-offsets-per-trigger", "1", "--until-caught-up",

@@ -5,8 +5,9 @@ Official Image of Spark). Where no registry answers, the tests build it ``FROM``
 with that image's layout instead (`write_base_context`), made ``FROM scratch`` of this machine's
 files:
 
-* ``/opt/spark``: ``bin``, ``sbin``, ``jars`` and ``python/lib`` (``pyspark.zip``, py4j's zip) of
-  the installed PySpark, which is a Spark distribution; ``work-dir``, the working directory;
+* ``/opt/spark``, owned by the spark user: ``bin``, ``sbin``, ``jars`` and ``python/lib``
+  (``pyspark.zip``, py4j's zip) of the installed PySpark, which is a Spark distribution;
+  ``work-dir``, the working directory;
 * ``/opt/java/openjdk``: a Java 17 runtime made with ``jlink`` from the installed JDK
   (`JRE_MODULES`), where the official image's Eclipse Temurin JDK is;
 * ``python3.11`` (``/usr/local``): this machine's interpreter with its standard library (no
@@ -98,6 +99,7 @@ esac
 _DOCKERFILE = f"""\
 FROM scratch
 COPY rootfs/ /
+COPY --chown={SPARK_UID}:{SPARK_UID} spark/ /opt/spark/
 ENV JAVA_HOME=/opt/java/openjdk \\
     SPARK_HOME=/opt/spark \\
     PATH=/opt/java/openjdk/bin:/usr/local/bin:/usr/bin \\
@@ -156,7 +158,8 @@ def _copy_tree(source: Path, target: Path, skip: Iterable[str] = ()) -> None:
 
 def write_base_context(context: Path) -> None:
     """Write the stand-in base image's build context into ``context`` (an empty directory):
-    ``Dockerfile`` (``FROM scratch``) and ``rootfs/``, the image's root (see the module's docstring).
+    ``Dockerfile`` (``FROM scratch``), ``rootfs/``, the image's root, and ``spark/``, its
+    ``/opt/spark`` (owned by the spark user, as in the official image); see the module's docstring.
 
     Raises
     ------
@@ -175,7 +178,7 @@ def write_base_context(context: Path) -> None:
     if done.returncode != 0:
         raise RuntimeError(f"jlink failed (exit code {done.returncode}): {(done.stdout + done.stderr)[-800:]}")
     # -- Spark
-    spark_home, spark = _spark_home(), root / "opt" / "spark"
+    spark_home, spark = _spark_home(), context / "spark"  # /opt/spark, owned by spark as in the official image
     for name in ("bin", "sbin", "jars"):
         _copy_tree(spark_home / name, spark / name)
     _copy_tree(spark_home / "python" / "lib", spark / "python" / "lib")
