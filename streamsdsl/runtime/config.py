@@ -86,6 +86,25 @@ class Connector(enum.StrEnum):
     JVM = "jvm"
 
 
+class Ship(enum.StrEnum):
+    """``streamsdsl.ship``: whether the session streamsdsl builds for an application ships
+    streamsdsl's Python code and dependencies to the Python processes Spark starts
+    (`streamsdsl.runtime.shipping`).
+
+    ``AUTO`` ships on a cluster's master (``spark://``, ``yarn``, ``k8s://``); ``ALWAYS`` on any
+    master; ``NEVER`` not at all (an image or a cluster Python that has streamsdsl installed).
+    """
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+    @property
+    def decision(self) -> bool | None:
+        """What `streamsdsl.runtime.session.get_session`'s ``ship`` takes: ``None`` for ``AUTO``."""
+        return {Ship.AUTO: None, Ship.ALWAYS: True, Ship.NEVER: False}[self]
+
+
 _E = TypeVar("_E", bound=enum.StrEnum)
 _OLD_EXACTLY_ONCE = ("exactly_once", "exactly_once_beta")
 #: librdkafka's bounds of ``transaction.timeout.ms``.
@@ -107,6 +126,7 @@ KNOWN_KEYS = (
     "errors.dead.letter.queue.topic.name",
     "kafka.connector",
     OPERATOR_KEY,
+    "streamsdsl.ship",
     "statestore.cache.max.bytes",
     "cache.max.bytes.buffering",
 )
@@ -358,6 +378,9 @@ class StreamsConfig:
         ``streamsdsl.operator``: ``auto`` (default; the ``STREAMSDSL_OPERATOR`` environment variable
         when set), ``jvm`` or ``python``: which operator runs the built-in aggregations (see the
         *Built-in aggregations* docs page).
+    ship : Ship
+        ``streamsdsl.ship``: ``auto`` (default), ``always`` or ``never``: whether a session
+        streamsdsl builds ships streamsdsl to the Python processes Spark starts (docs/deploy.md).
     spark_conf, consumer_conf, producer_conf : dict
         The ``spark.*`` settings, and the librdkafka settings of the source and the sink.
     """
@@ -379,6 +402,8 @@ class StreamsConfig:
     producer_conf: dict[str, str] = attrs.field(factory=dict)
     #: ``statestore.cache.max.bytes`` (``None``: a cache, flushed at every micro-batch's commit).
     cache_max_bytes: int | None = None
+    #: ``streamsdsl.ship``: whether a session streamsdsl builds ships streamsdsl (`Ship`).
+    ship: Ship = _enum_field(Ship.AUTO)
 
     @property
     def flush(self) -> FlushPolicy:
@@ -443,6 +468,11 @@ class StreamsConfig:
             operator=_operator(config),
             **_passthrough(config),
             cache_max_bytes=_cache_max_bytes(config),
+            ship=_enum_value(
+                config, "streamsdsl.ship", Ship.AUTO,
+                hint="'auto' (the default) ships streamsdsl to the Python processes of a cluster's master (spark://, "
+                "yarn, k8s://), 'always' to any master's, 'never' to none (its Python has streamsdsl installed).",
+            ),
         )
 
     # -- derived settings -----------------------------------------------------------------

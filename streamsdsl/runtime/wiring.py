@@ -39,7 +39,8 @@ def application_session(config: StreamsConfig, tasks: int | None = None) -> Spar
     ``config`` leaves ``spark.sql.shuffle.partitions`` out gets ``tasks`` of them (the partitions of
     the widest source topic: as many stateful tasks as Kafka Streams would run, instead of Spark's
     default of 200 state stores per stateful operator); a checkpoint keeps the number it started
-    with (docs/deploy.md#sizing)."""
+    with (docs/deploy.md#sizing). It ships streamsdsl as ``streamsdsl.ship`` says
+    (`streamsdsl.runtime.config.Ship`)."""
     from pyspark.sql import SparkSession
 
     from streamsdsl.runtime.session import get_session
@@ -57,7 +58,7 @@ def application_session(config: StreamsConfig, tasks: int | None = None) -> Spar
     if (active is None and tasks and SHUFFLE_PARTITIONS not in conf
             and is_cluster_master(conf.get("spark.master") or _submitted_master())):
         conf[SHUFFLE_PARTITIONS] = str(tasks)
-    return get_session(conf=conf)
+    return get_session(conf=conf, ship=config.ship.decision)
 
 
 def _submitted_master() -> str | None:

@@ -414,3 +414,18 @@ class TestImports:
         code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))"
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
         assert out.strip() == "[]"
+
+
+class TestShip:
+    @pytest.mark.parametrize(("value", "decision"), [(None, None), ("auto", None), ("ALWAYS", True), ("never", False)])
+    def test_values(self, value: str | None, decision: bool | None) -> None:
+        """``streamsdsl.ship`` (case-insensitive) decides whether a session `KafkaStreams` builds
+        ships streamsdsl; ``auto`` (the default) leaves it to the master."""
+        got = StreamsConfig.from_mapping({**BASE, **({} if value is None else {"streamsdsl.ship": value})})
+        assert got.ship.decision is decision
+
+    def test_other_values_are_rejected_with_their_meaning(self) -> None:
+        assert error({**BASE, "streamsdsl.ship": "yes"}) == (
+            "'streamsdsl.ship' must be 'auto' or 'always' or 'never' (got 'yes'); 'auto' (the default) ships "
+            "streamsdsl to the Python processes of a cluster's master (spark://, yarn, k8s://), 'always' to any "
+            "master's, 'never' to none (its Python has streamsdsl installed).")
