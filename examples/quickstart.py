@@ -24,6 +24,9 @@ an earlier run's records are not counted again.
 ``--connector jvm`` reads ``orders`` with Spark's own Kafka connector instead of streamsdsl's
 Python data source (``make run CONNECTOR=jvm``; ``make install`` resolves the connector).
 
+``--remote sc://host:port`` runs it on a Spark Connect server instead of a local session
+(docs/connect.md: ``python -m streamsdsl.testing.connect_server`` starts one on this machine).
+
 ``--driver`` runs the same topology without a broker, through the
 :class:`~streamsdsl.runtime.driver.TopologyTestDriver`, and prints the same table.
 
@@ -128,9 +131,12 @@ def _interruptibly(fn: Callable[[], None]) -> None:
         raise failure[0]
 
 
-def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
+def run_on_kafka(connector: str = "python", remote: str | None = None) -> list[tuple[str, int, int]]:
     """Produce the orders, run the topology Kafka → Spark → Kafka, read the output topic back;
-    ``connector`` is what reads ``orders`` (``kafka.connector``: ``python`` or ``jvm``)."""
+    ``connector`` is what reads ``orders`` (``kafka.connector``: ``python`` or ``jvm``); ``remote``
+    is a Spark Connect server's address (``sc://host:port``) to run on instead of a local session."""
+    from pyspark.sql import SparkSession
+
     from streamsdsl.runtime.app import KafkaStreams
     from streamsdsl.runtime.session import get_session
     from streamsdsl.testing import local_kafka
@@ -142,7 +148,10 @@ def run_on_kafka(connector: str = "python") -> list[tuple[str, int, int]]:
     logging.getLogger("streamsdsl").setLevel(logging.INFO)
 
     # The SparkSession starts while the broker does (both take seconds; neither needs the other).
-    session = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quickstart-session").submit(get_session)
+    def start_session() -> Any:
+        return get_session() if remote is None else SparkSession.builder.remote(remote).getOrCreate()
+
+    session = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="quickstart-session").submit(start_session)
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="streamsdsl-quickstart-") as state_dir:
         print(f"broker: {kafka.bootstrap_servers} ({kafka.kind})", file=sys.stderr)
         input_topic, output_topic = _topic_names(kafka)
@@ -194,10 +203,14 @@ def main(argv: list[str] | None = None) -> None:
         "--connector", choices=("python", "jvm"), default="python",
         help="what reads the input topic: streamsdsl's Python data source (default) or Spark's Kafka connector",
     )
+    parser.add_argument(
+        "--remote", metavar="sc://HOST:PORT", default=None,
+        help="run on this Spark Connect server instead of a local SparkSession (docs/connect.md)",
+    )
     args = parser.parse_args(argv)
     # SIGTERM (e.g. from a supervisor) unwinds like Ctrl-C, so the local broker is stopped.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    records = run_with_driver() if args.driver else run_on_kafka(args.connector)
+    records = run_with_driver() if args.driver else run_on_kafka(args.connector, args.remote)
     print_table(records)
 
 
