@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from streamsdsl import Consumed, JoinWindows, Materialized, Produced, QueryableStoreTypes, Serdes, SessionWindow
-from streamsdsl import SessionWindows, StoreQueryParameters, StreamJoined, StreamsBuilder, Windowed
+from streamsdsl import SessionWindows, StoreQueryParameters, StreamJoined, StreamsBuilder, UserFunctionError, Windowed
 from streamsdsl.runtime.app import KafkaStreams, State
 from streamsdsl.runtime.connect import ConnectUnsupportedError
 from streamsdsl.runtime.driver import TopologyTestDriver
@@ -262,6 +262,33 @@ def test_windowed_join_over_connect(run: Callable[..., KafkaStreams], kafka: Loc
         expected = [(r.key, r.value, r.timestamp) for r in driver.create_output_topic(sink).read_records_to_list()]
     got = [(r.key.decode(), r.value.decode(), r.timestamp) for r in kafka.consume_all(sink)]
     assert sorted(got) == sorted(expected) == [("k1", "l1+r1", 3_000), ("k1", "l3+r3", 9_000), ("k2", "l2+r4", 4_000)]
+
+
+# -- a failing record -----------------------------------------------------------------------------
+def _divide(value: str) -> str:
+    return str(1 // (len(value) - 3))  # "bad" has 3 characters
+
+
+def test_failing_record_is_reported_over_connect(remote: SparkSession, kafka: LocalKafka,
+                                                  new_topic: Callable[..., str],
+                                                  streams_config: Callable[..., dict[str, object]]) -> None:
+    """A user function that raises on a Connect session is reported as on a classic one: a
+    `UserFunctionError` naming the processor, the record and the cause, the application in ``ERROR``."""
+    source, sink = new_topic(), new_topic()
+    builder = StreamsBuilder()
+    builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String())).map_values(_divide).to(sink)
+    kafka.produce(source, [(b"k1", b"good", 1_000, None), (b"k2", b"bad", 2_000, None)])
+    app = KafkaStreams(builder.build(), streams_config("connect-failure"), spark=remote)
+    app.start()
+    try:
+        with pytest.raises(UserFunctionError) as raised:
+            app.process_all_available()
+    finally:
+        app.close(60)
+    assert app.state() is State.ERROR
+    assert str(raised.value).splitlines()[0] == (
+        f"KSTREAM-MAPVALUES-0000000001: the mapper raised ZeroDivisionError: integer division or modulo by zero "
+        f"(record at topic {source} partition 0 offset 1, key 'k2')")
 
 
 # -- what is refused ----------------------------------------------------------------------------
