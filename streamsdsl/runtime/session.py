@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.jvm import ensure_built, jar_path
 from streamsdsl.runtime.class_archive import driver_options
+from streamsdsl.runtime.connect import configure_remote
 from streamsdsl.runtime.operations import METRICS_DEFAULTS
 from streamsdsl.runtime.python_launcher import launched_python, launcher
 from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
@@ -436,7 +437,9 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     (`quiet_py4j`). On a cluster's master (the builder's ``spark.master``: ``spark://``,
     ``yarn``, ``k8s://``), or whenever ``ship`` is true, it ships streamsdsl's Python code and
     dependencies to the Python processes Spark starts (``spark.submit.pyFiles``, ``spark.files``,
-    ``spark.archives``: `streamsdsl.runtime.shipping`).
+    ``spark.archives``: `streamsdsl.runtime.shipping`). A Spark Connect builder
+    (``SparkSession.builder.remote(url)``) gets what a client can set on its server's session
+    (`streamsdsl.runtime.connect.configure_remote`).
 
     The style of ``configure_spark_with_delta_pip``.
 
@@ -457,6 +460,8 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     'true'
     """
     options = dict(getattr(builder, "_options", {}) or {})
+    if "spark.remote" in options:  # Spark Connect: the jars and the workers' Python are the server's
+        return configure_remote(builder, options)
     for key, value in ship_settings(options, options.get("spark.master"), ship).items():
         builder = builder.config(key, value)
     builder = builder.config("spark.jars", _with_streamsdsl_jars(str(options.get("spark.jars", "")),

@@ -126,3 +126,11 @@ def test_streamsdsl_ship_prints_the_spark_submit_options(capsys: pytest.CaptureF
     assert confs[0] == f"{PYTHONPATH_CONF}={os.pathsep.join(bundle.python_path)}"
     assert {c.split("=", 1)[0] for c in confs[1:]} >= set(REQUIRED_CONF)
     assert cli_main(["ship", "extra"]) == 2
+
+
+def test_configure_spark_on_a_connect_builder_ships_nothing() -> None:
+    """A Spark Connect builder: the jars, the bundle and the workers' Python are the server's
+    (a client's value is refused), so only the session settings streamsdsl needs are set."""
+    options = configure_spark(_Builder(spark_remote="sc://127.0.0.1:15002"))._options
+    assert {k: options[k] for k in REQUIRED_CONF} == REQUIRED_CONF
+    assert not {"spark.jars", "spark.submit.pyFiles", "spark.archives", "spark.pyspark.python"} & set(options)
