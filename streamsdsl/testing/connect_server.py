@@ -29,7 +29,6 @@ import contextlib
 import shlex
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 
 from streamsdsl.errors import StreamsDslError
+from streamsdsl.testing.processes import stop_groups
 
 __all__ = ["CONNECT_SERVER_CLASS", "ConnectServer", "ConnectServerError", "server_command", "server_conf"]
 
@@ -191,14 +191,7 @@ class ConnectServer:
         its directory; a no-op once stopped."""
         process, self._process = self._process, None
         if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_groups([process], timeout_s)
         if process is not None or self.directory.exists():
             shutil.rmtree(self.directory, ignore_errors=True)
 

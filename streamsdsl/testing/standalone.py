@@ -22,13 +22,11 @@ Examples
 from __future__ import annotations
 
 import atexit
-import contextlib
 import hashlib
 import importlib.metadata as metadata
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -40,6 +38,7 @@ from types import TracebackType
 
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.maven import cache_dir
+from streamsdsl.testing.processes import stop_groups
 
 __all__ = ["BARE_PACKAGES", "ClusterError", "StandaloneCluster", "bare_python", "spark_home"]
 
@@ -228,16 +227,7 @@ class StandaloneCluster:
     def stop(self) -> None:
         """Stop every process group (SIGTERM, SIGKILL after 15 s) and remove the directory."""
         processes, self._processes = self._processes, []
-        for _, process in reversed(processes):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for _, process in reversed(processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_groups([process for _, process in reversed(processes)], 15.0)
         shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> StandaloneCluster:
