@@ -48,9 +48,6 @@ __all__ = ["WRITES_OBSERVATION", "ConnectBatchWriter", "ConnectUnsupportedError"
 log = logging.getLogger("streamsdsl")
 T = TypeVar("T")
 
-#: How many skipped records of one micro-batch the server's Python process logs one by one.
-_LOGGED_SKIPS = 10
-
 
 class ConnectUnsupportedError(StreamsDslError, ValueError):
     """What the application asks for cannot run on a Spark Connect session (the message says why
@@ -281,15 +278,9 @@ class ConnectBatchWriter:
         rows.write.format(SOURCE_NAME).mode("append").options(**self.options).option("topic", topic).save()
 
     def _dead_letters(self, rows: DataFrame, batch_id: int) -> None:
-        skipped = rows.select("source_topic", "source_partition", "source_offset").collect()
-        for r in skipped[:_LOGGED_SKIPS]:
-            log.warning(
-                "Skipped a record that cannot be deserialized (default.deserialization.exception.handler="
-                "log_and_continue): topic %s partition %s offset %s",
-                r["source_topic"], r["source_partition"], r["source_offset"],
-            )
-        if len(skipped) > _LOGGED_SKIPS:
-            log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
+        from streamsdsl.runtime.kafka_sink import log_skipped
+
+        log_skipped(rows, batch_id)
         if self.dead_letter_topic:
             from streamsdsl.runtime.streaming import SINK_COLUMNS
 

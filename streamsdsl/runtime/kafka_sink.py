@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from streamsdsl.runtime.connect import ConnectBatchWriter
     from streamsdsl.runtime.config import StreamsConfig
 
-__all__ = ["DEAD_LETTER_WRITER", "InstanceFence", "KafkaTopicSink"]
+__all__ = ["DEAD_LETTER_WRITER", "InstanceFence", "KafkaTopicSink", "log_skipped"]
 
 log = logging.getLogger("streamsdsl")
 
@@ -50,6 +50,21 @@ _LOGGED_SKIPS = 10
 #: The writer name in the dead-letter topic's transactional ids (sink names are processor names).
 DEAD_LETTER_WRITER = "dead-letters"
 
+
+
+def log_skipped(rows: DataFrame, batch_id: int) -> None:
+    """One warning per record ``log_and_continue`` skipped in micro-batch ``batch_id`` (its source
+    coordinates; at most `_LOGGED_SKIPS`, then one line with how many more): ``rows`` are the
+    batch's dead-letter records."""
+    skipped = rows.select("source_topic", "source_partition", "source_offset").collect()
+    for r in skipped[:_LOGGED_SKIPS]:
+        log.warning(
+            "Skipped a record that cannot be deserialized (default.deserialization.exception.handler="
+            "log_and_continue): topic %s partition %s offset %s",
+            r["source_topic"], r["source_partition"], r["source_offset"],
+        )
+    if len(skipped) > _LOGGED_SKIPS:
+        log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
 
 class InstanceFence:
     """Exactly-once: the application instance's registration, which a newer instance replaces.
@@ -242,15 +257,7 @@ class KafkaTopicSink:
         ``rows`` are the dead-letter records of the batch (see `streamsdsl.runtime.streaming.BatchSink`):
         the raw key, value, timestamp and headers (plus the error headers) and the source coordinates.
         """
-        skipped = rows.select("source_topic", "source_partition", "source_offset").collect()
-        for r in skipped[:_LOGGED_SKIPS]:
-            log.warning(
-                "Skipped a record that cannot be deserialized (default.deserialization.exception.handler="
-                "log_and_continue): topic %s partition %s offset %s",
-                r["source_topic"], r["source_partition"], r["source_offset"],
-            )
-        if len(skipped) > _LOGGED_SKIPS:
-            log.warning("... and %d more skipped record(s) in micro-batch %d", len(skipped) - _LOGGED_SKIPS, batch_id)
+        log_skipped(rows, batch_id)
         dlq = self._config.dead_letter_topic
         if dlq:
             self.add_written(batch_id, 0, self._write(rows, dlq, DEAD_LETTER_WRITER, batch_id))
