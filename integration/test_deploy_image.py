@@ -21,7 +21,6 @@ is ``spark-submit --master k8s://...`` itself: there is no Kubernetes cluster.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -34,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from integration.examples import load_example
 from streamsdsl.testing.brokers import _docker_answers, _docker_host
 from streamsdsl.testing.local_kafka import LocalKafka
 
@@ -44,23 +44,14 @@ DEPLOY = ROOT / "examples" / "deploy"
 APP_REPOSITORY = "streamsdsl/deploy-example"
 PIP_OPTIONS = "--no-index --find-links /tmp/streamsdsl/wheels"
 #: The quickstart's orders (examples/quickstart.py): (order id, order, timestamp).
-ORDERS = [
-    ("o-1", {"customer": "alice", "amount": 30, "status": "paid"}, 1_000),
-    ("o-2", {"customer": "bob", "amount": 12, "status": "paid"}, 2_000),
-    ("o-3", {"customer": "alice", "amount": 99, "status": "cancelled"}, 3_000),
-    ("o-4", {"customer": "Alice", "amount": 5, "status": "paid"}, 4_000),
-    ("o-5", {"customer": "bob", "amount": 40, "status": "paid"}, 5_000),
-]
+ORDERS = load_example("quickstart").ORDERS
 
 
 def _app_image_tag(base: str) -> str:
     """``streamsdsl/deploy-example:<hash>``: the hash covers the base image, what the context is
     made of (streamsdsl's sources and build files, examples/deploy, the jars) and the installed
     versions of the requirements."""
-    spec = importlib.util.spec_from_file_location("deploy_build_context", DEPLOY / "build_context.py")
-    assert spec is not None and spec.loader is not None
-    build_context = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build_context)
+    build_context = load_example("deploy/build_context")
     digest = hashlib.sha256(f"{base}\0".encode())
     for dist in build_context.requirements():
         digest.update(f"{dist.metadata['Name']}=={dist.version}\0".encode())

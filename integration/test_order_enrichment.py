@@ -9,31 +9,18 @@ later orders. The outputs are read back with an ``assign()`` consumer and compar
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from collections.abc import Callable
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from integration.examples import load_example
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", "order_enrichment.py")
-
-
-def load_example() -> ModuleType:
-    """``examples/order_enrichment.py`` as a module (``examples/`` is not a package)."""
-    spec = importlib.util.spec_from_file_location("order_enrichment", EXAMPLE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_order_enrichment_kafka_to_kafka(
@@ -48,7 +35,7 @@ def test_order_enrichment_kafka_to_kafka(
     watermark passes its end, keyed by region, with its latest order's timestamp: EU's too,
     although no later order of EU arrives (the join passes event time on); the 09:02 window
     stays open."""
-    example = load_example()
+    example = load_example("order_enrichment")
     at = example.at
     topics = {role: new_topic(1) for role in ("orders", "customers", "enriched", "revenue")}
     apps: list[Any] = []

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from integration.examples import load_example
 from streamsdsl import Consumed, JoinWindows, Materialized, Produced, QueryableStoreTypes, Serdes, SessionWindow
 from streamsdsl import SessionWindows, StoreQueryParameters, StreamJoined, StreamsBuilder, UserFunctionError, Windowed
 from streamsdsl.runtime.app import KafkaStreams, State
@@ -126,27 +127,12 @@ def test_driver_spark_engine_over_connect(remote: SparkSession) -> None:
 
 
 # -- the quickstart: count paid orders per customer -----------------------------------------------
-ORDERS = [
-    ("o-1", {"customer": "alice", "amount": 30, "status": "paid"}, 1_000),
-    ("o-2", {"customer": "bob", "amount": 12, "status": "paid"}, 2_000),
-    ("o-3", {"customer": "alice", "amount": 99, "status": "cancelled"}, 3_000),
-    ("o-4", {"customer": "Alice", "amount": 5, "status": "paid"}, 4_000),
-    ("o-5", {"customer": "bob", "amount": 40, "status": "paid"}, 5_000),
-]
+ORDERS = load_example("quickstart").ORDERS
 
 
 def _quickstart(orders: str, counts: str) -> Topology:
     """examples/quickstart.py's topology."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "examples" / "quickstart.py"
-    spec = importlib.util.spec_from_file_location("_connect_quickstart", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.ORDERS == ORDERS
-    return module.build_topology(orders, counts)  # type: ignore[no-any-return]
+    return load_example("quickstart").build_topology(orders, counts)  # type: ignore[no-any-return]
 
 
 def test_quickstart_over_connect(run: Callable[..., KafkaStreams], kafka: LocalKafka, new_topic: Callable[..., str],
