@@ -55,7 +55,7 @@ from streamsdsl.runtime.connect import is_connect
 from streamsdsl.jvm import CheckpointOperatorError
 from streamsdsl.runtime.errors import IllegalStateError, NoSinkError, StreamsError
 from streamsdsl.runtime.failures import locate, query_error
-from streamsdsl.runtime.topics import check_topics
+from streamsdsl.runtime.topics import check_topics, source_partitions
 from streamsdsl.runtime.wiring import application_session, prepare_session, start_query
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
@@ -286,9 +286,9 @@ class KafkaStreams(NotYetAttributes):
                     f"KafkaStreams with the same 'application.id' ({self.config.application_id!r}): it resumes "
                     "from the checkpoint."
                 )
-            tasks = check_topics(self.config, self.topology)
-            spark = self._session(tasks)
+            spark = self._session()
             prepare_session(spark, self.config)
+            check_topics(self.config, self.topology)
             start_python_workers(spark)  # in the background, while the query is planned
             os.makedirs(self.config.app_dir, exist_ok=True)
             self._metrics = QueryMetrics(on_progress=self._log_progress, locate=functools.partial(locate, self.topology))
@@ -538,11 +538,11 @@ class KafkaStreams(NotYetAttributes):
         return self._query
 
     # -- internals --------------------------------------------------------------------------
-    def _session(self, tasks: int | None = None) -> SparkSession:
-        """The application's session (built on first use: `application_session`, with ``tasks``
-        the partitions of its widest source topic when known)."""
+    def _session(self) -> SparkSession:
+        """The application's session (built on first use: `application_session`)."""
         if self._spark is None:
-            self._spark = application_session(self.config, tasks)
+            self._spark = application_session(self.config, functools.partial(source_partitions, self.config,
+                                                                              self.topology))
         return self._spark
 
     def _require_started(self, what: str) -> StreamingQuery:

@@ -6,14 +6,12 @@ from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import StreamsConfig
 from streamsdsl.runtime.errors import MissingTopicError, StreamsError
 
-__all__ = ["check_topics"]
+__all__ = ["check_topics", "source_partitions"]
 
 
-def check_topics(config: StreamsConfig, topology: Topology) -> int:
+def check_topics(config: StreamsConfig, topology: Topology) -> None:
     """Raise `MissingTopicError` naming every source, sink and dead-letter topic the brokers do not
-    have (the application does not create topics), or `StreamsError` when they cannot be reached;
-    else return the number of partitions of the widest source topic (Kafka Streams' number of
-    tasks of a sub-topology reading it)."""
+    have (the application does not create topics), or `StreamsError` when they cannot be reached."""
     from confluent_kafka.admin import AdminClient
 
     try:
@@ -34,4 +32,18 @@ def check_topics(config: StreamsConfig, topology: Topology) -> int:
             f"kafka-topics.sh --create --topic {missing[0][1]} --partitions 3 (the application does not "
             "create topics)."
         )
-    return max((len(meta.topics[t].partitions) for t in topology.source_topics), default=1)
+
+
+def source_partitions(config: StreamsConfig, topology: Topology) -> int | None:
+    """The number of partitions of the widest source topic (Kafka Streams' number of tasks of a
+    sub-topology reading it), or ``None`` when the brokers cannot tell (unreachable, or no source
+    topic exists yet: `check_topics` then says so)."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        meta = AdminClient(config.admin_conf).list_topics(timeout=30)
+    except Exception:  # noqa: BLE001 - check_topics reports the brokers' failure
+        return None
+    found = [len(meta.topics[t].partitions) for t in topology.source_topics
+             if t in meta.topics and meta.topics[t].error is None]
+    return max(found) if found else None

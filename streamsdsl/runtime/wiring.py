@@ -31,12 +31,12 @@ log = logging.getLogger("streamsdsl")
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
-def application_session(config: StreamsConfig, tasks: int | None = None) -> SparkSession:
+def application_session(config: StreamsConfig, tasks: Callable[[], int | None] | None = None) -> SparkSession:
     """The active session, else a new one with the ``spark.*`` settings of ``config`` (a
     running session is never reconfigured: the settings it does not have are named in a warning).
 
     A new session on a cluster's master (`streamsdsl.runtime.shipping.is_cluster_master`) whose
-    ``config`` leaves ``spark.sql.shuffle.partitions`` out gets ``tasks`` of them (the partitions of
+    ``config`` leaves ``spark.sql.shuffle.partitions`` out gets ``tasks()`` of them (the partitions of
     the widest source topic: as many stateful tasks as Kafka Streams would run, instead of Spark's
     default of 200 state stores per stateful operator); a checkpoint keeps the number it started
     with (docs/deploy.md#sizing). It ships streamsdsl as ``streamsdsl.ship`` says
@@ -55,9 +55,11 @@ def application_session(config: StreamsConfig, tasks: int | None = None) -> Spar
             ", ".join(ignored),
         )
     conf = dict(config.spark_conf)
-    if (active is None and tasks and SHUFFLE_PARTITIONS not in conf
+    if (active is None and tasks is not None and SHUFFLE_PARTITIONS not in conf
             and is_cluster_master(conf.get("spark.master") or _submitted_master())):
-        conf[SHUFFLE_PARTITIONS] = str(tasks)
+        partitions = tasks()
+        if partitions:
+            conf[SHUFFLE_PARTITIONS] = str(partitions)
     return get_session(conf=conf, ship=config.ship.decision)
 
 
