@@ -14,17 +14,12 @@ from __future__ import annotations
 import pytest
 
 
-#: Files that run before every other: a Spark Connect client cannot start in a process where a
-#: classic SparkSession already runs (PySpark's ``SESSION_ALREADY_EXIST``), so its file is the
-#: first its worker runs (a classic session starts after it, the remote one stopped).
-FIRST = ("integration/test_spark_connect.py",)
-
 #: Fixtures of a test that runs Spark (`tests/conftest.py`).
 SPARK_FIXTURES = frozenset({"spark", "spark_session", "operator", "jvm_operator"})
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Whole files in this order: `FIRST`, the integration suite's (in collection order), then the others
+    """Whole files in this order: the integration suite's (in collection order), then the others
     by their number of Spark tests, most first (ties in collection order). The workers take files in this order as
     they become free, so the long files start early and the last ones are short: the files of
     the direct engine's and the unit tests (1,180 tests in ≈ 15 s) fill the end."""
@@ -36,10 +31,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return sum(1 for item in file_items if item.get_closest_marker("spark") is not None
                    or SPARK_FIXTURES & set(getattr(item, "fixturenames", ())))
 
-    def rank(f: str) -> tuple[int, int]:
-        if f in FIRST:
-            return (-1, FIRST.index(f))
-        return (0, 0) if f.startswith("integration/") else (1, -spark_tests(files[f]))
-
-    order = sorted(files, key=rank)
+    order = sorted(files, key=lambda f: (0, 0) if f.startswith("integration/") else (1, -spark_tests(files[f])))
     items[:] = [item for f in order for item in files[f]]
