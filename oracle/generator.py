@@ -180,7 +180,7 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
             else None
     elif shape == "stream_table":
         op["kind"] = rng.choice(["inner", "left"])
-        op["joiner"] = "pair"
+        op["joiner"] = rng.choice(["pair", "key_pair"])
         op["table_from_stream"] = rng.random() < 0.3
         table_value = "str"
         if op["table_from_stream"]:
@@ -193,7 +193,7 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
         op["kind"] = rng.choice(["inner", "left", "outer"])
         op["windows"] = {"before": rng.choice([difference, 0, 3]), "after": difference,
                          "grace": rng.choice([0, 2, 5])}
-        op["joiner"] = "pair"
+        op["joiner"] = rng.choice(["pair", "key_pair"])
         if op["kind"] != "inner":  # see LEFT_OUT
             post_ops = []
     elif shape == "table_table":

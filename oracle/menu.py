@@ -56,6 +56,8 @@ _FUNCTIONS = [
     MenuFn("length", "value_mapper", lambda v: None if v is None else len(v), "str", "long"),
     MenuFn("inc", "value_mapper", lambda v: None if v is None else v + 1, "long", "long"),
     MenuFn("to_text", "value_mapper", lambda v: None if v is None else str(v), "long", "str"),
+    # with the key (key, value) -> value: Kafka's ValueMapperWithKey (the DSL tells by arity)
+    MenuFn("key_colon", "value_mapper", lambda k, v: None if v is None else text(k) + ":" + v, "str", "str"),
     # key-value mappers (key, value) -> (key, value)
     MenuFn("swap", "mapper", lambda k, v: (v, k), "str", "str"),
     MenuFn("key_or_z", "mapper", lambda k, v: ("z" if k is None else k, v)),
@@ -85,6 +87,9 @@ _FUNCTIONS = [
     MenuFn("larger", "reducer", lambda agg, v: max(agg, v), "long", "long"),
     # joiners (value, other value) -> value
     MenuFn("pair", "joiner", lambda v1, v2: text(v1) + "+" + text(v2), None, "str"),
+    # with the key (key, value, other value) -> value: Kafka's ValueJoinerWithKey, which its
+    # stream-table and stream-stream joins take (KTable joins take a ValueJoiner only)
+    MenuFn("key_pair", "joiner", lambda k, v1, v2: text(k) + ":" + text(v1) + "+" + text(v2), None, "str"),
     # grouped tables: selectors (key, value) -> (key, value), adders and subtractors
     MenuFn("by_value", "table_selector", lambda k, v: (v, k), "str", "str"),
     MenuFn("by_initial", "table_selector", lambda k, v: (_first(v), v), "str", "str"),

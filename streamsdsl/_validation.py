@@ -151,13 +151,17 @@ def is_spark_column(value: Any) -> bool:
 
 
 def require_callable(
-    value: Any, arg: str, shape: str, *, column_ok: bool = False, check_arity: bool = False
-) -> None:
-    """Raise a clear error unless ``value`` is callable (or a Spark Column when allowed).
+    value: Any, arg: str, shape: str | Sequence[str], *, column_ok: bool = False, check_arity: bool = False
+) -> str:
+    """Raise a clear error unless ``value`` is callable (or a Spark Column when allowed); the shape
+    it has.
 
-    With ``check_arity``, ``value`` must also accept as many positional arguments as ``shape``
-    names, e.g. two for ``"(key, value) -> bool"`` (defaulted parameters and ``*args`` are fine);
-    a callable whose signature cannot be known (``int``, ``max``) is accepted.
+    ``shape`` is one function shape such as ``"(key, value) -> bool"``, or several a DSL method
+    accepts (Kafka's overloads: ``("(value) -> value", "(key, value) -> value")`` for a
+    ``ValueMapper`` or a ``ValueMapperWithKey``). With ``check_arity``, ``value`` must also
+    accept as many positional arguments as one of the shapes names (defaulted parameters and
+    ``*args`` are fine), and the first shape it fits is returned; a callable whose signature
+    cannot be known (``int``, ``max``) is accepted with the first shape.
 
     Examples
     --------
@@ -165,22 +169,52 @@ def require_callable(
     Traceback (most recent call last):
     ...
     streamsdsl.errors.InvalidTypeError: 'predicate' must accept 2 positional arguments (key, value); lambda k has 1 (k). Use lambda key, value: ...
+    >>> require_callable(lambda k, v: v, "mapper", ("(value) -> value", "(key, value) -> value"), check_arity=True)
+    '(key, value) -> value'
+    >>> require_callable(lambda: 1, "mapper", ("(value) -> value", "(key, value) -> value"), check_arity=True)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'mapper' must accept 1 positional argument (value) or 2 (key, value); lambda has 0 (). Use lambda value: ... or lambda key, value: ...
     """
+    shapes = (shape,) if isinstance(shape, str) else tuple(shape)
+    described = " or ".join(shapes)
     if is_spark_column(value):
         if column_ok:
-            return
+            return shapes[0]
         raise InvalidTypeError(
-            f"'{arg}' does not accept a pyspark Column here; pass a Python callable of shape {shape}."
+            f"'{arg}' does not accept a pyspark Column here; pass a Python callable of shape {described}."
         )
     if not callable(value):
         allowed = "a callable or a pyspark Column" if column_ok else "a callable"
-        raise InvalidTypeError(f"'{arg}' must be {allowed} of shape {shape} ({_got(value)}).")
-    params = shape_params(shape) if check_arity else None
-    problem = None if params is None else arity_problem(value, params)
-    if params is not None and problem is not None:
+        raise InvalidTypeError(f"'{arg}' must be {allowed} of shape {described} ({_got(value)}).")
+    if not check_arity:
+        return shapes[0]
+    wanted_params = [shape_params(s) for s in shapes]
+    if any(params is None for params in wanted_params):
+        return shapes[0]
+    listed = [params for params in wanted_params if params is not None]
+    problems = [arity_problem(value, params) for params in listed]
+    for fits, problem in zip(shapes, problems):
+        if problem is None:
+            return fits
+    sig = _signature(value)
+    too_many = sig is not None and _required_count(sig) > len(listed[-1])
+    problem = problems[-1] if too_many else problems[0]
+    raise InvalidTypeError(f"'{arg}' must accept {_wanted(listed)}; {problem}. {_arity_fix(value, listed, shapes)}")
+
+
+def _wanted(listed: Sequence[Sequence[str]]) -> str:
+    """``2 positional arguments (key, value)``; ``1 positional argument (value) or 2 (key, value)``."""
+    parts = []
+    for i, params in enumerate(listed):
         n = len(params)
-        wanted = "no arguments" if n == 0 else f"{n} positional argument{'s' if n > 1 else ''} ({', '.join(params)})"
-        raise InvalidTypeError(f"'{arg}' must accept {wanted}; {problem}. {_arity_fix(value, params, shape)}")
+        if n == 0:
+            parts.append("no arguments")
+        elif i == 0:
+            parts.append(f"{n} positional argument{'s' if n > 1 else ''} ({', '.join(params)})")
+        else:
+            parts.append(f"{n} ({', '.join(params)})")
+    return " or ".join(parts)
 
 
 def shape_params(shape: str) -> tuple[str, ...] | None:
@@ -245,12 +279,18 @@ def arity_problem(fn: Any, params: Sequence[str]) -> str | None:
     return None
 
 
-def _arity_fix(fn: Any, params: Sequence[str], shape: str) -> str:
+def _required_count(sig: inspect.Signature) -> int:
+    kinds = inspect.Parameter
+    return sum(1 for p in sig.parameters.values()
+               if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD) and p.default is kinds.empty)
+
+
+def _arity_fix(fn: Any, listed: Sequence[Sequence[str]], shapes: Sequence[str]) -> str:
     if getattr(fn, "__name__", None) == "<lambda>":
-        return f"Use lambda{' ' if params else ''}{', '.join(params)}: ..."
+        return "Use " + " or ".join(f"lambda{' ' if params else ''}{', '.join(params)}: ..." for params in listed)
     if inspect.isfunction(fn):
-        return f"Use def {fn.__name__}({', '.join(params)}): ..."
-    return f"Pass a callable of shape {shape}."
+        return "Use " + " or ".join(f"def {fn.__name__}({', '.join(params)}): ..." for params in listed)
+    return f"Pass a callable of shape {' or '.join(shapes)}."
 
 
 class _Required:

@@ -37,7 +37,7 @@ from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.compiler.metrics import DropMetrics
 from streamsdsl.operators.descriptions import MERGE_WINDOWED, merged_encoding, regrouped
-from streamsdsl.operators.functions import mapper_pair, null_keys_pass
+from streamsdsl.operators.functions import mapper_pair, null_keys_pass, value_mapper
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
@@ -324,8 +324,8 @@ def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
     if isinstance(node.mapper, ir.ColumnFn):
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", column), value=serde)
-    mapper = node.mapper.fn
-    return apply_python(frame, node.name, lambda k, v: [(k, mapper(v))], out_value=DEFAULT_SERDE, function="mapper")
+    mapper = value_mapper(node.mapper)
+    return apply_python(frame, node.name, lambda k, v: [(k, mapper(k, v))], out_value=DEFAULT_SERDE, function="mapper")
 
 
 def _map(self: Lowering, node: ir.MapNode) -> Frame:
@@ -341,8 +341,8 @@ def _flat_map(self: Lowering, node: ir.FlatMapNode) -> Frame:
 
 
 def _flat_map_values(self: Lowering, node: ir.FlatMapValuesNode) -> Frame:
-    mapper = node.mapper.fn
-    return apply_python(self.parent(node), node.name, lambda k, v: [(k, x) for x in (mapper(v) or ())],
+    mapper = value_mapper(node.mapper)
+    return apply_python(self.parent(node), node.name, lambda k, v: [(k, x) for x in (mapper(k, v) or ())],
                         out_value=DEFAULT_SERDE, multi=True, function="mapper")
 
 
@@ -450,6 +450,6 @@ def _table_map_values_frame(frame: Frame, node: ir.TableMapValuesNode) -> Frame:
     if isinstance(node.mapper, ir.ColumnFn):
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", F.when(F.col("value").isNotNull(), column)), value=serde)
-    mapper = node.mapper.fn
-    return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(v))],
+    mapper = value_mapper(node.mapper)
+    return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(k, v))],
                         out_value=DEFAULT_SERDE, function="mapper")

@@ -348,7 +348,7 @@ class TableJoinStep(StatefulStep):
 
     def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
         """The join's materialized store: each key's joined value (`join_store_entry`)."""
-        entries = ((k, join_store_entry(state, self.joiner)) for k, state in self.state.items())
+        entries = ((k, join_store_entry(state, self.joiner, k)) for k, state in self.state.items())
         return [(k, 0, 0, e[0], e[1]) for k, e in entries if e is not None]
 
 

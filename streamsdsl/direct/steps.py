@@ -25,7 +25,7 @@ from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import OperationNotDefinedError, RecordDeserializationError
 from streamsdsl.operators.descriptions import merged_encoding
 from streamsdsl.operators.descriptions import regrouped as encodings_regrouped
-from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass, sink_write_error
+from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass, sink_write_error, value_mapper
 from streamsdsl.errors import DESERIALIZATION_HINT, with_json_position
 
 
@@ -256,8 +256,8 @@ def _filter(node: ir.FilterNode, parents: list[Typed], run: Host) -> Step:
 
 def _map_values(node: ir.MapValuesNode, parents: list[Typed], run: Host) -> Step:
     _refuse_column(node, node.mapper)
-    mapper = node.mapper.fn
-    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, mapper(v))], "mapper",
+    mapper = value_mapper(node.mapper)
+    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, mapper(k, v))], "mapper",
                    False, True)
 
 
@@ -274,8 +274,8 @@ def _flat_map(node: ir.FlatMapNode, parents: list[Typed], run: Host) -> Step:
 
 
 def _flat_map_values(node: ir.FlatMapValuesNode, parents: list[Typed], run: Host) -> Step:
-    fn = node.mapper.fn
-    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, x) for x in (fn(v) or ())],
+    fn = value_mapper(node.mapper)
+    return MapStep(node, Typed(parents[0].key, DEFAULT_SERDE), run, lambda k, v: [(k, x) for x in (fn(k, v) or ())],
                    "mapper", False, True)
 
 
@@ -331,9 +331,9 @@ def _table_filter(node: ir.TableFilterNode, parents: list[Typed], run: Host) -> 
 
 def _table_map_values(node: ir.TableMapValuesNode, parents: list[Typed], run: Host) -> Step:
     _refuse_column(node, node.mapper)
-    fn = node.mapper.fn
+    fn = value_mapper(node.mapper)
     return TableStep(node, Typed(parents[0].key, DEFAULT_SERDE, True), run,
-                     lambda k, v: [(k, None if v is None else fn(v))], "mapper", True)
+                     lambda k, v: [(k, None if v is None else fn(k, v))], "mapper", True)
 
 
 def _source(node: ir.SourceNode, parents: list[Typed], run: Host) -> Step:

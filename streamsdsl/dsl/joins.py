@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, validate_name
 from streamsdsl.dsl.repartition import repartition_for_join
-from streamsdsl.dsl.stage import _user_fn
+from streamsdsl.dsl.stage import _user_fn, joiner_shapes
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.values.joins import JoinWindows, StreamJoined
 
@@ -51,7 +51,7 @@ def stream_stream_join_node(builder: StreamsBuilder, this: str, other: str, join
             sides[i] = repartition_for_join(builder, sides[i], sides[i] if user is None else f"{user}{suffix}",
                                             key_serde=sj.key_serde, value_serde=value_serde)
     this, other = sides
-    fn = _user_fn(joiner, "joiner", "(value, other_value) -> value")
+    fn = _user_fn(joiner, "joiner", joiner_shapes("other_value"))
     left_outer, right_outer = kind != "inner", kind == "outer"
 
     def suffixed(suffix: str, generated: str) -> str:

@@ -12,7 +12,7 @@ the bases below (`StreamStage`, `TableStage`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import attrs
 
@@ -30,14 +30,25 @@ __all__ = ["NameArg", "StreamStage", "TableStage"]
 NameArg = str | Named | None
 
 
-def _user_fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.UserFn:
-    """A user function, checked when the topology is written: callable, with ``shape``'s arity
-    (``column_ok``: the message says a pyspark Column would do too)."""
-    require_callable(value, arg, shape, column_ok=column_ok, check_arity=True)
-    return ir.UserFn(value, shape)
+def _user_fn(value: Any, arg: str, shape: str | Sequence[str], *, column_ok: bool = False) -> ir.UserFn:
+    """A user function, checked when the topology is written: callable, with ``shape``'s arity,
+    or that of one of several shapes (the first it fits is kept: `UserFn.takes_key`) —
+    ``column_ok``: the message says a pyspark Column would do too."""
+    return ir.UserFn(value, require_callable(value, arg, shape, column_ok=column_ok, check_arity=True))
 
 
-def _fn(value: Any, arg: str, shape: str, *, column_ok: bool = False) -> ir.Fn:
+#: Kafka's ``ValueMapper`` / ``ValueMapperWithKey`` overloads (the key is read-only).
+VALUE_MAPPER = ("(value) -> value", "(key, value) -> value")
+#: ``flat_map_values``' ``ValueMapper`` / ``ValueMapperWithKey`` returning an iterable.
+VALUES_MAPPER = ("(value) -> iterable of values", "(key, value) -> iterable of values")
+
+
+def joiner_shapes(other: str) -> tuple[str, str]:
+    """Kafka's ``ValueJoiner`` / ``ValueJoinerWithKey`` overloads, ``other`` naming the right value."""
+    return f"(value, {other}) -> value", f"(key, value, {other}) -> value"
+
+
+def _fn(value: Any, arg: str, shape: str | Sequence[str], *, column_ok: bool = False) -> ir.Fn:
     """A user function or, where ``column_ok``, a pyspark Column."""
     if column_ok and is_spark_column(value):
         return ir.ColumnFn(value)

@@ -16,7 +16,8 @@ from streamsdsl.dsl.grouped import KGroupedStream
 from streamsdsl.dsl.joins import stream_stream_join_node
 from streamsdsl.dsl.options import Grouped, Materialized, Produced, check_option, resolve_name
 from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
-from streamsdsl.dsl.stage import NameArg, StreamStage, _fn, _Hinted, _materialized, _user_fn
+from streamsdsl.dsl.stage import VALUE_MAPPER, VALUES_MAPPER, NameArg, StreamStage, _fn, _Hinted, _materialized
+from streamsdsl.dsl.stage import _user_fn, joiner_shapes
 from streamsdsl.dsl.table import KTable
 from streamsdsl.dsl.table_joins import _getter_stores
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
@@ -51,9 +52,22 @@ class KStream(StreamStage):
         node = ir.FilterNode(self._name(name, "KSTREAM-FILTER-"), (self.node_name,), predicate=fn, negate=True)
         return self._child(node)
 
-    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KStream:
-        """Replace each value with ``mapper(value)`` (or a Column); the key is unchanged."""
-        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+    def map_values(self, mapper: Callable[[Any], Any] | Callable[[Any, Any], Any] | Any, *,
+                   name: NameArg = None) -> KStream:
+        """Replace each value with ``mapper(value)``, ``mapper(key, value)`` (Kafka's
+        ``ValueMapperWithKey``: the key is read-only) or a Column; the key is unchanged.
+
+        Examples
+        --------
+        >>> from streamsdsl import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map_values(lambda key, value: f"{key}:{value}").to("out")
+        >>> with TopologyTestDriver(b.build()) as driver:
+        ...     driver.create_input_topic("in").pipe_input("k", "v")
+        ...     driver.create_output_topic("out").read_key_value()
+        KeyValue(key='k', value='k:v')
+        """
+        fn = _fn(mapper, "mapper", VALUE_MAPPER, column_ok=True)
         return self._child(ir.MapValuesNode(self._name(name, "KSTREAM-MAPVALUES-"), (self.node_name,), mapper=fn))
 
     def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, name: NameArg = None) -> KStream:
@@ -70,9 +84,11 @@ class KStream(StreamStage):
         node = ir.FlatMapNode(self._name(name, "KSTREAM-FLATMAP-"), (self.node_name,), mapper=fn)
         return self._child(node, key_changed=True)
 
-    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]], *, name: NameArg = None) -> KStream:
-        """Replace each record with one record per value of ``mapper(value) -> iterable``."""
-        fn = _user_fn(mapper, "mapper", "(value) -> iterable of values")
+    def flat_map_values(self, mapper: Callable[[Any], Iterable[Any]] | Callable[[Any, Any], Iterable[Any]], *,
+                        name: NameArg = None) -> KStream:
+        """Replace each record with one record per value of ``mapper(value) -> iterable`` (or
+        ``mapper(key, value)``, Kafka's ``ValueMapperWithKey``: the key is read-only)."""
+        fn = _user_fn(mapper, "mapper", VALUES_MAPPER)
         node = ir.FlatMapValuesNode(self._name(name, "KSTREAM-FLATMAPVALUES-"), (self.node_name,), mapper=fn)
         return self._child(node)
 
@@ -120,7 +136,8 @@ class KStream(StreamStage):
 
     def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
              stream_joined: Any = None, name: NameArg = None) -> KStream:
-        """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``.
+        """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``
+        (or ``joiner(key, value, table_value)``, Kafka's ``ValueJoinerWithKey``, for every join).
 
         With a `KTable` ``other`` (a stream-table join) only stream records produce output, with
         the stream record's key and timestamp, and only when the table has a value for the key;
@@ -172,7 +189,7 @@ class KStream(StreamStage):
             kinds = "a KStream" if kind == "outer" else "a KTable or a KStream"
             raise InvalidTypeError(f"'other' must be {kinds} (got {type(other).__name__}: {other!r}).")
         require_arguments(method, f"{method}(table, lambda value, table_value: ...)",
-                          ("joiner", joiner, "(value, table_value) -> value"))
+                          ("joiner", joiner, joiner_shapes("table_value")[0]))
         if windows is not None or stream_joined is not None:
             raise InvalidArgumentError(
                 f"'windows' and 'stream_joined' belong to a stream-stream join; a stream-table {method}() takes "
@@ -182,7 +199,7 @@ class KStream(StreamStage):
             raise TopologyError("'other' belongs to a different StreamsBuilder; join streams and tables of one builder.")
         if other.windows is not None:
             raise InvalidTypeError(f"{method}() with a windowed KTable is not supported: join with a KTable of plain keys.")
-        fn = _user_fn(joiner, "joiner", "(value, table_value) -> value")
+        fn = _user_fn(joiner, "joiner", joiner_shapes("table_value"))
         user_name = resolve_name(name)
         stream = self.node_name
         if self.repartition_required:  # KStreamImpl.join(KTable): the topic is named after the join or the stream

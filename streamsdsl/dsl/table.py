@@ -12,7 +12,7 @@ from streamsdsl._validation import REQUIRED
 from streamsdsl.dsl import hints
 from streamsdsl.dsl.grouped_table import KGroupedTable, group_table, suppress_table
 from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
-from streamsdsl.dsl.stage import NameArg, TableStage, _fn
+from streamsdsl.dsl.stage import VALUE_MAPPER, NameArg, TableStage, _fn
 from streamsdsl.dsl.table_joins import table_join
 
 if TYPE_CHECKING:
@@ -54,9 +54,11 @@ class KTable(TableStage):
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-FILTER-")
         return self._child(ir.TableFilterNode(node_name, (self.node_name,), predicate=fn, negate=True))
 
-    def map_values(self, mapper: Callable[[Any], Any] | Any, *, name: NameArg = None) -> KTable:
-        """Map each non-null value with ``mapper(value)``; tombstones stay tombstones."""
-        fn = _fn(mapper, "mapper", "(value) -> value", column_ok=True)
+    def map_values(self, mapper: Callable[[Any], Any] | Callable[[Any, Any], Any] | Any, *,
+                   name: NameArg = None) -> KTable:
+        """Map each non-null value with ``mapper(value)`` or ``mapper(key, value)`` (Kafka's
+        ``ValueMapperWithKey``: the key is read-only); tombstones stay tombstones."""
+        fn = _fn(mapper, "mapper", VALUE_MAPPER, column_ok=True)
         node_name = self._builder._processor_name(resolve_name(name), "KTABLE-MAPVALUES-")
         return self._child(ir.TableMapValuesNode(node_name, (self.node_name,), mapper=fn))
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from streamsdsl import ir
 from streamsdsl._validation import require_arguments, validate_name
 from streamsdsl.dsl.options import Materialized, Named, check_option, resolve_name
-from streamsdsl.dsl.stage import StreamStage, TableStage, _user_fn
+from streamsdsl.dsl.stage import StreamStage, TableStage, _user_fn, joiner_shapes
 from streamsdsl.errors import InvalidTypeError, TopologyError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def table_join(table: KTable, other: Any, joiner: Any, name: str | Named | None,
     if not isinstance(other, TableStage):
         raise InvalidTypeError(f"'other' must be a KTable (got {type(other).__name__}: {other!r}).")
     require_arguments(method, f"{method}(other_table, lambda value, other_value: ...)", ("joiner", joiner, _SHAPE))
-    fn = _user_fn(joiner, "joiner", _SHAPE)
+    fn = _user_fn(joiner, "joiner", joiner_shapes("other_value"))
     materialized = check_option(materialized, Materialized, "materialized")
     builder = table._builder
     if other._builder is not builder:

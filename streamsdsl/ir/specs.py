@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import attrs
 
-from streamsdsl._validation import fn_name, instance_of, is_spark_column, require_callable
+from streamsdsl._validation import fn_name, instance_of, is_spark_column, require_callable, shape_params
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["AggSpec", "AggregateAgg", "ColumnFn", "CountAgg", "Fn", "GroupedTableAgg", "ReduceAgg", "UserFn"]
@@ -23,10 +23,25 @@ def _is_callable(inst: UserFn, attribute: attrs.Attribute[Any], value: Any) -> N
 
 @attrs.frozen(repr=False)
 class UserFn:
-    """A user-supplied Python callable; ``shape`` documents its signature for messages."""
+    """A user-supplied Python callable; ``shape`` is its signature, as messages show it and as the
+    engines call it: where a DSL method accepts two (Kafka's ``ValueMapper`` and
+    ``ValueMapperWithKey``, ``ValueJoiner`` and ``ValueJoinerWithKey``), the one the function has."""
 
     fn: Callable[..., Any] = attrs.field(eq=False, validator=_is_callable)
     shape: str = attrs.field(validator=instance_of(str))
+
+    @property
+    def takes_key(self) -> bool:
+        """Whether the function's first parameter is the record's key (read-only: a ``*WithKey``
+        function receives it and cannot change it).
+
+        Examples
+        --------
+        >>> UserFn(lambda k, v: v, "(key, value) -> value").takes_key, UserFn(len, "(value) -> value").takes_key
+        (True, False)
+        """
+        params = shape_params(self.shape)
+        return bool(params) and params[0] == "key"
 
     def __repr__(self) -> str:
         return f"{fn_name(self.fn)}{self.shape}"

@@ -27,6 +27,7 @@ import attrs
 from streamsdsl import ir
 from streamsdsl.errors import InvalidTypeError, OperationNotDefinedError
 from streamsdsl.operators.codecs import KeyCodec
+from streamsdsl.semantics.joiners import Joiner
 from streamsdsl.operators.functions import (
     AnyWindows,
     agg_functions,
@@ -37,6 +38,7 @@ from streamsdsl.operators.functions import (
     function_names,
     grouped_functions,
     grouped_value_serde,
+    joiner_of,
     key_codec,
     windowing_of,
 )
@@ -275,8 +277,8 @@ class StreamTableJoinDescription:
         return StreamTableJoin(self.node.kind)  # type: ignore[arg-type]
 
     @property
-    def joiner(self) -> Callable[[Any, Any], Any]:
-        return self.node.joiner.fn
+    def joiner(self) -> Joiner:
+        return joiner_of(self.node.joiner)
 
 
 def _stream_table_join(node: ir.StreamTableJoinNode, ports: Sequence[Port], topology: Any) -> StreamTableJoinDescription:
@@ -306,8 +308,8 @@ class TableJoinDescription:
         return self.node.store is not None
 
     @property
-    def joiner(self) -> Callable[[Any, Any], Any]:
-        return self.node.joiner.fn
+    def joiner(self) -> Joiner:
+        return joiner_of(self.node.joiner)
 
     def spec(self, flush: FlushPolicy) -> TableJoinSpec:
         """The join's rule under ``flush`` (a materialized result behind Kafka's record cache)."""
@@ -342,8 +344,8 @@ class StreamJoinDescription:
         return StreamJoinSpec(self.node.kind, self.node.windows.spec)  # type: ignore[arg-type]
 
     @property
-    def joiner(self) -> Callable[[Any, Any], Any]:
-        return self.node.joiner.fn
+    def joiner(self) -> Joiner:
+        return joiner_of(self.node.joiner)
 
 
 def _stream_stream_join(node: ir.StreamStreamJoinNode, ports: Sequence[Port], topology: Any) -> StreamJoinDescription:

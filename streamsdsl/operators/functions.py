@@ -19,6 +19,7 @@ from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindow
 from streamsdsl.errors import InvalidTypeError, RecordSerializationError
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.grouped_table import GroupedTableFunctions
+from streamsdsl.semantics.joiners import Joiner, JoinerWithKey
 from streamsdsl.semantics.session import SessionWindowing
 from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.semantics.timewindow import TimeWindowing
@@ -27,10 +28,34 @@ from streamsdsl.semantics.windowing import Windowing
 
 __all__ = [
     "agg_functions", "agg_value_serde", "builtin_serde", "final_results_delay", "function_names", "function_of",
-    "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "key_codec", "mapper_pair",
-    "null_keys_pass", "result_error", "selector_pair", "sink_write_error",
+    "filtered_table_sides", "first_match", "grouped_functions", "grouped_value_serde", "joiner_of", "key_codec",
+    "mapper_pair", "null_keys_pass", "result_error", "selector_pair", "sink_write_error", "value_mapper",
     "windowing_of",
 ]
+
+
+def value_mapper(mapper: ir.UserFn) -> Any:
+    """A ``map_values`` / ``flat_map_values`` mapper as a function of ``(key, value)``: Kafka's
+    ``ValueMapper`` is given the value, a ``ValueMapperWithKey`` the key too (read-only: the
+    record keeps its key whatever the mapper does with it).
+
+    Examples
+    --------
+    >>> value_mapper(ir.UserFn(str.upper, "(value) -> value"))("k", "v")
+    'V'
+    >>> value_mapper(ir.UserFn(lambda k, v: k + v, "(key, value) -> value"))("k", "v")
+    'kv'
+    """
+    fn = mapper.fn
+    if mapper.takes_key:
+        return fn
+    return lambda key, value: fn(value)
+
+
+def joiner_of(joiner: ir.UserFn) -> Joiner:
+    """A join node's joiner as the join kernels take it: the function of two values, or a
+    `JoinerWithKey` (Kafka's ``ValueJoinerWithKey``) that each kernel gives the record's key."""
+    return JoinerWithKey(joiner.fn) if joiner.takes_key else joiner.fn
 
 AnyWindows = SessionWindows | TimeWindows | SlidingWindows
 

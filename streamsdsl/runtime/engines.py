@@ -341,6 +341,7 @@ class SparkDriverEngine:
 
     def _join_store(self, node: ir.TableTableJoinNode, carried: Sequence[Any]) -> list[StoreEntry]:
         """A table–table join's store from its carried sides (`join_store_entry`)."""
+        from streamsdsl.operators.functions import joiner_of
         from streamsdsl.semantics.table_table import TableJoinState, join_store_entry
         from streamsdsl.semantics.tables import TableValue
 
@@ -353,9 +354,10 @@ class SparkDriverEngine:
                 None if s["left_ts"] is None else TableValue(left.from_internal(s["left_value"]), s["left_ts"]),
                 None if s["right_ts"] is None else TableValue(right.from_internal(s["right_value"]), s["right_ts"]),
                 bool(s["has_result"]))
-            entry = join_store_entry(state, node.joiner.fn)
+            user_key = key.from_internal(k)
+            entry = join_store_entry(state, joiner_of(node.joiner), user_key)
             if entry is not None:
-                out.append(StoreEntry(key.from_internal(k), 0, 0, entry[0], entry[1]))
+                out.append(StoreEntry(user_key, 0, 0, entry[0], entry[1]))
         return out
 
     def _table_in_join(self, node: ir.Node) -> list[StoreEntry]:
@@ -385,6 +387,7 @@ class SparkDriverEngine:
         """A stream–stream join's window store from its carried states, decoded as the operator
         decodes them (`StreamJoinConfig.decode`; `_join_store`)."""
         from streamsdsl.compiler.stream_joins import StreamJoinConfig
+        from streamsdsl.operators.functions import joiner_of
         from streamsdsl.semantics.stream_stream import StreamJoinSpec
 
         frames = self.compile().frames
@@ -392,7 +395,7 @@ class SparkDriverEngine:
         left = node.value_serde or frames[node.parents[0]].value
         right = node.other_value_serde or frames[node.parents[1]].value
         config = StreamJoinConfig(node.name, StreamJoinSpec(node.kind, node.windows.spec), key,  # type: ignore[arg-type]
-                                  left, right, node.joiner.fn)
+                                  left, right, joiner_of(node.joiner))
         return _join_store(node, store, [(key.from_internal(k), config.decode(s)) for k, s in carried])
 
     def sink(self, topic: str) -> SinkSerdes:

@@ -24,6 +24,7 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
+from streamsdsl.operators.functions import joiner_of
 from streamsdsl.records import GENERATED_STORE_NAME
 from streamsdsl.semantics.table_table import TableJoinState, join_store_entry
 from streamsdsl.semantics.tables import TableValue
@@ -196,7 +197,7 @@ class StoreReader:
             key = key_serde.from_internal(row.key[0])
             cell = row.value[0]
             if isinstance(node, ir.TableTableJoinNode):
-                joined = self._joined(node, row.value)
+                joined = self._joined(node, key, row.value)
                 if joined is not None:
                     out.append(StoreEntry(key, 0, 0, joined[0], joined[1]))
             elif isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
@@ -208,14 +209,14 @@ class StoreReader:
                            for s, e, agg, ts, _ in pickle.loads(cell))
         return out
 
-    def _joined(self, node: ir.TableTableJoinNode, cells: Any) -> tuple[Any, int] | None:
+    def _joined(self, node: ir.TableTableJoinNode, key: Any, cells: Any) -> tuple[Any, int] | None:
         """A materialized table–table join's entry from its state row (both sides' values and
         timestamps, whether the result store holds the key): `join_store_entry`."""
         left, right = (self.compiled.frames[p].value for p in node.parents)
         lv, lts, rv, rts, has_result = cells
         state = TableJoinState(None if lts is None else TableValue(left.from_internal(lv), lts),
                                None if rts is None else TableValue(right.from_internal(rv), rts), bool(has_result))
-        return join_store_entry(state, node.joiner.fn)
+        return join_store_entry(state, joiner_of(node.joiner), key)
 
     def _processor_store(self, name: str) -> Any:
         backend = MemoryBackend()

@@ -79,6 +79,7 @@ import attrs
 
 from streamsdsl._validation import duration_field, millis, one_of
 from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, key_bytes
 
 __all__ = [
@@ -97,7 +98,6 @@ _DAY_MS = 24 * 60 * 60 * 1000
 _NO_TIME = -1
 _MAX = 2**63 - 1
 
-Joiner = Callable[[Any, Any], Any]  # (left_value, right_value) -> value
 
 
 def _window_size(inst: JoinWindowsSpec, attribute: attrs.Attribute[Any], value: int) -> None:
@@ -246,7 +246,7 @@ class StreamJoinClose:
     outputs: tuple[Output, ...] = ()
 
 
-def _null_join(joiner: Joiner, side: str, value: Any) -> Any:
+def _null_join(joiner: Callable[[Any, Any], Any], side: str, value: Any) -> Any:
     return joiner(value, None) if side == LEFT else joiner(None, value)
 
 
@@ -266,6 +266,7 @@ def stream_join_step(spec: StreamJoinSpec, state: StreamJoinState | None, side: 
     (Output(key='k', value='Ab', timestamp=15),)
     """
     other = _other(side)
+    joiner = for_key(joiner, key)
     if key is None or value is None:
         if key is None and value is not None and spec.outer_side(side):
             return StreamJoinStep(state, (Output(key, _null_join(joiner, side, value), ts),))
@@ -316,6 +317,7 @@ def stream_join_close(spec: StreamJoinSpec, state: StreamJoinState, key: Any, st
     (Output(key='k', value='None+b', timestamp=1), Output(key='k', value='A+None', timestamp=3))
     """
     expired = _expired_held(spec, state, stream_time)
+    joiner = for_key(joiner, key)
     outputs: tuple[Output, ...] = ()
     held = state.held
     if expired:
@@ -513,7 +515,7 @@ def _scan(spec: StreamJoinSpec, states: MutableMapping[Any, StreamJoinState], st
         if spec.hold_threshold(ts, side) >= stream_time:
             open_sides.add(side)
             continue
-        outputs.append(Output(key, _null_join(joiner, side, value), ts))
+        outputs.append(Output(key, _null_join(for_key(joiner, key), side, value), ts))
         emitted.setdefault(key, set()).add(i)
     for key, gone in emitted.items():
         st = states[key]

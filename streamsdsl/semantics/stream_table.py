@@ -41,12 +41,11 @@ from typing import Any, Callable, Iterable, Literal
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, TableSourceStep, TableValue
 from streamsdsl.semantics.tables import table_source_step
 
 __all__ = ["StreamTableJoin", "StreamTableStep", "stream_join_step", "stream_table_reference_run", "table_update"]
-
-Joiner = Callable[[Any, Any], Any]
 
 
 def _kind(inst: Any, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -79,6 +78,7 @@ def stream_join_step(spec: StreamTableJoin, state: TableValue | None, key: Any, 
                      joiner: Joiner) -> StreamTableStep:
     """A stream record joined with the key's current table value ``state``."""
     left = spec.kind == "left"
+    joiner = for_key(joiner, key)
     if value is None:
         return StreamTableStep(None, DROP_NULL_VALUE)
     if key is None:

@@ -59,6 +59,7 @@ import attrs
 
 from streamsdsl._validation import one_of
 from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.tables import Change, KeyedChange, TableSourceStep, TableValue, table_source_step
 
 __all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "join_store_entry", "table_join_reference_run",
@@ -66,8 +67,6 @@ __all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "join_store_entry
 
 LEFT = "left"
 RIGHT = "right"
-
-Joiner = Callable[[Any, Any], Any]  # (left_value, right_value) -> value
 
 
 _kind = one_of(("inner", "left", "outer"), "table-table join")
@@ -122,7 +121,8 @@ class TableJoinStep:
     dropped: str | None = None
 
 
-def _join(kind: str, side: str, change: Change, other: Any, send_old: bool, joiner: Joiner) -> Change | None:
+def _join(kind: str, side: str, change: Change, other: Any, send_old: bool,
+          joiner: Callable[[Any, Any], Any]) -> Change | None:
     def j(this: Any, that: Any) -> Any:
         return joiner(this, that) if side == LEFT else joiner(that, this)
 
@@ -150,9 +150,10 @@ def _join(kind: str, side: str, change: Change, other: Any, send_old: bool, join
     return Change(new, old)
 
 
-def join_store_entry(state: TableJoinState, joiner: Joiner) -> tuple[Any, int] | None:
+def join_store_entry(state: TableJoinState, joiner: Joiner, key: Any = None) -> tuple[Any, int] | None:
     """What a materialized table–table join's store holds for a key in ``state``: the joined
-    value (the joiner of both sides' current values, ``None`` for an absent side) and its
+    value (the joiner of both sides' current values, ``None`` for an absent side; ``key``: the
+    key a with-key joiner receives) and its
     timestamp (the latest of the sides holding a value), or ``None`` when the store has no row
     for the key. The one reading of a join's store, for both test-driver engines.
 
@@ -167,7 +168,7 @@ def join_store_entry(state: TableJoinState, joiner: Joiner) -> tuple[Any, int] |
     if not state.has_result:
         return None
     sides = [s for s in (state.left, state.right) if s is not None and s.value is not None]
-    value = joiner(None if state.left is None else state.left.value, None if state.right is None else state.right.value)
+    value = for_key(joiner, key)(None if state.left is None else state.left.value, None if state.right is None else state.right.value)
     return value, max((s.ts for s in sides), default=-1)
 
 
@@ -206,7 +207,7 @@ def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str
         return TableJoinStep(state)
     other = state.right if side == LEFT else state.left
     other_value = None if other is None else other.value  # a side holding a mapped None has no value
-    change = _join(spec.kind, side, source.forwarded, other_value, spec.send_old_values, joiner)
+    change = _join(spec.kind, side, source.forwarded, other_value, spec.send_old_values, for_key(joiner, key))
     if change is None:
         return TableJoinStep(state)
     out_ts = ts if other is None or other_value is None else max(ts, other.ts)

@@ -14,6 +14,7 @@ import pytest
 
 from streamsdsl.errors import StageMethodError
 from streamsdsl.dsl.api import KGroupedStream, StreamsBuilder
+from streamsdsl.values.joins import JoinWindows
 from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import InvalidTypeError, StreamsDslError
 
@@ -48,7 +49,10 @@ def type_error(call: Callable[[SimpleNamespace], Any]) -> str:
 
 
 TWO = "must accept 2 positional arguments (key, value)"
-ONE = "must accept 1 positional argument (value)"
+ONE = "must accept 1 positional argument (value) or 2 (key, value)"
+ONE_FIX = "Use lambda value: ... or lambda key, value: ..."
+JOINER = "must accept 2 positional arguments (value, other_value) or 3 (key, value, other_value)"
+JOINER_FIX = "Use lambda value, other_value: ... or lambda key, value, other_value: ..."
 THREE = "must accept 3 positional arguments (key, value, aggregate)"
 NONE = "must accept no arguments"
 MERGER = "must accept 3 positional arguments (key, aggregate1, aggregate2)"
@@ -63,14 +67,16 @@ class TestFunctionArity:
              f"'predicate' {TWO}; lambda k has 1 (k). Use lambda key, value: ..."),
             (lambda s: s.stream.filter_not(lambda k, v, x: True),
              f"'predicate' {TWO}; lambda k, v, x has 3 required (k, v, x). Use lambda key, value: ..."),
-            (lambda s: s.stream.map_values(lambda k, v: v),
-             f"'mapper' {ONE}; lambda k, v has 2 required (k, v). Use lambda value: ..."),
+            (lambda s: s.stream.map_values(lambda k, v, x: v),
+             f"'mapper' {ONE}; lambda k, v, x has 3 required (k, v, x). {ONE_FIX}"),
+            (lambda s: s.stream.map_values(lambda: 1),
+             f"'mapper' {ONE}; lambda has 0 (). {ONE_FIX}"),
             (lambda s: s.stream.map(lambda v: (v, v)),
              f"'mapper' {TWO}; lambda v has 1 (v). Use lambda key, value: ..."),
             (lambda s: s.stream.flat_map(lambda v: [(v, v)]),
              f"'mapper' {TWO}; lambda v has 1 (v). Use lambda key, value: ..."),
-            (lambda s: s.stream.flat_map_values(lambda k, v: [v]),
-             f"'mapper' {ONE}; lambda k, v has 2 required (k, v). Use lambda value: ..."),
+            (lambda s: s.stream.flat_map_values(lambda k, v, x: [v]),
+             f"'mapper' {ONE}; lambda k, v, x has 3 required (k, v, x). {ONE_FIX}"),
             (lambda s: s.stream.select_key(lambda v: v),
              f"'selector' {TWO}; lambda v has 1 (v). Use lambda key, value: ..."),
             (lambda s: s.stream.group_by(lambda v: v),
@@ -97,8 +103,16 @@ class TestFunctionArity:
              f"'predicate' {TWO}; lambda v has 1 (v). Use lambda key, value: ..."),
             (lambda s: s.table.filter_not(lambda v: True),
              f"'predicate' {TWO}; lambda v has 1 (v). Use lambda key, value: ..."),
-            (lambda s: s.table.map_values(lambda k, v: v),
-             f"'mapper' {ONE}; lambda k, v has 2 required (k, v). Use lambda value: ..."),
+            (lambda s: s.table.map_values(lambda k, v, x: v),
+             f"'mapper' {ONE}; lambda k, v, x has 3 required (k, v, x). {ONE_FIX}"),
+            (lambda s: s.stream.join(s.table, lambda v: v),
+             "'joiner' must accept 2 positional arguments (value, table_value) or 3 (key, value, table_value); "
+             "lambda v has 1 (v). Use lambda value, table_value: ... or lambda key, value, table_value: ..."),
+            (lambda s: s.table.join(s.builder.table("t"), lambda k, a, b, c: a),
+             f"'joiner' {JOINER}; lambda k, a, b, c has 4 required (k, a, b, c). {JOINER_FIX}"),
+            (lambda s: s.stream.outer_join(s.builder.stream("o"), lambda v: v,
+                                           JoinWindows.of_time_difference_with_no_grace(5)),
+             f"'joiner' {JOINER}; lambda v has 1 (v). {JOINER_FIX}"),
             (lambda s: s.cogrouped.cogroup(s.other, lambda v: v),
              f"'aggregator' {THREE}; lambda v has 1 (v). Use lambda key, value, aggregate: ..."),
             (lambda s: s.cogrouped.aggregate(lambda a: 0),
@@ -147,6 +161,11 @@ class Pair:
         self.a, self.b = a, b
 
 
+class Triple:
+    def __init__(self, a: object, b: object, c: object) -> None:
+        self.a, self.b, self.c = a, b, c
+
+
 class Checker:
     def check(self, key: object) -> bool:
         return True
@@ -186,8 +205,9 @@ class TestCallableForms:
 
     def test_class(self) -> None:
         """A class is checked through its constructor."""
-        assert type_error(lambda s: s.stream.map_values(Pair)) == (
-            f"'mapper' {ONE}; Pair has 2 required (a, b). Pass a callable of shape (value) -> value."
+        assert type_error(lambda s: s.stream.map_values(Triple)) == (
+            f"'mapper' {ONE}; Triple has 3 required (a, b, c). "
+            "Pass a callable of shape (value) -> value or (key, value) -> value."
         )
         stages().stream.map(Pair)
 
@@ -203,6 +223,17 @@ class TestCallableForms:
         s = stages()
         s.stream.map_values(lambda v, scale=2: v * scale).filter(lambda *args: True).peek(lambda k, *rest: None)
         s.grouped.aggregate(lambda start=0: start, lambda k, v, a, *more: a)
+
+    def test_either_form_takes_the_value_only(self) -> None:
+        """A function fitting both forms of a ValueMapper / ValueJoiner (defaults, *args, an
+        unknown signature) is called without the key, as before the with-key forms existed."""
+        s = stages()
+        for mapper in (lambda v, scale=2: v, lambda *args: args, int):
+            assert s.stream.map_values(mapper)._builder._nodes  # built
+        nodes = s.builder._nodes
+        assert [n.mapper.takes_key for n in nodes.values() if type(n).__name__ == "MapValuesNode"] == [False] * 3
+        s.stream.map_values(lambda k, v, extra=0: v)
+        assert [n.mapper.takes_key for n in nodes.values() if type(n).__name__ == "MapValuesNode"][-1] is True
 
     def test_unknown_signatures_accepted(self) -> None:
         """Builtins whose signature cannot be read (int, str, max) are accepted, as are known fitting ones."""

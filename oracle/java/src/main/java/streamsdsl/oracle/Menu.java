@@ -11,7 +11,9 @@ import org.apache.kafka.streams.kstream.Merger;
 import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Reducer;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.kstream.ValueMapper;
+import org.apache.kafka.streams.kstream.ValueMapperWithKey;
 
 /**
  * The menu of user functions, by name: the same functions as oracle/menu.py, one switch per
@@ -54,6 +56,25 @@ final class Menu {
             case "inc": return v -> v == null ? null : (Object) ((Long) v + 1);
             case "to_text": return v -> v == null ? null : v.toString();
             default: throw unknown("value mapper", name);
+        }
+    }
+
+    /** Whether the function takes the key (a ValueMapperWithKey / ValueJoinerWithKey). */
+    static boolean withKey(String name) {
+        return name.equals("key_colon") || name.equals("key_pair");
+    }
+
+    static ValueMapperWithKey<Object, Object, Object> valueMapperWithKey(String name) {
+        switch (name) {
+            case "key_colon": return (k, v) -> v == null ? null : text(k) + ":" + v;
+            default: throw unknown("value mapper with key", name);
+        }
+    }
+
+    static ValueJoinerWithKey<Object, Object, Object, Object> joinerWithKey(String name) {
+        switch (name) {
+            case "key_pair": return (k, v1, v2) -> text(k) + ":" + text(v1) + "+" + text(v2);
+            default: throw unknown("joiner with key", name);
         }
     }
 

@@ -49,6 +49,7 @@ import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.state.WindowStore;
 import org.apache.kafka.streams.test.TestRecord;
 
@@ -260,7 +261,10 @@ public final class Oracle {
                     result = node.get("negate").asBoolean() ? s.filterNot(Menu.predicate(fn(node, "predicate")))
                         : s.filter(Menu.predicate(fn(node, "predicate")));
                     break;
-                case "map_values": result = s.mapValues(Menu.valueMapper(fn(node, "mapper"))); break;
+                case "map_values":
+                    result = Menu.withKey(fn(node, "mapper")) ? s.mapValues(Menu.valueMapperWithKey(fn(node, "mapper")))
+                        : s.mapValues(Menu.valueMapper(fn(node, "mapper")));
+                    break;
                 case "map": result = s.map(Menu.mapper(fn(node, "mapper"))); break;
                 case "flat_map": result = s.flatMap(Menu.flatMapper(fn(node, "mapper"))); break;
                 case "flat_map_values": result = s.flatMapValues(Menu.flatValueMapper(fn(node, "mapper"))); break;
@@ -297,15 +301,23 @@ public final class Oracle {
                     result = node.get("negate").asBoolean() ? t.filterNot(Menu.predicate(fn(node, "predicate")))
                         : t.filter(Menu.predicate(fn(node, "predicate")));
                     break;
-                case "table_map_values": result = t.mapValues(Menu.valueMapper(fn(node, "mapper"))); break;
+                case "table_map_values":
+                    result = Menu.withKey(fn(node, "mapper")) ? t.mapValues(Menu.valueMapperWithKey(fn(node, "mapper")))
+                        : t.mapValues(Menu.valueMapper(fn(node, "mapper")));
+                    break;
                 case "to_table":
                     result = node.get("materialized").asBoolean() ? s.toTable(Materialized.as("store-" + name))
                         : s.toTable();
                     break;
                 case "stream_table_join": {
                     KTable table = (KTable) parents.get(1);
-                    result = node.get("kind").asText().equals("inner") ? s.join(table, Menu.joiner(fn(node, "joiner")))
-                        : s.leftJoin(table, Menu.joiner(fn(node, "joiner")));
+                    String joiner = fn(node, "joiner");
+                    boolean inner = node.get("kind").asText().equals("inner");
+                    if (Menu.withKey(joiner)) {
+                        result = inner ? s.join(table, Menu.joinerWithKey(joiner)) : s.leftJoin(table, Menu.joinerWithKey(joiner));
+                    } else {
+                        result = inner ? s.join(table, Menu.joiner(joiner)) : s.leftJoin(table, Menu.joiner(joiner));
+                    }
                     break;
                 }
                 case "stream_stream_join": {
@@ -314,10 +326,20 @@ public final class Oracle {
                             Duration.ofMillis(w.get("after").asLong()), Duration.ofMillis(w.get("grace").asLong()))
                         .before(Duration.ofMillis(w.get("before").asLong()));
                     KStream other = (KStream) parents.get(1);
-                    switch (node.get("kind").asText()) {
-                        case "inner": result = s.join(other, Menu.joiner(fn(node, "joiner")), windows); break;
-                        case "left": result = s.leftJoin(other, Menu.joiner(fn(node, "joiner")), windows); break;
-                        default: result = s.outerJoin(other, Menu.joiner(fn(node, "joiner")), windows);
+                    String joiner = fn(node, "joiner");
+                    if (Menu.withKey(joiner)) {
+                        ValueJoinerWithKey j = Menu.joinerWithKey(joiner);
+                        switch (node.get("kind").asText()) {
+                            case "inner": result = s.join(other, j, windows); break;
+                            case "left": result = s.leftJoin(other, j, windows); break;
+                            default: result = s.outerJoin(other, j, windows);
+                        }
+                    } else {
+                        switch (node.get("kind").asText()) {
+                            case "inner": result = s.join(other, Menu.joiner(joiner), windows); break;
+                            case "left": result = s.leftJoin(other, Menu.joiner(joiner), windows); break;
+                            default: result = s.outerJoin(other, Menu.joiner(joiner), windows);
+                        }
                     }
                     break;
                 }
