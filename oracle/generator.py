@@ -37,6 +37,8 @@ LEFT_OUT: dict[str, str] = {
     "timing differs, docs/differences.md, Joins) by the joiner's text for the missing side, which a later "
     "map_values would change.",
     "peek": "its action's effects are outside the records compared; the oracle has no rule for it.",
+    "foreach, print": "terminal steps whose effects are outside the records compared; their names, describe() "
+    "and print format are checked against Kafka Streams' sources in tests/test_foreach_print.py.",
     "suppress after a join, a cogroup or a table step; until_time_limit of a windowed table": "streamsdsl "
     "refuses them (docs/differences.md, Not yet implemented).",
     "steps after a windowed aggregation that read the Windowed key": "the menu's functions take string keys; "

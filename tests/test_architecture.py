@@ -72,7 +72,7 @@ class TestLowering:
         from streamsdsl.operators.descriptions import DESCRIPTIONS
 
         stateless = {ir.SourceNode, ir.SinkNode, ir.FilterNode, ir.MapValuesNode, ir.MapNode, ir.FlatMapNode,
-                     ir.FlatMapValuesNode, ir.SelectKeyNode, ir.PeekNode, ir.MergeNode, ir.RepartitionNode,
+                     ir.FlatMapValuesNode, ir.SelectKeyNode, ir.PeekNode, ir.ForeachNode, ir.MergeNode, ir.RepartitionNode,
                      ir.TableToStreamNode, ir.TableFilterNode, ir.TableMapValuesNode, ir.BranchNode,
                      ir.BranchChildNode}
         assert sorted(t.__name__ for t in ir.NODE_TYPES - stateless) == sorted(t.__name__ for t in DESCRIPTIONS)

@@ -108,7 +108,7 @@ class TestResolver:
     def test_existing(self, name: str) -> None:
         assert resolves(name)
 
-    @pytest.mark.parametrize("name", ["KStream.foreach", "foreach", "KafkaStreams.query", "NoSuchClass.count",
+    @pytest.mark.parametrize("name", ["KStream.no_such_step", "no_such_step", "KafkaStreams.query", "NoSuchClass.count",
                                       "KTable.suppress.nothing"])
     def test_missing(self, name: str) -> None:
         assert not resolves(name)
@@ -144,7 +144,7 @@ class TestStatusTable:
 
 class TestDifferencesNotYet:
     def test_rows_found(self) -> None:
-        assert len(NOT_YET) >= 5
+        assert len(NOT_YET) >= 1  # the table was parsed (rows leave it as they are implemented)
 
     @pytest.mark.parametrize("row", NOT_YET, ids=lambda r: r[0][:40])
     def test_not_in_the_api(self, row: list[str]) -> None:

@@ -366,6 +366,18 @@ def _peek(self: Lowering, node: ir.PeekNode) -> Frame:
     return apply_python(self.parent(node), node.name, step, function="action")
 
 
+def _foreach(self: Lowering, node: ir.ForeachNode) -> Frame:
+    """``foreach`` / ``print``: the action runs in the Python workers and nothing is forwarded
+    (the plan's output runs the node: `Topology.runs_unread`)."""
+    action = node.action.fn
+
+    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        action(k, v)
+        return []
+
+    return apply_python(self.parent(node), node.name, step, function="action")
+
+
 def _align(frame: Frame, key: KeyCodec, value: PlanSerde) -> DataFrame:
     df = frame.df
     if frame.key != key:

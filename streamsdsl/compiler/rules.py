@@ -23,6 +23,7 @@ RULES: dict[type[ir.Node], Callable[..., Any]] = {
     ir.FlatMapValuesNode: lowering._flat_map_values,
     ir.SelectKeyNode: lowering._select_key,
     ir.PeekNode: lowering._peek,
+    ir.ForeachNode: lowering._foreach,
     ir.MergeNode: lowering._merge,
     ir.RepartitionNode: lowering._repartition,
     ir.TableToStreamNode: lowering._table_to_stream,

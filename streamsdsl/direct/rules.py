@@ -24,6 +24,7 @@ RULES: dict[type[ir.Node], Callable[..., Step]] = {
     ir.FlatMapValuesNode: steps._flat_map_values,
     ir.SelectKeyNode: steps._select_key,
     ir.PeekNode: steps._peek,
+    ir.ForeachNode: steps._foreach,
     ir.MergeNode: steps._merge,
     ir.RepartitionNode: steps._repartition,
     ir.TableToStreamNode: steps._table_to_stream,

@@ -296,6 +296,16 @@ def _peek(node: ir.PeekNode, parents: list[Typed], run: Host) -> Step:
     return MapStep(node, parents[0], run, peek, "action", False, False)
 
 
+def _foreach(node: ir.ForeachNode, parents: list[Typed], run: Host) -> Step:
+    action = node.action.fn
+
+    def foreach(k: Any, v: Any) -> list[tuple[Any, Any]]:
+        action(k, v)
+        return []
+
+    return MapStep(node, parents[0], run, foreach, "action", False, False)
+
+
 def _merge(node: ir.MergeNode, parents: list[Typed], run: Host) -> Step:
     merged = merged_encoding(node, *parents)
     return ConvertStep(node, Typed(merged.key, merged.value), run, parents)

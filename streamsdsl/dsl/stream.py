@@ -15,6 +15,7 @@ from streamsdsl.dsl import hints
 from streamsdsl.dsl.grouped import KGroupedStream
 from streamsdsl.dsl.joins import stream_stream_join_node
 from streamsdsl.dsl.options import Grouped, Materialized, Produced, check_option, resolve_name
+from streamsdsl.dsl.printed import Printed
 from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
 from streamsdsl.dsl.stage import VALUE_MAPPER, VALUES_MAPPER, NameArg, StreamStage, _fn, _Hinted, _materialized
 from streamsdsl.dsl.stage import _user_fn, joiner_shapes
@@ -107,6 +108,57 @@ class KStream(StreamStage):
         """
         fn = _user_fn(action, "action", "(key, value) -> None")
         return self._child(ir.PeekNode(self._name(name, "KSTREAM-PEEK-"), (self.node_name,), action=fn))
+
+    def foreach(self, action: Callable[[Any, Any], None] = REQUIRED, *, name: NameArg = None) -> None:
+        """Call ``action(key, value)`` for each record: a terminal step (Kafka Streams'
+        ``KStream#foreach``), named ``KSTREAM-FOREACH-<n>``; it returns ``None``, like `to`.
+
+        On Spark the action runs in the Python workers of the executors, and a micro-batch that
+        fails and is retried runs it again for the batch's records: at least once per record,
+        not exactly once (docs: Stages, "foreach and print").
+
+        Examples
+        --------
+        >>> from streamsdsl import StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> seen = []
+        >>> b.stream("in").foreach(lambda key, value: seen.append((key, value)))
+        >>> with TopologyTestDriver(b.build(), engine="direct") as driver:
+        ...     driver.create_input_topic("in").pipe_input("k", "v")
+        >>> seen
+        [('k', 'v')]
+        """
+        require_arguments("foreach", "foreach(lambda key, value: print(key, value))",
+                          ("action", action, "(key, value) -> None"))
+        fn = _user_fn(action, "action", "(key, value) -> None")
+        self._add(ir.ForeachNode(self._name(name, "KSTREAM-FOREACH-"), (self.node_name,), action=fn))
+
+    def print(self, printed: Printed = REQUIRED) -> None:
+        """Print each record (Kafka Streams' ``KStream#print``): ``[label]: key, value`` to
+        standard output (`Printed.to_sys_out`) or appended to a file (`Printed.to_file`); a
+        terminal step named ``KSTREAM-PRINTER-<n>`` (or `Printed.with_name`'s name). The label is
+        `Printed.with_label`'s, else the name of this stream's node.
+
+        On Spark it prints where the step runs: in the Python workers of the executors (on a
+        cluster, standard output goes to the executors' logs and a file is written on each
+        executor's disk), at least once per record (a retried micro-batch prints again).
+
+        Examples
+        --------
+        >>> from streamsdsl import Printed, StreamsBuilder, TopologyTestDriver
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").print(Printed.to_sys_out().with_label("in"))
+        >>> with TopologyTestDriver(b.build(), engine="direct") as driver:
+        ...     driver.create_input_topic("in").pipe_input("k", None)
+        [in]: k, null
+        """
+        require_arguments("print", "print(Printed.to_sys_out())", ("printed", printed, "Printed"))
+        if not isinstance(printed, Printed):
+            raise InvalidTypeError("'printed' must be a Printed such as Printed.to_sys_out() or Printed.to_file(path) "
+                                   f"(got {type(printed).__name__}: {printed!r}).")
+        node_name = self._builder._processor_name(printed.name, "KSTREAM-PRINTER-")
+        fn = ir.UserFn(printed.action(self.node_name), "(key, value) -> None")
+        self._add(ir.ForeachNode(node_name, (self.node_name,), action=fn))
 
     def merge(self, other: KStream, *, name: NameArg = None) -> KStream:
         """The union of this stream and ``other`` (records of both, no ordering guarantee across them)."""

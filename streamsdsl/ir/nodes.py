@@ -47,6 +47,7 @@ __all__ = [
     "FlatMapValuesNode",
     "SelectKeyNode",
     "PeekNode",
+    "ForeachNode",
     "MergeNode",
     "RepartitionNode",
     "SinkNode",
@@ -201,6 +202,14 @@ class SelectKeyNode(UnaryNode):
 @attrs.frozen
 class PeekNode(UnaryNode):
     """``peek``: call an action for each record, forward it unchanged."""
+
+    action: UserFn = attrs.field(kw_only=True, validator=_user_fn)
+
+
+@attrs.frozen
+class ForeachNode(UnaryNode):
+    """``foreach`` / ``print``: call an action for each record; a terminal step (it forwards
+    nothing and runs even though no sink reads it, `Topology.runs_unread`)."""
 
     action: UserFn = attrs.field(kw_only=True, validator=_user_fn)
 

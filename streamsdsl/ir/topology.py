@@ -122,8 +122,9 @@ class Topology(NotYetAttributes):
 
     def runs_unread(self) -> tuple[str, ...]:
         """The nodes that run even when no sink reads them, as in Kafka Streams: a user processor
-        (for its stores and punctuators) and a node holding a named store (``Materialized.as_``:
-        a queryable store; a generated store name is not queryable)."""
+        (for its stores and punctuators), a ``foreach`` / ``print`` (for its action) and a node
+        holding a named store (``Materialized.as_``: a queryable store; a generated store name is
+        not queryable)."""
         out = []
         for n in self.nodes:
             own = (n.store if isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
@@ -131,7 +132,7 @@ class Topology(NotYetAttributes):
                    else n.store if isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized
                    else None)
             named = own is not None and not GENERATED_STORE_NAME.search(own)
-            if named or isinstance(n, ProcessNode):
+            if named or isinstance(n, (ProcessNode, ir.ForeachNode)):
                 out.append(n.name)
         return tuple(out)
 

@@ -270,8 +270,14 @@ class TopologyTestDriver:
         self.close()
 
     def close(self) -> None:
-        self._closed = True
-        self._engine.close()
+        """Close the driver; a topology with ``foreach`` or ``print`` first runs the records
+        piped since the last read, so that their actions have run for every piped record."""
+        try:
+            if not self._closed and any(isinstance(n, ir.ForeachNode) for n in self.topology.nodes):
+                self._process()
+        finally:
+            self._closed = True
+            self._engine.close()
 
     # -- topics ---------------------------------------------------------------------------------
     def _source_for(self, topic: str) -> ir.SourceNode:
