@@ -68,12 +68,14 @@ run-cluster: install
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
 # slowest tests are listed at the end, and every test's time is in build/test-results.xml.
-# TEST_WORKERS pytest-xdist processes share the tests, a whole file each (conftest.py: the
-# integration files first; each worker that runs one starts its own broker); TEST_WORKERS=0 runs
-# them in this process.
+# TEST_WORKERS pytest-xdist processes share the tests, a whole file each, longest first
+# (conftest.py, tests/durations.json; --no-loadscope-reorder keeps that order: xdist would sort the
+# files by their number of tests); each worker that runs an integration file starts its own
+# broker; TEST_WORKERS=0 runs them in this process. After a full run,
+# `$(PY) tools/test_durations.py build/test-results.xml` refreshes the durations.
 TEST_WORKERS ?= 2
 test: install $(ORACLE_BUILT)
-	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --durations=30 --junitxml=build/test-results.xml
+	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 --junitxml=build/test-results.xml
 	$(PY) -m mkdocs build --strict --site-dir build/site
 	$(PY) tools/check_site.py build/site --static
 

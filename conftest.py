@@ -2,8 +2,11 @@
 
 ``make test`` runs ``pytest -n 2 --dist loadfile``: each test file goes whole to one worker (its
 module fixtures run once), and a worker that runs integration tests starts its own broker. The
-integration suite's files, the longest, come first, then the files with the most Spark tests, so
-that the workers' last files are short unit tests and neither waits long for the other at the end.
+workers take files in collection order as they become free, so the order decides when the run
+ends: the longest files first (longest-processing-time-first scheduling), so that the last files
+are short and neither worker waits long for the other at the end. A file's length is its time in
+the last full run on this machine (``tests/durations.json``, written by ``tools/test_durations.py``
+from ``build/test-results.xml``); a file not in it is estimated from its Spark tests.
 
 (``--dist loadgroup`` cannot keep the integration suite on one worker with pytest 9.2: xdist 3.8
 marks a test's group by rewriting ``item._nodeid``, which pytest 9.2's ``nodeid`` no longer reads.)
@@ -11,25 +14,47 @@ marks a test's group by rewriting ``item._nodeid``, which pytest 9.2's ``nodeid`
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 
 #: Fixtures of a test that runs Spark (`tests/conftest.py`).
 SPARK_FIXTURES = frozenset({"spark", "spark_session", "operator", "jvm_operator"})
 
+#: Seconds per file of the last full run (``tools/test_durations.py``).
+DURATIONS = Path(__file__).parent / "tests" / "durations.json"
+
+#: The estimate of a file the durations do not name: seconds per Spark test, per other test, and
+#: for an integration file (a broker, an application: tens of seconds each).
+SPARK_TEST_S, OTHER_TEST_S, INTEGRATION_FILE_S = 1.5, 0.02, 30.0
+
+
+def file_durations() -> dict[str, float]:
+    """The recorded seconds per test file, or none when the file is missing or unreadable."""
+    try:
+        data = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(f): float(s) for f, s in data.get("files", {}).items()}
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Whole files in this order: the integration suite's (in collection order), then the others
-    by their number of Spark tests, most first (ties in collection order). The workers take files in this order as
-    they become free, so the long files start early and the last ones are short: the files of
-    the direct engine's and the unit tests (1,180 tests in ≈ 15 s) fill the end."""
+    """Whole files, longest first (recorded or estimated seconds; ties in collection order)."""
     files: dict[str, list[pytest.Item]] = {}
     for item in items:
         files.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    recorded = file_durations()
 
-    def spark_tests(file_items: list[pytest.Item]) -> int:
-        return sum(1 for item in file_items if item.get_closest_marker("spark") is not None
-                   or SPARK_FIXTURES & set(getattr(item, "fixturenames", ())))
+    def estimate(path: str) -> float:
+        if path in recorded:
+            return recorded[path]
+        file_items = files[path]
+        spark = sum(1 for item in file_items if item.get_closest_marker("spark") is not None
+                    or SPARK_FIXTURES & set(getattr(item, "fixturenames", ())))
+        base = INTEGRATION_FILE_S if path.startswith("integration/") else 0.0
+        return base + spark * SPARK_TEST_S + (len(file_items) - spark) * OTHER_TEST_S
 
-    order = sorted(files, key=lambda f: (0, 0) if f.startswith("integration/") else (1, -spark_tests(files[f])))
+    order = sorted(files, key=lambda f: -estimate(f))
     items[:] = [item for f in order for item in files[f]]

@@ -1,0 +1,45 @@
+"""``tools/test_durations.py`` sums a JUnit report per test file, and ``conftest.py`` hands the
+files to ``make test``'s workers longest first from it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TOOL = _load(ROOT / "tools" / "test_durations.py", "test_durations_tool_module")
+
+
+class TestDurations:
+    def test_cases_are_summed_per_file_with_classes_and_packages_resolved(self, tmp_path: Path) -> None:
+        """Test classes, packages and doctest modules each map to their file; a case of no file
+        in the checkout is left out."""
+        report = tmp_path / "r.xml"
+        report.write_text(
+            '<testsuites><testsuite>'
+            '<testcase classname="tests.jvm.test_jvm_operator.TestX" name="a" time="1.25"/>'
+            '<testcase classname="tests.jvm.test_jvm_operator" name="b" time="2.0"/>'
+            '<testcase classname="streamsdsl.dsl.stream" name="c" time="0.5"/>'
+            '<testcase classname="tests.gone.test_nothing" name="d" time="9"/>'
+            '</testsuite></testsuites>')
+        assert TOOL.durations(report) == {"streamsdsl/dsl/stream.py": 0.5, "tests/jvm/test_jvm_operator.py": 3.2}
+
+    def test_the_recorded_durations_name_files_of_this_checkout(self) -> None:
+        """Every file in ``tests/durations.json`` exists (a renamed file would silently fall back
+        to its estimate)."""
+        files = json.loads((ROOT / "tests" / "durations.json").read_text())["files"]
+        missing = [f for f in files if not (ROOT / f).is_file()]
+        assert missing == [], f"tests/durations.json names files that are gone: {missing}; run tools/test_durations.py"
+        assert len(files) > 100
