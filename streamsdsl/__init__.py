@@ -28,7 +28,7 @@ from streamsdsl.errors import (
     TopologyError,
     UserFunctionError,
 )
-from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced
+from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced, Repartitioned
 from streamsdsl.dsl.printed import Printed
 from streamsdsl.values.joins import JoinWindows, StreamJoined
 from streamsdsl.dsl.grouped_table import KGroupedTable
@@ -70,7 +70,7 @@ __getattr__ = lazy_getattr("streamsdsl", _LAZY)
 __all__ = [
     "Aggregations", "Branched", "BranchedKStream", "configure_spark",
     "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
-    "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Printed", "Produced",
+    "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Printed", "Produced", "Repartitioned",
     "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",

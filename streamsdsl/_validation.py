@@ -176,7 +176,7 @@ def require_callable(
     ...
     streamsdsl.errors.InvalidTypeError: 'mapper' must accept 1 positional argument (value) or 2 (key, value); lambda has 0 (). Use lambda value: ... or lambda key, value: ...
     """
-    shapes = (shape,) if isinstance(shape, str) else tuple(shape)
+    shapes = tuple(shape) if isinstance(shape, (tuple, list)) else (str(shape),)
     described = " or ".join(shapes)
     if is_spark_column(value):
         if column_ok:

@@ -53,7 +53,6 @@ class NotYetImplementedError(OperationNotDefinedError, AttributeError):
 #: (`not_yet`); ``tests/test_docs_status.py`` checks it against the page.
 NOT_YET: dict[str, dict[str, str]] = {
     "KStream": {
-        "repartition": "`KStream.repartition`",
         "transform": "Processor API",
         "transform_values": "Processor API",
         "flat_transform": "Processor API",

@@ -230,8 +230,6 @@ class TestNotYetImplemented:
         "JoinWindows.grace": "JoinWindows (streamsdsl.values.joins) has no not-yet hook",
         "StreamJoined.with_this_store_supplier": "StreamJoined (streamsdsl.values.joins) has no not-yet hook",
         "StreamJoined.with_other_store_supplier": "StreamJoined (streamsdsl.values.joins) has no not-yet hook",
-        "Branched.with_function": "a static factory, read on the class",
-        "Branched.with_consumer": "a static factory, read on the class",
     }
 
     @staticmethod

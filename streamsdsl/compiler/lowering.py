@@ -411,10 +411,13 @@ def regroup(frame: Frame, key_serde: PlanSerde | None, value_serde: PlanSerde | 
 def _repartition(self: Lowering, node: ir.RepartitionNode) -> Frame:
     # Spark's shuffle in the stateful operator downstream does what the repartition topic does
     # in Kafka Streams; here only a serde change (Grouped/StreamJoined serdes) and the filter.
+    # KStream.repartition with a number of partitions: a shuffle by key into that many.
     frame = regroup(self.parent(node), node.key_serde, node.value_serde)
-    if self.topology is not None and null_keys_pass(self.topology, node.name):
-        return frame
-    return frame.with_df(self.drop_counted(frame.df, node.name, F.col("key").isNotNull()))
+    if self.topology is None or not null_keys_pass(self.topology, node.name):
+        frame = frame.with_df(self.drop_counted(frame.df, node.name, F.col("key").isNotNull()))
+    if node.partitions is not None:
+        frame = frame.with_df(frame.df.repartition(node.partitions, F.col("key")))
+    return frame
 
 
 # --- tables --------------------------------------------------------------------------------------

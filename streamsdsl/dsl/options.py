@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Any, Self
+import functools
+from typing import Any, Callable, Generic, Self, TypeVar
 
 import attrs
 
@@ -11,7 +12,7 @@ from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 
-__all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced"]
+__all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced", "Repartitioned"]
 
 
 def _serde_field(arg: str) -> Any:
@@ -87,6 +88,87 @@ class Materialized:
         return attrs.evolve(self, key_serde=key_serde)
 
     def with_value_serde(self, value_serde: Serde) -> Materialized:
+        return attrs.evolve(self, value_serde=value_serde)
+
+
+_T = TypeVar("_T")
+
+
+class _either(Generic[_T]):
+    """A ``with_*`` method callable on an instance (a copy with the option set) or on the class
+    (the defaults with the option set): ``Repartitioned.with_number_of_partitions(4)`` and
+    ``Repartitioned.as_("x").with_number_of_partitions(4)`` alike."""
+
+    def __init__(self, fn: Callable[..., _T]) -> None:
+        self.fn = fn
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    def __get__(self, obj: Any, owner: type) -> Callable[..., _T]:
+        return functools.partial(self.fn, owner() if obj is None else obj)
+
+
+def _partitions(inst: Any, attribute: Any, value: Any) -> None:
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidTypeError(f"'number_of_partitions' must be an int (got {type(value).__name__}: {value!r}).")
+    if value <= 0:
+        raise InvalidArgumentError(f"'number_of_partitions' must be > 0 (got {value}): the repartition writes to "
+                                   "that many partitions.")
+
+
+@attrs.frozen
+class Repartitioned:
+    """How `KStream.repartition` repartitions (Kafka Streams' ``Repartitioned``): the name of the
+    operation (``<name>-repartition`` is its topic), the serdes the records are written with, and
+    the number of partitions (on Spark: the number of partitions the records are shuffled into,
+    by key). Every ``with_*`` works on the class or on an instance (Kafka's static
+    ``Repartitioned.numberOfPartitions(n)`` is ``Repartitioned.with_number_of_partitions(n)``).
+
+    Examples
+    --------
+    >>> Repartitioned.as_("by-user").with_number_of_partitions(4)
+    Repartitioned(name='by-user', key_serde=None, value_serde=None, number_of_partitions=4)
+    >>> Repartitioned.with_number_of_partitions(0)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'number_of_partitions' must be > 0 (got 0): the repartition writes to that many partitions.
+    """
+
+    name: str | None = _name_field()
+    key_serde: PlanSerde | None = _serde_field("key_serde")
+    value_serde: PlanSerde | None = _serde_field("value_serde")
+    number_of_partitions: int | None = attrs.field(default=None, validator=_partitions)
+
+    @classmethod
+    def as_(cls, name: str) -> Repartitioned:
+        """Name the repartition: its topic is ``<name>-repartition``, its processors
+        ``<name>-repartition-sink`` / ``-filter`` / ``-source``."""
+        return cls(name=name)
+
+    @classmethod
+    def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Repartitioned:
+        """Write the records with these serdes (Kafka Streams' ``Repartitioned.with``)."""
+        return cls(key_serde=key_serde, value_serde=value_serde)
+
+    @_either
+    def with_name(self, name: str) -> Repartitioned:
+        """A copy with this name (see `as_`)."""
+        return attrs.evolve(self, name=name)
+
+    @_either
+    def with_number_of_partitions(self, number_of_partitions: int) -> Repartitioned:
+        """A copy repartitioning into ``number_of_partitions`` partitions (> 0)."""
+        return attrs.evolve(self, number_of_partitions=number_of_partitions)
+
+    @_either
+    def with_key_serde(self, key_serde: Serde) -> Repartitioned:
+        """A copy writing keys with ``key_serde``."""
+        return attrs.evolve(self, key_serde=key_serde)
+
+    @_either
+    def with_value_serde(self, value_serde: Serde) -> Repartitioned:
+        """A copy writing values with ``value_serde``."""
         return attrs.evolve(self, value_serde=value_serde)
 
 

@@ -36,7 +36,7 @@ _GENERATED = re.compile(r"KSTREAM.*-[0-9]{10}")
 
 
 def repartitioned_source(builder: StreamsBuilder, parent: str, prefix: str, *, key_serde: PlanSerde | None = None,
-                         value_serde: PlanSerde | None = None) -> str:
+                         value_serde: PlanSerde | None = None, partitions: int | None = None) -> str:
     """Add a `RepartitionNode` after ``parent`` writing ``<prefix>-repartition``; its source's name.
 
     Names as Kafka Streams' ``createRepartitionedSource``: three indexes are burnt (sink, filter,
@@ -52,7 +52,7 @@ def repartitioned_source(builder: StreamsBuilder, parent: str, prefix: str, *, k
     else:
         sink, filt, source = f"{topic}-sink", f"{topic}-filter", f"{topic}-source"
     builder._add(ir.RepartitionNode(source, (parent,), topic=topic, filter_name=filt, sink_name=sink,
-                                    key_serde=key_serde, value_serde=value_serde))
+                                    key_serde=key_serde, value_serde=value_serde, partitions=partitions))
     return source
 
 

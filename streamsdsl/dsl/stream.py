@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Mapping
 import attrs
 
 from streamsdsl import ir
-from streamsdsl._validation import REQUIRED, require_arguments, validate_name, validate_topic
+from streamsdsl._validation import REQUIRED, require_arguments, require_callable, validate_name, validate_topic
 from streamsdsl.dsl import hints
 from streamsdsl.dsl.grouped import KGroupedStream
 from streamsdsl.dsl.joins import stream_stream_join_node
-from streamsdsl.dsl.options import Grouped, Materialized, Produced, check_option, resolve_name
+from streamsdsl.dsl.options import Grouped, Materialized, Produced, Repartitioned, check_option, resolve_name
 from streamsdsl.dsl.printed import Printed
 from streamsdsl.dsl.repartition import repartition_for_join, repartitioned_source
 from streamsdsl.dsl.stage import VALUE_MAPPER, VALUES_MAPPER, NameArg, StreamStage, _fn, _Hinted, _materialized
@@ -170,6 +170,34 @@ class KStream(StreamStage):
         self._add(node)
         return KStream(self._builder, node.name, self.repartition_required or other.repartition_required)
 
+    def repartition(self, repartitioned: Repartitioned | None = None) -> KStream:
+        """The stream written through a repartition and read back (Kafka Streams'
+        ``KStream#repartition``): the processors ``KSTREAM-REPARTITION-<n>`` names (or
+        `Repartitioned.as_`'s name), the topic ``<name>-repartition`` in describe(), records with a
+        ``None`` key dropped (and counted) unless a join that keeps them follows, as for every
+        repartition. On Spark it is a shuffle by key, into
+        `Repartitioned.with_number_of_partitions` partitions when given; a grouping or join after
+        it does not repartition again.
+
+        Examples
+        --------
+        >>> from streamsdsl import Repartitioned, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").repartition(Repartitioned.with_number_of_partitions(4)).to("out")
+        >>> print(b.build().describe().splitlines()[7])
+            Sink: KSTREAM-SINK-0000000002 (topic: KSTREAM-REPARTITION-0000000001-repartition)
+        """
+        if repartitioned is not None and not isinstance(repartitioned, Repartitioned):
+            raise InvalidTypeError(
+                "'repartitioned' must be a Repartitioned such as Repartitioned.with_number_of_partitions(4) or "
+                f"Repartitioned.as_('by-user') (got {type(repartitioned).__name__}: {repartitioned!r}).")
+        repartitioned = repartitioned or Repartitioned()
+        name = repartitioned.name if repartitioned.name is not None else self._builder._new_name("KSTREAM-REPARTITION-")
+        source = repartitioned_source(self._builder, self.node_name, name, key_serde=repartitioned.key_serde,
+                                      value_serde=repartitioned.value_serde,
+                                      partitions=repartitioned.number_of_partitions)
+        return KStream(self._builder, source, False)
+
     def to_table(self, *, materialized: Materialized | None = None, name: NameArg = None) -> KTable:
         """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
         and a ``None`` key is dropped (and counted). After a key change it reads a repartition
@@ -278,7 +306,7 @@ class KStream(StreamStage):
         """
         splitter = self._builder._processor_name(resolve_name(named), "KSTREAM-BRANCH-")
         self._add(ir.BranchNode(splitter, (self.node_name,)))
-        return BranchedKStream(self._builder, splitter, self.repartition_required, ())
+        return BranchedKStream(self._builder, splitter, self.repartition_required)
 
     def process(self, supplier: Callable[[], Any] = REQUIRED, *store_names: str, named: NameArg = None) -> KStream:
         """Run a custom `Processor` on every record (Kafka Streams' ``KStream#process``).
@@ -360,11 +388,20 @@ class KStream(StreamStage):
         return KGroupedStream(self._builder, node.name, True, grouped)
 
 
+def _chain_field() -> Any:
+    return attrs.field(default=None, eq=False, kw_only=True)
+
+
 @attrs.frozen
 class Branched:
-    """How a branch of `KStream.split` is named: `Branched.with_name` (else by its index)."""
+    """How a branch of `KStream.split` is named (`with_name`, else by its index) and what is done
+    with it: `with_function` applies a chain to the branch and puts its result in the map the
+    split returns (none when it returns ``None``); `with_consumer` hands the branch to a chain and
+    leaves it out of the map (Kafka Streams' ``Branched``)."""
 
     name: str | None = attrs.field(default=None)
+    function: Callable[[KStream], KStream | None] | None = _chain_field()
+    consumer: Callable[[KStream], None] | None = _chain_field()
 
     @classmethod
     def with_name(cls, name: str) -> Branched:
@@ -376,19 +413,51 @@ class Branched:
         """Alias of `with_name` (Kafka Streams' ``Branched.as``)."""
         return cls.with_name(name)
 
+    @classmethod
+    def with_function(cls, chain: Callable[[KStream], KStream | None], name: str | None = None) -> Branched:
+        """Apply ``chain(branch)`` when the branch is added; the `KStream` it returns is the
+        branch's entry in the map of `BranchedKStream.default_branch` / ``no_default_branch``,
+        and the branch has no entry when it returns ``None``.
+
+        Examples
+        --------
+        >>> from streamsdsl import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> branches = (b.stream("in").split(named="s-")
+        ...             .branch(lambda k, v: v > 0, Branched.with_function(lambda s: s.map_values(abs), "pos"))
+        ...             .branch(lambda k, v: v < 0, Branched.with_function(lambda s: None))
+        ...             .no_default_branch())
+        >>> {name: stream.node_name for name, stream in branches.items()}
+        {'s-pos': 'KSTREAM-MAPVALUES-0000000003'}
+        """
+        require_callable(chain, "chain", "(branch) -> KStream or None", check_arity=True)
+        return cls(None if name is None else validate_name(name, "name"), function=chain)
+
+    @classmethod
+    def with_consumer(cls, chain: Callable[[KStream], None], name: str | None = None) -> Branched:
+        """Hand the branch to ``chain(branch)`` when it is added (e.g. ``lambda s: s.to("big")``);
+        the branch has no entry in the map the split returns."""
+        require_callable(chain, "chain", "(branch) -> None", check_arity=True)
+        return cls(None if name is None else validate_name(name, "name"), consumer=chain)
+
 
 @attrs.frozen
 class BranchedKStream(_Hinted):
-    """The branches of `KStream.split` so far (Kafka Streams' ``BranchedKStream``); immutable:
-    `branch` returns a new stage. End with `default_branch` or `no_default_branch`, which
-    return the branches by name: ``<prefix><branch name>``, or ``<prefix><index>`` for an
-    unnamed branch (1, 2, … in order; 0 for the default branch), where the prefix is the
-    ``named`` given to ``split`` or else the generated ``KSTREAM-BRANCH-<n>``."""
+    """The branches of `KStream.split` so far (Kafka Streams' ``BranchedKStream``); the stage is
+    immutable (`branch` returns a new one) and each branch is added to the topology when it is
+    written, as Kafka Streams does, so a split needs no end to run. End with `default_branch` or
+    `no_default_branch`, which return the branches by name: ``<prefix><branch name>``, or
+    ``<prefix><index>`` for an unnamed branch (1, 2, … in order; 0 for the default branch), where
+    the prefix is the ``named`` given to ``split`` or else the generated ``KSTREAM-BRANCH-<n>``;
+    a branch given to `Branched.with_consumer`, or whose `Branched.with_function` returned
+    ``None``, has no entry, and one whose function returned a stream maps to that stream."""
 
     _builder: StreamsBuilder = attrs.field(alias="builder", eq=False, repr=False)
     splitter: str
     repartition_required: bool
-    branches: tuple[tuple[str, ir.UserFn], ...]
+    predicates: tuple[ir.UserFn, ...] = ()
+    names: tuple[str, ...] = ()
+    outputs: tuple[tuple[str, KStream], ...] = attrs.field(default=(), eq=False, repr=False)
 
     def branch(self, predicate: Callable[[Any, Any], bool] = REQUIRED, branched: Branched | None = None) -> BranchedKStream:
         """Add a branch taking the records, not taken by an earlier branch, for which
@@ -396,34 +465,36 @@ class BranchedKStream(_Hinted):
         require_arguments("branch", "branch(lambda key, value: value > 0)", ("predicate", predicate, "(key, value) -> bool"))
         branched = check_option(branched, Branched, "branched") or Branched()
         fn = _user_fn(predicate, "predicate", "(key, value) -> bool")
-        name = self._child_name(branched, len(self.branches) + 1)
-        self._builder._new_name(name)  # Kafka Streams burns an index per branch
-        return attrs.evolve(self, branches=(*self.branches, (name, fn)))
+        predicates = (*self.predicates, fn)
+        return self._add_branch(branched, len(predicates), predicates, default=False)
 
-    def _child_name(self, branched: Branched, index: int) -> str:
+    def _add_branch(self, branched: Branched, index: int, predicates: tuple[ir.UserFn, ...], *,
+                    default: bool) -> BranchedKStream:
+        """Kafka Streams' ``createBranch``: the child node (an index burnt), then the chain."""
         name = validate_name(f"{self.splitter}{branched.name if branched.name is not None else index}", "name")
-        if any(n == name for n, _ in self.branches):
+        if name in self.names:
             raise TopologyError(f"Two branches of {self.splitter} are named {name!r}; give each its own name.")
-        return name
+        self._builder._new_name(name)  # Kafka Streams burns an index per branch
+        self._builder._add(ir.BranchChildNode(name, (self.splitter,), predicates=predicates, default=default))
+        stream = KStream(self._builder, name, self.repartition_required)
+        output: KStream | None = stream
+        if branched.function is not None:
+            output = branched.function(stream)
+            if output is not None and not isinstance(output, KStream):
+                raise InvalidTypeError(
+                    f"The chain of Branched.with_function for branch {name!r} must return a KStream or None "
+                    f"(got {type(output).__name__}: {output!r}).")
+        elif branched.consumer is not None:
+            branched.consumer(stream)
+            output = None
+        outputs = self.outputs if output is None else (*self.outputs, (name, output))
+        return attrs.evolve(self, predicates=predicates, names=(*self.names, name), outputs=outputs)
 
     def default_branch(self, branched: Branched | None = None) -> dict[str, KStream]:
         """End the split with a branch for the records no predicate matched; the branches by name."""
         branched = check_option(branched, Branched, "branched") or Branched()
-        name = self._child_name(branched, 0)
-        self._builder._new_name(name)
-        return self._build(name)
+        return dict(self._add_branch(branched, 0, self.predicates, default=True).outputs)
 
     def no_default_branch(self) -> dict[str, KStream]:
         """End the split; records no predicate matched are dropped. The branches by name."""
-        return self._build(None)
-
-    def _build(self, default: str | None) -> dict[str, KStream]:
-        out: dict[str, KStream] = {}
-        predicates = tuple(fn for _, fn in self.branches)
-        children = [(name, predicates[: i + 1], False) for i, (name, _) in enumerate(self.branches)]
-        if default is not None:
-            children.append((default, predicates, True))
-        for name, preds, is_default in children:
-            self._builder._add(ir.BranchChildNode(name, (self.splitter,), predicates=preds, default=is_default))
-            out[name] = KStream(self._builder, name, self.repartition_required)
-        return out
+        return dict(self.outputs)

@@ -221,11 +221,18 @@ class MergeNode(Node):
     arity = 2
 
 
+def _positive_partitions(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise InvalidArgumentError(f"'partitions' must be None or an int > 0 (got {value!r}).")
+
+
 @attrs.frozen
 class RepartitionNode(UnaryNode):
-    """A key change before grouping: Kafka Streams writes through ``topic``; Spark shuffles.
+    """A key change before grouping, or ``KStream.repartition``: Kafka Streams writes through
+    ``topic``; Spark shuffles.
 
     ``name`` is the repartition source; describe() also shows the filter and sink nodes.
+    ``partitions``: ``Repartitioned.with_number_of_partitions`` (None: Spark's default shuffle).
     """
 
     topic: str = attrs.field(kw_only=True, validator=is_topic)
@@ -233,6 +240,7 @@ class RepartitionNode(UnaryNode):
     sink_name: str = attrs.field(kw_only=True, validator=is_name)
     key_serde: PlanSerde | None = _serde_field()
     value_serde: PlanSerde | None = _serde_field()
+    partitions: int | None = attrs.field(kw_only=True, default=None, validator=_positive_partitions)
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_processor(self.filter_name, (), self.parents)
