@@ -61,6 +61,19 @@ class TestApi:
         assert str(e.value) == ("'printed' must be a Printed such as Printed.to_sys_out() or Printed.to_file(path) "
                                 "(got str: 'stdout').")
 
+    def test_other_stages_say_where_they_are(self) -> None:
+        """A KTable or a grouped stream has no foreach / print / repartition: the error says so."""
+        from streamsdsl.errors import StageMethodError
+
+        b = StreamsBuilder()
+        with pytest.raises(StageMethodError) as e:
+            b.table("t").foreach(print)
+        assert str(e.value) == "KTable has no 'foreach': foreach() exists on KStream; call to_stream() first."
+        with pytest.raises(StageMethodError, match=r"^KGroupedStream has no 'print': print\(\) exists on KStream"):
+            b.stream("s").group_by_key().print(Printed.to_sys_out())
+        with pytest.raises(StageMethodError, match=r"^KTable has no 'repartition'"):
+            b.table("t2").repartition()
+
     def test_printed_checks_its_arguments(self) -> None:
         """Printed is immutable and checks each argument when it is given (Kafka: requireNonNull,
         'filePath can't be an empty string')."""

@@ -18,7 +18,7 @@ _WINDOW_FIRST = "window first: windowed_by(SessionWindows | TimeWindows | Slidin
 _AGGREGATE_FIRST = "aggregate first: count(), reduce() or aggregate() return a KTable"
 _TABLE_GROUP_BY = "group the table first: group_by(lambda key, value: (new_key, value)) returns a KGroupedTable"
 _STREAM_STEPS = ("filter", "filter_not", "map", "map_values", "flat_map", "flat_map_values", "select_key", "peek",
-                 "merge", "join", "left_join", "split", "to_table")
+                 "merge", "join", "left_join", "split", "to_table", "repartition")
 _COGROUP_HINTS = {
     **_hints("grouped streams", "a cogroup aggregates with aggregate(initializer), each stream with the aggregator "
              "given to cogroup()", "count", "reduce"),
@@ -42,6 +42,7 @@ STREAM = {
 GROUPED = {
     **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", *_STREAM_STEPS),
     **_hints("KStream", "aggregate first, then to_stream().to(topic)", "to"),
+    **_hints("KStream", "call it before grouping, or on the aggregated table's to_stream()", "foreach", "print"),
     **_hints("KStream", "this stream is already grouped", "group_by_key", "group_by"),
     **_hints("KTable", _AGGREGATE_FIRST, "to_stream"),
 }
@@ -57,7 +58,7 @@ TABLE = {
     **_hints("windowed streams", "set it before aggregating: windowed_by(windows).emit_strategy(strategy)",
              "emit_strategy"),
     **_hints("KStream", "call to_stream() first", "to", "map", "flat_map", "flat_map_values", "select_key", "peek",
-             "merge", "split", "to_table"),
+             "merge", "split", "to_table", "foreach", "print", "repartition"),
 }
 #: A `CogroupedKStream`'s.
 COGROUPED = {**_COGROUP_HINTS, **_hints("windowed cogroups", _WINDOW_FIRST, "emit_strategy")}
