@@ -30,7 +30,7 @@ from streamsdsl.errors import (
 )
 from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced, Repartitioned
 from streamsdsl.dsl.printed import Printed
-from streamsdsl.values.joins import JoinWindows, StreamJoined
+from streamsdsl.values.joins import JoinWindows, Joined, StreamJoined
 from streamsdsl.dsl.grouped_table import KGroupedTable
 from streamsdsl.dsl.suppress import BufferConfig, Suppressed
 from streamsdsl.values.serdes import CustomSerde, Serde, Serdes, WindowedSerdes
@@ -76,7 +76,7 @@ __all__ = [
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",
     "CustomSerde", "EmitStrategyKind", "explain", "RecordError", "UserFunctionError", "RecordDeserializationError",
-    "RecordSerializationError", "JoinWindows", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
+    "RecordSerializationError", "JoinWindows", "Joined", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
     "NotYetImplementedError", "ValueAndTimestamp", "FixedKeyProcessor", "Processor", "PunctuationType", "Record",
     "StoreBuilder", "Stores", "PunctuationError", "StoreQueryParameters", "QueryableStoreTypes",
 ]

@@ -69,9 +69,11 @@ def stateful(node: Any) -> bool:
 
 def fires_event_time_timers(topology: Any) -> bool:
     """Whether a streaming query of ``topology`` has operators that act on the watermark alone
-    (windows closing or expiring, a stream–stream join's held records, a suppress buffer): after
+    (windows closing or expiring, a stream–stream join's held records, a suppress buffer, a
+    stream–table join's grace buffer): after
     a micro-batch that moved the watermark, Spark runs one more, without data, where they fire."""
     return any(getattr(node, "windows", None) is not None or isinstance(node, (ir.SuppressNode, ir.StreamStreamJoinNode))
+               or getattr(node, "grace_ms", None) is not None
                for node in topology.nodes)
 
 

@@ -232,11 +232,20 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     record cache) through the operator in source mode. A join reads ``records`` either way."""
     if not materialized:
         return attrs.evolve(records, table_records=records.df)
+    lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
+    inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
+    retention = getattr(node, "history_retention_ms", None)
+    if retention is not None:
+        from streamsdsl.compiler.versioned import VersionedConfig, run_versioned
+
+        versioned = VersionedConfig(node.name, SOURCE, records.key.serde, value_out=records.value,
+                                    stream_value=records.value, table_value=records.value, retention=retention,
+                                    state_name=node.store)
+        return Frame(run_versioned(lowering, inp, versioned), records.key, records.value, is_table=True,
+                     table_records=records.df)
     config = TableOperatorConfig(node.name, SOURCE, records.key.serde, value_out=records.value,
                                  stream_value=records.value, table_value=records.value,
                                  cached=lowering.flush is FlushPolicy.PER_RECORD, state_name=node.store)
-    lowering.choices.record(node.name, Backend.PYTHON, "tables run on the Python operator")
-    inp = _operator_input(records, TABLE_SIDE, records.key.serde, records.value.spark_type, records.value.spark_type)
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)
 
 
@@ -262,6 +271,13 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
+    if d.history_retention_ms is not None:  # a versioned table: lookups as of the stream record's time
+        from streamsdsl.compiler.versioned import VersionedConfig, run_versioned
+
+        versioned = VersionedConfig(node.name, node.kind, key, value_out=d.value, stream_value=d.stream_value,
+                                    table_value=d.table_value, retention=d.history_retention_ms, grace=d.grace_ms,
+                                    joiner=d.joiner)
+        return Frame(run_versioned(self, inp, versioned), d.key, d.value)
     return Frame(_run(self, inp, config), d.key, d.value)
 
 

@@ -35,12 +35,18 @@ from streamsdsl.semantics.stream_table import stream_join_step, table_update
 from streamsdsl.semantics.suppress import FinalResultsWindowing
 from streamsdsl.semantics.table_table import TableJoinState, join_store_entry, table_join_step
 from streamsdsl.semantics.tables import Change, TableValue, table_source_step
+from streamsdsl.semantics.versioned import NO_TIME, NOT_FORWARDED, GraceBuffer, VersionHistory, grace_step
+from streamsdsl.semantics.versioned import versioned_get, versioned_put, versioned_source_step
 from streamsdsl.values.windows import SessionWindow, TimeWindow, Windowed
 
 
 __all__ = ["AggregateStep", "FlushPolicy", "Journal", "StatefulStep"]
 
 _ABSENT = object()
+#: A versioned table's store time and a grace join's buffer: state of the whole step, kept in its
+#: journal beside the keys so that a failed record rolls them back too.
+_STORE_TIME = object()
+_BUFFER = object()
 
 
 class Journal(dict):  # type: ignore[type-arg]
@@ -262,15 +268,20 @@ class TableSourceStep(StatefulStep):
 
     keeps_records = True
 
-    def __init__(self, node: ir.Node, typed: Typed, run: Host, materialized: bool) -> None:
+    def __init__(self, node: ir.Node, typed: Typed, run: Host, materialized: bool,
+                 history_retention_ms: int | None = None) -> None:
         super().__init__(node, typed, run)
         self.materialized = materialized
+        self.retention = history_retention_ms
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
         if rec.key is None:
             self.drop("input", rec)
             return
         self.forward_records(rec)
+        if self.retention is not None:
+            self._versioned(rec)
+            return
         if not self.materialized:
             self.forward(rec)
             return
@@ -284,9 +295,23 @@ class TableSourceStep(StatefulStep):
             self.forward(Record(rec.key, rec.value if step.forwarded.new is not None else None, rec.timestamp,
                                 rec.headers))
 
+    def _versioned(self, rec: Record) -> None:
+        """A versioned table (KIP-914): every record its store takes is forwarded, out-of-order
+        ones too; one older than the history retention is not."""
+        assert self.retention is not None
+        step = versioned_source_step(self.state.get(rec.key), rec.key, rec.value, rec.timestamp,
+                                     store_time=self.state.get(_STORE_TIME, NO_TIME), retention=self.retention)
+        self.state[rec.key] = step.history
+        self.state[_STORE_TIME] = step.store_time
+        if step.forwarded is not NOT_FORWARDED:
+            self.forward(Record(rec.key, step.forwarded, rec.timestamp, rec.headers))
+
     def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
-        """The table's store: each key's current value and timestamp."""
-        return [(k, 0, 0, tv.value, tv.ts) for k, tv in self.state.items()]
+        """The table's store: each key's current value and timestamp (a versioned table's latest)."""
+        if self.retention is None:
+            return [(k, 0, 0, tv.value, tv.ts) for k, tv in self.state.items()]
+        latest = ((k, h.latest()) for k, h in self.state.items() if k is not _STORE_TIME)
+        return [(k, 0, 0, tv.value, tv.ts) for k, tv in latest if tv is not None]
 
 
 class StreamTableJoinStep(StatefulStep):
@@ -297,8 +322,14 @@ class StreamTableJoinStep(StatefulStep):
         self.sides = (stream, table)
         self.spec = d.spec
         self.joiner = d.joiner
+        self.retention = d.history_retention_ms
+        self.grace = d.grace_ms
+        self.key_order = d.key_serde.serialize
 
     def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        if self.retention is not None:
+            self._versioned(rec, port)
+            return
         key = self.key_of(rec, port)
         position = self.run.position
         if port == 1:
@@ -317,6 +348,42 @@ class StreamTableJoinStep(StatefulStep):
             self.drop("input", rec)
         if result.output is not None:
             self.forward_result(key, result.output.value, "joiner", rec.timestamp, rec.headers)
+
+
+    def _versioned(self, rec: Record, port: int) -> None:
+        """Against a versioned table: the table's history (port 1), a stream record joined with
+        the version as of its timestamp, through the grace buffer when there is one (KIP-923)."""
+        assert self.retention is not None
+        key = self.key_of(rec, port)
+        if port == 1:
+            if key is None:
+                self.drop("input", rec)
+                return
+            history, _, store_time = versioned_put(self.state.get(key, VersionHistory()), rec.value, rec.timestamp,
+                                                   store_time=self.state.get(_STORE_TIME, NO_TIME),
+                                                   retention=self.retention)
+            self.state[key] = history
+            self.state[_STORE_TIME] = store_time
+            return
+        if rec.value is None or (key is None and self.spec.kind != "left"):  # `stream_join_step`'s drops
+            self.drop("input", rec)
+            return
+        if self.grace is None or key is None:
+            self._join(key, rec.value, rec.timestamp, rec.headers)
+            return
+        buffer, now = grace_step(self.state.get(_BUFFER, GraceBuffer()), self.grace, key, rec.value, rec.timestamp,
+                                 self.key_order(key), rec.headers)
+        self.state[_BUFFER] = buffer
+        for waiting in now:
+            self._join(waiting.key, waiting.value, waiting.ts, waiting.extra)
+
+    def _join(self, key: Any, value: Any, ts: int, headers: Any) -> None:
+        found = None if key is None else versioned_get(self.state.get(key), ts, self.state.get(_STORE_TIME, NO_TIME),
+                                                       self.retention)  # type: ignore[arg-type]
+        result = call_user(self.name, "joiner", key, self.run.position, stream_join_step, self.spec, found, key, value,
+                           ts, self.joiner)
+        if result.output is not None:
+            self.forward_result(key, result.output.value, "joiner", ts, headers)
 
 
 class TableJoinStep(StatefulStep):
@@ -455,7 +522,7 @@ class GroupedAggregateStep(StatefulStep):
 
 def _table(node: ir.TableSourceNode | ir.StreamToTableNode, parents: list[Typed], run: Host) -> Step:
     d: TableDescription = description_of(node, parents, run.topology)
-    return TableSourceStep(node, Typed(d.key, d.value, True), run, d.materialized)
+    return TableSourceStep(node, Typed(d.key, d.value, True), run, d.materialized, d.history_retention_ms)
 
 
 def _stream_table_join(node: ir.StreamTableJoinNode, parents: list[Typed], run: Host) -> Step:

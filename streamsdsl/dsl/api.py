@@ -160,7 +160,7 @@ class StreamsBuilder(NotYetAttributes):
         <BLANKLINE>
         """
         consumed = check_option(consumed, Consumed, "consumed")
-        materialized = _materialized(materialized)
+        materialized = _materialized(materialized, versioned=True)
         validate_topic(topic, "topic")
         if topic in self._topics:
             raise TopologyError(
@@ -178,6 +178,7 @@ class StreamsBuilder(NotYetAttributes):
         node = self._add(ir.TableSourceNode(
             table_name, (), (topic,), key_serde or None, value_serde or None, source_name=source_name, store=store,
             materialized=materialized is not None and materialized.store_name is not None,
+            history_retention_ms=materialized and materialized.history_retention_ms,
         ))
         self._topics[topic] = node.name
         return KTable(self, node.name)
@@ -197,6 +198,17 @@ class StreamsBuilder(NotYetAttributes):
         if not stores:
             raise TopologyError(f"The table of {table_node} has no state store to join with.")
         return stores[0]
+
+    def _versioned_store(self, table_node: str) -> tuple[str, int] | None:
+        """The versioned store a table reads through (KIP-914: a table source materialized with
+        a versioned store, then stateless table steps): its name and history retention (ms);
+        ``None`` when the table is not versioned."""
+        node = self._nodes[table_node]
+        while isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode)):
+            node = self._nodes[node.parents[0]]
+        if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)) and node.history_retention_ms is not None:
+            return node.store, node.history_retention_ms
+        return None
 
     # -- the stages the modules below make (streamsdsl.dsl.stage) -------------------------------
     def _stream(self, node_name: str, repartition_required: bool = False) -> KStream:

@@ -10,6 +10,7 @@ import attrs
 
 from streamsdsl._validation import validate_name
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
+from streamsdsl.state.builders import KeyValueBytesStoreSupplier, VersionedBytesStoreSupplier
 from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 
 __all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced", "Repartitioned"]
@@ -68,17 +69,49 @@ class Grouped(_SerdesAndName):
     """How a stream is grouped: serdes of the grouped records and an optional name."""
 
 
+def _store_supplier(value: Any) -> Any:
+    if value is None or isinstance(value, (KeyValueBytesStoreSupplier, VersionedBytesStoreSupplier)):
+        return value
+    raise InvalidTypeError(
+        f"'supplier' of Materialized must be a key-value store supplier from Stores, e.g. "
+        f"Stores.persistent_versioned_key_value_store('rates', timedelta(hours=1)) (got {type(value).__name__}: {value!r})."
+    )
+
+
 @attrs.frozen
 class Materialized:
-    """How an aggregation's state store is named and which serdes its key/value use."""
+    """How a table's or an aggregation's state store is named and which serdes its key/value use.
+
+    ``Materialized.as_(name)`` names the store; ``Materialized.as_(supplier)`` takes the store's
+    name from a supplier of `Stores`: a versioned one
+    (``Stores.persistent_versioned_key_value_store(name, history_retention)``) makes a table
+    source keep its history (KIP-889, ``docs/tables.md``).
+
+    Examples
+    --------
+    >>> from streamsdsl.state.builders import Stores
+    >>> m = Materialized.as_(Stores.persistent_versioned_key_value_store("rates", 60_000))
+    >>> m.store_name, m.history_retention_ms
+    ('rates', 60000)
+    >>> Materialized.as_("counts").history_retention_ms is None
+    True
+    """
 
     store_name: str | None = _name_field()
     key_serde: PlanSerde | None = _serde_field("key_serde")
     value_serde: PlanSerde | None = _serde_field("value_serde")
+    #: The store supplier given to `as_` (``None``: a store name or nothing was given).
+    supplier: KeyValueBytesStoreSupplier | VersionedBytesStoreSupplier | None = attrs.field(
+        default=None, kw_only=True, converter=_store_supplier)
 
     @classmethod
-    def as_(cls, store_name: str) -> Materialized:
-        return cls(store_name)
+    def as_(cls, store: str | KeyValueBytesStoreSupplier | VersionedBytesStoreSupplier) -> Materialized:
+        """Name the store (a ``str``), or take name and kind from a store supplier of `Stores`."""
+        if isinstance(store, (KeyValueBytesStoreSupplier, VersionedBytesStoreSupplier)):
+            return cls(store.name, supplier=store)
+        if not isinstance(store, str):
+            _store_supplier(store)
+        return cls(store)
 
     @classmethod
     def with_serdes(cls, key_serde: Serde | None, value_serde: Serde | None) -> Materialized:
@@ -89,6 +122,11 @@ class Materialized:
 
     def with_value_serde(self, value_serde: Serde) -> Materialized:
         return attrs.evolve(self, value_serde=value_serde)
+
+    @property
+    def history_retention_ms(self) -> int | None:
+        """The history retention of a versioned store supplier (ms), else ``None``."""
+        return self.supplier.history_retention_ms if isinstance(self.supplier, VersionedBytesStoreSupplier) else None
 
 
 _T = TypeVar("_T")

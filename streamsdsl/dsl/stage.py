@@ -19,7 +19,7 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import is_spark_column, require_callable
 from streamsdsl.dsl.options import Materialized, Named, check_option
-from streamsdsl.errors import StageMethodError, not_yet
+from streamsdsl.errors import InvalidArgumentError, StageMethodError, not_yet
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
@@ -55,8 +55,16 @@ def _fn(value: Any, arg: str, shape: str | Sequence[str], *, column_ok: bool = F
     return _user_fn(value, arg, shape, column_ok=column_ok)
 
 
-def _materialized(materialized: Materialized | None) -> Materialized | None:
-    return check_option(materialized, Materialized, "materialized")
+def _materialized(materialized: Materialized | None, *, versioned: bool = False) -> Materialized | None:
+    """``materialized`` checked; a versioned store supplier only where ``versioned`` (a table
+    source: ``builder.table``, ``to_table``), as Kafka Streams materializes only KTables with one."""
+    materialized = check_option(materialized, Materialized, "materialized")
+    if not versioned and materialized is not None and materialized.history_retention_ms is not None:
+        raise InvalidArgumentError(
+            f"A versioned store ({materialized.store_name!r}) can materialize a table source only (builder.table(..., "
+            "materialized=...) or to_table(materialized=...)); aggregations and other tables keep their latest value "
+            "per key: pass Materialized.as_(name) here.")
+    return materialized
 
 
 class _Hinted:

@@ -22,11 +22,28 @@ from streamsdsl.dsl.stage import _user_fn, joiner_shapes
 from streamsdsl.dsl.table import KTable
 from streamsdsl.dsl.table_joins import _getter_stores
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
+from streamsdsl.values.joins import Joined
 
 if TYPE_CHECKING:
     from streamsdsl.dsl.api import StreamsBuilder
 
 __all__ = ["Branched", "BranchedKStream", "KStream"]
+
+
+def _check_grace(builder: Any, table: str, grace_ms: int) -> None:
+    """Kafka Streams' checks of a stream–table join with a grace period (``KStreamImpl``,
+    ``StreamTableJoinNode.writeToTopology``), made when the join is written."""
+    versioned = builder._versioned_store(table)
+    if versioned is None:
+        raise InvalidArgumentError(
+            "KTable must be versioned to use a grace period in a stream table join. Materialize the table with "
+            "a versioned store: builder.table(topic, materialized=Materialized.as_(Stores."
+            "persistent_versioned_key_value_store(name, history_retention))).")
+    store, retention = versioned
+    if grace_ms > retention:
+        raise InvalidArgumentError(
+            f"History retention must be at least grace period (grace {grace_ms} ms > history retention {retention} ms "
+            f"of store {store!r}). Shorten the grace period or keep a longer history.")
 
 
 @attrs.frozen
@@ -202,7 +219,7 @@ class KStream(StreamStage):
         """This stream as a `KTable`: the latest value per key; a ``None`` value deletes the key
         and a ``None`` key is dropped (and counted). After a key change it reads a repartition
         (``<name>-repartition``), whose filter drops ``None`` keys (counted; Kafka Streams does not count them)."""
-        materialized = _materialized(materialized)
+        materialized = _materialized(materialized, versioned=True)
         node_name = self._name(name, "KSTREAM-TOTABLE-")
         store = self._builder._store_name(materialized, "KSTREAM-TOTABLE-")
         parent = self.node_name
@@ -211,11 +228,12 @@ class KStream(StreamStage):
                                           key_serde=materialized and materialized.key_serde,
                                           value_serde=materialized and materialized.value_serde)
         self._add(ir.StreamToTableNode(node_name, (parent,), store=store,
-                                       materialized=materialized is not None and materialized.store_name is not None))
+                                       materialized=materialized is not None and materialized.store_name is not None,
+                                       history_retention_ms=materialized and materialized.history_retention_ms))
         return KTable(self._builder, node_name)
 
     def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
-             stream_joined: Any = None, name: NameArg = None) -> KStream:
+             stream_joined: Any = None, joined: Joined | None = None, name: NameArg = None) -> KStream:
         """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``
         (or ``joiner(key, value, table_value)``, Kafka's ``ValueJoinerWithKey``, for every join).
 
@@ -229,20 +247,25 @@ class KStream(StreamStage):
         timestamp is within the window: ``joiner(value, other_value)`` with the larger of the
         two timestamps. ``stream_joined`` (`StreamJoined`) sets serdes and names.
 
+        With a versioned `KTable` (``Stores.persistent_versioned_key_value_store``) a stream
+        record joins the table's version as of its own timestamp (KIP-914);
+        ``joined=Joined.with_grace_period(grace)`` holds stream records back for ``grace`` so
+        that late table updates still reach them (KIP-923, ``docs/joins.md``).
+
         A stream re-keyed before the join (``map``, ``select_key``, ``flat_map``), on either side,
         is repartitioned first, as Kafka Streams does (`streamsdsl.dsl.repartition`).
         """
-        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner")
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner", joined)
 
     def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
-                  stream_joined: Any = None, name: NameArg = None) -> KStream:
+                  stream_joined: Any = None, joined: Joined | None = None, name: NameArg = None) -> KStream:
         """Like `join`, but every stream record produces output: ``joiner(value, None)`` when the
         table has no value for its key. A record with a ``None`` key and a value is joined with
         ``None`` too (KIP-962); a ``None`` value is dropped (and counted).
 
         With a `KStream` ``other`` a record without a match in its window is joined with
         ``None`` once its window and grace have closed (KIP-633)."""
-        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left")
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left", joined)
 
     def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
                    stream_joined: Any = None, name: NameArg = None) -> KStream:
@@ -256,8 +279,15 @@ class KStream(StreamStage):
         return self._stream_table_join(other, joiner, windows, stream_joined, name, "outer")
 
     def _stream_table_join(self, other: Any, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
-                           kind: str) -> KStream:
+                           kind: str, joined: Joined | None = None) -> KStream:
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind]
+        if joined is not None and not isinstance(joined, Joined):
+            raise InvalidTypeError(f"'joined' must be a Joined such as Joined.with_grace_period(timedelta(seconds=5)) "
+                                   f"(got {type(joined).__name__}: {joined!r}).")
+        if joined is not None and isinstance(other, KStream):
+            raise InvalidArgumentError(
+                f"'joined' belongs to a stream-table join; a stream-stream {method}() takes stream_joined="
+                "StreamJoined... and windows=JoinWindows... instead.")
         if isinstance(other, KStream):
             if other._builder is not self._builder:
                 raise TopologyError("'other' belongs to a different StreamsBuilder; join streams of one builder.")
@@ -280,13 +310,17 @@ class KStream(StreamStage):
         if other.windows is not None:
             raise InvalidTypeError(f"{method}() with a windowed KTable is not supported: join with a KTable of plain keys.")
         fn = _user_fn(joiner, "joiner", joiner_shapes("table_value"))
-        user_name = resolve_name(name)
+        user_name = resolve_name(name, joined and joined.name)
+        grace = joined and joined.grace_period_ms
+        if grace is not None:
+            _check_grace(self._builder, other.node_name, grace)
         stream = self.node_name
         if self.repartition_required:  # KStreamImpl.join(KTable): the topic is named after the join or the stream
             stream = repartition_for_join(self._builder, stream, user_name if user_name is not None else stream)
         node_name = self._name(user_name, "KSTREAM-JOIN-" if kind == "inner" else "KSTREAM-LEFTJOIN-")
         node = ir.StreamTableJoinNode(node_name, (stream, other.node_name), joiner=fn, kind=kind,
-                                      table_stores=_getter_stores(self._builder, other.node_name))
+                                      table_stores=_getter_stores(self._builder, other.node_name), grace_ms=grace,
+                                      buffer_store=None if grace is None else f"{node_name}-Buffer")
         self._add(node)
         return KStream(self._builder, node.name)
 

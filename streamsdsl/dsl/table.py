@@ -14,6 +14,7 @@ from streamsdsl.dsl.grouped_table import KGroupedTable, group_table, suppress_ta
 from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
 from streamsdsl.dsl.stage import VALUE_MAPPER, NameArg, TableStage, _fn
 from streamsdsl.dsl.table_joins import table_join
+from streamsdsl.errors import NotYetImplementedError, TopologyError
 
 if TYPE_CHECKING:
     from streamsdsl.dsl.stream import KStream
@@ -42,6 +43,16 @@ class KTable(TableStage):
         self._add(ir.TableToStreamNode(node_name, (self.node_name,)))
         return self._builder._stream(node_name)
 
+    def _refuse_versioned(self, what: str, *others: Any) -> None:
+        """KIP-914's rules for ``group_by`` and table–table joins over a versioned table (skip its
+        out-of-order updates) are not implemented: refuse such a table."""
+        for table in (self, *others):
+            if isinstance(table, KTable) and table._builder._versioned_store(table.node_name) is not None:
+                raise NotYetImplementedError(
+                    f"{what} of a versioned table is not implemented yet (Kafka Streams skips the table's out-of-order "
+                    "updates there, KIP-914): see docs/differences.md, \"Not yet implemented\", the row Versioned "
+                    "tables. Materialize the table with Materialized.as_(name) instead.")
+
     def filter(self, predicate: Callable[[Any, Any], bool] | Any, *, name: NameArg = None) -> KTable:
         """Keep rows passing ``predicate(key, value)``; a failing row is forwarded as a tombstone."""
         fn = _fn(predicate, "predicate", "(key, value) -> bool", column_ok=True)
@@ -66,11 +77,14 @@ class KTable(TableStage):
                  name: NameArg = None) -> KGroupedTable:
         """Re-key the table with ``selector(key, value) -> (new_key, new_value)`` (a pair or
         `KeyValue`; a ``None`` result, key or value is dropped) for ``count``/``reduce``/``aggregate``."""
+        self._refuse_versioned("group_by()")
         return group_table(self, selector, grouped, name)
 
     def suppress(self, suppressed: Suppressed = REQUIRED) -> KTable:
         """Keep updates back: ``Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())``
         forwards one final result per window of a windowed aggregation's table."""
+        if self._builder._versioned_store(self.node_name) is not None:  # KTableImpl.suppress
+            raise TopologyError("suppress() is only supported for non-versioned KTables")
         return suppress_table(self, suppressed)
 
     def join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
@@ -78,15 +92,18 @@ class KTable(TableStage):
         """A table–table join (Kafka Streams' ``KTable#join``): on every update of either table,
         ``joiner(value, other_value)`` for the key while both tables have a value, and a delete
         (``None``) when a joined key loses a side; timestamp = the later of both sides'."""
+        self._refuse_versioned("a table-table join", other)
         return table_join(self, other, joiner, name, materialized, "inner")
 
     def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
                   materialized: Materialized | None = None) -> KTable:
         """Like `join`, but every key of this table has a result: ``joiner(value, None)`` while
         the other table has no value for it."""
+        self._refuse_versioned("a table-table join", other)
         return table_join(self, other, joiner, name, materialized, "left")
 
     def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
                    materialized: Materialized | None = None) -> KTable:
         """Like `join`, but every key of either table has a result, the missing side ``None``."""
+        self._refuse_versioned("a table-table join", other)
         return table_join(self, other, joiner, name, materialized, "outer")

@@ -391,6 +391,16 @@ def _one_topic(inst: TableSourceNode, attribute: attrs.Attribute[Any], value: tu
         raise InvalidArgumentError(f"A table source reads exactly one topic (got {list(value)!r}).")
 
 
+def _optional_ms(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise InvalidArgumentError(f"'{attribute.name}' must be None or an int >= 0 ms (got {value!r}).")
+
+
+def _versioned_is_materialized(node: Any) -> None:
+    if node.history_retention_ms is not None and not node.materialized:
+        raise InvalidArgumentError(f"{node.name}: a versioned table (history_retention_ms) is always materialized.")
+
+
 @attrs.frozen
 class TableSourceNode(SourceNode):
     """``StreamsBuilder.table(topic)``: a source (``source_name``) feeding the ``KTABLE-SOURCE``
@@ -404,9 +414,12 @@ class TableSourceNode(SourceNode):
     source_name: str = attrs.field(kw_only=True, validator=is_name)
     store: str = attrs.field(kw_only=True, validator=is_name)
     materialized: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+    #: A versioned store's history retention (ms; KIP-889); ``None``: the store keeps the latest value only.
+    history_retention_ms: int | None = attrs.field(kw_only=True, default=None, validator=_optional_ms)
 
     def __attrs_post_init__(self) -> None:
         _one_topic(self, attrs.fields(type(self)).topics, self.topics)
+        _versioned_is_materialized(self)
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -424,6 +437,11 @@ class StreamToTableNode(UnaryNode):
 
     store: str = attrs.field(kw_only=True, validator=is_name)
     materialized: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
+    #: As `TableSourceNode.history_retention_ms`.
+    history_retention_ms: int | None = attrs.field(kw_only=True, default=None, validator=_optional_ms)
+
+    def __attrs_post_init__(self) -> None:
+        _versioned_is_materialized(self)
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -500,11 +518,22 @@ class StreamTableJoinNode(Node):
     joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
     kind: str = attrs.field(kw_only=True, validator=_join_kind)
     table_stores: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
+    #: ``Joined.with_grace_period`` (ms; KIP-923): stream records wait in ``buffer_store`` until
+    #: the buffer's stream time passes their timestamp plus the grace period. ``None``: no buffer.
+    grace_ms: int | None = attrs.field(kw_only=True, default=None, validator=_optional_ms)
+    buffer_store: str | None = attrs.field(kw_only=True, default=None)
     arity = 2
+
+    def __attrs_post_init__(self) -> None:
+        if (self.grace_ms is None) != (self.buffer_store is None):
+            raise InvalidArgumentError(f"{self.name}: a grace period and a buffer store go together "
+                                       f"(got grace_ms={self.grace_ms!r}, buffer_store={self.buffer_store!r}).")
+        if self.buffer_store is not None:
+            is_name(self, attrs.fields(type(self)).buffer_store, self.buffer_store)
 
     @property
     def stores(self) -> tuple[str, ...]:
-        return self.table_stores
+        return self.table_stores if self.buffer_store is None else (*self.table_stores, self.buffer_store)
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_processor(self.name, java_hash_set_order(self.stores), self.parents[:1])

@@ -57,7 +57,7 @@ __all__ = [
     "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "GroupedAggregateDescription", "Port",
     "ProcessDescription", "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
-    "regrouped",
+    "regrouped", "versioned_retention",
 ]
 
 
@@ -246,6 +246,22 @@ class TableDescription:
     value: PlanSerde
     materialized: bool
 
+    @property
+    def history_retention_ms(self) -> int | None:
+        """A versioned table's history retention (ms), ``None`` for a table of latest values."""
+        return self.node.history_retention_ms
+
+
+def versioned_retention(topology: Any, table: str) -> int | None:
+    """The history retention (ms) of the versioned store the table ``table`` reads through (a
+    versioned table source, then stateless table steps), ``None`` when it is not versioned."""
+    node = topology.node(table)
+    while isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode)):
+        node = topology.node(node.parents[0])
+    if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
+        return node.history_retention_ms
+    return None
+
 
 def _table_source(node: ir.TableSourceNode, ports: Sequence[Port], topology: Any) -> TableDescription:
     return TableDescription(node, KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE,
@@ -267,10 +283,18 @@ class StreamTableJoinDescription:
     stream_value: PlanSerde
     table_value: PlanSerde
     value: PlanSerde = DEFAULT_SERDE
+    #: The table's history retention (ms) when it is versioned: lookups as of the stream
+    #: record's timestamp (KIP-914); ``None``: the latest value.
+    history_retention_ms: int | None = None
 
     @property
     def key(self) -> KeyCodec:
         return KeyCodec(self.key_serde)
+
+    @property
+    def grace_ms(self) -> int | None:
+        """``Joined.with_grace_period`` (ms), ``None`` without a grace buffer."""
+        return self.node.grace_ms
 
     @property
     def spec(self) -> StreamTableJoin:
@@ -284,7 +308,8 @@ class StreamTableJoinDescription:
 def _stream_table_join(node: ir.StreamTableJoinNode, ports: Sequence[Port], topology: Any) -> StreamTableJoinDescription:
     stream, table = ports
     _plain_keys(node, "stream-table", ports)
-    return StreamTableJoinDescription(node, stream.key.serde, stream.value, table.value)
+    return StreamTableJoinDescription(node, stream.key.serde, stream.value, table.value,
+                                      history_retention_ms=None if topology is None else versioned_retention(topology, node.parents[1]))
 
 
 @attrs.frozen

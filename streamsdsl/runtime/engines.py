@@ -331,7 +331,7 @@ class SparkDriverEngine:
         if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode)):  # (value, ts) per key
             if node.name not in self._carry.states:
                 return self._table_in_join(node)
-            return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]) for k, s in carried]
+            return _table_entries(key, value, carried)
         if isinstance(node, ir_nodes.TableTableJoinNode):  # both sides per key: the joined value
             return self._join_store(node, carried)
         if isinstance(node, ir_nodes.StreamStreamJoinNode):  # each side's buffered records per key
@@ -375,8 +375,7 @@ class SparkDriverEngine:
                 continue
             key = frames[child].key.serde
             if isinstance(join, ir_nodes.StreamTableJoinNode) and join.parents[1] == node.name:
-                return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"])
-                        for k, s in carried]
+                return _table_entries(key, value, carried)
             if isinstance(join, ir_nodes.TableTableJoinNode):
                 side = "left" if join.parents[0] == node.name else "right"
                 return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s[f"{side}_value"]), s[f"{side}_ts"])
@@ -640,6 +639,19 @@ def _spark_cause(exc: BaseException) -> str:
         if causes:
             return causes[-1].strip()
     return lines[0].strip() if lines else type(exc).__name__
+
+
+def _table_entries(key: Any, value: Any, carried: Sequence[Any]) -> list[StoreEntry]:
+    """A table's store from its operator's carried states: each key's value and timestamp (a
+    versioned table's latest version, `streamsdsl.compiler.versioned`)."""
+    out = []
+    for k, s in carried:
+        if "versions" not in s.asDict():
+            out.append(StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]))
+        elif s["versions"] and s["versions"][-1]["value"] is not None:
+            latest = s["versions"][-1]
+            out.append(StoreEntry(key.from_internal(k), 0, 0, value.from_internal(latest["value"]), latest["ts"]))
+    return out
 
 
 def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,

@@ -58,7 +58,7 @@ from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 
 __all__ = [
     "KeyValueBytesStoreSupplier", "SessionBytesStoreSupplier", "StoreBuilder", "StoreSupplier", "Stores",
-    "WindowBytesStoreSupplier",
+    "VersionedBytesStoreSupplier", "WindowBytesStoreSupplier", "default_segment_interval_ms",
 ]
 
 _PERSISTENT_HINT = "Use Stores.persistent_* for True, Stores.in_memory_* for False."
@@ -137,6 +137,52 @@ class SessionBytesStoreSupplier:
             "(at least the session windows' gap plus grace).",
     )
     persistent: bool = _bool_field(_PERSISTENT_HINT, kw_only=True, default=True)
+
+
+def default_segment_interval_ms(history_retention_ms: int) -> int:
+    """Kafka's default segment interval of a versioned store
+    (``RocksDbVersionedKeyValueBytesStoreSupplier.defaultSegmentInterval``)."""
+    if history_retention_ms <= 60_000:
+        return max(history_retention_ms // 3, 2_000)
+    if history_retention_ms <= 300_000:
+        return max(history_retention_ms // 5, 20_000)
+    if history_retention_ms <= 3_600_000:
+        return max(history_retention_ms // 12, 60_000)
+    return max(history_retention_ms // 24, 300_000)
+
+
+@attrs.frozen
+class VersionedBytesStoreSupplier:
+    """A versioned key-value store (Kafka's ``VersionedBytesStoreSupplier``, KIP-889): every
+    version of a key's value is kept, each valid from its timestamp to the next version's, for
+    ``history_retention_ms`` of the store's stream time (the largest timestamp put).
+
+    A put older than the store's stream time minus the history retention is refused; a lookup
+    ``as of`` a time older than that sees only the latest version (if it is old enough). The
+    segment interval is how Kafka's RocksDB store groups old versions; it is kept and reported,
+    and changes no result here. Made by `Stores.persistent_versioned_key_value_store`; a table
+    source uses it through ``Materialized.as_(supplier)`` (see ``docs/tables.md``).
+
+    Examples
+    --------
+    >>> s = Stores.persistent_versioned_key_value_store("rates", 60_000)
+    >>> s.name, s.history_retention_ms, s.segment_interval_ms
+    ('rates', 60000, 20000)
+    >>> Stores.persistent_versioned_key_value_store("rates", -1)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'history_retention' must be >= 0 ms (got -1). Pass how long old versions stay readable, e.g. timedelta(hours=1).
+    """
+
+    name: str = attrs.field(validator=is_name)
+    history_retention_ms: int = duration_field(
+        "history_retention", positive=False, fix="Pass how long old versions stay readable, e.g. timedelta(hours=1)."
+    )
+    segment_interval_ms: int = duration_field(
+        "segment_interval", positive=True, fix="Pass a positive interval, or leave it out for Kafka's default.",
+        default=attrs.Factory(lambda self: default_segment_interval_ms(self.history_retention_ms), takes_self=True),
+    )
+    persistent: bool = attrs.field(default=True, init=False)
 
 
 StoreSupplier = Union[KeyValueBytesStoreSupplier, WindowBytesStoreSupplier, SessionBytesStoreSupplier]
@@ -272,6 +318,17 @@ class Stores:
     def persistent_timestamped_key_value_store(name: str) -> KeyValueBytesStoreSupplier:
         """A persistent key-value store for `Stores.timestamped_key_value_store_builder`."""
         return KeyValueBytesStoreSupplier(name, persistent=True, timestamped=True)
+
+    @staticmethod
+    def persistent_versioned_key_value_store(name: str, history_retention: Duration,
+                                             segment_interval: Duration | None = None) -> VersionedBytesStoreSupplier:
+        """A persistent versioned key-value store (KIP-889) keeping old versions for
+        ``history_retention`` of stream time; ``segment_interval`` (``> 0``; Kafka's default
+        when left out) is how Kafka's store groups them. Materialize a table with it:
+        ``builder.table(topic, materialized=Materialized.as_(supplier))``."""
+        if segment_interval is None:
+            return VersionedBytesStoreSupplier(name, history_retention)
+        return VersionedBytesStoreSupplier(name, history_retention, segment_interval)
 
     @staticmethod
     def persistent_window_store(name: str, retention_period: Duration, window_size: Duration,

@@ -1,4 +1,5 @@
-"""Options of a windowed stream–stream join: `JoinWindows` and `StreamJoined`.
+"""Options of joins: `JoinWindows` and `StreamJoined` (a windowed stream–stream join), `Joined`
+(a stream–table join).
 
 Both are immutable (``attrs.frozen``) and validated when constructed: a `JoinWindows` whose
 window would be empty or whose grace is negative cannot exist, whichever way it was built.
@@ -16,7 +17,7 @@ from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.semantics.stream_stream import JoinWindowsSpec
 
-__all__ = ["JoinWindows", "StreamJoined"]
+__all__ = ["JoinWindows", "Joined", "StreamJoined"]
 
 
 def _difference(value: Any, arg: str = "time_difference") -> int:
@@ -151,3 +152,60 @@ class StreamJoined:
     def with_store_name(self, store_name: str) -> StreamJoined:
         """A copy naming the join's stores after ``store_name``."""
         return attrs.evolve(self, store_name=store_name)
+
+
+def _grace(value: Any) -> int | None:
+    if value is None:
+        return None
+    ms = millis("grace")(value)
+    if ms < 0:
+        raise InvalidArgumentError(
+            f"'grace' must be >= 0 ms (got {ms}). Pass how long a stream record waits for late table "
+            "updates, e.g. Joined.with_grace_period(timedelta(seconds=10)).")
+    return ms
+
+
+@attrs.frozen
+class Joined:
+    """Options of a stream–table join (Kafka Streams' ``Joined``): the processor's ``name`` and
+    a grace period (KIP-923).
+
+    With ``grace_period_ms`` the join holds each stream record in a buffer (the store
+    ``<join name>-Buffer``) until the buffer's stream time (the largest timestamp buffered) has
+    passed the record's timestamp plus the grace period, and then joins it with the table's
+    version as of the record's timestamp: table updates that arrive late, within the grace
+    period, still reach it. A record older than that joins at once. The table must be versioned
+    (``Stores.persistent_versioned_key_value_store``) with a history retention at least the grace
+    period; see ``docs/joins.md``.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> Joined.with_grace_period(timedelta(seconds=2)).with_name("enrich")
+    Joined(name='enrich', grace_period_ms=2000)
+    >>> Joined.with_grace_period(-1)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'grace' must be >= 0 ms (got -1). Pass how long a stream record waits for late table updates, e.g. Joined.with_grace_period(timedelta(seconds=10)).
+    """
+
+    name: str | None = attrs.field(default=None, converter=_optional_name("name"))
+    grace_period_ms: int | None = attrs.field(default=None, converter=_grace)
+
+    @classmethod
+    def as_(cls, name: str) -> Joined:
+        """Options naming the join's processor."""
+        return cls(name)
+
+    @classmethod
+    def with_grace_period(cls, grace: Any) -> Joined:
+        """Options with a grace period (``int`` ms or ``timedelta``, ``>= 0``)."""
+        return cls(None, grace)
+
+    def with_name(self, name: str) -> Joined:
+        """A copy naming the join's processor."""
+        return attrs.evolve(self, name=name)
+
+    def grace_period(self, grace: Any) -> Joined:
+        """A copy with this grace period (Kafka's ``withGracePeriod`` on an instance)."""
+        return attrs.evolve(self, grace_period_ms=grace)
