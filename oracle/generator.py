@@ -45,6 +45,9 @@ LEFT_OUT: dict[str, str] = {
     "a windowed table's records are compared by (key, start, end).",
     "a re-keyed stream's table (to_table after map) and the other side of a join re-keyed": "not "
     "generated yet: only the stream side of a join (topic in) is re-keyed.",
+    "a grace period in a left stream-table join": "Kafka Streams' grace buffer cannot hold a null key "
+    "(KStreamKTableJoinProcessor puts it and fails with a NullPointerException) while its left join keeps null-key "
+    "records (KIP-962); streamsdsl joins such a record at once (docs/differences.md).",
     "wall-clock punctuators but store_size's": "dedup purges by stream time; a case advances both drivers' wall "
     "clocks (from 0) only where store_size punctuates by the wall clock.",
     "approximate_num_entries of a persistent or a caching store": "Kafka Streams' answer is an estimate there: "
@@ -189,6 +192,10 @@ def _recipe(rng: random.Random) -> dict[str, Any]:
             # the table's values are what the stream's steps made of them (a length is a long)
             recipe["other_pre"], table_value = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
         recipe["table_steps"], _ = _steps(rng, table_value, rng.randint(0, 1), TABLE_STEPS)
+        if rng.random() < 0.4:  # a versioned table (KIP-914), with a grace period (KIP-923) in an inner join
+            history = rng.choice([0, 3, 10, 1000])
+            grace = rng.choice([None, 0, 2, 5]) if op["kind"] == "inner" else None
+            op["versioned"] = {"history": history, "grace": None if grace is None else min(grace, history)}
     elif shape == "stream_stream":
         recipe["other_pre"], _ = _steps(rng, "str", rng.randint(0, 1), KEY_KEEPING)
         difference = rng.choice([0, 2, 5])

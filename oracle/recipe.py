@@ -23,7 +23,9 @@ The shapes:
     the grouped streams ``in`` and ``other``, one aggregator each, unwindowed or windowed.
 ``stream_table``
     ``in`` joined (inner / left) with the table of ``other`` (the stream ``other`` made a
-    table with ``to_table`` when ``op["table_from_stream"]``).
+    table with ``to_table`` when ``op["table_from_stream"]``); with ``op["versioned"]`` the table
+    is materialized with a versioned store of that ``history`` (ms) and the join has that
+    ``grace`` period (ms, ``None``: none).
 ``stream_stream``
     ``in`` joined (inner / left / outer) with the stream ``other`` within ``op["windows"]``.
 ``table_table``
@@ -49,7 +51,7 @@ from __future__ import annotations
 from typing import Any
 
 from streamsdsl import BufferConfig, Consumed, EmitStrategy, JoinWindows, Serdes, SessionWindows, SlidingWindows
-from streamsdsl import StreamsBuilder, Suppressed, TimeWindows
+from streamsdsl import Joined, Materialized, Stores, StreamsBuilder, Suppressed, TimeWindows
 from streamsdsl.dsl.api import KStream
 from streamsdsl.ir.topology import Topology
 
@@ -239,13 +241,18 @@ def build(recipe: dict[str, Any]) -> Topology:
             table = co.windowed_by(_windows(op["windows"])).aggregate(_fn(op["initializer"]))
         out = table.to_stream()
     elif shape == "stream_table":
+        versioned = op.get("versioned")
+        store = None if versioned is None else Materialized.as_(
+            Stores.persistent_versioned_key_value_store("versions", versioned["history"]))
         if op.get("table_from_stream"):
-            table = _apply(b.stream("other", STRINGS), recipe["other_pre"]).to_table()
+            table = _apply(b.stream("other", STRINGS), recipe["other_pre"]).to_table(materialized=store)
         else:
-            table = b.table("other", STRINGS)
+            table = b.table("other", STRINGS, store)
         table = _apply(table, recipe.get("table_steps", []))
         joiner = _fn(op["joiner"])
-        out = stream.join(table, joiner) if op["kind"] == "inner" else stream.left_join(table, joiner)
+        joined = None if versioned is None or versioned["grace"] is None else Joined.with_grace_period(versioned["grace"])
+        out = stream.join(table, joiner, joined=joined) if op["kind"] == "inner" \
+            else stream.left_join(table, joiner, joined=joined)
     elif shape == "stream_stream":
         other = _apply(b.stream("other", STRINGS), recipe["other_pre"])
         w = op["windows"]

@@ -106,7 +106,8 @@ def _(node: ir.SourceNode) -> dict[str, Any]:
 
 @node_spec.register
 def _(node: ir.TableSourceNode) -> dict[str, Any]:
-    return {"type": "table_source", "topic": node.topics[0], "materialized": node.materialized}
+    return {"type": "table_source", "topic": node.topics[0], "materialized": node.materialized,
+            "history": node.history_retention_ms}
 
 
 @node_spec.register
@@ -180,12 +181,12 @@ def _(node: ir.TableMapValuesNode) -> dict[str, Any]:
 
 @node_spec.register
 def _(node: ir.StreamToTableNode) -> dict[str, Any]:
-    return {"type": "to_table", "materialized": node.materialized}
+    return {"type": "to_table", "materialized": node.materialized, "history": node.history_retention_ms}
 
 
 @node_spec.register
 def _(node: ir.StreamTableJoinNode) -> dict[str, Any]:
-    return {"type": "stream_table_join", "joiner": _fn(node.joiner), "kind": node.kind}
+    return {"type": "stream_table_join", "joiner": _fn(node.joiner), "kind": node.kind, "grace": node.grace_ms}
 
 
 @node_spec.register

@@ -249,16 +249,30 @@ def _table(lowering: Lowering, node: ir.Node, records: Frame, materialized: bool
     return Frame(_run(lowering, inp, config), records.key, records.value, is_table=True, table_records=records.df)
 
 
+def _versioned_records(lowering: Lowering, records: Frame, node: ir.TableSourceNode | ir.StreamToTableNode) -> Frame:
+    """A versioned table's records without the updates its store refuses (older than the
+    store's stream time minus the history retention: counted as dropped, as Kafka's store counts
+    them), in the test driver's replay, where the store's stream time (all keys, pipe order) is
+    known; the streaming operator applies the rule itself (`streamsdsl.compiler.versioned`)."""
+    if node.history_retention_ms is None or lowering.mode is not PlanMode.REPLAY:
+        return records
+    from streamsdsl.compiler.versioned import expired_table_records
+
+    return records.with_df(expired_table_records(lowering, records.df, node.name, node.history_retention_ms),
+                           is_table=True)
+
+
 def _table_source(self: Lowering, node: ir.TableSourceNode) -> Frame:
     from streamsdsl.compiler.lowering import _source
 
-    return _table(self, node, _table_records(self, _source(self, node), node.name), node.materialized)
+    records = _versioned_records(self, _table_records(self, _source(self, node), node.name), node)
+    return _table(self, node, records, node.materialized)
 
 
 def _stream_to_table(self: Lowering, node: ir.StreamToTableNode) -> Frame:
     parent = self.parent(node)
     d: TableDescription = description_of(node, [parent], self.topology)
-    return _table(self, node, _table_records(self, parent, node.name), d.materialized)
+    return _table(self, node, _versioned_records(self, _table_records(self, parent, node.name), node), d.materialized)
 
 
 def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:

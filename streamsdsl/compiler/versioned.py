@@ -51,7 +51,7 @@ from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step
 from streamsdsl.semantics.versioned import NO_TIME, NOT_PUT, VersionHistory, versioned_get, versioned_put
 from streamsdsl.values.serdes import PlanSerde
 
-__all__ = ["VersionedConfig", "run_versioned"]
+__all__ = ["VersionedConfig", "expired_table_records", "run_versioned"]
 
 #: Test driver: the versioned store's stream time before the record (all keys, pipe order).
 STORE_BEFORE = "_store_before"
@@ -59,6 +59,10 @@ STORE_BEFORE = "_store_before"
 BUFFER_BEFORE = "_buffer_before"
 #: Test driver: the run's release points (every buffered stream record).
 RELEASES = "_releases"
+#: Test driver: a table record older than the history retention (`expired_table_records`).
+EXPIRED = "_expired"
+#: The observation of a versioned table's store time for `expired_table_records` (the node's name, then this).
+EXPIRY_SUFFIX = "-versioned-store"
 RELEASES_TYPE = f"array<struct<time:bigint,pos:bigint,opos:{POSITION_TYPE},store:bigint>>"
 
 
@@ -99,6 +103,13 @@ def _split_fields(ddl: str) -> list[str]:
     return fields
 
 
+def _fields(cell: Any, *names: str) -> tuple[Any, ...]:
+    """A struct's fields: a carried state arrives as a dict, a stored one as a tuple (or Row)."""
+    if isinstance(cell, dict):
+        return tuple(cell[n] for n in names)
+    return tuple(cell)
+
+
 @attrs.frozen
 class _Buffered:
     """A stream record in the grace buffer: timestamp, value cell, headers, arrival (its source
@@ -124,12 +135,12 @@ class VersionedOperator(KeyedOperator):
 
     def _decode(self, cells: Any) -> tuple[VersionHistory, int, list[_Buffered], int]:
         tv, sv = self.config.table_value, self.config.stream_value
-        # a carried state arrives as a dict, a stored one as a Row
-        versions, store_time, buffer, buffer_time = (cells[f] for f in ("versions", "store_time", "buffer",
-                                                                          "buffer_time"))
-        history = VersionHistory(tuple((int(v["ts"]), tv.from_internal(v["value"])) for v in versions or ()))
-        waiting = [_Buffered(int(b["ts"]), b["value"], b["headers"], int(b["seq"]), tuple(b["opos"] or ()))
-                   for b in buffer or ()]
+        versions, store_time, buffer, buffer_time = _fields(cells, "versions", "store_time", "buffer", "buffer_time")
+        history = VersionHistory(tuple((int(ts), tv.from_internal(value))
+                                       for ts, value in (_fields(v, "ts", "value") for v in versions or ())))
+        waiting = [_Buffered(int(ts), value, headers, int(seq), tuple(opos or ()))
+                   for ts, value, headers, seq, opos in (_fields(b, "ts", "value", "headers", "seq", "opos")
+                                                         for b in buffer or ())]
         return history, NO_TIME if store_time is None else int(store_time), waiting, \
             NO_TIME if buffer_time is None else int(buffer_time)
 
@@ -145,7 +156,9 @@ class VersionedOperator(KeyedOperator):
         history, code, store_time = versioned_put(history, cfg.table_value.from_internal(cell), r["timestamp"],
                                                   store_time=store_time, retention=cfg.retention)
         rows = []
-        if self.spec is None and code != NOT_PUT:
+        if self.spec is None and code == NOT_PUT:  # streaming (the replay's plan drops them before)
+            rows.append(self._drop_row(r["timestamp"], r[SOURCE_POSITION]))
+        elif self.spec is None:
             rows.append(self._row(kcell, cell, r["timestamp"], r["headers"], r[SOURCE_POSITION], r[OUTPUT_POSITION],
                                   None, None, None))
         return history, store_time, rows
@@ -331,6 +344,20 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: VersionedConfig) -
                       F.max(F.when(waits, ts)).alias("t1"))
 
 
+def expired_table_records(lowering: Lowering, records: DataFrame, node: str, retention: int) -> DataFrame:
+    """Test driver: a versioned table's records without those older than the store's stream
+    time (the largest timestamp before them in pipe order, from the previous run's on) minus
+    the history retention, each counted as dropped by ``node``."""
+    name = f"{node}{EXPIRY_SUFFIX}"
+    before = list(lowering.carry.stream_times.get(name, ())) or [NO_TIME]  # type: ignore[attr-defined]
+    prior = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION).rowsBetween(Window.unboundedPreceding, -1)
+    ts = F.col("timestamp")
+    store = F.greatest(F.coalesce(F.max(ts).over(prior), F.lit(NO_TIME)), F.lit(before[0]))
+    df = records.withColumn(EXPIRED, ts < store - F.lit(retention))
+    df = df.observe(f"{STREAM_TIME_OBSERVATION}{name}", F.max(ts).alias("t0"))
+    return lowering.drop_counted(df, node, ~F.col(EXPIRED), part="expired").drop(EXPIRED)
+
+
 def run_versioned(lowering: Lowering, inp: DataFrame, config: VersionedConfig) -> DataFrame:
     """The versioned operator over ``inp`` (the table's records and, in a join, the stream's);
     its drops counted right after it (a join's: a table source's null keys are counted before)."""
@@ -355,6 +382,7 @@ def run_versioned(lowering: Lowering, inp: DataFrame, config: VersionedConfig) -
     if replay:
         out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)
-    if config.kind != SOURCE:
-        out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
+    # a join's drops (null keys and values) at its input; a source's (refused updates) at its store
+    out = lowering.observe(out, config.node, "store" if config.kind == SOURCE else "input",
+                           dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)

@@ -303,7 +303,9 @@ class TableSourceStep(StatefulStep):
                                      store_time=self.state.get(_STORE_TIME, NO_TIME), retention=self.retention)
         self.state[rec.key] = step.history
         self.state[_STORE_TIME] = step.store_time
-        if step.forwarded is not NOT_FORWARDED:
+        if step.forwarded is NOT_FORWARDED:  # older than the history retention: Kafka's store counts it
+            self.drop("input", rec)
+        else:
             self.forward(Record(rec.key, step.forwarded, rec.timestamp, rec.headers))
 
     def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:

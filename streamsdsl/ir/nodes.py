@@ -533,7 +533,8 @@ class StreamTableJoinNode(Node):
 
     @property
     def stores(self) -> tuple[str, ...]:
-        return self.table_stores if self.buffer_store is None else (*self.table_stores, self.buffer_store)
+        # Kafka Streams connects the buffer first (its store node is written before the join's)
+        return self.table_stores if self.buffer_store is None else (self.buffer_store, *self.table_stores)
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_processor(self.name, java_hash_set_order(self.stores), self.parents[:1])

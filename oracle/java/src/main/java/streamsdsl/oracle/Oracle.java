@@ -42,13 +42,16 @@ import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.state.Stores;
 import org.apache.kafka.streams.kstream.Named;
 import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.ValueJoiner;
 import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.state.WindowStore;
 import org.apache.kafka.streams.test.TestRecord;
@@ -77,6 +80,16 @@ public final class Oracle {
      * as the sources read them, JSON keys where a user function made them (JsonKeySerde).
      */
     @SuppressWarnings({"unchecked", "rawtypes"})
+    /** A table's store: versioned (KIP-889) when the spec gives a history retention. */
+    private static Materialized tableStore(JsonNode node, String name) {
+        JsonNode history = node.get("history");
+        if (history != null && !history.isNull()) {
+            return Materialized.as(Stores.persistentVersionedKeyValueStore("store-" + name,
+                Duration.ofMillis(history.asLong())));
+        }
+        return Materialized.as("store-" + name);
+    }
+
     private static Grouped grouped(boolean jsonKey) {
         Serde keySerde = jsonKey ? new JsonKeySerde() : Serdes.String();
         return Grouped.with(keySerde, new ValueSerde());
@@ -254,7 +267,7 @@ public final class Oracle {
                 case "table_source":
                     result = node.get("materialized").asBoolean()
                         ? b.builder.table(node.get("topic").asText(), Consumed.with(Serdes.String(), Serdes.String()),
-                            Materialized.as("store-" + name))
+                            tableStore(node, name))
                         : b.builder.table(node.get("topic").asText(), Consumed.with(Serdes.String(), Serdes.String()));
                     break;
                 case "filter":
@@ -306,17 +319,28 @@ public final class Oracle {
                         : t.mapValues(Menu.valueMapper(fn(node, "mapper")));
                     break;
                 case "to_table":
-                    result = node.get("materialized").asBoolean() ? s.toTable(Materialized.as("store-" + name))
-                        : s.toTable();
+                    result = node.get("materialized").asBoolean() ? s.toTable(tableStore(node, name)) : s.toTable();
                     break;
                 case "stream_table_join": {
                     KTable table = (KTable) parents.get(1);
                     String joiner = fn(node, "joiner");
                     boolean inner = node.get("kind").asText().equals("inner");
+                    JsonNode grace = node.get("grace");
+                    Joined joined = null;
+                    if (grace != null && !grace.isNull()) {  // KIP-923: a grace period against a versioned table
+                        Serde keySerde = json ? new JsonKeySerde() : Serdes.String();
+                        Serde valueSerde = new ValueSerde();
+                        joined = Joined.with(keySerde, valueSerde, valueSerde)
+                            .withGracePeriod(Duration.ofMillis(grace.asLong()));
+                    }
                     if (Menu.withKey(joiner)) {
-                        result = inner ? s.join(table, Menu.joinerWithKey(joiner)) : s.leftJoin(table, Menu.joinerWithKey(joiner));
+                        ValueJoinerWithKey j = Menu.joinerWithKey(joiner);
+                        result = joined == null ? (inner ? s.join(table, j) : s.leftJoin(table, j))
+                            : (inner ? s.join(table, j, joined) : s.leftJoin(table, j, joined));
                     } else {
-                        result = inner ? s.join(table, Menu.joiner(joiner)) : s.leftJoin(table, Menu.joiner(joiner));
+                        ValueJoiner j = Menu.joiner(joiner);
+                        result = joined == null ? (inner ? s.join(table, j) : s.leftJoin(table, j))
+                            : (inner ? s.join(table, j, joined) : s.leftJoin(table, j, joined));
                     }
                     break;
                 }
