@@ -134,7 +134,7 @@ class VersionedOperator(KeyedOperator):
         self.state = handle.getValueState(self.config.state_name, self.config.state_fields)
 
     def _decode(self, cells: Any) -> tuple[VersionHistory, int, list[_Buffered], int]:
-        tv, sv = self.config.table_value, self.config.stream_value
+        tv = self.config.table_value
         versions, store_time, buffer, buffer_time = _fields(cells, "versions", "store_time", "buffer", "buffer_time")
         history = VersionHistory(tuple((int(ts), tv.from_internal(value))
                                        for ts, value in (_fields(v, "ts", "value") for v in versions or ())))

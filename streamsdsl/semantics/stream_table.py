@@ -1,4 +1,4 @@
-"""Stream–table join (``KStream#join`` / ``leftJoin`` with a ``KTable``), non-versioned table.
+"""Stream–table join (``KStream#join`` / ``leftJoin`` with a ``KTable``).
 
 Kafka Streams' rules (``KI/KStreamKTableJoinProcessor.java``, ``KAFKA_STREAMS_SEMANTICS.md`` §5.1):
 
@@ -21,8 +21,9 @@ sequence in order, as the TopologyTestDriver does; the per-key operator is exact
 leaves the join in another order than its input order within a key, and there is no cross-key
 emission).
 
-Not modelled: versioned tables (lookup by the stream record's timestamp) and
-``Joined#withGracePeriod`` (which needs a versioned table).
+A versioned table (lookups as of the stream record's timestamp) and ``Joined#withGracePeriod``
+are `streamsdsl.semantics.versioned`: it finds the table value, this module's
+`stream_join_step` joins it.
 
 Examples
 --------
