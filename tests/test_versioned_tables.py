@@ -253,6 +253,17 @@ class TestVersionedJoin:
                              ("stream", [(0, "a4", 4), (0, "a2", 2)])])
         assert got == [[], [(0, "a1+b0", 1)], [], [(0, "a4+b3", 4), (0, "a2+b0", 2)]]
 
+    def test_joiner_with_key(self, open_driver: Any) -> None:
+        """A joiner of three arguments gets the record's key too (Kafka's ``ValueJoinerWithKey``),
+        also when the grace buffer releases the record."""
+        b = StreamsBuilder()
+        table = b.table("tableTopic2", INT_STR, versioned())
+        b.stream("streamTopic", INT_STR).left_join(table, lambda k, v, t: f"{k}:{v}+{t}",
+                                                   joined=Joined.with_grace_period(1)).to("out", OUT)
+        with open_driver(b.build()) as d:
+            got = _drive(d, [("table", [(4, "t", 0)]), ("stream", [(4, "s", 1), (5, "u", 2)])])
+        assert got == [[], [(4, "4:s+t", 1)]]
+
     def test_history_retention(self, open_driver: Any) -> None:
         """Past the history retention (10 ms behind the store's stream time, over all keys) a
         lookup sees only the latest version, if it is old enough (s19 sees v5, s3 nothing); a table

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterable
 
 import attrs
 
+from streamsdsl.semantics.joiners import for_key
 from streamsdsl.semantics.tables import DROP_NULL_KEY, Output, TableValue
 
 __all__ = [
@@ -228,7 +229,7 @@ def grace_step(buffer: GraceBuffer, grace: int, key: Any, value: Any, ts: int, k
 
 
 def grace_join_reference_run(records: Iterable[tuple[str, Any, Any, int]], *, kind: str, grace: int | None,
-                             retention: int, joiner: Callable[[Any, Any], Any],
+                             retention: int, joiner: Callable[..., Any],
                              key_order: Callable[[Any], bytes] = lambda k: repr(k).encode()) -> list[Output]:
     """Run ``(side, key, value, ts)`` records (``"stream"`` / ``"table"``) through a stream–table
     join against a versioned table (``grace`` ``None``: no buffer), as Kafka Streams does: the
@@ -251,7 +252,7 @@ def grace_join_reference_run(records: Iterable[tuple[str, Any, Any, int]], *, ki
         found = versioned_get(histories.get(r.key), r.ts, store_time, retention) if r.key is not None else None
         if found is None and kind != "left":
             return
-        out.append(Output(r.key, joiner(r.value, None if found is None else found.value), r.ts))
+        out.append(Output(r.key, for_key(joiner, r.key)(r.value, None if found is None else found.value), r.ts))
 
     for side, key, value, ts in records:
         if side == "table":
