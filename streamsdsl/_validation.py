@@ -113,26 +113,53 @@ def validate_name(value: Any, arg: str = "name") -> str:
     return value
 
 
-def refuse_pattern(value: Any, arg: str) -> None:
-    """Raise `InvalidTypeError` for a regular expression given as topics (Kafka Streams'
-    ``stream(Pattern)``), saying why it is refused and what to write instead.
+def validate_pattern(value: Any, arg: str = "topics") -> re.Pattern[str]:
+    """Validate a topic pattern (Kafka Streams' ``stream(Pattern)``): a compiled ``str`` regular
+    expression without compile flags (write them inline, ``(?i)``, which Java's regular
+    expressions read too: Spark's own Kafka connector compiles the pattern in Java).
 
     Examples
     --------
-    >>> import re
-    >>> refuse_pattern(re.compile("orders-.*"), "topics")
+    >>> validate_pattern(re.compile("orders-.*")).pattern
+    'orders-.*'
+    >>> validate_pattern(re.compile("orders-.*", re.IGNORECASE))
     Traceback (most recent call last):
     ...
-    streamsdsl.errors.InvalidTypeError: 'topics' is a regular expression (re.compile('orders-.*')): ...
+    streamsdsl.errors.InvalidArgumentError: 'topics' is a pattern compiled with flags (re.IGNORECASE): ...
+    """
+    if not isinstance(value, re.Pattern):
+        raise InvalidTypeError(f"'{arg}' must be a compiled regular expression, re.compile('orders-.*') ({_got(value)}).")
+    if not isinstance(value.pattern, str):
+        raise InvalidTypeError(
+            f"'{arg}' must be a str pattern (got the bytes pattern {value.pattern!r}); write re.compile("
+            f"{value.pattern.decode(errors='replace')!r}).")
+    extra = value.flags & ~re.compile(value.pattern).flags  # flags given to compile(), not written inline
+    if extra:
+        names = re.RegexFlag(extra).name or str(extra)
+        raise InvalidArgumentError(
+            f"'{arg}' is a pattern compiled with flags (re.{names.replace('|', ' | re.')}): Spark's Kafka connector "
+            "compiles the pattern as a Java regular expression, which receives no Python flags. Write them inline "
+            f"instead, e.g. re.compile('(?i){value.pattern}') for re.IGNORECASE.")
+    if not value.pattern:
+        raise InvalidArgumentError(f"'{arg}' is an empty pattern; it would match no topic. Use e.g. re.compile('orders-.*').")
+    return value
+
+
+def refuse_pattern(value: Any, arg: str) -> None:
+    """Raise `InvalidTypeError` for a regular expression where one topic is needed (a table,
+    a sink): only `StreamsBuilder.stream` reads a pattern, as in Kafka Streams.
+
+    Examples
+    --------
+    >>> refuse_pattern(re.compile("orders-.*"), "topic")
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidTypeError: 'topic' is a regular expression (re.compile('orders-.*')): ...
     """
     if isinstance(value, re.Pattern):
         raise InvalidTypeError(
-            f"'{arg}' is a regular expression (re.compile({value.pattern!r})): a pattern subscription (Kafka "
-            "Streams' stream(Pattern), which also reads topics created later) is not supported, because the "
-            "query's sources, their offsets in the checkpoint and the topic check at start are fixed when the "
-            "topology is built. Name the topics, e.g. the broker's topics the pattern matches in full: "
-            "builder.stream(sorted(t for t in AdminClient(conf).list_topics().topics if pattern.fullmatch(t)))."
-        )
+            f"'{arg}' is a regular expression (re.compile({value.pattern!r})): only StreamsBuilder.stream() "
+            "reads the topics a pattern matches (Kafka Streams' stream(Pattern)); here name one topic.")
 
 
 def validate_topic(value: Any, arg: str = "topic") -> str:

@@ -64,6 +64,7 @@ class Run:
         self.processors: list[ProcessStep] = []
         self.steps: dict[str, Step] = {}
         self.readers: dict[str, tuple[SourceStep, Step]] = {}
+        self._pattern_readers: list[tuple[ir.SourceNode, tuple[SourceStep, Step]]] = []
         self.sinks: list[SinkStep] = []
         self.stateful: list[StatefulStep] = []
         #: The record being processed: its pipe position, (topic, partition, offset) and timestamp.
@@ -114,6 +115,17 @@ class Run:
         reader = target if isinstance(target, SourceStep) else SourceStep(node, target.typed, self)
         for topic in node.topics:
             self.readers[topic] = (reader, target)
+        if node.pattern is not None:
+            self._pattern_readers.append((node, (reader, target)))
+
+    def _reader(self, topic: str) -> tuple[SourceStep, Step]:
+        """The source step reading ``topic``: the one naming it, else the one whose pattern
+        matches it (the driver routed the topic to exactly one source)."""
+        found = self.readers.get(topic)
+        if found is None:
+            found = next(r for node, r in self._pattern_readers if node.reads(topic))
+            self.readers[topic] = found
+        return found
 
     def _wire(self, node: ir.Node, step: Step) -> None:
         if isinstance(node, ir.SuppressNode) and node.mode == "until_window_closes":
@@ -144,7 +156,7 @@ class Run:
         """Process one piped record; return what it wrote. A record that fails leaves no trace
         (state, metrics, output) and raises its `RecordError` (with its pipe position)."""
         self.position, self.coordinates, self.timestamp = position, (topic, 0, offset), timestamp
-        reader, target = self.readers[topic]
+        reader, target = self._reader(topic)
 
         def run() -> None:
             record = reader.read(key, value, timestamp, headers)

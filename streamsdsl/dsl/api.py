@@ -10,12 +10,13 @@ module below cannot import (`_stream`, `_table`, `_cogroup`; `streamsdsl.dsl.sta
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable
 
 import attrs
 
 from streamsdsl import ir
-from streamsdsl._validation import REQUIRED, refuse_pattern, require_arguments, validate_name, validate_topic
+from streamsdsl._validation import REQUIRED, require_arguments, validate_name, validate_pattern, validate_topic
 from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
 from streamsdsl.dsl.grouped import KGroupedStream, SessionWindowedKStream, TimeWindowedKStream
 from streamsdsl.dsl.options import Consumed, Materialized, check_option, resolve_name
@@ -66,6 +67,8 @@ class StreamsBuilder(NotYetAttributes):
         self._nodes: dict[str, ir.Node] = {}
         self._index = 0
         self._topics: dict[str, str] = {}
+        #: The sources' topic patterns: pattern text -> (pattern, source name).
+        self._patterns: dict[str, tuple[re.Pattern[str], str]] = {}
         #: The last repartition made for a join of each re-keyed stream (`repartition_for_join`).
         self._join_repartitions: dict[str, str] = {}
         #: The stores added for processors (`add_state_store`), by name, in the order added.
@@ -106,21 +109,50 @@ class StreamsBuilder(NotYetAttributes):
 
     # -- public ------------------------------------------------------------------------------
     def stream(
-        self, topics: str | Iterable[str], consumed: Consumed | None = None, *, name: NameArg = None
+        self, topics: str | Iterable[str] | re.Pattern[str], consumed: Consumed | None = None, *,
+        name: NameArg = None,
     ) -> KStream:
-        """A `KStream` reading ``topics`` (one topic or a list), deserialized with ``consumed``."""
+        """A `KStream` reading ``topics``, deserialized with ``consumed``: one topic, a list of
+        topics, or a compiled pattern, ``re.compile("orders-.*")`` (Kafka Streams'
+        ``stream(Pattern)``), which reads every topic it matches in full, including topics created
+        while the application runs (docs/kafka.md, *Topic patterns*).
+
+        A topic is read by one source: a topic (or a pattern matching it) given to two
+        ``stream()``/``table()`` calls is refused, as Kafka Streams refuses it.
+
+        Examples
+        --------
+        >>> import re
+        >>> b = StreamsBuilder()
+        >>> b.stream(re.compile("orders-.*")).to("all-orders")
+        >>> print(b.build().describe(), end="")
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: orders-.*)
+              --> KSTREAM-SINK-0000000001
+            Sink: KSTREAM-SINK-0000000001 (topic: all-orders)
+              <-- KSTREAM-SOURCE-0000000000
+        <BLANKLINE>
+        """
         consumed = check_option(consumed, Consumed, "consumed")
-        refuse_pattern(topics, "topics")
-        topic_list = [topics] if isinstance(topics, str) else list(topics) if topics is not None else []
-        if not topic_list:
-            raise InvalidArgumentError("'topics' must name at least one topic, e.g. builder.stream('orders').")
-        for t in topic_list:
-            validate_topic(t, "topics")
-            if t in self._topics:
-                raise TopologyError(
-                    f"Topic {t!r} is already consumed by {self._topics[t]}; a topic can be a source "
-                    "only once. Reuse the KStream returned by the first stream() call."
-                )
+        pattern: re.Pattern[str] | None = None
+        topic_list: list[str] = []
+        if isinstance(topics, re.Pattern):
+            pattern = validate_pattern(topics, "topics")
+            self._claim_pattern(pattern)
+        else:
+            if topics is not None and not isinstance(topics, Iterable):
+                raise InvalidTypeError(
+                    "'topics' must be a topic name, a list of topic names or a compiled pattern, "
+                    f"re.compile('orders-.*') (got {type(topics).__name__}: {topics!r}).")
+            topic_list = [topics] if isinstance(topics, str) else list(topics) if topics is not None else []
+            if not topic_list:
+                raise InvalidArgumentError("'topics' must name at least one topic, e.g. builder.stream('orders').")
+            for t in topic_list:
+                validate_topic(t, "topics")
+                self._claim_topic(t, " Reuse the KStream returned by the first stream() call.")
+            if len(set(topic_list)) != len(topic_list):
+                raise InvalidArgumentError(f"'topics' names a topic twice: {topic_list!r}.")
         node_name = self._processor_name(resolve_name(name, consumed and consumed.name), "KSTREAM-SOURCE-")
         node = self._add(
             ir.SourceNode(
@@ -129,11 +161,42 @@ class StreamsBuilder(NotYetAttributes):
                 tuple(topic_list),
                 consumed.key_serde if consumed else None,
                 consumed.value_serde if consumed else None,
+                pattern=pattern,
             )
         )
         for t in topic_list:
             self._topics[t] = node.name
+        if pattern is not None:
+            self._patterns[pattern.pattern] = (pattern, node.name)
         return KStream(self, node.name)
+
+    def _claim_topic(self, topic: str, hint: str = "") -> None:
+        """Refuse ``topic`` as a new source's if a source reads it already (by name or pattern),
+        with Kafka Streams' message (``InternalTopologyBuilder.validateTopicNotAlreadyRegistered``)."""
+        if topic in self._topics:
+            raise TopologyError(
+                f"Topic {topic!r} is already consumed by {self._topics[topic]}; a topic can be a source only once."
+                + hint)
+        for pattern, owner in self._patterns.values():
+            if pattern.fullmatch(topic):
+                raise TopologyError(
+                    f"Topic {topic} matches a Pattern already registered by another source: {pattern.pattern} "
+                    f"({owner}). A topic is read by one source; read it from the KStream of that pattern, or "
+                    "narrow the pattern.")
+
+    def _claim_pattern(self, pattern: re.Pattern[str]) -> None:
+        """Refuse ``pattern`` as a new source's if it matches a topic a source reads already, or
+        another source reads the same pattern (Kafka Streams' ``addSource(Pattern)``)."""
+        if pattern.pattern in self._patterns:
+            raise TopologyError(
+                f"Pattern {pattern.pattern} is already consumed by {self._patterns[pattern.pattern][1]}; a pattern "
+                "can be a source only once. Reuse the KStream returned by the first stream() call.")
+        for topic, owner in self._topics.items():
+            if pattern.fullmatch(topic):
+                raise TopologyError(
+                    f"Pattern {pattern.pattern} will match a topic that has already been registered by another "
+                    f"source: {topic} ({owner}). A topic is read by one source; narrow the pattern so that it does not "
+                    f"match {topic}, or read {topic} from the KStream of {owner}.")
 
     def table(
         self, topic: str, consumed: Consumed | None = None, materialized: Materialized | None = None, *,
@@ -162,10 +225,7 @@ class StreamsBuilder(NotYetAttributes):
         consumed = check_option(consumed, Consumed, "consumed")
         materialized = _materialized(materialized, versioned=True)
         validate_topic(topic, "topic")
-        if topic in self._topics:
-            raise TopologyError(
-                f"Topic {topic!r} is already consumed by {self._topics[topic]}; a topic can be a source only once."
-            )
+        self._claim_topic(topic)
         # Kafka Streams' order (StreamsBuilder.table, InternalStreamsBuilder.table): the store
         # name first ("<topic>-STATE-STORE-<n>"), then the source, then the table source.
         store = self._store_name(materialized, f"{topic}-")

@@ -58,7 +58,14 @@ class OffsetClient:
         return self._consumer
 
     def partitions(self) -> list[TopicPartitionKey]:
-        """Partitions of every subscribed topic that exists (missing topics: none yet)."""
+        """Partitions of every subscribed topic that exists (missing topics: none yet); with
+        ``subscribePattern``, of every topic on the brokers the pattern matches in full, listed
+        now (one metadata request: a topic created since the last call is found)."""
+        if self._options.pattern is not None:
+            meta = self._retrying(
+                "list the brokers' topics", lambda remaining: self._meta().list_topics(timeout=remaining))
+            return [(topic, p) for topic, info in sorted(meta.topics.items())
+                    if info.error is None and self._options.reads(topic) for p in sorted(info.partitions)]
         out: list[TopicPartitionKey] = []
         for topic in self._options.topics:
             meta = self._retrying(

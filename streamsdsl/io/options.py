@@ -10,13 +10,20 @@ Source options
 kafka.bootstrap.servers
     Required. ``host:port[,host:port...]``.
 subscribe
-    Required. Comma-separated topic names.
+    Comma-separated topic names. This or ``subscribePattern`` is required.
+subscribePattern
+    A Python regular expression: the source reads every topic it matches in full (Kafka's
+    internal topics, ``__consumer_offsets`` and the like, excepted), including topics created
+    while the query runs: each micro-batch's planning lists the brokers' topics, and a new
+    matching topic (or a new partition) is read from its earliest offset, as Spark's own
+    connector reads a partition it discovers.
 startingOffsets
     ``"earliest"``, ``"latest"`` (streaming default) or JSON such as
     ``{"orders": {"0": 23, "1": -2}}`` (``-2`` = earliest, ``-1`` = latest) naming every
     partition of each topic it names; subscribed topics it does not name start at the
-    earliest offset. Only used when a query starts without a checkpoint. Partitions that
-    appear later are read from their earliest offset. Batch default: ``"earliest"``.
+    earliest offset. Only used when a query starts without a checkpoint. Partitions (and,
+    with ``subscribePattern``, topics) that appear later are read from their earliest offset.
+    Batch default: ``"earliest"``.
 endingOffsets
     Batch only: ``"latest"`` (default) or JSON like ``startingOffsets`` (``-1`` = latest;
     topics it does not name end at the latest offset).
@@ -76,6 +83,7 @@ Examples
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -86,12 +94,16 @@ from streamsdsl.io.offsets import EARLIEST, LATEST, OffsetSpec, OffsetsJson
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "INTERNAL_TOPICS",
     "FORBIDDEN_CONSUMER_OPTIONS",
     "FORBIDDEN_PRODUCER_OPTIONS",
     "KafkaSinkOptions",
     "KafkaSourceOptions",
 ]
 
+#: Kafka's internal topics, which a ``subscribePattern`` never reads (Kafka's consumers exclude
+#: internal topics from pattern subscriptions: ``exclude.internal.topics``).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 #: Consumer settings the source manages itself; passing them as ``kafka.*`` is an error.
 FORBIDDEN_CONSUMER_OPTIONS = {
     "auto.offset.reset": "use the 'startingOffsets' option instead",
@@ -182,16 +194,30 @@ def _client_settings(
     return conf
 
 
-def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: bool) -> OffsetSpec:
+def _topic_pattern(raw: str | None) -> re.Pattern[str] | None:
+    """The compiled ``subscribePattern`` (None when not given)."""
+    if raw is None:
+        return None
+    if not raw.strip():
+        raise KafkaOptionError("option 'subscribePattern' is empty; give a regular expression, e.g. 'orders-.*'.")
+    try:
+        return re.compile(raw)
+    except re.error as e:
+        raise KafkaOptionError(f"option 'subscribePattern' is not a valid regular expression ({e}): {raw!r}.") from None
+
+
+def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: bool,
+                        pattern: re.Pattern[str] | None = None) -> OffsetSpec:
     """Validate a ``startingOffsets``/``endingOffsets`` value; return the keyword or the JSON."""
     value = raw.strip()
     keywords = ("latest",) if ending else ("earliest", "latest")
     if value.lower() in keywords:
         return value.lower()
     allowed = "'latest' (-1)" if ending else "'earliest' (-2), 'latest' (-1)"
+    example = topics[0] if topics else "orders"
     hint = (
         f"option '{name}' must be {' or '.join(repr(k) for k in keywords)} or JSON like "
-        f'{{"{topics[0]}": {{"0": 23, "1": -1}}}} with offsets >= 0 or {allowed}'
+        f'{{"{example}": {{"0": 23, "1": -1}}}} with offsets >= 0 or {allowed}'
     )
     try:
         parsed = json.loads(value)
@@ -202,7 +228,11 @@ def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: b
     lowest = LATEST if ending else EARLIEST
     out: OffsetsJson = {}
     for topic, parts in parsed.items():
-        if topic not in topics:
+        if pattern is not None and pattern.fullmatch(topic) is None:
+            raise KafkaOptionError(
+                f"option '{name}' names topic {topic!r}, which 'subscribePattern' ({pattern.pattern}) does not "
+                f"match; remove it from '{name}'.")
+        if pattern is None and topic not in topics:
             raise KafkaOptionError(
                 f"option '{name}' names topic {topic!r}, which is not subscribed ({', '.join(topics)}); "
                 f"add it to 'subscribe' or remove it from '{name}'."
@@ -239,6 +269,15 @@ class KafkaSourceOptions:
     poll_timeout_ms: int
     consumer_conf: dict[str, str] = field(default_factory=dict)
     lease: str | None = None
+    #: ``subscribePattern``: the topics read are those it matches in full (``topics`` is empty).
+    pattern: str | None = None
+
+    def reads(self, topic: str) -> bool:
+        """Whether the source reads ``topic``: a subscribed topic, or one the pattern matches in
+        full (Kafka's internal topics never)."""
+        if self.pattern is None:
+            return topic in self.topics
+        return topic not in INTERNAL_TOPICS and re.fullmatch(self.pattern, topic) is not None
 
     @classmethod
     def from_options(cls, options: Mapping[str, str], *, streaming: bool) -> KafkaSourceOptions:
@@ -258,16 +297,20 @@ class KafkaSourceOptions:
             With the option's name and how to fix it.
         """
         opts, bootstrap = _lower_keys_and_bootstrap(options, KafkaOptionError)
-        if "assign" in opts or "subscribepattern" in opts:
+        if "assign" in opts:
             raise KafkaOptionError(
-                "options 'assign' and 'subscribePattern' are not supported by streamsdsl-kafka; "
-                "use 'subscribe' with a comma-separated list of topics."
+                "option 'assign' is not supported by streamsdsl-kafka; use 'subscribe' with a comma-separated "
+                "list of topics, or 'subscribePattern'."
             )
         topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
-        if not topics:
+        pattern = _topic_pattern(opts.get("subscribepattern"))
+        if topics and pattern is not None:
+            raise KafkaOptionError("options 'subscribe' and 'subscribePattern' cannot be used together; choose one.")
+        if not topics and pattern is None:
             raise KafkaOptionError(
                 "option 'subscribe' is required: a comma-separated list of topics, e.g. "
-                ".option('subscribe', 'orders,payments')."
+                ".option('subscribe', 'orders,payments'), or 'subscribePattern': a regular expression, "
+                "e.g. .option('subscribePattern', 'orders-.*')."
             )
         if len(set(topics)) != len(topics):
             raise KafkaOptionError(f"option 'subscribe' lists a topic twice: {opts['subscribe']!r}.")
@@ -276,19 +319,22 @@ class KafkaSourceOptions:
             "startingOffsets",
             topics,
             ending=False,
+            pattern=pattern,
         )
         if "endingoffsets" in opts and streaming:
             raise KafkaOptionError(
                 "option 'endingOffsets' is only valid for batch reads (spark.read); "
                 "a streaming query reads until it is stopped, or use trigger(availableNow=True)."
             )
-        ending = _parse_offsets_spec(opts.get("endingoffsets", "latest"), "endingOffsets", topics, ending=True)
+        ending = _parse_offsets_spec(opts.get("endingoffsets", "latest"), "endingOffsets", topics, ending=True,
+                                     pattern=pattern)
         max_per_trigger = _optional_positive_int(opts, "maxOffsetsPerTrigger")
         poll_timeout = _optional_positive_int(opts, "kafkaConsumer.pollTimeoutMs") or _DEFAULT_TIMEOUT_MS
         consumer_conf = _client_settings(opts, FORBIDDEN_CONSUMER_OPTIONS, KafkaOptionError)
         return cls(
             bootstrap_servers=bootstrap,
             topics=topics,
+            pattern=None if pattern is None else pattern.pattern,
             starting_offsets=starting,
             ending_offsets=ending,
             max_offsets_per_trigger=max_per_trigger,

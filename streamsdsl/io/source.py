@@ -9,6 +9,9 @@ without Spark's JVM Kafka connector.
   is the next one to read). One Spark input partition per Kafka partition with new data;
   admission control (``maxOffsetsPerTrigger``) and ``Trigger.AvailableNow`` are supported. A
   restarted query resumes exactly at the first offset its checkpoint has not committed.
+* **Topic patterns** (``subscribePattern``): every micro-batch's planning (`latestOffset`) lists
+  the brokers' topics; a topic or partition that was not in the previous batch's offsets starts
+  at its earliest offset (the new offsets enter the checkpoint with that batch).
 * **Batch** (``spark.read``, `KafkaBatchReader`): reads ``[startingOffsets, endingOffsets)``.
 
 The options are listed in `streamsdsl.io.options`; the offset arithmetic is in
@@ -220,8 +223,8 @@ class KafkaBatchReader(ClientHolder, _RangeReader, DataSourceReader):
             self._close_client()
         parts: list[InputPartition] = [KafkaInputPartition(*r, opts) for r in plan_ranges(start, end)]
         # Spark needs at least one partition to build a (possibly empty) plan; `tps` is not
-        # empty here (every subscribed topic exists).
-        return parts or [KafkaInputPartition(tps[0][0], 0, 0, 0, opts)]
+        # empty here unless a pattern matches no topic (every subscribed topic exists).
+        return parts or [KafkaInputPartition(tps[0][0] if tps else "", 0, 0, 0, opts)]
 
 
 class KafkaDataSource(DataSource):

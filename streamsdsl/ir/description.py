@@ -14,16 +14,21 @@ from streamsdsl.errors import TopologyError
 __all__ = ["DescribedNode", "DescriptionBuilder", "Subtopology", "TopologyDescription", "java_hash_set_order"]
 
 
-def java_hash_set_order(names: tuple[str, ...]) -> tuple[str, ...]:
+def java_hash_set_order(names: tuple[str, ...], *, copied: bool = False) -> tuple[str, ...]:
     """``names`` in the iteration order of a Java ``HashSet`` built from them in this order (Kafka
-    Streams' describe() lists a processor's stores from one): by bucket of the spread
-    ``String.hashCode`` in a 16-bucket table, then insertion order."""
+    Streams' describe() lists a processor's stores from one, and a source's topics from a copy,
+    ``new HashSet<>(topics)``, when ``copied``): by bucket of the spread ``String.hashCode``, then
+    insertion order. The table has 16 buckets, doubled whenever it holds more than 3/4 of that
+    (a copy is sized for its collection up front)."""
+    buckets = 16
+    while len(names) > buckets * 3 // 4 or (copied and int(len(names) / 0.75) + 1 > buckets):
+        buckets *= 2
 
     def bucket(s: str) -> int:
         h = 0
         for unit in s.encode("utf-16-be").hex(" ", 2).split():
             h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & 15
+        return (h ^ (h >> 16)) & (buckets - 1)
 
     return tuple(sorted(names, key=bucket))
 
@@ -41,14 +46,18 @@ class _DNode:
     #: List the predecessors in the order given (Kafka sorts them by sub-tree size *when linked*,
     #: which puts a join's JOINTHIS before JOINOTHER at its merge node).
     predecessors_in_order: bool = False
+    #: A source's topic pattern (then ``names`` is empty).
+    pattern: str | None = None
 
     @property
     def detail(self) -> str:
-        """``topics: [a, b]`` / ``stores: [s]`` / ``topic: t``, as Kafka prints it."""
-        return _detail(self.kind, self.names)
+        """``topics: [a, b]`` / ``topics: orders-.*`` / ``stores: [s]`` / ``topic: t``, as Kafka prints it."""
+        return _detail(self.kind, self.names, self.pattern)
 
 
-def _detail(kind: str, names: tuple[str, ...]) -> str:
+def _detail(kind: str, names: tuple[str, ...], pattern: str | None = None) -> str:
+    if pattern is not None:  # Kafka prints Pattern.toString(), without brackets
+        return f"topics: {pattern}"
     if kind == "Source":
         return f"topics: [{', '.join(names)}]"
     if kind == "Sink":
@@ -68,6 +77,7 @@ class DescriptionBuilder:
         self._succ: dict[str, list[str]] = {}
         self._pred: dict[str, list[str]] = {}
         self._in_order: set[str] = set()
+        self._patterns: dict[str, str] = {}
 
     def _add(self, name: str, kind: str, names: Iterable[str], predecessors: Iterable[str]) -> None:
         if name in self._entries:
@@ -79,9 +89,12 @@ class DescriptionBuilder:
             self._succ[p].append(name)
             self._pred[name].append(p)
 
-    def add_source(self, name: str, topics: Iterable[str]) -> None:
-        """A source reading ``topics``."""
-        self._add(name, "Source", topics, ())
+    def add_source(self, name: str, topics: Iterable[str], *, pattern: str | None = None) -> None:
+        """A source reading ``topics`` (listed as Kafka lists them: from a Java ``HashSet``), or
+        the topics ``pattern`` matches (``topics`` empty)."""
+        self._add(name, "Source", java_hash_set_order(tuple(topics), copied=True), ())
+        if pattern is not None:
+            self._patterns[name] = pattern
 
     def add_processor(self, name: str, stores: Iterable[str], predecessors: Iterable[str], *,
                       predecessors_in_order: bool = False) -> None:
@@ -98,7 +111,8 @@ class DescriptionBuilder:
     def build(self) -> list[_DNode]:
         """The description nodes, in the order they were added."""
         return [
-            _DNode(name, kind, names, tuple(self._succ[name]), tuple(self._pred[name]), name in self._in_order)
+            _DNode(name, kind, names, tuple(self._succ[name]), tuple(self._pred[name]), name in self._in_order,
+                   self._patterns.get(name))
             for name, (kind, names) in self._entries.items()
         ]
 
@@ -109,6 +123,7 @@ class DescribedNode:
     ``TopologyDescription.Node`` shows it.
 
     ``topics`` are what a source reads or the one topic a sink writes (empty for a processor);
+    ``pattern`` the topic pattern a source reads instead (Kafka's ``Source.topicPattern()``);
     ``stores`` the state stores a processor is connected to. ``successors`` and
     ``predecessors`` are node names in the order ``describe()`` lists them.
     """
@@ -119,9 +134,10 @@ class DescribedNode:
     stores: tuple[str, ...]
     successors: tuple[str, ...]
     predecessors: tuple[str, ...]
+    pattern: str | None = None
 
     def __str__(self) -> str:
-        detail = _detail(self.kind, self.stores if self.kind == "Processor" else self.topics)
+        detail = _detail(self.kind, self.stores if self.kind == "Processor" else self.topics, self.pattern)
         succ = f"\n      --> {', '.join(self.successors) or 'none'}"
         pred = f"\n      <-- {', '.join(self.predecessors) or 'none'}"
         return f"{self.kind}: {self.name} ({detail})" + ("" if self.kind == "Sink" else succ) + (
@@ -206,7 +222,7 @@ class TopologyDescription(str):
         stores: dict[str, str] = {}
         for sub in self.subtopologies:
             for node in sub.nodes:
-                for t in node.topics:
+                for t in _read_topics(node):
                     topics.setdefault(t, f"t{len(topics)}")
                 for st in node.stores:
                     stores.setdefault(st, f"s{len(stores)}")
@@ -231,7 +247,7 @@ class TopologyDescription(str):
             for node in sub.nodes:
                 nid = ids[node.name]
                 if node.kind == "Source":
-                    lines.extend(f"    {topics[t]} --> {nid}" for t in node.topics)
+                    lines.extend(f"    {topics[t]} --> {nid}" for t in _read_topics(node))
                 lines.extend(f"    {nid} --> {ids[s]}" for s in node.successors)
                 if node.kind == "Sink":
                     lines.append(f"    {nid} --> {topics[node.topics[0]]}")
@@ -247,6 +263,11 @@ class TopologyDescription(str):
                 lines.append(f"    classDef {cls} {style}")
                 lines.append(f"    class {','.join(members)} {cls}")
         return "\n".join(lines)
+
+
+def _read_topics(node: DescribedNode) -> tuple[str, ...]:
+    """A node's topics in a drawing: a source's pattern is drawn as one topic."""
+    return node.topics if node.pattern is None else (node.pattern,)
 
 
 def _mermaid_text(name: str) -> str:

@@ -9,6 +9,8 @@ compiler and runtime layers.
 
 from __future__ import annotations
 
+import re
+
 import attrs
 
 from streamsdsl.errors import NotYetAttributes, TopologyError
@@ -84,7 +86,18 @@ class Topology(NotYetAttributes):
 
     @property
     def source_topics(self) -> tuple[str, ...]:
+        """The topics the sources name (not those a source's pattern matches: see `sources_reading`)."""
         return tuple(t for s in self.sources for t in s.topics)
+
+    @property
+    def source_patterns(self) -> tuple[re.Pattern[str], ...]:
+        """The topic patterns of the sources that read one (``builder.stream(re.compile(...))``)."""
+        return tuple(s.pattern for s in self.sources if s.pattern is not None)
+
+    def sources_reading(self, topic: str) -> tuple[ir.SourceNode, ...]:
+        """The sources that read ``topic``: the one naming it, or those whose pattern matches it
+        (more than one only for two patterns matching it, which Kafka Streams refuses at run time)."""
+        return tuple(s for s in self.sources if s.reads(topic))
 
     def upstream_topics(self, name: str) -> tuple[str, ...]:
         """The source topics whose records reach node ``name`` (itself included if a source)."""
@@ -214,6 +227,7 @@ class Topology(NotYetAttributes):
                 stores=d.names if d.kind == "Processor" else (),
                 successors=tuple(successors),
                 predecessors=d.predecessors if d.predecessors_in_order else tuple(predecessors),
+                pattern=d.pattern,
             )
 
         repartition = tuple(n.topic for n in self.nodes if isinstance(n, ir.RepartitionNode))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import attrs
 
+from streamsdsl._validation import validate_topic
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.engines import DirectDriverEngine, Engine, RawRecord, SinkSerdes, SparkDriverEngine
@@ -281,12 +282,21 @@ class TopologyTestDriver:
 
     # -- topics ---------------------------------------------------------------------------------
     def _source_for(self, topic: str) -> ir.SourceNode:
-        for s in self.topology.sources:
-            if topic in s.topics:
-                return s
-        raise TopologyError(
-            f"Unknown topic {topic!r}: the topology reads {list(self.topology.source_topics)}."
-        )
+        """The source reading ``topic``: the one naming it, or the one whose pattern matches it
+        in full (Kafka's driver routes a topic to a pattern source the same way)."""
+        validate_topic(topic, "topic")
+        found = self.topology.sources_reading(topic)
+        if len(found) > 1:  # only two patterns can both match (the builder refuses the rest)
+            first, other = (s.pattern.pattern for s in found[:2] if s.pattern is not None)
+            raise TopologyError(
+                f"Topic {topic} is already matched for another regex pattern {first} and hence cannot be matched "
+                f"to this regex pattern {other} any more. A topic is read by one source: narrow the patterns.")
+        if not found:
+            patterns = [p.pattern for p in self.topology.source_patterns]
+            raise TopologyError(
+                f"Unknown topic {topic!r}: the topology reads {list(self.topology.source_topics)}"
+                + (f" and the topics matching {patterns} in full" if patterns else "") + ".")
+        return found[0]
 
     def create_input_topic(self, topic: str, key_serde: Serde | None = None, value_serde: Serde | None = None, *,
                            start_timestamp: int | None = None, auto_advance_ms: int = 0) -> TestInputTopic:

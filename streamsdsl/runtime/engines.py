@@ -174,6 +174,20 @@ def _join_store(node: ir.StreamStreamJoinNode, store: str, states: Iterable[tupl
     return join_window_entries(((k, getattr(s, side)) for k, s in states), node.windows.size_ms)
 
 
+def reads_topic(node: ir.SourceNode, known: Iterable[str] | None = None) -> Any:
+    """A Column that is true for the records of ``raw`` that source ``node`` reads: its topics,
+    or (a pattern source) the ``known`` topics its pattern matches in full (Python's matching,
+    as the driver routes them), else the topics Java's regular expressions match in full, as
+    Spark's own Kafka connector (``subscribePattern``) matches them."""
+    from pyspark.sql import functions as F
+
+    if node.pattern is None:
+        return F.col("topic").isin(list(node.topics))
+    if known is not None:
+        return F.col("topic").isin(sorted(t for t in set(known) if node.reads(t)))
+    return F.col("topic").rlike(f"^(?:{node.pattern.pattern})$")
+
+
 class _Failed(Exception):
     """A run that stopped at a failed record: the output of the records before it, and the error."""
 
@@ -207,6 +221,8 @@ class SparkDriverEngine:
         self._metrics = Metrics()
         self._carry = ReplayCarry()
         self._compiled: CompiledTopology | None = None
+        #: The topics piped so far: a pattern source reads those its pattern matches.
+        self._topics: set[str] = set()
         #: The driver's mock wall clock: when it was made (a processor task's first ``init``) and now.
         self._initial_wall_clock = self._wall_clock = wall_clock_ms
 
@@ -232,7 +248,7 @@ class SparkDriverEngine:
         options = CompileOptions(PlanMode.REPLAY, self.config.operator, self.config.deserialization_handler,
                                  self._carry, self.config.flush, application_id=self.config.application_id,
                                  processor_clock=clock or self._clock())
-        return compile_topology(self.topology, lambda n: records.filter(F.col("topic").isin(list(n.topics))), options)
+        return compile_topology(self.topology, lambda n: records.filter(reads_topic(n, self._topics)), options)
 
     def _clock(self, coordinates: Any = None, advance: bool = False) -> Any:
         """The processors' clock of a run (`ProcessorClock`): the driver's wall clock."""
@@ -255,6 +271,7 @@ class SparkDriverEngine:
     def _run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
         rows = [(r.key, r.value, r.topic, 0, offsets[i], r.timestamp, [(k, v) for k, v in r.headers], i)
                 for i, r in enumerate(records[start:end], start=start)]
+        self._topics.update(r.topic for r in records[start:end])
         coordinates = {i: (records[i].topic, offsets[i]) for i in range(start, end)} if self._processors else {}
         return self._replay(rows, end, self._clock(coordinates), lambda p: (records[p].topic, 0, offsets[p]))
 
@@ -518,7 +535,7 @@ class StreamingDriverEngine:
         from streamsdsl.runtime.streaming import start_streaming
 
         query, compiled, _ = start_streaming(
-            self.topology, lambda n: self._input.read_stream(self.spark, n.topics), _DriverSink(self),
+            self.topology, lambda n: self._input.read_stream(self.spark).filter(reads_topic(n)), _DriverSink(self),
             checkpoint_location=os.path.join(self._directory, "checkpoint"), metrics=self._metrics,
             deserialization_handler=self.config.deserialization_handler, operator=self.config.operator.value,
             flush=self.config.flush, application_id=self.config.application_id)
@@ -532,7 +549,7 @@ class StreamingDriverEngine:
             from streamsdsl.compiler.plan import CompileOptions
 
             self._compiled = compile_topology(
-                self.topology, lambda n: self._input.read_stream(self.spark, n.topics),
+                self.topology, lambda n: self._input.read_stream(self.spark).filter(reads_topic(n)),
                 CompileOptions(PlanMode.STREAMING, self.config.operator.value, self.config.deserialization_handler,
                                flush=self.config.flush, application_id=self.config.application_id))
         return self._compiled

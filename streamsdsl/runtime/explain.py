@@ -45,11 +45,11 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
     ...
     """
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     from streamsdsl.compiler import compile_topology
     from streamsdsl.compiler.plan import CompileOptions
     from streamsdsl.records import RAW_RECORD_DDL
+    from streamsdsl.runtime.engines import reads_topic
 
     if not isinstance(topology, Topology):
         raise TopologyError(f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__}).")
@@ -63,7 +63,7 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
 
         def raw_source(node: ir.SourceNode) -> DataFrame:
             stream = session.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
-            return stream.filter(F.col("topic").isin(list(node.topics)))
+            return stream.filter(reads_topic(node))
 
         compiled = compile_topology(topology, raw_source, CompileOptions(operator=operator))
         operators = compiled.operators

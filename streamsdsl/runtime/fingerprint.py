@@ -279,7 +279,8 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, Any] | None
             "key": [_key_chain(topology, p, positions) for p in inputs],
         })
     return Fingerprint(operators=tuple(ops), python=_python(),
-                       sources=tuple(tuple(s.topics) for s in topology.sources))
+                       sources=tuple(tuple(s.topics) if s.pattern is None else (f"re.compile({s.pattern.pattern!r})",)
+                                     for s in topology.sources))
 
 
 @attrs.frozen

@@ -52,6 +52,7 @@ __all__ = [
     "jvm_kafka_connector_available",
     "jvm_kafka_package",
     "jvm_raw_source",
+    "subscription",
 ]
 
 #: The class Spark's JVM Kafka connector (``spark-sql-kafka-0-10``) registers format "kafka" with.
@@ -196,6 +197,15 @@ def check_jvm_connector(spark: SparkSession) -> None:
     )
 
 
+def subscription(node: ir.SourceNode) -> tuple[str, str]:
+    """The reader option that subscribes a Kafka connector (either: they share Spark's option
+    names) to ``node``'s topics: ``("subscribe", "a,b")``, or ``("subscribePattern", pattern)``
+    for a pattern source (Spark's connector compiles it as a Java regular expression)."""
+    if node.pattern is not None:
+        return "subscribePattern", node.pattern.pattern
+    return "subscribe", ",".join(node.topics)
+
+
 def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.SourceNode], DataFrame]:
     """The raw source of a topology read by Spark's JVM connector, mapped to `RAW_RECORD_DDL`.
 
@@ -217,7 +227,7 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     options = config.jvm_source_options()
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
-        df = spark.readStream.format("kafka").options(**options).option("subscribe", ",".join(node.topics)).load()
+        df = spark.readStream.format("kafka").options(**options).option(*subscription(node)).load()
         return df.select(
             F.col("key").cast("binary").alias("key"),
             F.col("value").cast("binary").alias("value"),

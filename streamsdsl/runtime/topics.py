@@ -25,6 +25,7 @@ def check_topics(config: StreamsConfig, topology: Topology) -> None:
     if config.dead_letter_topic:
         needed.append(("dead-letter", config.dead_letter_topic))
     missing = [(role, t) for role, t in needed if t not in existing]
+    _check_pattern_overlap(topology, existing)
     if missing:
         listed = ", ".join(f"{t!r} ({role})" for role, t in missing)
         raise MissingTopicError(
@@ -32,6 +33,17 @@ def check_topics(config: StreamsConfig, topology: Topology) -> None:
             f"kafka-topics.sh --create --topic {missing[0][1]} --partitions 3 (the application does not "
             "create topics)."
         )
+
+
+def _check_pattern_overlap(topology: Topology, existing: set[str]) -> None:
+    """Raise `StreamsError` when a topic on the brokers is matched by two sources' patterns, as
+    Kafka Streams fails then ("Topic ... is already matched for another regex pattern ...")."""
+    for topic in sorted(existing):
+        found = [s.pattern.pattern for s in topology.sources_reading(topic) if s.pattern is not None]
+        if len(found) > 1:
+            raise StreamsError(
+                f"Topic {topic} is already matched for another regex pattern {found[0]} and hence cannot be matched "
+                f"to this regex pattern {found[1]} any more. A topic is read by one source: narrow the patterns.")
 
 
 def source_partitions(config: StreamsConfig, topology: Topology) -> int | None:
@@ -44,6 +56,6 @@ def source_partitions(config: StreamsConfig, topology: Topology) -> int | None:
         meta = AdminClient(config.admin_conf).list_topics(timeout=30)
     except Exception:  # noqa: BLE001 - check_topics reports the brokers' failure
         return None
-    found = [len(meta.topics[t].partitions) for t in topology.source_topics
-             if t in meta.topics and meta.topics[t].error is None]
+    found = [len(t.partitions) for name, t in meta.topics.items()
+             if t.error is None and any(s.reads(name) for s in topology.sources)]
     return max(found) if found else None

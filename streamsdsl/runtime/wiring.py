@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.runtime.config import Connector, StreamsConfig
-from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source
+from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source, subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,7 +87,7 @@ def raw_source(spark: SparkSession, config: StreamsConfig,
         options[LEASE_OPTION] = lease.path
 
     def read(node: ir.SourceNode) -> DataFrame:
-        return spark.readStream.format(SOURCE_NAME).options(**options).option("subscribe", ",".join(node.topics)).load()
+        return spark.readStream.format(SOURCE_NAME).options(**options).option(*subscription(node)).load()
 
     return read
 

@@ -29,10 +29,11 @@ class TestSourceOptions:
     """Invalid options fail at query start with a message naming the option and the fix."""
 
     def test_missing_subscribe(self) -> None:
-        """``subscribe`` is required."""
+        """``subscribe`` (or ``subscribePattern``) is required."""
         assert _source_error(**{"kafka.bootstrap.servers": "h:1"}) == (
             "option 'subscribe' is required: a comma-separated list of topics, e.g. "
-            ".option('subscribe', 'orders,payments').",
+            ".option('subscribe', 'orders,payments'), or 'subscribePattern': a regular expression, "
+            "e.g. .option('subscribePattern', 'orders-.*').",
         )
 
     def test_bad_max_offsets_per_trigger(self) -> None:

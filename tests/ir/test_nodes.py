@@ -3,6 +3,8 @@ built directly, with the exact exception type and message."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Any, Callable
 
 import attrs
@@ -112,7 +114,16 @@ INVALID: list[tuple[str, Callable[[], Any], type[StreamsDslError], str]] = [
      "'parents' of a SourceNode must name exactly 0 node(s) (got ('x',))."),
     # topics
     ("no topics", lambda: ir.SourceNode("s", (), ()), InvalidArgumentError,
-     "'topics' must hold at least 1 item(s) (got ())."),
+     "Source s must read topics or a pattern, not both or neither (topics=(), pattern=None)."),
+    ("topics and pattern", lambda: ir.SourceNode("s", (), ("t",), pattern=re.compile("t.*")), InvalidArgumentError,
+     "Source s must read topics or a pattern, not both or neither (topics=('t',), pattern=re.compile('t.*'))."),
+    ("pattern with flags", lambda: ir.SourceNode("s", (), (), pattern=re.compile("t", re.I)), InvalidArgumentError,
+     "'pattern' is a pattern compiled with flags (re.IGNORECASE): Spark's Kafka connector compiles the pattern as "
+     "a Java regular expression, which receives no Python flags. Write them inline instead, e.g. "
+     "re.compile('(?i)t') for re.IGNORECASE."),
+    ("table source pattern", lambda: ir.TableSourceNode("s", (), ("t",), pattern=re.compile("t.*"), source_name="x",
+                                                        store="st"), InvalidArgumentError,
+     "Source s must read topics or a pattern, not both or neither (topics=('t',), pattern=re.compile('t.*'))."),
     ("topic dot", lambda: ir.SourceNode("s", (), ("t", "..")), InvalidArgumentError, "'topics[1]' cannot be '.' or '..'."),
     ("sink topic empty", lambda: ir.SinkNode("k", ("s",), topic=""), InvalidArgumentError,
      "'topic' must not be empty. Pass a name such as 'orders-count'."),
