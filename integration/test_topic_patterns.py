@@ -59,21 +59,26 @@ def test_a_topic_created_after_the_start_is_read_from_its_earliest_offset(
         "kafka.connector": connector, "auto.offset.reset": "latest"}), spark=spark)
     app.start()
     try:
-        assert app.state() is State.RUNNING
+        deadline = time.monotonic() + 120
+        while app.metrics()["batches-total"] < 1:  # the start offsets ("latest") are fixed
+            assert time.monotonic() < deadline, "no micro-batch within 120 s"
+            assert app.state() is State.RUNNING
+            time.sleep(0.05)
         kafka.produce(first, [(b"k1", b"a", T + 1, 0)])
-        assert _await_records(kafka, sink, 1, 120) == [("k1", "A", T + 1)]
+        assert _await_records(kafka, sink, 1, 120) == [("k1", "A", T + 1)], app.streaming_query.lastProgress
 
         second, other = f"{prefix}-orders-us", f"{prefix}-orders-us-old"
         kafka.create_topic(other, 1)
         kafka.create_topic(second, 2)
-        written = time.monotonic()
+        written, batches = time.monotonic(), app.metrics()["batches-total"]
         kafka.produce(other, [(b"k9", b"not-matched", T + 9, 0)])
         kafka.produce(second, [(b"k2", b"b", T + 2, 0), (b"k3", b"c", T + 3, 1), (b"k4", b"d", T + 4, 1)])
         out = _await_records(kafka, sink, 4, 120)
-        seen = time.monotonic() - written
-        log.warning("topic pattern, %s connector: a new topic's records reached the sink %.1f s after "
-                    "they were written", connector, seen)
-        assert sorted(out) == [("k1", "A", T + 1), ("k2", "B", T + 2), ("k3", "C", T + 3), ("k4", "D", T + 4)]
+        seen, batches = time.monotonic() - written, app.metrics()["batches-total"] - batches
+        log.warning("topic pattern, %s connector: a new topic's records reached the sink %.1f s (%d micro-batches) "
+                    "after they were written", connector, seen, batches)
+        assert sorted(out) == [("k1", "A", T + 1), ("k2", "B", T + 2), ("k3", "C", T + 3), ("k4", "D", T + 4)], (
+            app.streaming_query.lastProgress)
         time.sleep(1)  # a stray record of the unmatched topic would be there by now
         assert len(_await_records(kafka, sink, 5, 0)) == 4
     finally:

@@ -19,7 +19,7 @@ import attrs
 
 from oracle.menu import MENU, MenuFn
 from oracle.processors import PROCESSORS
-from oracle.recipe import KEY_CHANGING, STEP_ROLES, step_types, value_type
+from oracle.recipe import KEY_CHANGING, PATTERN_TOPIC, STEP_ROLES, step_types, value_type
 
 __all__ = ["Case", "LEFT_OUT", "PROCESS_SHARE", "WALL_CLOCK", "generate"]
 
@@ -325,4 +325,9 @@ def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
     recipe = _recipe(rng)
     two = recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") or recipe["op"].get("merge")
     topics = ["in", "other"] if two else ["in"]
+    # one case in five of a shape that reads only `in` reads it by a pattern, from two topics (a
+    # generator of its own: the other cases of a seed stay what they were)
+    if not two and recipe["shape"] != "grouped_table" and random.Random(f"{seed}/{index}/pattern").random() < 0.2:
+        recipe["source_pattern"] = True
+        topics = ["in", PATTERN_TOPIC]
     return Case(recipe, _records(rng, topics), cache=rng.random() >= 0.25)

@@ -120,8 +120,11 @@ class Outcome:
 
 def describes(recipe: dict[str, Any]) -> bool:
     """Whether the cases of ``recipe`` compare ``describe()`` too: those with a processor (its
-    line, ``Processor: name (stores: [...])``, and the names around it are part of issue 39)."""
-    return recipe["shape"] == "process"
+    line, ``Processor: name (stores: [...])``, and the names around it are part of issue 39) and
+    the stateless ones reading a topic pattern (its ``Source: ... (topics: <pattern>)`` line,
+    issue 41; the Java twin of other shapes adds nodes of its own: a counting ``peek`` before a
+    repartition, a ``Named`` split)."""
+    return recipe["shape"] == "process" or (bool(recipe.get("source_pattern")) and recipe["shape"] == "stateless")
 
 
 def _classpath() -> str:
@@ -192,7 +195,9 @@ def run_streamsdsl(case: Case, engine: str = "direct", spark: Any = None) -> Out
         for topic, key, value, ts in case.records:
             if topic == WALL_CLOCK:
                 driver.advance_wall_clock_time(ts)
-            else:
+            else:  # a pattern source's topics are created as the records name them (as Kafka's driver)
+                if topic not in inputs:
+                    inputs[topic] = driver.create_input_topic(topic)
                 inputs[topic].pipe_input(key, value, ts)
         try:
             outputs = {t: [[_plain(r.key), _plain(r.value), r.timestamp]

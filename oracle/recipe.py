@@ -5,7 +5,9 @@ stateful step sits in the middle), the stateless ``pre`` steps on the stream of 
 ``other_pre`` steps on the second input (topic ``other``) where the shape has one, the
 ``table_steps`` (``KTable`` ``filter`` / ``filter_not`` / ``map_values``) on the table a join or
 a grouping reads, the shape's parameters in ``op``, and the stateless ``post`` steps on the
-result before it is written to ``out``. Every function is named from the menu (`oracle.menu`). `build` turns a recipe into a
+result before it is written to ``out``. With ``source_pattern`` (shapes that read only ``in``)
+the stream of ``in`` is read by a pattern, `SOURCE_PATTERN`, whose records come from ``in``
+and `PATTERN_TOPIC`. Every function is named from the menu (`oracle.menu`). `build` turns a recipe into a
 streamsdsl `Topology` through the DSL, as a user would write it; `oracle.spec` then serializes
 that topology's IR for Kafka Streams.
 
@@ -48,6 +50,7 @@ The shapes:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from streamsdsl import BufferConfig, Consumed, EmitStrategy, JoinWindows, Serdes, SessionWindows, SlidingWindows
@@ -58,9 +61,13 @@ from streamsdsl.ir.topology import Topology
 from oracle.menu import by_name
 from oracle.processors import PROCESSORS, store_builder, store_name, supplier
 
-__all__ = ["RecipeError", "build", "step_types", "value_type"]
+__all__ = ["PATTERN_TOPIC", "SOURCE_PATTERN", "RecipeError", "build", "step_types", "value_type"]
 
 STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
+#: The pattern of the ``in`` source of a recipe with ``source_pattern`` (Kafka Streams'
+#: ``stream(Pattern)``): it reads ``in`` and `PATTERN_TOPIC`, and not ``other``.
+SOURCE_PATTERN = "in(-[a-z]+)?"
+PATTERN_TOPIC = "in-eu"
 
 #: The menu role of each stateless step.
 STEP_ROLES = {
@@ -214,7 +221,8 @@ def build(recipe: dict[str, Any]) -> Topology:
     if shape in ("table_table", "grouped_table"):
         stream = None
     else:
-        stream = _apply(b.stream("in", STRINGS), recipe["pre"])
+        source = re.compile(SOURCE_PATTERN) if recipe.get("source_pattern") else "in"
+        stream = _apply(b.stream(source, STRINGS), recipe["pre"])
     if shape == "stateless":
         out = stream
     elif shape == "split":

@@ -101,6 +101,8 @@ def node_spec(node: ir.Node) -> dict[str, Any]:
 
 @node_spec.register
 def _(node: ir.SourceNode) -> dict[str, Any]:
+    if node.pattern is not None:  # Kafka Streams' stream(Pattern): Java compiles the same text
+        return {"type": "source", "pattern": node.pattern.pattern}
     return {"type": "source", "topics": list(node.topics)}
 
 

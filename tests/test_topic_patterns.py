@@ -273,3 +273,19 @@ class TestSubscribePattern:
         assert end == {"orders-1": {"0": 12, "1": 2}, "orders-2": {"0": 3}}
         ranges = [(p.topic, p.partition, p.start, p.end) for p in reader.partitions(start, end)]  # type: ignore[attr-defined]
         assert ranges == [("orders-1", 0, 10, 12), ("orders-1", 1, 0, 2), ("orders-2", 0, 0, 3)]
+
+
+class TestSubscription:
+    def test_each_connector_is_given_the_pattern_it_matches_in_full(self) -> None:
+        """The Python source matches the pattern in full itself; Spark's connector keeps the topics
+        where its admin listing *finds* the pattern (``Regex.findFirstIn``, Spark 4.2), so it is
+        given the pattern anchored. A named-topic source subscribes by name on both."""
+        from streamsdsl.runtime.jvm_connector import subscription
+
+        b = StreamsBuilder()
+        b.stream(re.compile("(?i)orders-.*")).to("out")
+        b.stream(["b", "a"]).to("out")
+        pattern_source, named = b.build().sources
+        assert subscription(pattern_source) == ("subscribePattern", "(?i)orders-.*")
+        assert subscription(pattern_source, jvm=True) == ("subscribePattern", "^(?:(?i)orders-.*)$")
+        assert subscription(named, jvm=True) == subscription(named) == ("subscribe", "b,a")

@@ -197,12 +197,16 @@ def check_jvm_connector(spark: SparkSession) -> None:
     )
 
 
-def subscription(node: ir.SourceNode) -> tuple[str, str]:
-    """The reader option that subscribes a Kafka connector (either: they share Spark's option
-    names) to ``node``'s topics: ``("subscribe", "a,b")``, or ``("subscribePattern", pattern)``
-    for a pattern source (Spark's connector compiles it as a Java regular expression)."""
+def subscription(node: ir.SourceNode, *, jvm: bool = False) -> tuple[str, str]:
+    """The reader option that subscribes a Kafka connector (both take Spark's option names) to
+    ``node``'s topics: ``("subscribe", "a,b")``, or ``("subscribePattern", pattern)`` for a
+    pattern source. For Spark's connector (``jvm``) the pattern is anchored, ``^(?:...)$``: it
+    compiles the pattern as a Java regular expression and, listing topics with its admin client
+    (Spark's default offset reader), keeps those where it is *found* (``Regex.findFirstIn``), not
+    those it matches in full as Kafka's consumer does; anchored, both mean Kafka's full match.
+    The Python source matches in full itself (Python refuses ``(?i)`` after an anchor)."""
     if node.pattern is not None:
-        return "subscribePattern", node.pattern.pattern
+        return "subscribePattern", f"^(?:{node.pattern.pattern})$" if jvm else node.pattern.pattern
     return "subscribe", ",".join(node.topics)
 
 
@@ -227,7 +231,7 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     options = config.jvm_source_options()
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
-        df = spark.readStream.format("kafka").options(**options).option(*subscription(node)).load()
+        df = spark.readStream.format("kafka").options(**options).option(*subscription(node, jvm=True)).load()
         return df.select(
             F.col("key").cast("binary").alias("key"),
             F.col("value").cast("binary").alias("value"),

@@ -11,7 +11,9 @@ __all__ = ["check_topics", "source_partitions"]
 
 def check_topics(config: StreamsConfig, topology: Topology) -> None:
     """Raise `MissingTopicError` naming every source, sink and dead-letter topic the brokers do not
-    have (the application does not create topics), or `StreamsError` when they cannot be reached."""
+    have (the application does not create topics; a pattern source needs none: it reads the
+    matching topics as they appear), `StreamsError` when they cannot be reached or when two
+    sources' patterns match one of their topics."""
     from confluent_kafka.admin import AdminClient
 
     try:

@@ -13,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.regex.Pattern;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -259,6 +260,11 @@ public final class Oracle {
             Object result;
             switch (type) {
                 case "source": {
+                    if (node.has("pattern")) {
+                        result = b.builder.stream(Pattern.compile(node.get("pattern").asText()),
+                            Consumed.with(Serdes.String(), Serdes.String()));
+                        break;
+                    }
                     List<String> topics = new ArrayList<>();
                     node.get("topics").forEach(x -> topics.add(x.asText()));
                     result = b.builder.stream(topics, Consumed.with(Serdes.String(), Serdes.String()));
