@@ -460,6 +460,17 @@ def is_name(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     validate_name(value, attribute.name)
 
 
+def source_pattern(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """An attrs validator: a source's topic pattern (`validate_pattern`), given instead of its
+    ``topics`` (exactly one of the two)."""
+    if value is not None:
+        validate_pattern(value, attribute.name)
+    if bool(inst.topics) == (value is not None):
+        raise InvalidArgumentError(
+            f"Source {inst.name} must read topics or a pattern, not both or neither "
+            f"(topics={inst.topics!r}, pattern={value!r}).")
+
+
 def is_topic(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     """An attrs validator: a Kafka-legal topic name (`validate_topic`)."""
     validate_topic(value, attribute.name)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from streamsdsl._validation import instance_of, is_name, is_topic, names_tuple, tuple_of, validate_pattern
+from streamsdsl._validation import instance_of, is_name, is_topic, names_tuple, source_pattern, tuple_of
 from streamsdsl.values.joins import JoinWindows
 from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.values.windows import EmitStrategy, SessionWindows, SlidingWindows, TimeWindows
@@ -133,35 +133,19 @@ class _OneStore:
         return (self.store,)
 
 
-def _pattern(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        validate_pattern(value, attribute.name)
-
-
 @attrs.frozen
 class SourceNode(Node):
-    """Reads ``topics``, or every topic ``pattern`` matches in full (Kafka Streams'
-    ``stream(Pattern)``: ``topics`` is then empty); keys and values are deserialized with the
-    given serdes."""
+    """Reads ``topics``, or the topics ``pattern`` matches in full (``stream(Pattern)``; no ``topics``)."""
 
     topics: tuple[str, ...] = attrs.field(validator=names_tuple(0, topics=True))
     key_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
     value_serde: PlanSerde | None = attrs.field(default=None, validator=_serde)
-    pattern: re.Pattern[str] | None = attrs.field(default=None, kw_only=True, validator=_pattern)
+    pattern: re.Pattern[str] | None = attrs.field(default=None, kw_only=True, validator=source_pattern)
     arity = 0
 
-    def __attrs_post_init__(self) -> None:
-        if bool(self.topics) == (self.pattern is not None):
-            raise InvalidArgumentError(
-                f"Source {self.name} must read topics or a pattern, not both or neither "
-                f"(topics={self.topics!r}, pattern={self.pattern!r}).")
-
     def reads(self, topic: str) -> bool:
-        """Whether this source reads ``topic``: one of its topics, or a topic its pattern
-        matches in full (Java's ``Matcher.matches()``, which Kafka's consumer applies)."""
-        if self.pattern is not None:
-            return self.pattern.fullmatch(topic) is not None
-        return topic in self.topics
+        """Whether this source reads ``topic`` (a pattern matches in full, as Kafka's consumer)."""
+        return topic in self.topics if self.pattern is None else self.pattern.fullmatch(topic) is not None
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
         builder.add_source(self.name, self.topics, pattern=None if self.pattern is None else self.pattern.pattern)
@@ -442,7 +426,6 @@ class TableSourceNode(SourceNode):
     def __attrs_post_init__(self) -> None:
         _one_topic(self, attrs.fields(type(self)).topics, self.topics)
         _versioned_is_materialized(self)
-        super().__attrs_post_init__()
 
     @property
     def stores(self) -> tuple[str, ...]:

@@ -34,6 +34,7 @@ from streamsdsl.runtime.connect import (
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
+from streamsdsl.runtime.topics import reads_topic
 from streamsdsl.ir import nodes as ir_nodes
 from streamsdsl.ir.processors import ProcessNode
 
@@ -172,20 +173,6 @@ def _join_store(node: ir.StreamStreamJoinNode, store: str, states: Iterable[tupl
     (`streamsdsl.runtime.stores.join_window_entries`)."""
     side = "left" if store == node.this_store else "right"
     return join_window_entries(((k, getattr(s, side)) for k, s in states), node.windows.size_ms)
-
-
-def reads_topic(node: ir.SourceNode, known: Iterable[str] | None = None) -> Any:
-    """A Column that is true for the records of ``raw`` that source ``node`` reads: its topics,
-    or (a pattern source) the ``known`` topics its pattern matches in full (Python's matching,
-    as the driver routes them), else the topics Java's regular expressions match in full, as
-    Spark's own Kafka connector (``subscribePattern``) matches them."""
-    from pyspark.sql import functions as F
-
-    if node.pattern is None:
-        return F.col("topic").isin(list(node.topics))
-    if known is not None:
-        return F.col("topic").isin(sorted(t for t in set(known) if node.reads(t)))
-    return F.col("topic").rlike(f"^(?:{node.pattern.pattern})$")
 
 
 class _Failed(Exception):

@@ -49,7 +49,7 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
     from streamsdsl.compiler import compile_topology
     from streamsdsl.compiler.plan import CompileOptions
     from streamsdsl.records import RAW_RECORD_DDL
-    from streamsdsl.runtime.engines import reads_topic
+    from streamsdsl.runtime.topics import reads_topic
 
     if not isinstance(topology, Topology):
         raise TopologyError(f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__}).")

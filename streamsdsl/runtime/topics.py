@@ -1,12 +1,18 @@
-"""The topics an application reads and writes must exist before it starts (`check_topics`)."""
+"""The topics an application reads and writes must exist before it starts (`check_topics`); the
+records a source reads among raw records (`reads_topic`)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
 
 from streamsdsl.ir.topology import Topology
 from streamsdsl.runtime.config import StreamsConfig
 from streamsdsl.runtime.errors import MissingTopicError, StreamsError
 
-__all__ = ["check_topics", "source_partitions"]
+if TYPE_CHECKING:
+    from streamsdsl import ir
+
+__all__ = ["check_topics", "reads_topic", "source_partitions"]
 
 
 def check_topics(config: StreamsConfig, topology: Topology) -> None:
@@ -61,3 +67,17 @@ def source_partitions(config: StreamsConfig, topology: Topology) -> int | None:
     found = [len(t.partitions) for name, t in meta.topics.items()
              if t.error is None and any(s.reads(name) for s in topology.sources)]
     return max(found) if found else None
+
+
+def reads_topic(node: ir.SourceNode, known: Iterable[str] | None = None) -> Any:
+    """A Column that is true for the records of ``raw`` that source ``node`` reads: its topics,
+    or (a pattern source) the ``known`` topics its pattern matches in full (Python's matching,
+    as the driver routes them), else the topics Java's regular expressions match in full, as
+    Spark's own Kafka connector (``subscribePattern``) matches them."""
+    from pyspark.sql import functions as F
+
+    if node.pattern is None:
+        return F.col("topic").isin(list(node.topics))
+    if known is not None:
+        return F.col("topic").isin(sorted(t for t in set(known) if node.reads(t)))
+    return F.col("topic").rlike(f"^(?:{node.pattern.pattern})$")
