@@ -323,7 +323,7 @@ class KafkaStreams(NotYetAttributes):
             self.config.application_id,
             "resuming from" if resumed else "new",
             self.config.checkpoint_location,
-            ", ".join([*self.topology.source_topics, *(p.pattern for p in self.topology.source_patterns)])
+            ", ".join(self.topology.source_topics)
             + (" with Spark's JVM Kafka connector" if self.config.connector is Connector.JVM else ""),
             ", ".join(self.topology.sink_topics),
             ui or "disabled (spark.ui.enabled=false)",
