@@ -15,7 +15,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: install kafka-jars kafka-connector class-archive run run-cluster test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
-	oracle oracle-jar deploy-context deploy-image
+	oracle oracle-jar deploy-context deploy-image run-yarn
 
 install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
 
@@ -65,6 +65,12 @@ run: install
 # workers whose Python has PySpark's dependencies only): streamsdsl ships itself (docs/deploy.md).
 run-cluster: install
 	$(PY) examples/order_enrichment.py --cluster
+
+# docs/deploy.md's YARN command (spark-submit --master yarn --deploy-mode cluster ... $(streamsdsl ship)
+# app.py) against Hadoop's MiniYARNCluster started for the run, whose Python has PySpark's
+# dependencies only (integration/test_yarn_cluster.py; minutes of CPU, so `make test` leaves it out).
+run-yarn: install
+	STREAMSDSL_RUN_YARN=1 $(PY) -m pytest -p no:cacheprovider -q integration/test_yarn_cluster.py
 
 # pytest exit code 5 ("no tests collected") is a failure here, as any non-zero code is. The
 # slowest tests are listed at the end, and every test's time is in build/test-results.xml.

@@ -14,7 +14,8 @@ With ``master`` and ``python``, the application's config names the master and th
 interpreter and nothing else about Spark (streamsdsl builds the session and ships itself); with
 ``own_session`` it runs on the session ``spark-submit`` made (``SparkSession.builder.getOrCreate()``,
 shipped by the options ``streamsdsl ship`` printed). It processes what the topics hold, closes and
-prints a JSON line: the application's metrics, its state, the executors and Spark settings seen.
+prints a JSON line: the application's metrics, its state, the executors and Spark settings seen,
+and where the driver's and two tasks' Python imported streamsdsl and confluent-kafka from.
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def steps() -> list[list[tuple[str, str, dict[str, Any] | None, int, int]]]:
     return [first, second]
 
 
+def origins(_: object = None) -> dict[str, str]:
+    """Where this Python process imported streamsdsl and confluent-kafka from (run on the driver,
+    and in a task on each executor)."""
+    import confluent_kafka
+
+    import streamsdsl
+
+    return {"streamsdsl": streamsdsl.__file__ or "", "confluent_kafka": confluent_kafka.__file__ or ""}
+
+
 def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
@@ -129,6 +140,9 @@ def main(argv: list[str]) -> int:
         "shuffle_partitions": session.conf.get("spark.sql.shuffle.partitions"),
         "python": context.pythonExec,
         "py_files": context.getConf().get("spark.submit.pyFiles", ""),
+        "deploy_mode": context.getConf().get("spark.submit.deployMode", "client"),
+        "imported": {"driver": origins(),
+                     "executors": context.parallelize(range(2), 2).map(origins).collect()},
     }))
     session.stop()
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from streamsdsl._lazy import lazy_getattr
+from streamsdsl._shipped import use_native_archives
 
 from streamsdsl.dsl.aggregations import Aggregations
 from streamsdsl.dsl.api import Branched, BranchedKStream, KGroupedStream, KStream, KTable, SessionWindowedKStream
@@ -80,3 +81,7 @@ __all__ = [
     "NotYetImplementedError", "ValueAndTimestamp", "FixedKeyProcessor", "Processor", "PunctuationType", "Record",
     "StoreBuilder", "Stores", "PunctuationError", "StoreQueryParameters", "QueryableStoreTypes",
 ]
+
+# streamsdsl imported from the zip it ships: its native archives beside the zip made importable,
+# before anything imports confluent-kafka (on YARN they are links into the NodeManager's cache)
+use_native_archives(__file__)

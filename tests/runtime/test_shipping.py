@@ -5,10 +5,12 @@ test, `integration/test_standalone_cluster.py`, runs them on Spark)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -77,6 +79,60 @@ def test_a_python_without_streamsdsl_imports_it_from_the_bundle() -> None:
     module, librdkafka = shipped.stdout.split()
     assert module == os.path.join(bundle.py_files[0], "streamsdsl", "__init__.py")
     assert librdkafka.count(".") == 2
+
+
+def _yarn_container(tmp_path: Path) -> Path:
+    """A YARN container's directory as a NodeManager makes it for ``--archives`` and ``--py-files``:
+    each archive unpacked in a cache directory of its own (named after the archive file) and linked
+    into the container under the archive's alias; the zip beside them."""
+    bundle, container = build(), tmp_path / "container"
+    container.mkdir()
+    for number, archive in enumerate(bundle.archives):
+        path, alias = archive.split("#")
+        unpacked = tmp_path / "filecache" / str(number) / os.path.basename(path)
+        unpacked.mkdir(parents=True)
+        with tarfile.open(path) as tar:
+            tar.extractall(unpacked, filter="data")
+        (container / alias).symlink_to(unpacked, target_is_directory=True)
+    for zip_file in bundle.py_files:
+        shutil.copy(zip_file, container)
+    return container
+
+
+def test_on_yarn_the_driver_imports_confluent_kafka_linked_into_its_container(tmp_path: Path) -> None:
+    """A driver in YARN's cluster mode: its script's directory, not the container's, is first on
+    ``sys.path``, the zip on ``PYTHONPATH``, confluent-kafka a link into YARN's cache (where
+    ``$ORIGIN/../confluent_kafka.libs`` is not). Importing streamsdsl from the zip makes
+    confluent-kafka importable from the container, librdkafka loaded from its linked ``.libs``."""
+    container = _yarn_container(tmp_path)
+    probe = ("import streamsdsl, confluent_kafka; print(streamsdsl.__file__); print(confluent_kafka.__file__); "
+             "print(confluent_kafka.libversion()[0])")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join(str(container / os.path.basename(z)) for z in build().py_files)
+    done = subprocess.run([bare_python(), "-c", probe], env=env, capture_output=True, text=True, cwd="/", check=False)
+    assert done.returncode == 0, done.stderr
+    module, kafka, version = done.stdout.split()
+    assert module.startswith(str(container)) and kafka == str(container / "confluent_kafka" / "__init__.py")
+    assert version.count(".") == 2
+
+
+def test_on_yarn_an_executor_loads_librdkafka_linked_beside_confluent_kafka(tmp_path: Path) -> None:
+    """A YARN executor's Python worker: the container's directory first on ``sys.path`` (Spark's
+    files directory), streamsdsl from a zip elsewhere (on one machine, the bundle's own path).
+    Without streamsdsl, confluent-kafka linked into the container fails to find librdkafka;
+    after importing streamsdsl it loads."""
+    container = _yarn_container(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    alone = subprocess.run([bare_python(), "-c", "import confluent_kafka"], env=env, capture_output=True, text=True,
+                           cwd=container, check=False)
+    assert alone.returncode == 1 and "librdkafka" in alone.stderr and "cannot open shared object" in alone.stderr
+    env["PYTHONPATH"] = os.pathsep.join(build().py_files)
+    probe = ("import sys; sys.path.insert(0, '.'); import streamsdsl, confluent_kafka; "
+             "print(confluent_kafka.__file__); print(confluent_kafka.libversion()[0])")
+    done = subprocess.run([bare_python(), "-c", probe], env=env, capture_output=True, text=True, cwd=container,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[0] == str(container / "confluent_kafka" / "__init__.py")
 
 
 @pytest.mark.parametrize(("master", "ship", "shipped"), [
