@@ -19,7 +19,9 @@ count, a Python aggregation, the Kafka sink, on the session ``spark-submit`` mad
 In cluster mode the driver runs in the ApplicationMaster's container and its Python is the
 cluster's too: it imports streamsdsl from the shipped zip and confluent-kafka from the archives
 YARN linked into the container. The application's JSON line is the driver container's ``stdout``.
-The records it wrote are compared with the test driver's for the same input.
+It runs twice, once per step of the standalone test's input, the second run restarting from the
+first's checkpoint; the records written after each are compared with the test driver's for the
+same input.
 
 The cluster and the application take minutes of CPU (a ResourceManager, a NodeManager, the
 ApplicationMaster's driver and two executors, each a JVM): they run with ``STREAMSDSL_RUN_YARN=1``,
@@ -103,54 +105,67 @@ def yarn() -> Iterator[YarnCluster]:
 
 @pytest.fixture(scope="module")
 def runs(yarn: YarnCluster, kafka: LocalKafka, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The docs' command run once on both steps' input: the application's JSON line (from the
-    driver container's stdout), the outputs, and how long the submit took."""
+    """The docs' command run twice, once per step of the input, the second restarting from the
+    first's checkpoint: each run's JSON line (from its driver container's stdout) and how long its
+    submit took, the outputs after each."""
     work = tmp_path_factory.mktemp("yarn-submit")  # the submit's working directory: not the checkout
     topics = {role: f"yarn-{role}-{os.getpid()}" for role in ROLES}
     for topic in topics.values():
         kafka.create_topic(topic, 2)
-    for step in steps():
-        _produce(kafka, topics, step)
     args = {"bootstrap": kafka.bootstrap_servers, "topics": topics, "state_dir": str(work / "state"),
             "application_id": f"yarn-{os.getpid()}", "own_session": True}
     command = local_command(docs_command(), json.dumps(args))
-    started = time.monotonic()
-    done = subprocess.run(["bash", "-c", command], cwd=work, env=yarn.environment(), capture_output=True, text=True,
-                          timeout=480, stdin=subprocess.DEVNULL)
-    seconds = time.monotonic() - started
-    applications = yarn.applications()
-    logs = yarn.container_logs(applications[-1]) if applications else {}
-    driver = next((text for name, text in logs.items() if name.endswith("_000001/stdout")), "")
-    lines = [line for line in driver.splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, (
-        f"spark-submit failed (exit code {done.returncode}):\n{done.stderr[-4000:]}\n"
-        + "\n".join(f"--- {name}\n{text[-3000:]}" for name, text in logs.items()))
-    return {"app": json.loads(lines[-1]), "outputs": _outputs(kafka, topics), "written": _written(kafka, topics),
-            "applications": applications, "submit_seconds": seconds, "stderr": done.stderr}
+    out: dict[str, Any] = {"apps": [], "submit_seconds": [], "outputs": [], "written": [], "stderr": []}
+    for step in steps():
+        _produce(kafka, topics, step)
+        started = time.monotonic()
+        done = subprocess.run(["bash", "-c", command], cwd=work, env=yarn.environment(), capture_output=True,
+                              text=True, timeout=600, stdin=subprocess.DEVNULL)
+        out["submit_seconds"].append(time.monotonic() - started)
+        applications = yarn.applications()
+        logs = yarn.container_logs(applications[-1]) if applications else {}
+        driver = next((text for name, text in logs.items() if name.endswith("_000001/stdout")), "")
+        lines = [line for line in driver.splitlines() if line.startswith("{")]
+        assert done.returncode == 0 and lines, (
+            f"spark-submit failed (exit code {done.returncode}):\n{done.stderr[-4000:]}\n"
+            + "\n".join(f"--- {name}\n{text[-3000:]}" for name, text in logs.items()))
+        out["apps"].append(json.loads(lines[-1]))
+        out["stderr"].append(done.stderr)
+        out["outputs"].append(_outputs(kafka, topics))
+        out["written"].append(_written(kafka, topics))
+    out["applications"] = yarn.applications()
+    return out
 
 
 def test_the_yarn_application_writes_the_drivers_records(runs: dict[str, Any]) -> None:
-    """Submitted with the docs' command, the application writes exactly what the test driver writes
-    for the same input: each enriched order once, every closed session once, each region's revenue."""
-    expected = _driver_outputs(*steps())
-    for role, records in expected.items():
-        got = runs["outputs"][role]
-        missing, extra = [r for r in records if r not in got], [r for r in got if r not in records]
-        assert got == records, f"{role}: missing {missing}, extra {extra}"
-    assert runs["app"]["metrics"]["output-records-total"] == runs["written"]
+    """Submitted with the docs' command, once per step, the application writes exactly what the
+    test driver writes for the same input: after the first step, the driver's records of the first
+    step's input; after the restart from the checkpoint, those of both (each enriched order once,
+    every closed session once, each region's revenue): nothing lost, nothing repeated."""
+    for after, parts in ((0, steps()[:1]), (1, steps())):
+        for role, records in _driver_outputs(*parts).items():
+            got = runs["outputs"][after][role]
+            missing, extra = [r for r in records if r not in got], [r for r in got if r not in records]
+            assert got == records, f"after step {after + 1}, {role}: missing {missing}, extra {extra}"
+    first, second = runs["apps"]
+    assert first["metrics"]["output-records-total"] == runs["written"][0]
+    assert second["metrics"]["output-records-total"] == runs["written"][1] - runs["written"][0]
 
 
 def test_the_driver_ran_in_a_yarn_container_on_the_clusters_python(runs: dict[str, Any], yarn: YarnCluster) -> None:
-    """Cluster mode: the driver ran in the ApplicationMaster's container with the cluster's Python
-    (no streamsdsl installed), importing streamsdsl from the shipped zip and confluent-kafka (native)
-    from the archives YARN linked into the container; two executors, one application."""
-    app, root = runs["app"], str(yarn.directory.resolve())
-    assert (app["master"], app["deploy_mode"], app["executors"], app["state"]) == ("yarn", "cluster", 2, "NOT_RUNNING")
-    assert app["python"] == bare_python()
-    driver = app["imported"]["driver"]
-    assert driver["streamsdsl"].startswith(root) and driver["streamsdsl"].endswith("-py.zip/streamsdsl/__init__.py")
-    assert driver["confluent_kafka"].startswith(root) and "/container_" in driver["confluent_kafka"]
-    assert len(runs["applications"]) == 1 and "final status: SUCCEEDED" in runs["stderr"]
+    """Cluster mode: each run's driver ran in its ApplicationMaster's container with the cluster's
+    Python (no streamsdsl installed), importing streamsdsl from the shipped zip and confluent-kafka
+    (native) from the archives YARN linked into the container; two executors; two applications."""
+    root = str(yarn.directory.resolve())
+    for app, stderr in zip(runs["apps"], runs["stderr"]):
+        assert (app["master"], app["deploy_mode"], app["executors"], app["state"]) == (
+            "yarn", "cluster", 2, "NOT_RUNNING")
+        assert app["python"] == bare_python()
+        driver = app["imported"]["driver"]
+        assert driver["streamsdsl"].startswith(root) and driver["streamsdsl"].endswith("-py.zip/streamsdsl/__init__.py")
+        assert driver["confluent_kafka"].startswith(root) and "/container_" in driver["confluent_kafka"]
+        assert "final status: SUCCEEDED" in stderr
+    assert len(runs["applications"]) == 2
 
 
 def test_the_executors_load_confluent_kafka_from_yarns_links(runs: dict[str, Any], yarn: YarnCluster) -> None:
@@ -159,9 +174,10 @@ def test_the_executors_load_confluent_kafka_from_yarns_links(runs: dict[str, Any
     leads into the cache, not the container). streamsdsl comes from a shipped zip: on this one
     machine the bundle's own path (``spark.executorEnv.PYTHONPATH``) exists too and comes first."""
     root = str(yarn.directory.resolve())
-    for executor in runs["app"]["imported"]["executors"]:
-        assert executor["confluent_kafka"].startswith(root) and "/container_" in executor["confluent_kafka"], executor
-        assert executor["streamsdsl"].endswith("-py.zip/streamsdsl/__init__.py"), executor
+    for app in runs["apps"]:
+        for executor in app["imported"]["executors"]:
+            assert executor["confluent_kafka"].startswith(root) and "/container_" in executor["confluent_kafka"]
+            assert executor["streamsdsl"].endswith("-py.zip/streamsdsl/__init__.py"), executor
 
 
 def test_stopping_the_cluster_leaves_no_process_or_file(yarn: YarnCluster, runs: dict[str, Any]) -> None:

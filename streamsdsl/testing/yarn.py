@@ -3,7 +3,7 @@
 `YarnCluster` starts Hadoop's own test cluster (``org.apache.hadoop.yarn.server.MiniYARNCluster``:
 a ResourceManager and NodeManagers in one JVM, the way Spark's ``YarnClusterSuite`` runs its YARN
 tests) from a small launcher (`LAUNCHER_SOURCE`, compiled with ``javac`` once into the user's
-cache) on the Hadoop version of the installed PySpark (its ``hadoop-client-api`` jar: 3.5.0 for
+cache: `streamsdsl.testing.launchers`) on the Hadoop version of the installed PySpark (its ``hadoop-client-api`` jar: 3.5.0 for
 PySpark 4.2.0). Its jars (``org.apache.hadoop:hadoop-client-minicluster`` and what it needs
 besides the client jars: JUnit's API, which Hadoop's test utilities load, and Bouncy Castle) are
 resolved from Maven Central into ``<cache>/hadoop-minicluster-<version>/`` on first use
@@ -33,7 +33,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
-import hashlib
 import os
 import re
 import shutil
@@ -46,6 +45,7 @@ from types import TracebackType
 
 from streamsdsl import maven
 from streamsdsl.errors import StreamsDslError
+from streamsdsl.testing.launchers import compile_launcher, java_home
 from streamsdsl.testing.processes import stop_groups
 from streamsdsl.testing.standalone import spark_home
 
@@ -171,40 +171,6 @@ def minicluster_jars(version: str | None = None) -> list[str]:
     return jars + [j for j in spark_jars if os.path.basename(j).startswith(logging)]
 
 
-def _launcher_classes(classpath: list[str]) -> Path:
-    """The compiled launcher, in ``<cache>/yarn-launcher/<hash>/`` (``javac`` once per source)."""
-    key = hashlib.sha256(LAUNCHER_SOURCE.encode()).hexdigest()[:16]
-    target = maven.cache_dir() / "yarn-launcher" / key
-    if (target / f"{LAUNCHER_CLASS}.class").is_file():
-        return target
-    javac = shutil.which("javac")
-    if javac is None:
-        raise YarnClusterError("compiling the MiniYARNCluster launcher needs a JDK's javac, which is not on PATH")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".compiling-") as tmp:
-        source = Path(tmp) / f"{LAUNCHER_CLASS}.java"
-        source.write_text(LAUNCHER_SOURCE)
-        done = subprocess.run([javac, "-cp", os.pathsep.join(classpath), "-d", str(Path(tmp) / "classes"),
-                               str(source)], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)
-        if done.returncode != 0:
-            raise YarnClusterError(f"javac could not compile the MiniYARNCluster launcher:\n{done.stderr[-2000:]}")
-        with contextlib.suppress(OSError):  # else a concurrent compile finished first
-            os.rename(Path(tmp) / "classes", target)
-    return target
-
-
-def _java_home() -> str:
-    """``JAVA_HOME``, else the JDK of the ``java`` on ``PATH``: the NodeManager's containers start
-    ``$JAVA_HOME/bin/java``."""
-    explicit = os.environ.get("JAVA_HOME", "").strip()
-    if explicit:
-        return explicit
-    java = shutil.which("java")
-    if java is None:
-        raise YarnClusterError("a YARN cluster needs Java: neither JAVA_HOME nor java on PATH")
-    return str(Path(java).resolve().parent.parent)
-
-
 class YarnCluster:
     """A MiniYARNCluster (one ResourceManager, ``node_managers`` NodeManagers with ``memory_mb`` and
     ``vcores`` each) and the configuration directories of a ``spark-submit --master yarn`` against it."""
@@ -256,7 +222,7 @@ class YarnCluster:
                if k not in ("PYTHONPATH", "VIRTUAL_ENV", "SPARK_CONF_DIR", "STREAMSDSL_SPARK_MASTER")}
         env.update({"HADOOP_CONF_DIR": str(self.hadoop_conf_dir), "YARN_CONF_DIR": str(self.hadoop_conf_dir),
                     "SPARK_CONF_DIR": str(self.spark_conf_dir), "SPARK_LOCAL_IP": "127.0.0.1",
-                    "JAVA_HOME": _java_home()})
+                    "JAVA_HOME": java_home(YarnClusterError)})
         return env
 
     def start(self) -> YarnCluster:
@@ -271,7 +237,7 @@ class YarnCluster:
         """
         try:
             classpath = minicluster_jars()
-            classes = _launcher_classes(classpath)
+            classes = compile_launcher(LAUNCHER_CLASS, LAUNCHER_SOURCE, classpath, YarnClusterError)
             self.hadoop_conf_dir.mkdir()
             self.spark_conf_dir.mkdir()
             (self.spark_conf_dir / "spark-defaults.conf").write_text(
