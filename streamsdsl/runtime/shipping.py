@@ -13,7 +13,8 @@ package management documents it:
   ``confluent_kafka.libs`` directory with librdkafka, which a zip cannot hold: Python does not
   load extension modules from a zip) as an **archive on** ``spark.archives``, unpacked under its own
   top-level name into Spark's files directory, which is also on every Python process's
-  ``sys.path``: ``confluent_kafka.tgz#confluent_kafka`` becomes ``<files>/confluent_kafka/``;
+  ``sys.path``: ``confluent_kafka.tgz#confluent_kafka`` becomes ``<files>/confluent_kafka/`` (on
+  YARN, a link in the container to where the NodeManager unpacked it: `streamsdsl._shipped`);
 * and, for the Python processes Spark starts **on the driver**, the bundle's own paths on this
   machine in ``spark.executorEnv.PYTHONPATH`` (which PySpark passes to every Python function's
   process, the driver's included): Spark 4.2 starts the runner of a Python **streaming** source
