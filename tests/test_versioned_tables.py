@@ -241,6 +241,21 @@ class TestGraceJoinKafka:
         assert dropped == 1.0
 
 
+    def test_grace_join_in_a_streaming_query(self, spark: Any) -> None:
+        """The same scenario as a streaming query (a micro-batch per piped record): the buffer
+        follows the watermark and an event-time timer releases a key's records once it passes
+        their timestamp plus the grace period; Kafka's records come out, those released together
+        per key (docs/differences.md)."""
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        with TopologyTestDriver(grace_join(), engine="streaming", spark=spark) as d:
+            got = _drive(d, [table_at_0("Y"), stream_records("X"), table_at_0("YY"), stream_records("X"),
+                             ("stream", [(5, "test", 7)]), table_at_0("YYY")])
+        assert got[:4] == [[], [(0, "X0+Y0", 0), (1, "X1+Y1", 1)], [], [(0, "X0+YY0", 0), (1, "X1+YY1", 1)]]
+        assert sorted(got[4]) == [(2, "X2+YY2", 2), (2, "X2+YY2", 2), (3, "X3+YY3", 3), (3, "X3+YY3", 3)]
+        assert got[5] == []
+
+
 class TestVersionedJoin:
     @pytest.mark.streaming_host
     def test_join_as_of_the_stream_record(self, open_driver: Any) -> None:
