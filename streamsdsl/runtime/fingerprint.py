@@ -226,6 +226,19 @@ def _kind(node: ir.Node) -> str:
         type(agg), type(node).__name__)
 
 
+def _versioned_kind(topology: Topology, node: ir.Node, kind: str) -> str:
+    """``kind``, marked for a versioned table and a stream–table join against one (their state
+    holds versions, and a grace join's buffered records): a checkpoint of the other kind cannot
+    continue. Other operators keep their kind as before."""
+    from streamsdsl.operators.descriptions import versioned_retention
+
+    if getattr(node, "history_retention_ms", None) is not None:
+        return f"{kind} (versioned)"
+    if isinstance(node, ir.StreamTableJoinNode) and versioned_retention(topology, node.parents[1]) is not None:
+        return f"{kind} (versioned{', grace' if node.grace_ms is not None else ''})"
+    return kind
+
+
 def _backend(choice: Any) -> str | None:
     """``jvm``, ``python`` or ``native``: the backend of the compiler's choice (None: not reported)."""
     return None if choice is None else str(choice.backend.value)
@@ -268,7 +281,7 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, Any] | None
         inputs = node.parents
         ops.append({
             "name": node.name,
-            "kind": _kind(node),
+            "kind": _versioned_kind(topology, node, _kind(node)),
             "store": ", ".join(node.stores),
             "windows": None if windows is None else repr(windows),
             "emit": repr(emit or EmitStrategy.on_window_update()),

@@ -186,6 +186,30 @@ class TestRejected:
         new = count_app(agg=lambda g: g.reduce(operator.add))
         assert first_line(count_app(), new, tmp_path) == _headline(f"{REDUCE}: aggregation count -> reduce")
 
+    def test_table_made_versioned(self) -> None:
+        """A table source (and the stream–table join reading it) materialized with a versioned
+        store keeps versions in its state: a checkpoint of the latest-value table cannot
+        continue as it, nor the other way round; a grace period changes the join's state too."""
+        from streamsdsl import Joined, Materialized, Stores
+
+        def app(versioned: bool, grace: int | None = None) -> Topology:
+            b = StreamsBuilder()
+            store = Materialized.as_(Stores.persistent_versioned_key_value_store("t", 10) if versioned else "t")
+            joined = None if grace is None else Joined.with_grace_period(grace)
+            b.stream("s").join(b.table("tt", materialized=store), lambda v, t: v, joined=joined).to("out")
+            return b.build()
+
+        assert changes(app(False), app(True)) == [
+            "KTABLE-SOURCE-0000000002 (TableSourceNode (versioned)): aggregation TableSourceNode -> TableSourceNode "
+            "(versioned)",
+            "KSTREAM-JOIN-0000000003 (StreamTableJoinNode (versioned)): aggregation StreamTableJoinNode -> "
+            "StreamTableJoinNode (versioned)",
+        ]
+        assert changes(app(True), app(True, 5)) == [
+            "KSTREAM-JOIN-0000000003 (StreamTableJoinNode (versioned, grace)): aggregation StreamTableJoinNode "
+            "(versioned) -> StreamTableJoinNode (versioned, grace)"]
+        assert changes(app(True, 5), app(True, 5)) == []
+
     def test_added_aggregation(self, tmp_path: Path) -> None:
         """A second count, over another topic: the new operator is named first, then the new source."""
         new = count_app(extra=lambda b: b.stream("more").group_by_key().count().to_stream().to("out2"))
