@@ -15,7 +15,7 @@ import pytest
 
 from streamsdsl import Consumed, Serdes, StreamsBuilder
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, StreamsDslError, TopologyError
-from streamsdsl.io.errors import KafkaOptionError
+from streamsdsl.io.errors import KafkaOptionError, KafkaSourceError
 from streamsdsl.io.offsets import TopicPartitionKey
 from streamsdsl.io.options import KafkaSourceOptions
 from streamsdsl.io.source import KafkaStreamReader, ReadAllAvailable
@@ -289,3 +289,84 @@ class TestSubscription:
         assert subscription(pattern_source) == ("subscribePattern", "(?i)orders-.*")
         assert subscription(pattern_source, jvm=True) == ("subscribePattern", "^(?:(?i)orders-.*)$")
         assert subscription(named, jvm=True) == subscription(named) == ("subscribe", "b,a")
+
+
+class _Topic:
+    def __init__(self, partitions: int) -> None:
+        self.error, self.partitions = None, dict.fromkeys(range(partitions))
+
+
+class _Metadata:
+    """What librdkafka's ``list_topics()`` answers: topics by name."""
+
+    def __init__(self, topics: dict[str, int]) -> None:
+        self.topics = {name: _Topic(n) for name, n in topics.items()}
+
+
+class TestTopicListing:
+    """`OffsetClient.partitions` with ``subscribePattern``: one listing of the brokers' topics."""
+
+    def _client(self, topics: dict[str, int], **extra: str) -> Any:
+        from streamsdsl.io.client import OffsetClient
+
+        client = OffsetClient(_pattern_options(**extra))
+        meta = _Metadata(topics)
+        client._consumer = type("FakeConsumer", (), {"list_topics": lambda self, timeout: meta})()  # type: ignore[assignment]
+        return client
+
+    def test_the_matching_topics_partitions(self) -> None:
+        """Matched in full, internal topics left out, partitions in order."""
+        client = self._client({"orders-b": 2, "orders-a": 1, "old-orders-a": 1, "__consumer_offsets": 50})
+        assert client.partitions() == [("orders-a", 0), ("orders-b", 0), ("orders-b", 1)]
+
+    def test_a_topic_another_source_pattern_matches_fails_the_query(self) -> None:
+        """``otherPatterns`` (set by KafkaStreams): a topic created during the run that two sources'
+        patterns match fails the query with Kafka Streams' message."""
+        client = self._client({"orders-a": 1, "orders-eu": 1}, otherPatterns='["refunds-.*", "orders-e.*"]')
+        with pytest.raises(KafkaSourceError) as caught:
+            client.partitions()
+        assert str(caught.value) == (
+            "Topic orders-eu is already matched for another regex pattern orders-e.* and hence cannot be matched to "
+            "this regex pattern orders-.* any more. A topic is read by one source: narrow the patterns.")
+
+    @pytest.mark.parametrize("raw", ["refunds", '["("]', "[1]"])
+    def test_other_patterns_must_be_a_json_list_of_patterns(self, raw: str) -> None:
+        """A malformed ``otherPatterns`` is an option error."""
+        with pytest.raises(KafkaOptionError, match="otherPatterns"):
+            _pattern_options(otherPatterns=raw)
+
+    def test_kafka_streams_tells_each_pattern_source_the_others(self) -> None:
+        """The application's Python source of a pattern gets the other sources' patterns
+        (``otherPatterns``); a named-topic source and a lone pattern get none."""
+        from streamsdsl.runtime.config import StreamsConfig
+        from streamsdsl.runtime.wiring import raw_source
+
+        class Reader:
+            def __init__(self) -> None:
+                self.given: dict[str, str] = {}
+
+            def format(self, name: str) -> Reader:
+                return self
+
+            def options(self, **opts: str) -> Reader:
+                return self
+
+            def option(self, key: str, value: str) -> Reader:
+                self.given[key] = value
+                return self
+
+            def load(self) -> dict[str, str]:
+                return self.given
+
+        spark = type("Spark", (), {"readStream": property(lambda self: Reader())})()
+        b = StreamsBuilder()
+        for source in (re.compile("orders-.*"), re.compile("refunds-.*"), "audit"):
+            b.stream(source).to("out")
+        topology = b.build()
+        config = StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "h:9092"})
+        read = raw_source(spark, config, None, topology)  # type: ignore[arg-type]
+        assert [read(s) for s in topology.sources] == [
+            {"subscribePattern": "orders-.*", "otherPatterns": '["refunds-.*"]'},
+            {"subscribePattern": "refunds-.*", "otherPatterns": '["orders-.*"]'},
+            {"subscribe": "audit"},
+        ]

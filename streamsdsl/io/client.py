@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from streamsdsl.io.errors import broker_timeout
+from streamsdsl.io.errors import KafkaSourceError, broker_timeout
 from streamsdsl.io.offsets import EARLIEST, LATEST, TopicPartitionKey, fill_sentinels
 from streamsdsl.io.options import KafkaSourceOptions
 
@@ -60,12 +60,21 @@ class OffsetClient:
     def partitions(self) -> list[TopicPartitionKey]:
         """Partitions of every subscribed topic that exists (missing topics: none yet); with
         ``subscribePattern``, of every topic on the brokers the pattern matches in full, listed
-        now (one metadata request: a topic created since the last call is found)."""
+        now (one metadata request: a topic created since the last call is found); one that an
+        ``otherPatterns`` pattern matches too raises `KafkaSourceError`."""
         if self._options.pattern is not None:
             meta = self._retrying(
                 "list the brokers' topics", lambda remaining: self._meta().list_topics(timeout=remaining))
-            return [(topic, p) for topic, info in sorted(meta.topics.items())
-                    if info.error is None and self._options.reads(topic) for p in sorted(info.partitions)]
+            found = [(topic, info) for topic, info in sorted(meta.topics.items())
+                     if info.error is None and self._options.reads(topic)]
+            for topic, _info in found:
+                other = self._options.also_matched_by(topic)
+                if other is not None:  # Kafka Streams' message (InternalTopologyBuilder)
+                    raise KafkaSourceError(
+                        f"Topic {topic} is already matched for another regex pattern {other} and hence cannot be "
+                        f"matched to this regex pattern {self._options.pattern} any more. A topic is read by one "
+                        "source: narrow the patterns.")
+            return [(topic, p) for topic, info in found for p in sorted(info.partitions)]
         out: list[TopicPartitionKey] = []
         for topic in self._options.topics:
             meta = self._retrying(

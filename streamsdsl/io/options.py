@@ -17,6 +17,10 @@ subscribePattern
     while the query runs: each micro-batch's planning lists the brokers' topics, and a new
     matching topic (or a new partition) is read from its earliest offset, as Spark's own
     connector reads a partition it discovers.
+otherPatterns
+    With ``subscribePattern``: a JSON list of the patterns other sources of the same application
+    read (``KafkaStreams`` sets it). A topic this pattern and one of them both match fails the
+    query, as Kafka Streams fails ("Topic ... is already matched for another regex pattern ...").
 startingOffsets
     ``"earliest"``, ``"latest"`` (streaming default) or JSON such as
     ``{"orders": {"0": 23, "1": -2}}`` (``-2`` = earliest, ``-1`` = latest) naming every
@@ -194,16 +198,32 @@ def _client_settings(
     return conf
 
 
-def _topic_pattern(raw: str | None) -> re.Pattern[str] | None:
+def _topic_pattern(raw: str | None, name: str = "subscribePattern") -> re.Pattern[str] | None:
     """The compiled ``subscribePattern`` (None when not given)."""
     if raw is None:
         return None
     if not raw.strip():
-        raise KafkaOptionError("option 'subscribePattern' is empty; give a regular expression, e.g. 'orders-.*'.")
+        raise KafkaOptionError(f"option '{name}' is empty; give a regular expression, e.g. 'orders-.*'.")
     try:
         return re.compile(raw)
     except re.error as e:
-        raise KafkaOptionError(f"option 'subscribePattern' is not a valid regular expression ({e}): {raw!r}.") from None
+        raise KafkaOptionError(f"option '{name}' is not a valid regular expression ({e}): {raw!r}.") from None
+
+
+def _other_patterns(raw: str | None, pattern: re.Pattern[str] | None) -> tuple[str, ...]:
+    """The parsed ``otherPatterns`` (a JSON list of regular expressions; only with a pattern)."""
+    if raw is None:
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = None
+    if pattern is None or not isinstance(parsed, list) or not all(isinstance(p, str) for p in parsed):
+        raise KafkaOptionError(
+            f"option 'otherPatterns' must be a JSON list of regular expressions, with 'subscribePattern' (got {raw!r}).")
+    for p in parsed:
+        _topic_pattern(p, "otherPatterns")
+    return tuple(parsed)
 
 
 def _parse_offsets_spec(raw: str, name: str, topics: Sequence[str], *, ending: bool,
@@ -271,6 +291,12 @@ class KafkaSourceOptions:
     lease: str | None = None
     #: ``subscribePattern``: the topics read are those it matches in full (``topics`` is empty).
     pattern: str | None = None
+    #: ``otherPatterns``: the patterns of the application's other sources (no topic is read by two).
+    other_patterns: tuple[str, ...] = ()
+
+    def also_matched_by(self, topic: str) -> str | None:
+        """The first of `other_patterns` that matches ``topic`` in full, if any."""
+        return next((p for p in self.other_patterns if re.fullmatch(p, topic)), None)
 
     def reads(self, topic: str) -> bool:
         """Whether the source reads ``topic``: a subscribed topic, or one the pattern matches in
@@ -335,6 +361,7 @@ class KafkaSourceOptions:
             bootstrap_servers=bootstrap,
             topics=topics,
             pattern=None if pattern is None else pattern.pattern,
+            other_patterns=_other_patterns(opts.get("otherpatterns"), pattern),
             starting_offsets=starting,
             ending_offsets=ending,
             max_offsets_per_trigger=max_per_trigger,

@@ -4,6 +4,7 @@ sources its query reads (`raw_source`) and the query itself (`start_query`): the
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -72,10 +73,12 @@ def _submitted_master() -> str | None:
     return None if SHUFFLE_PARTITIONS in submitted else submitted.get("spark.master")
 
 
-def raw_source(spark: SparkSession, config: StreamsConfig,
-               lease: ClientLease | None) -> Callable[[ir.SourceNode], DataFrame]:
+def raw_source(spark: SparkSession, config: StreamsConfig, lease: ClientLease | None,
+               topology: Topology | None = None) -> Callable[[ir.SourceNode], DataFrame]:
     """Source node → its topics as a streaming DataFrame, read by the configured connector (the
-    ``streamsdsl-kafka`` data source with the executors' client ``lease``, or Spark's own)."""
+    ``streamsdsl-kafka`` data source with the executors' client ``lease``, or Spark's own); a
+    pattern source of the Python one is told the other patterns of ``topology``
+    (``otherPatterns``: a topic two of them match fails the query, as in Kafka Streams)."""
     if config.connector is Connector.JVM:
         return jvm_raw_source(spark, config)
     from streamsdsl.io import SOURCE_NAME
@@ -87,7 +90,11 @@ def raw_source(spark: SparkSession, config: StreamsConfig,
         options[LEASE_OPTION] = lease.path
 
     def read(node: ir.SourceNode) -> DataFrame:
-        return spark.readStream.format(SOURCE_NAME).options(**options).option(*subscription(node)).load()
+        reader = spark.readStream.format(SOURCE_NAME).options(**options).option(*subscription(node))
+        others = [s.pattern.pattern for s in (topology.sources if topology else ()) if s is not node and s.pattern]
+        if node.pattern is not None and others:
+            reader = reader.option("otherPatterns", json.dumps(others))
+        return reader.load()
 
     return read
 
@@ -119,7 +126,7 @@ def start_query(spark: SparkSession, topology: Topology, config: StreamsConfig, 
 
     query, compiled, _ = start_streaming(
         topology,
-        raw_source(spark, config, lease),
+        raw_source(spark, config, lease, topology),
         sink,
         checkpoint_location=config.checkpoint_location,
         trigger=config.trigger,
