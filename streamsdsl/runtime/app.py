@@ -59,11 +59,10 @@ from streamsdsl.runtime.topics import check_topics, source_partitions
 from streamsdsl.runtime.wiring import application_session, prepare_session, start_query
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
 from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
-from streamsdsl.runtime.lifecycle import progress_listener, transition_path
-from streamsdsl.runtime.lifecycle import seconds as _seconds
+from streamsdsl.runtime.lifecycle import progress_listener, seconds as _seconds, transition_path
 from streamsdsl.runtime.metrics import Metrics, QueryMetrics, completed_batch, log_progress
 from streamsdsl.runtime.operations import MetricsPublisher
-from streamsdsl.runtime.queries import StoreQueryParameters, store_view
+from streamsdsl.runtime.queries import StoreQueryParameters, StoreReader, store_view
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -130,6 +129,7 @@ class KafkaStreams(NotYetAttributes):
         self._lock = threading.RLock()
         self._query: StreamingQuery | None = None
         self._compiled: CompiledTopology | None = None
+        self._store_reader: StoreReader | None = None
         self._metrics: QueryMetrics | None = None
         #: The metrics after each batch, published to Spark's metrics system (`streamsdsl.runtime.operations`).
         self._publisher = MetricsPublisher(self.config.application_id)
@@ -514,11 +514,9 @@ class KafkaStreams(NotYetAttributes):
         """A read-only view of a named store (Kafka Streams' interactive queries):
         ``app.store(StoreQueryParameters.from_name_and_type("counts", QueryableStoreTypes.key_value_store()))``.
 
-        Every named store is queryable: an aggregation's, a cogroup's, a grouped table's, a
-        table's or a table–table join's (``Materialized.as_``, on the Python or the JVM operator)
-        and a processor's (``StreamsBuilder.add_state_store``).
-        Each call of the view reads the state of the last committed micro-batch from the
-        checkpoint (`streamsdsl.runtime.queries`); an unnamed store is refused with the fix.
+        Every named store is queryable (``Materialized.as_``, ``StreamsBuilder.add_state_store``);
+        each answer is the state of the last committed micro-batch, read from the checkpoint once
+        per batch (`streamsdsl.runtime.queries`); an unnamed store is refused with the fix.
 
         Raises
         ------
@@ -528,8 +526,9 @@ class KafkaStreams(NotYetAttributes):
             No such store, another type of store, or a store that is not queryable.
         """
         self._require_started("store")
-        assert self._compiled is not None
-        return store_view(self._session(), self.config.checkpoint_location, self._compiled, params)
+        if self._store_reader is None or self._store_reader.compiled is not self._compiled:
+            self._store_reader = StoreReader(self._session(), self.config.checkpoint_location, self._compiled)
+        return store_view(self._store_reader, params)
 
     @property
     def streaming_query(self) -> StreamingQuery | None:

@@ -46,6 +46,17 @@ def _local(checkpoint: str) -> str | None:
     return checkpoint.removeprefix("file://").removeprefix("file:")
 
 
+def last_commit(checkpoint: str) -> int | None:
+    """The id of the last micro-batch committed into ``checkpoint`` (its commit log's newest entry;
+    None: none yet, or a remote file system, which is not listed)."""
+    local = _local(checkpoint)
+    try:
+        names = os.listdir(os.path.join(local, "commits")) if local is not None else []
+    except OSError:
+        return None
+    return max((int(n) for n in names if n.isdigit()), default=None)
+
+
 def has_progress(checkpoint: str) -> bool:
     """Whether Spark has written progress (a planned batch, a commit or state) into ``checkpoint``."""
     return any(os.path.isdir(d) and os.listdir(d)

@@ -5,8 +5,9 @@ A query reads the application's checkpoint with Spark's state data source (``sta
 ``state-metadata``): each streamsdsl operator names its state variable after the store it
 holds (an aggregation's, a materialized table's, a processor's), so a store is found by name,
 on the Python and on the JVM operator alike, and decoded with the encodings the compiled plan
-gives its node. A view reads again on every call: each answer is the state as of the latest
-micro-batch committed when it is asked.
+gives its node. Each answer is the state as of the latest micro-batch committed when it is
+asked: a view reads the store again once a newer batch committed, and answers from the rows it
+read last while none did (`StoreReader`: one per running application).
 
 Kafka Streams answers from the local RocksDB instance of the store, at once; here every call is
 a small Spark batch job over the checkpoint (its latency is in ``docs/performance.md``).
@@ -28,6 +29,7 @@ from streamsdsl.operators.functions import joiner_of
 from streamsdsl.records import GENERATED_STORE_NAME
 from streamsdsl.semantics.table_table import TableJoinState, join_store_entry
 from streamsdsl.semantics.tables import TableValue
+from streamsdsl.runtime.checkpoint import last_commit
 from streamsdsl.runtime.stores import ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
 from streamsdsl.state import MemoryBackend, open_store
 
@@ -134,10 +136,16 @@ def _kind_of(topology: Any, name: str) -> tuple[str, ir.Node | None]:
 class StoreReader:
     """Reads a running application's stores from its checkpoint (see the module docs)."""
 
-    def __init__(self, spark: SparkSession, checkpoint: str, compiled: CompiledTopology) -> None:
+    def __init__(self, spark: SparkSession, checkpoint: str, compiled: CompiledTopology,
+                 committed: Callable[[str], int | None] = last_commit) -> None:
         self.spark, self.checkpoint, self.compiled = spark, checkpoint, compiled
+        #: The id of the last micro-batch committed into a checkpoint (None: unknown).
+        self._committed = committed
         #: The operator id of each store found so far (the ids of a query's plan do not change).
         self._operators: dict[str, int] = {}
+        #: Each store's rows as last read, with the committed batch's id before that read: while no
+        #: newer batch committed, a read answers from them (they are that batch's state or newer).
+        self._read: dict[str, tuple[int, list[Any]]] = {}
 
     def view(self, params: StoreQueryParameters) -> Any:
         """The read-only view ``params`` asks for (refused with the reason and the fix)."""
@@ -179,14 +187,21 @@ class StoreReader:
         return None
 
     def _rows(self, name: str) -> list[Any]:
+        batch = self._committed(self.checkpoint)
+        last = self._read.get(name)
+        if batch is not None and last is not None and last[0] == batch:
+            return last[1]
         operator = self._operators.get(name)
         if operator is None:
             operator = self._operator(name)
             if operator is None:
                 return []
             self._operators[name] = operator
-        return (self.spark.read.format("statestore").option("path", self.checkpoint)
+        rows = (self.spark.read.format("statestore").option("path", self.checkpoint)
                 .option("operatorId", operator).option("stateVarName", name).load().collect())
+        if batch is not None:
+            self._read[name] = (batch, rows)
+        return rows
 
     def _dsl_entries(self, name: str, node: ir.Node) -> list[StoreEntry]:
         frame = self.compiled.frames[node.name]
@@ -262,10 +277,10 @@ class _ReadOnly:
         return getattr(self._open(), attr)
 
 
-def store_view(spark: SparkSession, checkpoint: str, compiled: CompiledTopology, params: Any) -> Any:
-    """``KafkaStreams.store``: check ``params`` and return the view."""
+def store_view(reader: StoreReader, params: Any) -> Any:
+    """``KafkaStreams.store``: check ``params`` and return the view ``reader`` reads."""
     if not isinstance(params, StoreQueryParameters):
         raise InvalidTypeError(
             "KafkaStreams.store() takes StoreQueryParameters.from_name_and_type(name, QueryableStoreTypes."
             f"key_value_store()) (got {type(params).__name__}: {params!r}).")
-    return StoreReader(spark, checkpoint, compiled).view(params)
+    return reader.view(params)

@@ -99,3 +99,56 @@ class TestJvmState:
     def test_another_layout_version_is_refused(self) -> None:
         with pytest.raises(InvalidStateStoreError):
             _jvm_windows(struct.pack(">bqi", 2, 0, 0), "bigint")
+
+
+class _FakeRead:
+    """Spark's ``spark.read`` chain over canned rows, counting the loads of each format."""
+
+    def __init__(self, loads: list[str]) -> None:
+        self.loads, self._format = loads, ""
+
+    def format(self, name: str) -> _FakeRead:
+        self._format = name
+        return self
+
+    def option(self, *_: Any) -> _FakeRead:
+        return self
+
+    def load(self, *_: Any) -> _FakeRead:
+        self.loads.append(self._format)
+        return self
+
+    def collect(self) -> list[Any]:
+        if self._format == "state-metadata":
+            props = '{"stateVariables": [{"stateName": "seen"}]}'
+            return [attrs.make_class("M", ["operatorId", "operatorProperties"])(3, props)]
+        return [f"row-{len(self.loads)}"]
+
+
+class TestReadOncePerBatch:
+    def test_a_store_is_read_again_only_after_a_newer_batch_committed(self) -> None:
+        """The reader answers from the rows it read while the checkpoint's last commit is the same,
+        reads the store again once a newer batch committed, and reads every time while no batch id
+        is known (the operator's id is looked up once)."""
+        loads: list[str] = []
+        batch: list[int | None] = [4]
+        spark = attrs.make_class("S", ["read"])(_FakeRead(loads))
+        reader = StoreReader(spark, "/nowhere", None, lambda checkpoint: batch[0])  # type: ignore[arg-type]
+        first = reader._rows("seen")
+        assert reader._rows("seen") is first and loads == ["state-metadata", "statestore"]
+        batch[0] = 5
+        assert reader._rows("seen") == ["row-3"] and loads == ["state-metadata", "statestore", "statestore"]
+        batch[0] = None
+        reader._rows("seen"), reader._rows("seen")
+        assert loads.count("statestore") == 4 and loads.count("state-metadata") == 1
+
+    def test_the_last_commit_is_the_commit_logs_newest_entry(self, tmp_path: Any) -> None:
+        """Numbered files of ``commits/`` (not their ``.crc`` twins); none on a remote checkpoint."""
+        from streamsdsl.runtime.checkpoint import last_commit
+
+        assert last_commit(str(tmp_path)) is None
+        (tmp_path / "commits").mkdir()
+        for name in ("0", "1", "10", ".10.crc", "9"):
+            (tmp_path / "commits" / name).write_text("v1")
+        assert last_commit(str(tmp_path)) == last_commit(f"file://{tmp_path}") == 10
+        assert last_commit("s3a://bucket/app") is None
