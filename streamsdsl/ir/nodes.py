@@ -14,6 +14,7 @@ hold. Each node also renders its own part of ``Topology.describe()`` (`Node.desc
 from __future__ import annotations
 
 import inspect
+import sys
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -524,8 +525,8 @@ class StreamTableJoinNode(Node):
     joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
     kind: str = attrs.field(kw_only=True, validator=_join_kind)
     table_stores: tuple[str, ...] = attrs.field(kw_only=True, validator=names_tuple(1))
-    #: ``Joined.with_grace_period`` (ms; KIP-923): stream records wait in ``buffer_store`` until
-    #: the buffer's stream time passes their timestamp plus the grace period. ``None``: no buffer.
+    #: ``Joined.with_grace_period`` (ms; KIP-923): stream records wait in ``buffer_store`` (listed
+    #: first in `stores`, as Kafka connects it) until the buffer's time passes their timestamp + grace.
     grace_ms: int | None = attrs.field(kw_only=True, default=None, validator=_optional_ms)
     buffer_store: str | None = attrs.field(kw_only=True, default=None)
     arity = 2
@@ -539,7 +540,6 @@ class StreamTableJoinNode(Node):
 
     @property
     def stores(self) -> tuple[str, ...]:
-        # Kafka Streams connects the buffer first (its store node is written before the join's)
         return self.table_stores if self.buffer_store is None else (self.buffer_store, *self.table_stores)
 
     def describe_into(self, builder: DescriptionBuilder) -> None:
@@ -687,13 +687,14 @@ class SuppressNode(_OneStore, UnaryNode):
 
 def concrete_node_types() -> frozenset[type[Node]]:
     """Every concrete `Node` subclass of the IR's modules, at any depth (ibis' ``ALL_OPERATIONS``):
-    the public ones, not abstract."""
+    the public ones, not abstract, as their module holds them (not a class attrs replaced)."""
     found: set[type[Node]] = set()
     pending: list[type[Node]] = [Node]
     while pending:
         for sub in pending.pop().__subclasses__():
             pending.append(sub)
             if (sub.__module__.startswith("streamsdsl.ir.") and not sub.__name__.startswith("_")
-                    and sub is not UnaryNode and not inspect.isabstract(sub)):
+                    and sub is not UnaryNode and not inspect.isabstract(sub)
+                    and vars(sys.modules[sub.__module__]).get(sub.__name__) is sub):
                 found.add(sub)
     return frozenset(found)
