@@ -13,6 +13,9 @@ naming its host and process) and watches the ``open`` file from a daemon thread;
 removes the file, each worker then closes the clients it keeps under the lease and removes its
 holder file, and `release` returns once every holder has done so.
 
+A driver killed before `release` leaves its lease behind; the lease records its owner (host and
+process), and the next lease created on that host removes it (`prune`).
+
 A worker that cannot see the lease's directory (an executor on another machine without a shared
 file system) keeps its clients as before: they are closed when idle for the pool's timeout and
 when the worker exits.
@@ -47,7 +50,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
-__all__ = ["LEASE_OPTION", "ClientLease", "forget", "hold", "release_now"]
+__all__ = ["LEASE_OPTION", "ClientLease", "forget", "hold", "prune", "release_now"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,7 @@ log = logging.getLogger(__name__)
 LEASE_OPTION = "clientLease"
 _OPEN = "open"
 _HOLDER = "holder-"
+_OWNER = "owner-"
 #: Seconds between two looks of a worker's watcher at its leases.
 _WATCH_INTERVAL_S = 0.1
 
@@ -74,10 +78,13 @@ class ClientLease:
 
     @classmethod
     def create(cls, prefix: str = "streamsdsl-clients-") -> ClientLease:
-        """A new open lease in the temporary directory."""
+        """A new open lease in the temporary directory, owned by this process (`prune` removes the
+        leases of owners that ended without releasing theirs, as a killed driver does)."""
+        prune(prefix)
         path = tempfile.mkdtemp(prefix=prefix)
-        with open(os.path.join(path, _OPEN), "w"):
-            pass
+        for name in (_OPEN, _OWNER + _process_name(os.getpid())):
+            with open(os.path.join(path, name), "w"):
+                pass
         return cls(path)
 
     def holders(self) -> list[str]:
@@ -116,6 +123,34 @@ class ClientLease:
             time.sleep(_WATCH_INTERVAL_S / 2)
         shutil.rmtree(self.path, ignore_errors=True)
         return True
+
+
+def _process_name(pid: int) -> str:
+    return f"{socket.gethostname()}-{pid}"
+
+
+def prune(prefix: str = "streamsdsl-clients-") -> list[str]:
+    """Remove the leases in the temporary directory (named ``prefix...`` or, as `KafkaStreams`
+    names them, ``streamsdsl-<application.id>-clients-...``) whose owner, the driver that created
+    it on this host, is gone without releasing it; returns their paths. A lease of another host's
+    driver, or of a live one, is left alone."""
+    root, host, removed = tempfile.gettempdir(), socket.gethostname(), []
+    try:
+        candidates = [os.path.join(root, n) for n in os.listdir(root)
+                      if n.startswith(prefix) or (n.startswith("streamsdsl-") and "-clients-" in n)]
+    except OSError:
+        return []
+    for path in candidates:
+        try:
+            owners = [n[len(_OWNER):] for n in os.listdir(path) if n.startswith(_OWNER)]
+        except OSError:
+            continue
+        for owner in owners:
+            owner_host, _, pid = owner.rpartition("-")
+            if owner_host == host and pid.isdigit() and not _process_exists(int(pid)):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
 
 
 def _process_exists(pid: int) -> bool:

@@ -96,3 +96,22 @@ class TestPoolDiscard:
         assert (len(pool), other.consumer.closed) == (1, 0)
         pool.discard(key, kept)
         assert (len(pool), kept.consumer.closed) == (0, 1)
+
+
+class TestPrune:
+    def test_a_lease_whose_driver_is_gone_is_removed_at_the_next_create(self) -> None:
+        """A driver killed before `release` leaves its lease; the next lease created on this host
+        removes it (its owner process is gone) and keeps a live driver's and one of another host."""
+        code = "from streamsdsl.io.leases import ClientLease; print(ClientLease.create('streamsdsl-t-clients-').path)"
+        other_host = ClientLease.create("streamsdsl-t-clients-")
+        for name in os.listdir(other_host.path):
+            if name.startswith("owner-"):
+                os.rename(os.path.join(other_host.path, name), os.path.join(other_host.path, "owner-elsewhere-1"))
+        dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+        assert os.path.isdir(dead)
+        live = ClientLease.create("streamsdsl-t-clients-")
+        assert not os.path.exists(dead)
+        assert os.path.isdir(live.path) and os.path.isdir(other_host.path)
+        assert leases.prune("streamsdsl-t-clients-") == []
+        for lease in (live, other_host):
+            assert lease.release(timeout_s=1.0)
