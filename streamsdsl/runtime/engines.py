@@ -650,7 +650,7 @@ def _table_entries(key: Any, value: Any, carried: Sequence[Any]) -> list[StoreEn
     versioned table's latest version, `streamsdsl.compiler.versioned`)."""
     out = []
     for k, s in carried:
-        if "versions" not in s.asDict():
+        if "versions" not in (s.asDict() if hasattr(s, "asDict") else s):
             out.append(StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]))
         elif s["versions"] and s["versions"][-1]["value"] is not None:
             latest = s["versions"][-1]
