@@ -62,7 +62,7 @@ from streamsdsl.errors import InvalidArgumentError
 from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.tables import Change, KeyedChange, TableSourceStep, TableValue, table_source_step
 
-__all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "join_store_entry", "table_join_reference_run",
+__all__ = ["TableJoinSpec", "TableJoinState", "TableJoinStep", "join_store_entry", "table_side_step", "table_join_reference_run",
            "table_join_step"]
 
 LEFT = "left"
@@ -172,6 +172,29 @@ def join_store_entry(state: TableJoinState, joiner: Joiner, key: Any = None) -> 
     return value, max((s.ts for s in sides), default=-1)
 
 
+def table_side_step(this: TableValue | None, key: Any, value: Any, ts: int, *, tombstone: bool | None,
+                    cached: bool, filtered: bool) -> TableSourceStep:
+    """One record of a table a join reads (both sides of a table–table join, both tables of a
+    foreign-key join): the side's new state and the ``Change(new, old)`` the join sees.
+
+    ``tombstone`` (see `table_join_step`): ``False`` for a ``None`` that ``map_values`` made of a
+    value the source holds, which is forwarded and keeps the key (a `TableValue` whose value is
+    ``None``); ``filtered``: the side reads through a filter, whose parent's store drops a
+    tombstone for an absent key whatever ``cached`` says.
+
+    Examples
+    --------
+    >>> table_side_step(TableValue("a", 1), "k", None, 2, tombstone=False, cached=True, filtered=False).forwarded
+    Change(new=None, old='a')
+    >>> table_side_step(None, "k", None, 2, tombstone=None, cached=True, filtered=False).forwarded is None
+    True
+    """
+    if key is not None and value is None and tombstone is False and not filtered:
+        # the source holds the key (its value is not a tombstone); map_values made it None
+        return TableSourceStep(TableValue(None, ts), Change(None, None if this is None else this.value))
+    return table_source_step(this, key, value, ts, send_old_values=True, materialized=cached or filtered)
+
+
 def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str, key: Any, value: Any, ts: int,
                     joiner: Joiner, *, tombstone: bool | None = None) -> TableJoinStep:
     """Apply one table record of ``side`` (``"left"``/``"right"``) to its key's join state.
@@ -194,12 +217,8 @@ def table_join_step(spec: TableJoinSpec, state: TableJoinState | None, side: str
         raise InvalidArgumentError(f"a join record's side must be 'left' or 'right' (got {side!r}).")
     state = state or TableJoinState()
     this = state.left if side == LEFT else state.right
-    if key is not None and value is None and tombstone is False and side not in spec.filtered_sides:
-        # the source holds the key (its value is not a tombstone); map_values made it None
-        source = TableSourceStep(TableValue(None, ts), Change(None, None if this is None else this.value))
-    else:
-        source = table_source_step(this, key, value, ts, send_old_values=True,
-                                   materialized=spec.cached or side in spec.filtered_sides)
+    source = table_side_step(this, key, value, ts, tombstone=tombstone, cached=spec.cached,
+                             filtered=side in spec.filtered_sides)
     if source.dropped:
         return TableJoinStep(state, dropped=source.dropped)
     state = attrs.evolve(state, left=source.state) if side == LEFT else attrs.evolve(state, right=source.state)
