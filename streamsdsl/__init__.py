@@ -29,7 +29,7 @@ from streamsdsl.errors import (
     TopologyError,
     UserFunctionError,
 )
-from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced, Repartitioned
+from streamsdsl.dsl.options import Consumed, Grouped, Materialized, Named, Produced, Repartitioned, TableJoined
 from streamsdsl.dsl.printed import Printed
 from streamsdsl.values.joins import JoinWindows, Joined, StreamJoined
 from streamsdsl.dsl.grouped_table import KGroupedTable
@@ -72,7 +72,7 @@ __all__ = [
     "Aggregations", "Branched", "BranchedKStream", "configure_spark",
     "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
     "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Printed", "Produced", "Repartitioned",
-    "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
+    "TableJoined", "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",
     "StreamsBuilder", "StreamsDslError", "TestInputTopic", "TestOutputTopic", "TestRecord", "TimeWindow",
     "Topology", "TopologyError", "TopologyTestDriver", "Window", "Windowed", "WindowedSerdes", "__version__",
     "KafkaStreams", "SlidingWindows", "TimeWindowedCogroupedKStream", "TimeWindowedKStream", "TimeWindows",

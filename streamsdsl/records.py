@@ -33,6 +33,8 @@ DROP_REASONS = {
     "deserialize": "Skipping record that could not be deserialized (log_and_continue)",
     "output": "Skipping record for expired window",
     "expired-segment": "Skipping record for expired segment",
+    "null-foreign-key": "Skipping record due to null foreign key",
+    "stale-response": "Dropping FK-join response due to hash mismatch",
 }
 
 #: Kafka Streams' dead-letter headers (KIP-1034).

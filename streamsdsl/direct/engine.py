@@ -41,7 +41,7 @@ class Emitted(NamedTuple):
 
 
 #: The nodes whose steps read a table's records rather than its changelog (on a table-records channel).
-_TABLE_READERS = (ir.TableTableJoinNode,)
+_TABLE_READERS = (ir.TableTableJoinNode, ir.ForeignKeyJoinNode)
 
 
 class Run:

@@ -43,6 +43,7 @@ RULES: dict[type[ir.Node], Callable[..., Step]] = {
     ir.GroupedTableAggregateNode: stateful._grouped_aggregate,
     ir.StreamStreamJoinNode: stateful._stream_stream_join,
     ir.TableTableJoinNode: stateful._table_table_join,
+    ir.ForeignKeyJoinNode: stateful._fk_join,
     ir.SuppressNode: stateful._suppress,
     ir.ProcessNode: processors._process,
 }

@@ -18,6 +18,7 @@ from streamsdsl.errors import RecordError
 from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec
 from streamsdsl.operators.descriptions import (
     AggregateDescription,
+    FkJoinDescription,
     GroupedAggregateDescription,
     StreamJoinDescription,
     StreamTableJoinDescription,
@@ -32,6 +33,9 @@ from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel
 from streamsdsl.semantics.stream_table import stream_join_step, table_update
+from streamsdsl.semantics.fk_join import (
+    DROP_NULL_FOREIGN_KEY, ResolveState, Response, fk_foreign_step, fk_resolve_step, fk_send_step, fk_subscription_step,
+)
 from streamsdsl.semantics.suppress import FinalResultsWindowing
 from streamsdsl.semantics.table_table import TableJoinState, join_store_entry, table_join_step
 from streamsdsl.semantics.tables import Change, TableValue, table_source_step
@@ -421,6 +425,71 @@ class TableJoinStep(StatefulStep):
         return [(k, 0, 0, e[0], e[1]) for k, e in entries if e is not None]
 
 
+class FkJoinStep(StatefulStep):
+    """A foreign-key join (port 0 this table, 1 the other): the three stages of
+    `streamsdsl.semantics.fk_join` over whole-table state, each record to its end (its
+    subscriptions, their responses), as Kafka's test driver runs the internal topics. The journal
+    holds ``("left", key)``: `ResolveState` (this table's value, the result's row) and
+    ``("foreign", foreign_key)``: `ForeignState` (the other table's value, the subscribers)."""
+
+    def __init__(self, d: FkJoinDescription, run: Host) -> None:
+        super().__init__(d.node, Typed(d.key, d.value, True), run)
+        self.d = d
+        self.spec = d.spec(run.flush)
+        self.extractor, self.joiner = d.extractor, d.joiner
+
+    def _put(self, tag: str, key: Any, state: Any) -> None:
+        if state.empty:
+            self.state.pop((tag, key), None)
+        else:
+            self.state[(tag, key)] = state
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        node: ir.ForeignKeyJoinNode = self.d.node
+        position = self.run.position
+        tombstone = rec.tombstone if records else None
+        if port == 0:
+            key = rec.key
+            current = self.state.get(("left", key)) or ResolveState()
+            send = call_user(self.name, "foreign_key_extractor", key, position,
+                             lambda *a: fk_send_step(*a, tombstone=tombstone), self.spec, current.left, key, rec.value,
+                             rec.timestamp, self.extractor)
+            if send.dropped is not None and send.dropped != DROP_NULL_FOREIGN_KEY:
+                self.drop("input", rec)
+                return
+            self._put("left", key, attrs.evolve(current, left=send.state))
+            if send.dropped is not None:
+                self.drop("null-foreign-key", rec, processor=node.registration)
+            responses: list[Response] = []
+            for sub in send.subscriptions:
+                state, response = fk_subscription_step(self.state.get(("foreign", sub.foreign_key)), sub)
+                if sub.foreign_key is not None:
+                    self._put("foreign", sub.foreign_key, state)
+                if response is not None:
+                    responses.append(response)
+        else:
+            state, found, dropped = fk_foreign_step(self.spec, self.state.get(("foreign", rec.key)), rec.key, rec.value,
+                                                    rec.timestamp, tombstone=tombstone)
+            if dropped is not None:
+                self.drop("input", rec)
+                return
+            self._put("foreign", rec.key, state)
+            responses = list(found)
+        for response in responses:
+            state, output, dropped = call_user(self.name, "joiner", response.key, position, fk_resolve_step, self.spec,
+                                               self.state.get(("left", response.key)), response, self.joiner)
+            self._put("left", response.key, state)
+            if dropped is not None:
+                self.drop("stale-response", rec, processor=node.resolver)
+            if output is not None:
+                self.forward_result(output.key, output.change.new, "joiner", output.timestamp, rec.headers)
+
+    def store_entries(self) -> list[tuple[Any, int, int, Any, int]]:
+        """The join's materialized result store."""
+        return [(k[1], 0, 0, s.result[0], s.result[1]) for k, s in self.state.items()
+                if k[0] == "left" and s.result is not None]
+
+
 class StreamJoinStep(StatefulStep):
     """A windowed stream–stream join on `StreamJoinKernel` (port 0 this side, 1 the other)."""
 
@@ -534,6 +603,10 @@ def _stream_table_join(node: ir.StreamTableJoinNode, parents: list[Typed], run: 
 
 def _table_table_join(node: ir.TableTableJoinNode, parents: list[Typed], run: Host) -> Step:
     return TableJoinStep(description_of(node, parents, run.topology), run, parents)
+
+
+def _fk_join(node: ir.ForeignKeyJoinNode, parents: list[Typed], run: Host) -> Step:
+    return FkJoinStep(description_of(node, parents, run.topology), run)
 
 
 def _stream_stream_join(node: ir.StreamStreamJoinNode, parents: list[Typed], run: Host) -> Step:

@@ -250,7 +250,7 @@ class StreamsBuilder(NotYetAttributes):
         node = self._nodes[table_node]
         while isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode)):
             node = self._nodes[node.parents[0]]
-        if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
+        if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.ForeignKeyJoinNode)):
             if not node.materialized:
                 self._nodes[node.name] = attrs.evolve(node, materialized=True)
             return node.store

@@ -13,7 +13,8 @@ from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.state.builders import KeyValueBytesStoreSupplier, VersionedBytesStoreSupplier
 from streamsdsl.values.serdes import PlanSerde, Serde, check_serde
 
-__all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced", "Repartitioned"]
+__all__ = ["Consumed", "DeserializationHandler", "Grouped", "Materialized", "Named", "Produced", "Repartitioned",
+           "TableJoined"]
 
 
 def _serde_field(arg: str) -> Any:
@@ -219,6 +220,56 @@ class Named:
     @classmethod
     def as_(cls, name: str) -> Named:
         return cls(name)
+
+
+def _partitioner(value: Any) -> Any:
+    if value is not None and not callable(value):
+        raise InvalidTypeError(
+            f"a TableJoined partitioner must be a callable (topic, key, value, num_partitions) -> partition "
+            f"(got {type(value).__name__}: {value!r})."
+        )
+    return value
+
+
+@attrs.frozen
+class TableJoined:
+    """Options of a foreign-key join (Kafka Streams' ``TableJoined``): the name its processors,
+    store and internal topics derive from, and the partitioners of its subscription and response
+    records.
+
+    On Spark there are no internal topics: the join's three stages run as stateful operators
+    whose state Spark's shuffle places by key, so the partitioners are accepted (code written for
+    Kafka Streams keeps working) and change nothing; the results do not depend on them in Kafka
+    Streams either.
+
+    Examples
+    --------
+    >>> TableJoined.as_("orders-by-customer")
+    TableJoined(partitioner=None, other_partitioner=None, name='orders-by-customer')
+    """
+
+    partitioner: Any = attrs.field(default=None, converter=_partitioner)
+    other_partitioner: Any = attrs.field(default=None, converter=_partitioner)
+    name: str | None = _name_field()
+
+    @classmethod
+    def with_(cls, partitioner: Any = None, other_partitioner: Any = None) -> TableJoined:
+        """Options with these partitioners (``TableJoined.with``; accepted, no effect on Spark)."""
+        return cls(partitioner, other_partitioner)
+
+    @classmethod
+    def as_(cls, name: str) -> TableJoined:
+        """Options with this name (the join's processors are ``<name>-subscription-...``)."""
+        return cls(name=name)
+
+    def with_name(self, name: str) -> TableJoined:
+        return attrs.evolve(self, name=name)
+
+    def with_partitioner(self, partitioner: Any) -> TableJoined:
+        return attrs.evolve(self, partitioner=partitioner)
+
+    def with_other_partitioner(self, other_partitioner: Any) -> TableJoined:
+        return attrs.evolve(self, other_partitioner=other_partitioner)
 
 
 def check_option(value: Any, cls: type, arg: str) -> Any:

@@ -11,8 +11,9 @@ from streamsdsl import ir
 from streamsdsl._validation import REQUIRED
 from streamsdsl.dsl import hints
 from streamsdsl.dsl.grouped_table import KGroupedTable, group_table, suppress_table
-from streamsdsl.dsl.options import Grouped, Materialized, resolve_name
+from streamsdsl.dsl.options import Grouped, Materialized, TableJoined, resolve_name
 from streamsdsl.dsl.stage import VALUE_MAPPER, NameArg, TableStage, _fn
+from streamsdsl.dsl.fk_joins import join_dispatch
 from streamsdsl.dsl.table_joins import table_join
 from streamsdsl.errors import NotYetImplementedError, TopologyError
 
@@ -87,20 +88,35 @@ class KTable(TableStage):
             raise TopologyError("suppress() is only supported for non-versioned KTables")
         return suppress_table(self, suppressed)
 
-    def join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+    def join(self, other: KTable, *args: Callable[..., Any], foreign_key_extractor: Callable[..., Any] | None = None,
+             joiner: Callable[..., Any] | None = None, table_joined: TableJoined | None = None, name: NameArg = None,
              materialized: Materialized | None = None) -> KTable:
-        """A table–table join (Kafka Streams' ``KTable#join``): on every update of either table,
-        ``joiner(value, other_value)`` for the key while both tables have a value, and a delete
-        (``None``) when a joined key loses a side; timestamp = the later of both sides'."""
-        self._refuse_versioned("a table-table join", other)
-        return table_join(self, other, joiner, name, materialized, "inner")
+        """A table–table join (Kafka Streams' ``KTable#join``).
 
-    def left_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
+        ``join(other, joiner)``: on every update of either table, ``joiner(value, other_value)``
+        for the key while both tables have a value, and a delete (``None``) when a joined key
+        loses a side; timestamp = the later of both sides'.
+
+        ``join(other, foreign_key_extractor, joiner)`` (or ``foreign_key_extractor=``): a
+        foreign-key join (KIP-213), keyed by this table's keys: each row joins the row of
+        ``other`` whose key is ``foreign_key_extractor(value)`` (or ``(key, value)``); a changed
+        foreign key retracts the old match. ``table_joined``: `TableJoined` (its name names the
+        join's processors). See docs/joins.md.
+        """
+        self._refuse_versioned("a table-table join", other)
+        return join_dispatch(self, other, args, foreign_key_extractor, joiner, table_joined, name, materialized,
+                             "inner")
+
+    def left_join(self, other: KTable, *args: Callable[..., Any],
+                  foreign_key_extractor: Callable[..., Any] | None = None, joiner: Callable[..., Any] | None = None,
+                  table_joined: TableJoined | None = None, name: NameArg = None,
                   materialized: Materialized | None = None) -> KTable:
         """Like `join`, but every key of this table has a result: ``joiner(value, None)`` while
-        the other table has no value for it."""
+        the other table has no value for it (for a foreign-key join: no row for its foreign key,
+        or the foreign key is ``None``)."""
         self._refuse_versioned("a table-table join", other)
-        return table_join(self, other, joiner, name, materialized, "left")
+        return join_dispatch(self, other, args, foreign_key_extractor, joiner, table_joined, name, materialized,
+                             "left")
 
     def outer_join(self, other: KTable, joiner: Callable[[Any, Any], Any] = REQUIRED, *, name: NameArg = None,
                    materialized: Materialized | None = None) -> KTable:

@@ -199,11 +199,11 @@ class Topology(NotYetAttributes):
             for s in d.successors:
                 union(d.name, s)
         store_owner: dict[str, str] = {}
-        for n in self.nodes:
-            for st in n.stores:
+        for d in dnodes:  # the processors connected to one store (Kafka's ``connectProcessorAndStateStores``)
+            for st in d.names if d.kind == "Processor" else ():
                 if st in store_owner:
-                    union(store_owner[st], n.name)
-                store_owner.setdefault(st, n.name)
+                    union(store_owner[st], d.name)
+                store_owner.setdefault(st, d.name)
 
         groups: dict[str, list[str]] = {}
         for d in dnodes:
@@ -230,7 +230,8 @@ class Topology(NotYetAttributes):
                 pattern=d.pattern,
             )
 
-        repartition = tuple(n.topic for n in self.nodes if isinstance(n, ir.RepartitionNode))
+        repartition = tuple(t for n in self.nodes for t in (
+            (n.topic,) if isinstance(n, ir.RepartitionNode) else n.topics if isinstance(n, ir.ForeignKeyJoinNode) else ()))
         return TopologyDescription(
             (
                 Subtopology(gid, tuple(described(name) for name in sorted(members, key=sort_key)))

@@ -48,13 +48,14 @@ from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.stream_stream import StreamJoinSpec
 from streamsdsl.semantics.stream_table import StreamTableJoin
 from streamsdsl.semantics.suppress import FinalResultsWindowing, TimeLimitBuffer
+from streamsdsl.semantics.fk_join import FkJoinSpec
 from streamsdsl.semantics.table_table import TableJoinSpec
 from streamsdsl.semantics.windowing import Windowing
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.state.builders import StoreBuilder
 
 __all__ = [
-    "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "GroupedAggregateDescription", "Port",
+    "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "FkJoinDescription", "GroupedAggregateDescription", "Port",
     "ProcessDescription", "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
     "regrouped", "versioned_retention",
@@ -350,6 +351,57 @@ def _table_table_join(node: ir.TableTableJoinNode, ports: Sequence[Port], topolo
 
 
 @attrs.frozen
+class FkJoinDescription:
+    """A foreign-key table–table join: this table's keys in its key serde (the result's keys),
+    the foreign keys in the other table's key serde; ``filtered_sides``: the tables read through
+    a ``KTable.filter``."""
+
+    node: ir.ForeignKeyJoinNode
+    key_serde: PlanSerde
+    foreign_key_serde: PlanSerde
+    value: PlanSerde
+    left_value: PlanSerde
+    right_value: PlanSerde
+    filtered_sides: frozenset[str]
+
+    @property
+    def key(self) -> KeyCodec:
+        return KeyCodec(self.key_serde)
+
+    @property
+    def foreign_key(self) -> KeyCodec:
+        return KeyCodec(self.foreign_key_serde)
+
+    @property
+    def materialized(self) -> bool:
+        return self.node.materialized
+
+    @property
+    def joiner(self) -> Callable[[Any, Any], Any]:
+        return self.node.joiner.fn
+
+    @property
+    def extractor(self) -> Callable[[Any, Any], Any]:
+        """The foreign-key extractor as ``(key, value) -> foreign key``, whichever form was given."""
+        fn = self.node.extractor.fn
+        if self.node.extractor_takes_key:
+            return fn  # type: ignore[no-any-return]
+        return lambda key, value: fn(value)
+
+    def spec(self, flush: FlushPolicy) -> FkJoinSpec:
+        """The join's rule under ``flush`` (a materialized result behind Kafka's record cache)."""
+        return FkJoinSpec(self.node.kind, materialized=self.materialized,  # type: ignore[arg-type]
+                          cached=flush is FlushPolicy.PER_RECORD, filtered_sides=self.filtered_sides)
+
+
+def _fk_join(node: ir.ForeignKeyJoinNode, ports: Sequence[Port], topology: Any) -> FkJoinDescription:
+    left, right = ports
+    _plain_keys(node, "foreign-key", ports)
+    return FkJoinDescription(node, left.key.serde, right.key.serde, node.value_serde or DEFAULT_SERDE, left.value,
+                             right.value, filtered_table_sides(topology, node))
+
+
+@attrs.frozen
 class StreamJoinDescription:
     """A windowed stream–stream join: keys and each side's values held in the join's serdes
     (``StreamJoined.with_serdes``, else the sides'), results in the default serde."""
@@ -463,6 +515,7 @@ DESCRIPTIONS: dict[type[ir.Node], Callable[..., Any]] = {
     ir.StreamToTableNode: _stream_to_table,
     ir.StreamTableJoinNode: _stream_table_join,
     ir.TableTableJoinNode: _table_table_join,
+    ir.ForeignKeyJoinNode: _fk_join,
     ir.StreamStreamJoinNode: _stream_stream_join,
     ir.TableGroupByNode: _table_group_by,
     ir.GroupedTableAggregateNode: _grouped_aggregate,

@@ -248,7 +248,7 @@ def first_match(predicates: tuple[Any, ...], default: bool) -> Any:
     return keep
 
 
-def filtered_table_sides(topology: Any, node: ir.TableTableJoinNode) -> frozenset[str]:
+def filtered_table_sides(topology: Any, node: ir.TableTableJoinNode | ir.ForeignKeyJoinNode) -> frozenset[str]:
     """The sides (``"left"``, ``"right"``) of a table–table join whose table reaches it through a
     ``KTable.filter`` / ``filter_not`` (among its stateless table steps)."""
     sides = set()

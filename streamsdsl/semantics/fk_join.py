@@ -54,7 +54,7 @@ them over whole-table state in Kafka's order.
 Examples
 --------
 >>> spec = FkJoinSpec("inner")
->>> fk, pair = (lambda v: v.split("|")[0]), (lambda l, r: f"{l}+{r}")
+>>> fk, pair = (lambda k, v: v.split("|")[0]), (lambda l, r: f"{l}+{r}")
 >>> out, drops = fk_join_reference_run([("left", "k1", "A|1", 10), ("right", "A", "ra", 5),
 ...                                     ("left", "k1", "B|1", 30)], spec, fk, pair)
 >>> [(o.key, o.change.new, o.timestamp) for o in out]
@@ -94,7 +94,7 @@ INSTRUCTIONS = (DELETE_KEY_NO_PROPAGATE, DELETE_KEY_AND_PROPAGATE, PROPAGATE_NUL
 DROP_NULL_FOREIGN_KEY = "null_foreign_key"
 DROP_STALE_RESPONSE = "stale_response"
 
-Extractor = Callable[[Any], Any]  # left value -> foreign key
+Extractor = Callable[[Any, Any], Any]  # (left key, left value) -> foreign key
 Joiner = Callable[[Any, Any], Any]  # (left_value, right_value) -> value
 
 _kind = one_of(("inner", "left"), "foreign-key join")
@@ -212,27 +212,27 @@ def _subscriptions(kind: str, key: Any, change: Change, ts: int, extractor: Extr
     if kind == "left":
         subs: list[Subscription] = []
         if old is not None:
-            old_fk = extractor(old)
-            new_fk = None if new is None else extractor(new)
+            old_fk = extractor(key, old)
+            new_fk = None if new is None else extractor(key, new)
             if old_fk is not None and (new_fk is None or key_bytes(new_fk) != key_bytes(old_fk)):
                 subs.append(sub(old_fk, DELETE_KEY_AND_PROPAGATE))
             subs.append(sub(new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
         elif new is not None:
-            subs.append(sub(extractor(new), PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+            subs.append(sub(extractor(key, new), PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
         return tuple(subs), None
     if old is not None:
-        old_fk = extractor(old)
+        old_fk = extractor(key, old)
         if old_fk is None:
             return (), DROP_NULL_FOREIGN_KEY
         if new is None:
             return (sub(old_fk, DELETE_KEY_AND_PROPAGATE),), None
-        new_fk = extractor(new)
+        new_fk = extractor(key, new)
         if new_fk is None:
             return (), DROP_NULL_FOREIGN_KEY
         moved = (sub(old_fk, DELETE_KEY_NO_PROPAGATE),) if key_bytes(new_fk) != key_bytes(old_fk) else ()
         return (*moved, sub(new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE)), None
     if new is not None:
-        new_fk = extractor(new)
+        new_fk = extractor(key, new)
         if new_fk is None:
             return (), DROP_NULL_FOREIGN_KEY
         return (sub(new_fk, PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE),), None
@@ -246,7 +246,7 @@ def fk_send_step(spec: FkJoinSpec, state: TableValue | None, key: Any, value: An
 
     Examples
     --------
-    >>> fk = lambda v: v[0]
+    >>> fk = lambda k, v: v[0]
     >>> s = fk_send_step(FkJoinSpec("inner"), None, "k", "A1", 1, fk)
     >>> [(x.foreign_key, x.instruction) for x in s.subscriptions]
     [('A', 'PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE')]
@@ -357,7 +357,7 @@ def fk_join_reference_run(records: Iterable[tuple[str, Any, Any, int]], spec: Fk
     Examples
     --------
     >>> run = [("left", "k", "A1", 5), ("left", "k", "B1", 6)]
-    >>> out, _ = fk_join_reference_run(run, FkJoinSpec("left"), lambda v: v[0], lambda l, r: f"{l}+{r}")
+    >>> out, _ = fk_join_reference_run(run, FkJoinSpec("left"), lambda k, v: v[0], lambda l, r: f"{l}+{r}")
     >>> [(o.change.new, o.timestamp) for o in out]
     [('A1+None', 5), ('B1+None', 6), ('B1+None', 6)]
     """
