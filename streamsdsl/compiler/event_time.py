@@ -56,6 +56,7 @@ _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 #: The operators that keep state (a materialized table source is one too).
 STATEFUL_NODES = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
+                  ir.ForeignKeyJoinNode,
                   ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode,
                   ir.ProcessNode)
 
@@ -129,10 +130,13 @@ class EventTimeOut(StatefulProcessor):
 
 
 def transform_with_state(streaming: bool, topology: Any, node: str, grouped: GroupedData,
-                         processor: StatefulProcessor, schema: StructType, time_mode: str) -> DataFrame:
+                         processor: StatefulProcessor, schema: StructType, time_mode: str, *,
+                         stateful_below: bool | None = None) -> DataFrame:
     """``grouped.transformWithState`` of ``processor`` (Update mode), emitting `EVENT_TIME_OUT`
-    on a ``streaming`` plan where a stateful operator is below ``node``."""
-    if not (streaming and stateful_downstream(topology, node)):
+    on a ``streaming`` plan where a stateful operator is below ``node`` (``stateful_below``:
+    told, for an operator that is an inner stage of a node)."""
+    below = stateful_downstream(topology, node) if stateful_below is None else stateful_below
+    if not (streaming and below):
         return grouped.transformWithState(statefulProcessor=processor, outputStructType=schema,
                                           outputMode="Update", timeMode=time_mode)
     wrapped = EventTimeOut(processor, schema.fieldNames())

@@ -192,10 +192,13 @@ def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, t
 
 
 def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperatorConfig,
-                       operator: type[StatefulProcessor], carried_side: int, count_drops: bool = True) -> DataFrame:
+                       operator: type[StatefulProcessor], carried_side: int, count_drops: bool = True, *,
+                       stateful_below: bool | None = None) -> DataFrame:
     """Run ``operator(config)`` (one state row per key, no timers) over ``inp``; in replay with
     the state carried from the previous run (its rows on input side ``carried_side``) and handed
-    to the next. Drops are counted (and logged) right after it when ``count_drops``."""
+    to the next. Drops are counted (and logged) right after it when ``count_drops``.
+    ``stateful_below``: whether a stateful operator reads its output (``None``: a node of the
+    topology named ``config.node`` says; an operator of a node's inner stage says itself)."""
     replay = lowering.mode is PlanMode.REPLAY
     config = attrs.evolve(config, replay=replay)
     types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
@@ -208,7 +211,7 @@ def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperator
         inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
                                   **{INPUT_INDEX: F.lit(carried_side)})
     out = transform_with_state(not replay, lowering.topology, config.node, inp.groupBy("key"), processor, schema,
-                               "None")
+                               "None", stateful_below=stateful_below)
     if replay:
         out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from streamsdsl import ir
 from streamsdsl.compiler import aggregations, grouped_tables, joins, lowering, stream_joins, suppress, table_joins
-from streamsdsl.compiler import user_processors
+from streamsdsl.compiler import fk_joins, user_processors
 
 __all__ = ["RULES"]
 
@@ -42,6 +42,7 @@ RULES: dict[type[ir.Node], Callable[..., Any]] = {
     ir.GroupedTableAggregateNode: grouped_tables._grouped_table_aggregate,
     ir.StreamStreamJoinNode: stream_joins._stream_stream_join,
     ir.TableTableJoinNode: table_joins._table_table_join,
+    ir.ForeignKeyJoinNode: fk_joins._fk_join,
     ir.SuppressNode: suppress._suppress,
     ir.ProcessNode: user_processors._process,
 }

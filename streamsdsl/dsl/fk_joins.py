@@ -45,7 +45,7 @@ def join_dispatch(table: KTable, other: Any, args: tuple[Any, ...], foreign_key_
     """``table.join(...)`` / ``left_join(...)``: a foreign-key join when an extractor is given
     (the second of three positional arguments, or ``foreign_key_extractor=``), else the
     primary-key join (`streamsdsl.dsl.table_joins.table_join`)."""
-    method = _METHODS.get(kind, "outer_join")
+    method = _METHODS[kind]
     if len(args) > 2:
         raise InvalidTypeError(
             f"KTable.{method}() takes the other table and a joiner (a primary-key join), or the other table, a "
@@ -71,11 +71,6 @@ def join_dispatch(table: KTable, other: Any, args: tuple[Any, ...], foreign_key_
                 "lambda value: value['customer'], joiner, table_joined=...)."
             )
         return table_join(table, other, joiner, name, materialized, kind)
-    if kind not in _METHODS:
-        raise InvalidTypeError(
-            "KTable.outer_join() has no foreign-key form (Kafka Streams has none): use join or left_join with a "
-            "foreign-key extractor."
-        )
     return fk_join(table, other, foreign_key_extractor, joiner, table_joined, name, materialized, kind)
 
 
