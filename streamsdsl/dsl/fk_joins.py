@@ -99,8 +99,8 @@ def fk_join(table: KTable, other: Any, extractor: Any, joiner: Any, table_joined
     >>> joined = orders.join(customers, lambda o: o["customer"], lambda o, c: {**o, "name": c["name"]},
     ...                      table_joined=TableJoined.as_("oc"))
     >>> node = b.build().node(joined.node_name)
-    >>> node.name, node.registration, node.topics
-    ('oc-result', 'oc-subscription-registration-processor', ('oc-subscription-registration-topic', 'oc-subscription-response-topic'))
+    >>> node.name, node.registration, node.topics[0]
+    ('oc-result', 'oc-subscription-registration-processor', 'oc-subscription-registration-topic')
     >>> orders.join(customers, lambda o: o["customer"], lambda o, c: o, table_joined="oc")
     Traceback (most recent call last):
     ...
@@ -140,29 +140,30 @@ def fk_join(table: KTable, other: Any, extractor: Any, joiner: Any, table_joined
         )
     user = user or joined_name
 
-    def named(suffix: str) -> str | None:
-        return None if user is None else validate_name(f"{user}{suffix}", "name")
+    def named(suffix: str, prefix: str) -> str:
+        """The next name: ``<user><suffix>`` when the join is named, else ``<prefix><index>``."""
+        user_name = None if user is None else validate_name(f"{user}{suffix}", "name")
+        return builder._processor_name(user_name, prefix)
 
-    reg_topic = f"{builder._processor_name(named('-subscription-registration'), 'KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-')}-topic"
-    registration = builder._processor_name(named("-subscription-registration-processor"),
-                                           "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-")
-    reg_sink = builder._processor_name(named("-subscription-registration-sink"), "KTABLE-SINK-")
-    reg_source = builder._processor_name(named("-subscription-registration-source"), "KTABLE-SOURCE-")
-    sub_store = builder._processor_name(named("-subscription-store"), "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-")
-    receive = builder._processor_name(named("-subscription-receive"), "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-")
-    join_foreign = builder._processor_name(named("-subscription-join-foreign"), "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-")
-    foreign_join = builder._processor_name(named("-foreign-join-subscription"), "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-")
-    resp_topic = f"{builder._processor_name(named('-subscription-response'), 'KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-')}-topic"
-    resp_sink = builder._processor_name(named("-subscription-response-sink"), "KTABLE-SINK-")
-    resp_source = builder._processor_name(named("-subscription-response-source"), "KTABLE-SOURCE-")
-    resolver = builder._processor_name(named("-subscription-response-resolver"),
-                                       "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-")
-    result = builder._processor_name(named("-result"), "KTABLE-FK-JOIN-OUTPUT-")
+    registration, processor = "KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-", "KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-"
+    reg_topic = f"{named('-subscription-registration', registration)}-topic"
+    reg_processor = named("-subscription-registration-processor", registration)
+    reg_sink = named("-subscription-registration-sink", "KTABLE-SINK-")
+    reg_source = named("-subscription-registration-source", "KTABLE-SOURCE-")
+    sub_store = named("-subscription-store", "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-")
+    receive = named("-subscription-receive", processor)
+    join_foreign = named("-subscription-join-foreign", processor)
+    foreign_join = named("-foreign-join-subscription", processor)
+    resp_topic = f"{named('-subscription-response', 'KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-')}-topic"
+    resp_sink = named("-subscription-response-sink", "KTABLE-SINK-")
+    resp_source = named("-subscription-response-source", "KTABLE-SOURCE-")
+    resolver = named("-subscription-response-resolver", "KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-")
+    result = named("-result", "KTABLE-FK-JOIN-OUTPUT-")
     store = builder._store_name(materialized, "KTABLE-FK-JOIN-OUTPUT-")
     node = ir.ForeignKeyJoinNode(
         result, (table.node_name, other.node_name), extractor=fk_fn, extractor_takes_key=with_key, joiner=fn,
         kind=kind,
-        processors=(registration, reg_sink, reg_source, receive, join_foreign, foreign_join, resp_sink, resp_source,
+        processors=(reg_processor, reg_sink, reg_source, receive, join_foreign, foreign_join, resp_sink, resp_source,
                     resolver, sub_store),
         topics=(reg_topic, resp_topic),
         this_stores=_getter_stores(builder, table.node_name), other_stores=_getter_stores(builder, other.node_name),

@@ -15,6 +15,7 @@ import attrs
 
 from streamsdsl.errors import NotYetAttributes, TopologyError
 from streamsdsl.ir import nodes as ir
+from streamsdsl.ir.fk_join import ForeignKeyJoinNode
 from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.records import GENERATED_STORE_NAME
 from streamsdsl.state.builders import StoreBuilder
@@ -142,7 +143,8 @@ class Topology(NotYetAttributes):
         for n in self.nodes:
             own = (n.store if isinstance(n, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
                                              ir.TableTableJoinNode))
-                   else n.store if isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode)) and n.materialized
+                   else n.store if isinstance(n, (ir.TableSourceNode, ir.StreamToTableNode, ForeignKeyJoinNode))
+                   and n.materialized
                    else None)
             named = own is not None and not GENERATED_STORE_NAME.search(own)
             if named or isinstance(n, (ProcessNode, ir.ForeachNode)):
@@ -231,7 +233,7 @@ class Topology(NotYetAttributes):
             )
 
         repartition = tuple(t for n in self.nodes for t in (
-            (n.topic,) if isinstance(n, ir.RepartitionNode) else n.topics if isinstance(n, ir.ForeignKeyJoinNode) else ()))
+            (n.topic,) if isinstance(n, ir.RepartitionNode) else n.topics if isinstance(n, ForeignKeyJoinNode) else ()))
         return TopologyDescription(
             (
                 Subtopology(gid, tuple(described(name) for name in sorted(members, key=sort_key)))

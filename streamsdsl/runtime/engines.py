@@ -36,6 +36,7 @@ from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.runtime.topics import reads_topic
 from streamsdsl.ir import nodes as ir_nodes
+from streamsdsl.ir.fk_join import ForeignKeyJoinNode
 from streamsdsl.ir.processors import ProcessNode
 
 if TYPE_CHECKING:
@@ -338,6 +339,9 @@ class SparkDriverEngine:
             return _table_entries(key, value, carried)
         if isinstance(node, ir_nodes.TableTableJoinNode):  # both sides per key: the joined value
             return self._join_store(node, carried)
+        if isinstance(node, ForeignKeyJoinNode):  # the resolve stage: this table's value and the result
+            return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["result"]), s["result_ts"])
+                    for k, s in carried if s["result_ts"] is not None]
         if isinstance(node, ir_nodes.StreamStreamJoinNode):  # each side's buffered records per key
             return self._stream_join_store(node, store, carried)
         return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
@@ -368,12 +372,20 @@ class SparkDriverEngine:
         """A table's store when its own operator did not run (no carried state of its own): its
         records reach only joins, which read them before the store (`Frame.table_records`) and
         hold each key's current value themselves, as the store does (tombstones remove the key).
-        Read from the first join that holds it: a stream–table join's table side, or a
-        table–table join's side of this table."""
+        Read from the first join that holds it: a stream–table join's table side, a
+        table–table join's side of this table, or the stage of a foreign-key join that holds it."""
         frames = self.compile().frames
         value = frames[node.name].value
         for child in self.topology.children(node.name):
             join = self.topology.node(child)
+            if isinstance(join, ForeignKeyJoinNode):  # this table: the resolve stage; the other: subscriptions
+                this = join.parents[0] == node.name
+                carried = self._carry.states.get(child if this else join.receive)
+                key = frames[node.name].key.serde
+                if carried is not None:
+                    return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"])
+                            for k, s in carried if s["ts"] is not None]
+                continue
             carried = self._carry.states.get(child)
             if carried is None:
                 continue

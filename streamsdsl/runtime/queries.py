@@ -169,7 +169,8 @@ class StoreReader:
                 f"Cannot get state store {name!r}: {node.name} runs on Spark's native aggregation, whose state is "
                 "not a store; run it on streamsdsl's operator to query it (streamsdsl.operator = python or jvm).")
         if not isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
-                                 ir.TableSourceNode, ir.StreamToTableNode, ir.TableTableJoinNode)):
+                                 ir.TableSourceNode, ir.StreamToTableNode, ir.TableTableJoinNode,
+                                 ir.ForeignKeyJoinNode)):
             raise InvalidStateStoreError(
                 f"Cannot get state store {name!r}: the store of {node.name} ({type(node).__name__}) is not queryable "
                 "(nor is it in Kafka Streams); aggregations', tables' and processors' stores are.")
@@ -211,7 +212,10 @@ class StoreReader:
         for row in self._rows(name):
             key = key_serde.from_internal(row.key[0])
             cell = row.value[0]
-            if isinstance(node, ir.TableTableJoinNode):
+            if isinstance(node, ir.ForeignKeyJoinNode):  # the resolve stage's row: (left, ts, result, result ts)
+                if row.value[3] is not None:
+                    out.append(StoreEntry(key, 0, 0, value_serde.from_internal(row.value[2]), row.value[3]))
+            elif isinstance(node, ir.TableTableJoinNode):
                 joined = self._joined(node, key, row.value)
                 if joined is not None:
                     out.append(StoreEntry(key, 0, 0, joined[0], joined[1]))
