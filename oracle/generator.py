@@ -21,7 +21,7 @@ from oracle.menu import MENU, MenuFn
 from oracle.processors import PROCESSORS
 from oracle.recipe import KEY_CHANGING, PATTERN_TOPIC, STEP_ROLES, step_types, value_type
 
-__all__ = ["Case", "LEFT_OUT", "PROCESS_SHARE", "WALL_CLOCK", "generate"]
+__all__ = ["Case", "FK_SHARE", "LEFT_OUT", "PROCESS_SHARE", "WALL_CLOCK", "generate"]
 
 #: What the generator never produces, with the reason; docs/testing.md shows this list.
 LEFT_OUT: dict[str, str] = {
@@ -309,11 +309,33 @@ def _with_wall_clock(rng: random.Random, records: list[tuple[str, str | None, st
     return [*out, (WALL_CLOCK, None, None, rng.randint(1, 25))]
 
 
+#: The share of generated cases that join two tables by a foreign key (`_fk_recipe`), drawn as
+#: the processor cases are: from a generator of their own, so that every other case is the one
+#: its seed and index gave before.
+FK_SHARE = 0.1
+
+
+def _fk_recipe(rng: random.Random) -> dict[str, Any]:
+    """A foreign-key join (KIP-213) of the tables ``in`` and ``other``: inner or left, an
+    extractor of the menu (one gives ``None`` for some values), the result materialized or not,
+    a table step on ``in`` that keeps string values, a value step after."""
+    steps, value = _steps(rng, "str", rng.randint(0, 1), TABLE_STEPS)
+    op = {"kind": rng.choice(["inner", "left"]), "joiner": "pair",
+          "extractor": rng.choice(_menu("fk_extractor", "str")).name, "materialized": rng.random() < 0.3}
+    recipe = {"shape": "fk_join", "pre": [], "other_pre": [], "table_steps": steps if value == "str" else [],
+              "op": op, "post": []}
+    if rng.random() < 0.3:
+        recipe["post"], _ = _steps(rng, "str", 1, VALUE_ONLY)
+    value_type(recipe)
+    return recipe
+
+
 def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
     """The case ``index`` of the run seeded with ``seed`` (``shape="process"``: the case of
     that index as if it ran a processor)."""
-    if shape not in (None, "process"):
-        raise ValueError(f"'shape' is None or 'process' (got {shape!r}): only processor cases are drawn apart.")
+    if shape not in (None, "process", "fk_join"):
+        raise ValueError(f"'shape' is None, 'process' or 'fk_join' (got {shape!r}): only processor and foreign-key "
+                         "join cases are drawn apart.")
     process = random.Random(f"{seed}/{index}/process")
     if shape == "process" or (shape is None and process.random() < PROCESS_SHARE):
         recipe = _process_recipe(process)
@@ -321,6 +343,9 @@ def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
         if _wall_clock(recipe):
             records = _with_wall_clock(process, records)
         return Case(recipe, records, cache=process.random() >= 0.25)
+    fk = random.Random(f"{seed}/{index}/fk_join")
+    if shape == "fk_join" or (shape is None and fk.random() < FK_SHARE):
+        return Case(_fk_recipe(fk), _records(fk, ["in", "other"]), cache=fk.random() >= 0.25)
     rng = random.Random(f"{seed}/{index}")
     recipe = _recipe(rng)
     two = recipe["shape"] in ("cogroup", "stream_table", "stream_stream", "table_table") or recipe["op"].get("merge")

@@ -90,6 +90,9 @@ _FUNCTIONS = [
     # with the key (key, value, other value) -> value: Kafka's ValueJoinerWithKey, which its
     # stream-table and stream-stream joins take (KTable joins take a ValueJoiner only)
     MenuFn("key_pair", "joiner", lambda k, v1, v2: text(k) + ":" + text(v1) + "+" + text(v2), None, "str"),
+    # foreign-key extractors value -> the other table's key (KIP-213); one of them gives None
+    MenuFn("length_key", "fk_extractor", lambda v: {1: "a", 2: "b", 3: "c"}.get(len(v)), "str"),
+    MenuFn("letter_key_or_null", "fk_extractor", lambda v: "a" if "x" in v else "b" if "y" in v else None, "str"),
     # grouped tables: selectors (key, value) -> (key, value), adders and subtractors
     MenuFn("by_value", "table_selector", lambda k, v: (v, k), "str", "str"),
     MenuFn("by_initial", "table_selector", lambda k, v: (_first(v), v), "str", "str"),

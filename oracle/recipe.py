@@ -32,6 +32,10 @@ The shapes:
     ``in`` joined (inner / left / outer) with the stream ``other`` within ``op["windows"]``.
 ``table_table``
     the tables of ``in`` and ``other`` joined (inner / left / outer).
+``fk_join``
+    the table of ``in`` joined (inner / left) with the table of ``other`` by the foreign key
+    ``op["extractor"]`` makes of its values (KIP-213), the result materialized when
+    ``op["materialized"]``.
 ``grouped_table``
     the table of ``in`` re-keyed with ``op["selector"]`` and counted, reduced or aggregated.
 ``split``
@@ -155,6 +159,9 @@ def value_type(recipe: dict[str, Any]) -> str:
             result = _check(op["initializer"], "initializer", None)
             _check(op["adder"], "table_aggregator", "str", result)
             _check(op["subtractor"], "table_aggregator", "str", result)
+    elif shape == "fk_join":
+        _check(op["extractor"], "fk_extractor", table)
+        result = "str"
     elif shape == "process":
         result = _process_type(op, after_pre)
         if op.get("then"):
@@ -218,7 +225,7 @@ def build(recipe: dict[str, Any]) -> Topology:
     value_type(recipe)
     b = StreamsBuilder()
     shape, op = recipe["shape"], recipe.get("op", {})
-    if shape in ("table_table", "grouped_table"):
+    if shape in ("table_table", "grouped_table", "fk_join"):
         stream = None
     else:
         source = re.compile(SOURCE_PATTERN) if recipe.get("source_pattern") else "in"
@@ -271,6 +278,11 @@ def build(recipe: dict[str, Any]) -> Topology:
         left, right = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])), b.table("other", STRINGS)
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[op["kind"]]
         out = getattr(left, method)(right, _fn(op["joiner"])).to_stream()
+    elif shape == "fk_join":
+        left, right = _apply(b.table("in", STRINGS), recipe.get("table_steps", [])), b.table("other", STRINGS)
+        method = left.join if op["kind"] == "inner" else left.left_join
+        options = {"materialized": Materialized.as_("fk-store")} if op.get("materialized") else {}
+        out = method(right, _fn(op["extractor"]), _fn(op["joiner"]), **options).to_stream()
     elif shape == "process":
         out = _process(b, stream, op)
     elif shape == "grouped_table":

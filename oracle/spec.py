@@ -204,6 +204,12 @@ def _(node: ir.TableTableJoinNode) -> dict[str, Any]:
 
 
 @node_spec.register
+def _(node: ir.ForeignKeyJoinNode) -> dict[str, Any]:
+    return {"type": "fk_join", "extractor": _fn(node.extractor), "joiner": _fn(node.joiner), "kind": node.kind,
+            "materialized": node.materialized}
+
+
+@node_spec.register
 def _(node: ir.BranchNode) -> dict[str, Any]:
     return {"type": "split"}
 

@@ -123,7 +123,8 @@ class _FkOperator(KeyedOperator):
         saved = None
         if cfg.replay:
             while data and data[0].get(CARRIED_STATE) is not None:
-                saved = tuple(data.pop(0)[CARRIED_STATE])
+                carried = data.pop(0)[CARRIED_STATE]
+                saved = tuple(carried[name] for name, _ in cfg._state)
         elif self.state.exists():
             saved = tuple(self.state.get())
         return data, saved

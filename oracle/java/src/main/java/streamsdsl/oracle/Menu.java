@@ -164,6 +164,20 @@ final class Menu {
         }
     }
 
+    static java.util.function.Function<Object, Object> fkExtractor(String name) {
+        switch (name) {
+            case "length_key": {
+                return v -> {
+                    int n = ((String) v).length();
+                    return n == 1 ? "a" : n == 2 ? "b" : n == 3 ? "c" : null;
+                };
+            }
+            case "letter_key_or_null":
+                return v -> ((String) v).contains("x") ? "a" : ((String) v).contains("y") ? "b" : null;
+            default: throw unknown("fk_extractor", name);
+        }
+    }
+
     static ValueJoiner<Object, Object, Object> joiner(String name) {
         switch (name) {
             case "pair": return (v1, v2) -> text(v1) + "+" + text(v2);

@@ -42,6 +42,7 @@ import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.ValueJoiner;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.Materialized;
@@ -389,6 +390,19 @@ public final class Oracle {
                         default:
                             result = materialized ? t.outerJoin(other, Menu.joiner(fn(node, "joiner")), m)
                                 : t.outerJoin(other, Menu.joiner(fn(node, "joiner")));
+                    }
+                    break;
+                }
+                case "fk_join": {
+                    KTable other = (KTable) parents.get(1);
+                    java.util.function.Function<Object, Object> extractor = Menu.fkExtractor(fn(node, "extractor"));
+                    ValueJoiner joiner = Menu.joiner(fn(node, "joiner"));
+                    boolean inner = node.get("kind").asText().equals("inner");
+                    if (node.get("materialized").asBoolean()) {
+                        Materialized m = Materialized.as("fk-store");
+                        result = inner ? t.join(other, extractor, joiner, m) : t.leftJoin(other, extractor, joiner, m);
+                    } else {
+                        result = inner ? t.join(other, extractor, joiner) : t.leftJoin(other, extractor, joiner);
                     }
                     break;
                 }
