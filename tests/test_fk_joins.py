@@ -184,8 +184,19 @@ class TestApi:
         topology = b.build()
         nodes = [topology.node(t.node_name) for t in kinds]
         assert [type(n).__name__ for n in nodes] == ["ForeignKeyJoinNode"] * 3 + ["TableTableJoinNode"]
-        assert [n.extractor_takes_key for n in nodes[:3]] == [False, False, True]
+        assert [n.extractor.takes_key for n in nodes[:3]] == [False, False, True]
         assert isinstance(nodes[2], ir.ForeignKeyJoinNode) and nodes[2].kind == "left"
+
+    def test_joiner_with_key(self) -> None:
+        """A joiner of (key, value, other_value) (Kafka's ValueJoinerWithKey, as every join here)
+        gets this table's key, read-only."""
+        b, left, right = tables()
+        left.left_join(right, fk, lambda k, v, o: f"{k}:{pair(v, o)}").to_stream().to("out", OUT)
+        with TopologyTestDriver(b.build()) as d:
+            d.create_input_topic("right", Serdes.String(), Serdes.String()).pipe_input("A", "ra", 1)
+            d.create_input_topic("left", Serdes.String(), Serdes.String()).pipe_input("k1", "A|1", 2)
+            out = d.create_output_topic("out", Serdes.String(), Serdes.String())
+            assert [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()] == [("k1", "k1:A|1+ra", 2)]
 
     def test_argument_errors(self) -> None:
         """Each mistake fails when it is written, naming the argument and the fix."""

@@ -9,8 +9,9 @@ arity of a callable is never what decides (a ``(key, value)`` extractor and a ``
 other_value)`` joiner both take two arguments).
 
 The extractor takes the value (Kafka's ``Function<V, KO>``) or the key and the value (Kafka 4's
-``BiFunction<K, V, KO>``), told apart by how many positional arguments it accepts (one wins
-when it accepts either).
+``BiFunction<K, V, KO>``), the joiner the two values or the key too (``ValueJoinerWithKey``, as
+every join here), told apart by how many positional arguments they accept (the shorter form
+wins when a function accepts either).
 
 **Names** advance as in Kafka Streams 4.0's ``KTableImpl.doJoinOnForeignKey``: every processor,
 sink, source, internal topic and the subscription store burns an index, a user name
@@ -23,9 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl import ir
-from streamsdsl._validation import REQUIRED, arity_problem, require_arguments, validate_name
+from streamsdsl._validation import REQUIRED, require_arguments, validate_name
 from streamsdsl.dsl.options import Materialized, Named, TableJoined, check_option, resolve_name
-from streamsdsl.dsl.stage import StreamStage, TableStage, _user_fn
+from streamsdsl.dsl.stage import StreamStage, TableStage, _user_fn, joiner_shapes
 from streamsdsl.dsl.table_joins import _getter_stores, table_join
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, TopologyError
 
@@ -74,18 +75,6 @@ def join_dispatch(table: KTable, other: Any, args: tuple[Any, ...], foreign_key_
     return fk_join(table, other, foreign_key_extractor, joiner, table_joined, name, materialized, kind)
 
 
-def _extractor(fn: Any) -> tuple[ir.UserFn, bool]:
-    """The extractor and whether it takes the key too."""
-    if callable(fn) and arity_problem(fn, ("value",)) is not None and arity_problem(fn, ("key", "value")) is None:
-        return _user_fn(fn, "foreign_key_extractor", _EXTRACTOR_WITH_KEY), True
-    if callable(fn) and arity_problem(fn, ("value",)) is not None:
-        raise InvalidTypeError(
-            f"'foreign_key_extractor' must accept 1 positional argument (value) or 2 (key, value); "
-            f"{arity_problem(fn, ('value',))}. Use lambda value: value['customer'] or lambda key, value: ..."
-        )
-    return _user_fn(fn, "foreign_key_extractor", _EXTRACTOR), False
-
-
 def fk_join(table: KTable, other: Any, extractor: Any, joiner: Any, table_joined: Any, name: str | Named | None,
             materialized: Any, kind: str) -> KTable:
     """``table.<join kind>(other, extractor, joiner)``: checks the arguments, adds an
@@ -116,8 +105,8 @@ def fk_join(table: KTable, other: Any, extractor: Any, joiner: Any, table_joined
         raise InvalidTypeError(f"'other' must be a KTable (got {type(other).__name__}: {other!r}).")
     require_arguments(method, f"{method}(other_table, lambda value: value['customer'], lambda value, other_value: ...)",
                       ("foreign_key_extractor", extractor, _EXTRACTOR), ("joiner", joiner, _JOINER))
-    fk_fn, with_key = _extractor(extractor)
-    fn = _user_fn(joiner, "joiner", _JOINER)
+    fk_fn = _user_fn(extractor, "foreign_key_extractor", (_EXTRACTOR, _EXTRACTOR_WITH_KEY))
+    fn = _user_fn(joiner, "joiner", joiner_shapes("other_value"))
     materialized = check_option(materialized, Materialized, "materialized")
     if table_joined is not None and not isinstance(table_joined, TableJoined):
         raise InvalidTypeError(
@@ -161,7 +150,7 @@ def fk_join(table: KTable, other: Any, extractor: Any, joiner: Any, table_joined
     result = named("-result", "KTABLE-FK-JOIN-OUTPUT-")
     store = builder._store_name(materialized, "KTABLE-FK-JOIN-OUTPUT-")
     node = ir.ForeignKeyJoinNode(
-        result, (table.node_name, other.node_name), extractor=fk_fn, extractor_takes_key=with_key, joiner=fn,
+        result, (table.node_name, other.node_name), extractor=fk_fn, joiner=fn,
         kind=kind,
         processors=(reg_processor, reg_sink, reg_source, receive, join_foreign, foreign_join, resp_sink, resp_source,
                     resolver, sub_store),

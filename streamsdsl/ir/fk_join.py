@@ -57,9 +57,8 @@ class ForeignKeyJoinNode(Node):
     result's store (``materialized``: it exists); ``value_serde``: the result's value serde.
     """
 
+    #: ``(value) -> foreign key``, or ``(key, value)`` (Kafka 4's ``BiFunction``: ``takes_key``).
     extractor: UserFn = attrs.field(kw_only=True, validator=_user_fn)
-    #: The extractor takes ``(key, value)`` (Kafka 4's ``BiFunction``), else ``(value)``.
-    extractor_takes_key: bool = attrs.field(kw_only=True, default=False, validator=instance_of(bool))
     joiner: UserFn = attrs.field(kw_only=True, validator=_user_fn)
     kind: str = attrs.field(kw_only=True, validator=_fk_join_kind)
     processors: tuple[str, ...] = attrs.field(kw_only=True, validator=_fk_names)

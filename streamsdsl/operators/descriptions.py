@@ -377,14 +377,14 @@ class FkJoinDescription:
         return self.node.materialized
 
     @property
-    def joiner(self) -> Callable[[Any, Any], Any]:
-        return self.node.joiner.fn
+    def joiner(self) -> Joiner:
+        return joiner_of(self.node.joiner)
 
     @property
     def extractor(self) -> Callable[[Any, Any], Any]:
         """The foreign-key extractor as ``(key, value) -> foreign key``, whichever form was given."""
         fn = self.node.extractor.fn
-        if self.node.extractor_takes_key:
+        if self.node.extractor.takes_key:
             return fn  # type: ignore[no-any-return]
         return lambda key, value: fn(value)
 

@@ -69,6 +69,7 @@ import attrs
 
 from streamsdsl._validation import one_of
 from streamsdsl.errors import InvalidArgumentError
+from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.table_table import table_side_step
 from streamsdsl.semantics.tables import Change, KeyedChange, TableValue, key_bytes
 
@@ -95,7 +96,6 @@ DROP_NULL_FOREIGN_KEY = "null_foreign_key"
 DROP_STALE_RESPONSE = "stale_response"
 
 Extractor = Callable[[Any, Any], Any]  # (left key, left value) -> foreign key
-Joiner = Callable[[Any, Any], Any]  # (left_value, right_value) -> value
 
 _kind = one_of(("inner", "left"), "foreign-key join")
 
@@ -341,7 +341,7 @@ def fk_resolve_step(spec: FkJoinSpec, state: ResolveState | None, response: Resp
     if response.foreign is None and (spec.kind == "inner" or current is None):
         result = None
     else:
-        result = joiner(current, response.foreign)
+        result = for_key(joiner, response.key)(current, response.foreign)
     if spec.materialized:
         if result is None and state.result is None and spec.cached:
             return state, None, None
