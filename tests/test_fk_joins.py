@@ -448,3 +448,19 @@ class TestStreamingFkJoin:
         topic.append("left", [("k1", "B|1", 30), ("k2", None, 31)], s, s)
         assert run() == [("k1", "A|1+rb", 20), ("k2", "A|2+rb", 20),
                          ("k1", "B|1+null", 30), ("k1", "B|1+null", 30), ("k2", None, 31), ("k2", None, 31)]
+
+
+class TestCheckpoint:
+    def test_the_join_is_a_stateful_operator_of_the_fingerprint(self) -> None:
+        """A foreign-key join keeps state without a result store: the checkpoint's fingerprint
+        lists it (by its subscription store), so a topology that drops it cannot reuse the state."""
+        from streamsdsl.runtime.fingerprint import diff, topology_fingerprint
+
+        b, left, right = tables()
+        left.join(right, fk, pair).to_stream().to("out", OUT)
+        ops = topology_fingerprint(b.build()).operators
+        assert [(op["kind"], op["store"], op["inputs"]) for op in ops] == [
+            ("TableSourceNode", "left-STATE-STORE-0000000000", 0), ("TableSourceNode", "right-STATE-STORE-0000000003", 0),
+            ("ForeignKeyJoinNode", "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-0000000010", 2)]
+        plain, _, _ = tables()
+        assert diff(topology_fingerprint(b.build()), topology_fingerprint(plain.build()))

@@ -272,7 +272,8 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, Any] | None
     'TimeWindows(size=60000ms, advance=60000ms, grace=0ms)'
     """
     operators = operators or {}
-    stateful = [n for n in topology.nodes if n.stores]
+    # a foreign-key join keeps state (its subscriptions, both tables' values) with no result store
+    stateful = [n for n in topology.nodes if n.stores or isinstance(n, ir.ForeignKeyJoinNode)]
     positions = {n.name: i for i, n in enumerate(stateful)}
     ops = []
     for node in stateful:
@@ -282,7 +283,7 @@ def topology_fingerprint(topology: Topology, operators: Mapping[str, Any] | None
         ops.append({
             "name": node.name,
             "kind": _versioned_kind(topology, node, _kind(node)),
-            "store": ", ".join(node.stores),
+            "store": ", ".join(node.stores) or getattr(node, "subscription_store", ""),
             "windows": None if windows is None else repr(windows),
             "emit": repr(emit or EmitStrategy.on_window_update()),
             "serdes": {"key": _serde(getattr(node, "key_serde", None)),
