@@ -60,7 +60,8 @@ class TestVersionedStoreApi:
         segment interval when none is given), and refuses a negative retention or a segment
         interval that is not positive, naming the argument and the unit."""
         s = Stores.persistent_versioned_key_value_store("rates", timedelta(hours=2))
-        assert (s.name, s.history_retention_ms, s.segment_interval_ms, s.persistent) == ("rates", 7_200_000, 300_000, True)
+        assert (s.name, s.history_retention_ms, s.segment_interval_ms, s.persistent) == (
+            "rates", 7_200_000, 300_000, True)
         assert Stores.persistent_versioned_key_value_store("r", 10, 5).segment_interval_ms == 5
         assert Stores.persistent_versioned_key_value_store("r", 0).segment_interval_ms == 2_000
         with pytest.raises(InvalidArgumentError) as e:
@@ -183,7 +184,8 @@ def _drive(d: Any, steps: list[tuple[str, list[tuple[int, Any, int]]]]) -> list[
     """Pipe each step's records (``("stream" | "table", [(key, value, ts), ...])``) and read the
     output after it."""
     names = {"stream": "streamTopic", "table": "tableTopic2"}
-    topics = {side: d.create_input_topic(names[side], Serdes.Integer(), Serdes.String()) for side in {s for s, _ in steps}}
+    topics = {side: d.create_input_topic(names[side], Serdes.Integer(), Serdes.String())
+              for side in {s for s, _ in steps}}
     out = d.create_output_topic("out", Serdes.Integer(), Serdes.String())
     got = []
     for side, records in steps:
@@ -254,6 +256,48 @@ class TestGraceJoinKafka:
         assert got[:4] == [[], [(0, "X0+Y0", 0), (1, "X1+Y1", 1)], [], [(0, "X0+YY0", 0), (1, "X1+YY1", 1)]]
         assert sorted(got[4]) == [(2, "X2+YY2", 2), (2, "X2+YY2", 2), (3, "X3+YY3", 3), (3, "X3+YY3", 3)]
         assert got[5] == []
+
+
+#: AbstractJoinIntegrationTest's input: (left stream | right table, value, timestamp), key 0.
+JOIN_INPUT = [("left", None, 1), ("right", None, 2), ("left", "A", 3), ("right", "a", 4), ("left", "B", 5),
+              ("right", "b", 6), ("left", None, 7), ("right", None, 8), ("left", "C", 9), ("right", "c", 10),
+              ("right", None, 11), ("left", None, 12), ("right", None, 13), ("right", "d", 7), ("left", "D", 6),
+              ("left", None, 2), ("right", None, 3), ("right", "e", 14), ("left", "E", 15), ("left", None, 10),
+              ("right", None, 9), ("left", "F", 4), ("right", "f", 3)]
+#: StreamTableJoinWithGraceIntegrationTest's expected output after each input record (index: value, ts).
+JOIN_EXPECTED = {
+    "inner": {8: ("B-a", 5), 14: ("D-b", 6), 21: ("F-a", 4)},
+    "left": {4: ("A-null", 3), 8: ("B-a", 5), 14: ("D-b", 6), 18: ("C-null", 9), 21: ("F-a", 4)},
+}
+
+
+class TestStreamTableJoinWithGraceIntegration:
+    @pytest.mark.parametrize("kind", ["inner", "left"])
+    def test_with_versioned_store(self, open_driver: Any, kind: str) -> None:
+        """StreamTableJoinWithGraceIntegrationTest.testInnerWithVersionedStore / testLeftWithVersionedStore:
+        Kafka's join-integration input (out-of-order records, tombstones, null values) through a
+        join with a 2 ms grace period against a table versioned for 5 minutes; the output after
+        each input record."""
+        b = StreamsBuilder()
+        strings = Consumed.with_serdes(Serdes.Long(), Serdes.String())
+        left = b.stream("left", strings)
+        table = b.table("right", strings, versioned("table-store"))
+        joined = Joined.with_grace_period(2).with_name("Grace")
+        def dash(value: Any, table_value: Any) -> str:
+            return f"{value}-{'null' if table_value is None else table_value}"
+
+        join = left.join if kind == "inner" else left.left_join
+        join(table, dash, joined=joined).to("out", Produced.with_serdes(Serdes.Long(), Serdes.String()))
+        with open_driver(b.build()) as d:
+            topics = {t: d.create_input_topic(t, Serdes.Long(), Serdes.String()) for t in ("left", "right")}
+            out = d.create_output_topic("out", Serdes.Long(), Serdes.String())
+            got = {}
+            for i, (topic, value, ts) in enumerate(JOIN_INPUT):
+                topics[topic].pipe_input(0, value, ts)
+                records = [(r.value, r.timestamp) for r in out.read_records_to_list()]
+                if records:
+                    got[i] = records[0] if len(records) == 1 else records
+        assert got == JOIN_EXPECTED[kind]
 
 
 class TestVersionedJoin:
@@ -342,8 +386,8 @@ class TestGraceJoinProperties:
                       "table": d.create_input_topic("tableTopic2", Serdes.Integer(), Serdes.String())}
             for side, key, value, ts in events:
                 topics[side].pipe_input(key, value, ts)
-            got = [(r.key, r.value, r.timestamp) for r in d.create_output_topic("out", Serdes.Integer(),
-                                                                                  Serdes.String()).read_records_to_list()]
+            out = d.create_output_topic("out", Serdes.Integer(), Serdes.String())
+            got = [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
         expected = grace_join_reference_run(events, kind=kind, grace=grace, retention=history, joiner=joiner,
                                             key_order=Serdes.Integer().serialize)
         assert got == [(o.key, o.value, o.timestamp) for o in expected]
@@ -372,5 +416,6 @@ class TestEnginesAgree:
             with TopologyTestDriver(b.build(), engine=engine, spark=spark if engine == "spark" else None) as d:
                 got = _drive(d, steps)
                 other = d.create_output_topic("out2", Serdes.Integer(), Serdes.String()).read_records_to_list()
-                runs[engine] = (got, [(r.key, r.value, r.timestamp) for r in other], d.metrics()["dropped-records-total"])
+                runs[engine] = (got, [(r.key, r.value, r.timestamp) for r in other],
+                                d.metrics()["dropped-records-total"])
         assert runs["spark"] == runs["direct"]

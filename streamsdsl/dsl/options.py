@@ -75,7 +75,8 @@ def _store_supplier(value: Any) -> Any:
         return value
     raise InvalidTypeError(
         f"'supplier' of Materialized must be a key-value store supplier from Stores, e.g. "
-        f"Stores.persistent_versioned_key_value_store('rates', timedelta(hours=1)) (got {type(value).__name__}: {value!r})."
+        f"Stores.persistent_versioned_key_value_store('rates', timedelta(hours=1)) "
+        f"(got {type(value).__name__}: {value!r})."
     )
 
 

@@ -14,8 +14,8 @@ Kafka Streams' rules (``S/internals/RocksDBVersionedStore.java``, ``KI/KTableSou
   is returned, if it is old enough; else ``None``.
 - A **versioned table source** forwards every record its store took, the out-of-order ones too
   (with ``is_latest`` false: a table–table join, a ``group_by`` and a foreign-key join skip them);
-  a refused record is not forwarded, and counted as dropped (the store's ``droppedRecordsSensor``). A versioned store has no record cache, so a tombstone of
-  an absent key is forwarded.
+  a refused record is not forwarded, and counted as dropped (the store's ``droppedRecordsSensor``).
+  A versioned store has no record cache, so a tombstone of an absent key is forwarded.
 - A **stream–table join** reads a versioned table as of the stream record's timestamp.
 - **Grace period** (`GraceBuffer`): a stream record (not dropped) whose timestamp is older than
   the buffer's stream time (the largest timestamp buffered) minus the grace period joins at
