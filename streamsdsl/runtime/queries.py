@@ -219,6 +219,10 @@ class StoreReader:
                 joined = self._joined(node, key, row.value)
                 if joined is not None:
                     out.append(StoreEntry(key, 0, 0, joined[0], joined[1]))
+            elif getattr(node, "history_retention_ms", None) is not None:  # a versioned table: its latest version
+                versions = cell or []
+                if versions and versions[-1][1] is not None:
+                    out.append(StoreEntry(key, 0, 0, value_serde.from_internal(versions[-1][1]), versions[-1][0]))
             elif isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
                 out.append(StoreEntry(key, 0, 0, value_serde.from_internal(cell), row.value[1]))
             elif jvm:

@@ -152,3 +152,22 @@ class TestReadOncePerBatch:
             (tmp_path / "commits" / name).write_text("v1")
         assert last_commit(str(tmp_path)) == last_commit(f"file://{tmp_path}") == 10
         assert last_commit("s3a://bucket/app") is None
+
+
+class TestVersionedTableStore:
+    def test_a_versioned_table_reads_its_latest_version(self) -> None:
+        """A versioned table's state row holds its versions (`streamsdsl.compiler.versioned`): the
+        store view shows each key's latest version, and no entry for a key whose latest version
+        is a tombstone."""
+        from types import SimpleNamespace
+
+        b = StreamsBuilder()
+        b.table("t", materialized=Materialized.as_(Stores.persistent_versioned_key_value_store("v", 10)))
+        node = b.build().node("KTABLE-SOURCE-0000000001")
+        serde = Serdes.String()
+        frames = {node.name: SimpleNamespace(key=SimpleNamespace(serde=serde), value=serde)}
+        reader = StoreReader(None, "/nowhere", SimpleNamespace(frames=frames, operators={}))  # type: ignore[arg-type]
+        rows = [SimpleNamespace(key=("k1",), value=([(1, "a"), (5, "b")], 5, [], -1)),
+                SimpleNamespace(key=("k2",), value=([(2, "c"), (3, None)], 3, [], -1))]
+        reader._rows = lambda name: rows  # type: ignore[method-assign]
+        assert [(e.key, e.value, e.timestamp) for e in reader._dsl_entries("v", node)] == [("k1", "b", 5)]
