@@ -169,7 +169,7 @@ class TestTopologyDiagrams:
         """examples/README.md shows each example's current diagram (refresh it with
         ``python tools/docs_hooks.py examples/README.md``)."""
         text = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
-        assert text.count("<!-- topology: examples/") == 6
+        assert text.count("<!-- topology: examples/") == 7
         assert hooks.topology_mermaid(text) == text
 
 

@@ -71,6 +71,15 @@ class TestExamples:
         assert "customer 1: {'cart': [1, 3, 4], 'purchases': [7, 8], 'wish_list': [11]}" in lines
         assert "customer 2: {'cart': [2, 5], 'purchases': [6, 9, 10], 'wish_list': [12, 13, 14, 15]}" in lines
 
+    def test_orders_by_customer(self, spark: Any, capsys: Any) -> None:
+        """The foreign-key join's orders: a customer update reaches each of her orders, a moved
+        order retracts its old match (the left join's two records), a deleted order two tombstones."""
+        lines = [" ".join(line.split()) for line in run_example("orders_by_customer.py", capsys)]
+        i = lines.index("order item name time")
+        assert lines[i + 1:] == ["o1 tea Ann 2", "o2 cake Ann 3", "o3 jam None 4", "o1 tea Anna 5", "o2 cake Anna 5",
+                                 "o2 cake None 6", "o2 cake None 6", "o2 cake Bo 7", "o3 jam Bo 7", "o1 - - 8",
+                                 "o1 - - 8"]
+
     @pytest.mark.usefixtures("operator")
     def test_tumbling_counts(self, spark: Any, capsys: Any) -> None:
         """Per-minute view counts with both emit strategies; alice's 09:00:50 view is dropped."""
