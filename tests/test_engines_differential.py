@@ -4,7 +4,7 @@ headers) on every output topic, in the same order, and the same metrics.
 
 The topology generator draws one shape from a menu that covers every stateful operator family
 (aggregations of every window kind and both emit strategies, cogroup, stream–table,
-stream–stream and table–table joins, grouped tables, suppress) with stateless steps around
+stream–stream, table–table and foreign-key joins, grouped tables, suppress) with stateless steps around
 them; the inputs have out-of-order and late records, timestamp ties, ``None`` keys and values.
 """
 
@@ -94,6 +94,13 @@ def _table_table(b: StreamsBuilder, kind: str) -> None:
     getattr(left, {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind])(right, _join).to_stream().to("out")
 
 
+def _fk_join(b: StreamsBuilder, kind: str) -> None:
+    """A foreign-key join: ``x`` names the row ``a`` of ``other``, ``yy`` the row ``b``, ``zzz`` none."""
+    left, right = b.table("in", STRINGS), b.table("other", STRINGS)
+    method = left.join if kind == "inner" else left.left_join
+    method(right, lambda v: {"x": "a", "yy": "b"}.get(v), _join).to_stream().to("out")
+
+
 def _grouped_table(b: StreamsBuilder) -> None:
     (b.table("in", STRINGS).group_by(lambda k, v: (v, k)).count().to_stream().to("out"))
 
@@ -108,6 +115,7 @@ SHAPES: dict[str, Callable[[StreamsBuilder, Any], None]] = {
     **{f"stream-stream-{k}": (lambda b, k=k: _stream_stream(b, k)) for k in ("inner", "left", "outer")},
     **{f"table-table-{k}": (lambda b, k=k: _table_table(b, k)) for k in ("inner", "left", "outer")},
     "grouped-table": _grouped_table,
+    **{f"fk-join-{k}": (lambda b, k=k: _fk_join(b, k)) for k in ("inner", "left")},
 }
 
 RECORDS = st.lists(st.tuples(st.sampled_from(["in", "other"]), KEYS, VALUES, st.integers(0, 40)), min_size=1,
