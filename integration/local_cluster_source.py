@@ -14,6 +14,8 @@ Python workers) with both connectors, on one session; print the result as JSON:
    clicks-and-users application (`tests._quiet_table`), whose users table stays quiet;
 5. a user processor with a store on two partitions (``processors``: `tests._processor_app`'s
    streaming query, a task per partition, its records), its kernel in the executors' workers.
+6. a stream joined with a global table updated while the query runs (``global_tables``:
+   `tests._global_table_app`'s records), the join's operator in the executors.
 
 One session for all of it (a local cluster starts in ≈ 30 s), built as a user builds one:
 ``streamsdsl.configure_spark(SparkSession.builder.master("local-cluster[2,1,1024]"))``. Run by
@@ -193,11 +195,15 @@ def main(bootstrap: str, topic: str, max_per_trigger: str, checkpoint: str, sink
     eos = _eos_app(bootstrap, eos_source, eos_sink, checkpoint + "-eos-state", eos_app)
     operator = _operator(spark)
     processors = _processors(spark)
+    from tests import _global_table_app
+
+    global_tables = {k: [list(r) if isinstance(r, tuple) else r for r in v]
+                     for k, v in _global_table_app.run(spark).items()}
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # type: ignore[union-attr]
     spark.stop()
     print(json.dumps({"finished": finished, "error": str(error) if error else None, "executors": executors,
                       "batches": batches, "jvm_app": jvm_app, "eos_app": eos,
-                      "operator": operator, "processors": processors}))
+                      "operator": operator, "processors": processors, "global_tables": global_tables}))
 
 
 if __name__ == "__main__":

@@ -140,3 +140,20 @@ def test_user_processor_on_a_multi_process_cluster(
     run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
     assert run["executors"] == 2
     assert [tuple(r) for r in run["processors"]] == _processor_app.expected()
+
+
+@pytest.mark.slow
+def test_global_table_join_on_a_multi_process_cluster(
+    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A stream joined with a global table (`tests._global_table_app`: the table bootstrapped in
+    the first micro-batch, updated while the query runs, its timestamps far ahead of the stream's)
+    runs its operator in the executors' Python workers, two shuffle partitions over two executor
+    JVMs, and writes exactly what it writes on ``local[*]``."""
+    from tests import _global_table_app
+
+    run, _ = local_cluster_run(kafka, new_topic, tmp_path_factory)
+    assert run["executors"] == 2
+    assert [tuple(r) for r in run["global_tables"]["enriched"]] == _global_table_app.ENRICHED
+    assert run["global_tables"]["counts"] == _global_table_app.COUNTS
+    assert run["global_tables"]["store"] == _global_table_app.STORE

@@ -1,12 +1,12 @@
 """``python -m oracle``: run generated cases against Kafka Streams, or replay a case file.
 
-    python -m oracle run --cases 200 --seed 1 --engine direct [--cases-dir oracle/cases] [--shape process|fk_join]
+    python -m oracle run --cases 200 --seed 1 --engine direct [--cases-dir oracle/cases] [--shape process|fk_join|global_table]
     python -m oracle replay oracle/cases/<id>.json [--engine spark]
 
 ``run`` prints one line per differing case (with its minimized case file) and ends with
 ``N agree, M differ``; its exit code is 1 when a case differs. ``--shape process`` draws every
 case with a processor of the menu (`oracle.processors`), ``--shape fk_join`` every case with a
-foreign-key join. ``replay`` runs a case file's
+foreign-key join, ``--shape global_table`` a stream joined with a global table. ``replay`` runs a case file's
 case again on both systems and prints the differences (exit code 1 when there are any).
 """
 
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from oracle.generator import Case
+from oracle.generator import SHAPES_APART, Case
 from oracle.harness import KafkaOracle, compare, outcomes, run_cases, write_case
 
 
@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--seed", type=int, default=1)
     run.add_argument("--engine", choices=["direct", "spark"], default="direct")
     run.add_argument("--cases-dir", default=str(Path(__file__).resolve().parent / "cases"))
-    run.add_argument("--shape", choices=["process", "fk_join"], default=None,
+    run.add_argument("--shape", choices=list(SHAPES_APART), default=None,
                      help="only cases of this shape (default: every shape, processors in PROCESS_SHARE of them, "
                      "foreign-key joins in FK_SHARE of the others)")
     replay = sub.add_parser("replay", help="replay a case file")

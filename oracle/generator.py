@@ -21,7 +21,7 @@ from oracle.menu import MENU, MenuFn
 from oracle.processors import PROCESSORS
 from oracle.recipe import KEY_CHANGING, PATTERN_TOPIC, STEP_ROLES, step_types, value_type
 
-__all__ = ["Case", "FK_SHARE", "LEFT_OUT", "PROCESS_SHARE", "WALL_CLOCK", "generate"]
+__all__ = ["Case", "FK_SHARE", "LEFT_OUT", "PROCESS_SHARE", "SHAPES_APART", "WALL_CLOCK", "generate"]
 
 #: What the generator never produces, with the reason; docs/testing.md shows this list.
 LEFT_OUT: dict[str, str] = {
@@ -330,12 +330,43 @@ def _fk_recipe(rng: random.Random) -> dict[str, Any]:
     return recipe
 
 
+def _global_table_recipe(rng: random.Random) -> dict[str, Any]:
+    """A recipe of shape ``global_table``: up to two stateless steps (one case in three a key
+    change, which a global-table join does not repartition), an inner or left join with the
+    global table of topic ``other`` on a key selector of the menu, up to one value step after."""
+    recipe: dict[str, Any] = {"shape": "global_table", "pre": [], "other_pre": [], "table_steps": [], "op": {},
+                              "post": []}
+    recipe["pre"], value = _steps(rng, "str", rng.randint(0, 2), STATELESS if rng.random() < 1 / 3 else KEY_KEEPING)
+    recipe["op"] = {"kind": rng.choice(["inner", "left"]), "key_selector": rng.choice(_menu("key_selector", value)).name,
+                    "joiner": "pair"}
+    if rng.random() < 0.3:
+        recipe["post"], _ = _steps(rng, "str", 1, VALUE_ONLY)
+    value_type(recipe)
+    return recipe
+
+
+#: The keys of a global table's records: what the menu's key selectors make of the stream's keys
+#: and values ("A", "all", a value's first letter), so that joins find rows; None is dropped.
+TABLE_KEYS = ["a", "ab", "A", "B", "all", "x", "yy", "y", "z", None]
+
+#: The shapes drawn apart (``generate(..., shape=...)``), each by a random stream of its own so
+#: that the cases of the main draw stay the ones each seed and index gave before.
+SHAPES_APART = ("process", "fk_join", "global_table")
+
+
 def generate(seed: int, index: int, *, shape: str | None = None) -> Case:
     """The case ``index`` of the run seeded with ``seed`` (``shape="process"``: the case of
-    that index as if it ran a processor)."""
-    if shape not in (None, "process", "fk_join"):
-        raise ValueError(f"'shape' is None, 'process' or 'fk_join' (got {shape!r}): only processor and foreign-key "
-                         "join cases are drawn apart.")
+    that index as if it ran a processor; ``shape="fk_join"``: a foreign-key join;
+    ``shape="global_table"``: a stream joined with a
+    global table, the table's records (topic ``other``) interleaved with the stream's)."""
+    if shape not in (None, *SHAPES_APART):
+        raise ValueError(f"'shape' is None or one of {SHAPES_APART} (got {shape!r}): only these are drawn apart.")
+    if shape == "global_table":
+        rng = random.Random(f"{seed}/{index}/global_table")
+        recipe = _global_table_recipe(rng)
+        records = [(t, rng.choice(TABLE_KEYS) if t == "other" else k, v, ts)
+                   for t, k, v, ts in _records(rng, ["in", "other"])]
+        return Case(recipe, records, cache=rng.random() >= 0.25)
     process = random.Random(f"{seed}/{index}/process")
     if shape == "process" or (shape is None and process.random() < PROCESS_SHARE):
         recipe = _process_recipe(process)

@@ -28,6 +28,9 @@ The shapes:
     table with ``to_table`` when ``op["table_from_stream"]``); with ``op["versioned"]`` the table
     is materialized with a versioned store of that ``history`` (ms) and the join has that
     ``grace`` period (ms, ``None``: none).
+``global_table``
+    ``in`` joined (inner / left) with the global table of ``other`` on the table key
+    ``op["key_selector"]`` makes of each record (no repartition, whatever ``pre`` did to the key).
 ``stream_stream``
     ``in`` joined (inner / left / outer) with the stream ``other`` within ``op["windows"]``.
 ``table_table``
@@ -161,6 +164,8 @@ def value_type(recipe: dict[str, Any]) -> str:
             _check(op["subtractor"], "table_aggregator", "str", result)
     elif shape == "fk_join":
         _check(op["extractor"], "fk_extractor", table)
+    elif shape == "global_table":
+        _check(op["key_selector"], "key_selector", after_pre)
         result = "str"
     elif shape == "process":
         result = _process_type(op, after_pre)
@@ -268,6 +273,10 @@ def build(recipe: dict[str, Any]) -> Topology:
         joined = None if versioned is None or versioned["grace"] is None else Joined.with_grace_period(versioned["grace"])
         out = stream.join(table, joiner, joined=joined) if op["kind"] == "inner" \
             else stream.left_join(table, joiner, joined=joined)
+    elif shape == "global_table":
+        table = b.global_table("other", STRINGS)
+        method = stream.join if op["kind"] == "inner" else stream.left_join
+        out = method(table, _fn(op["key_selector"]), _fn(op["joiner"]))
     elif shape == "stream_stream":
         other = _apply(b.stream("other", STRINGS), recipe["other_pre"])
         w = op["windows"]

@@ -113,6 +113,17 @@ def _(node: ir.TableSourceNode) -> dict[str, Any]:
 
 
 @node_spec.register
+def _(node: ir.GlobalTableSourceNode) -> dict[str, Any]:
+    return {"type": "global_table_source", "topic": node.topics[0]}
+
+
+@node_spec.register
+def _(node: ir.GlobalTableJoinNode) -> dict[str, Any]:
+    return {"type": "global_table_join", "kind": node.kind, "key_selector": _fn(node.key_selector),
+            "joiner": _fn(node.joiner)}
+
+
+@node_spec.register
 def _(node: ir.FilterNode) -> dict[str, Any]:
     return {"type": "filter", "predicate": _fn(node.predicate), "negate": node.negate}
 

@@ -59,7 +59,6 @@ NOT_YET: dict[str, dict[str, str]] = {
         "flat_transform_values": "Processor API",
     },
     "StreamsBuilder": {
-        "global_table": "`StreamsBuilder.global_table`",
         "add_global_store": "Processor API",
     },
     "Topology": {

@@ -82,6 +82,7 @@ CONFORMANCE = (
     "tests/test_suppress.py", "tests/test_driver_errors.py", "tests/test_driver_stores.py",
     "tests/test_record_cache.py", "tests/test_processors.py", "tests/test_with_key.py",
     "tests/test_foreach_print.py", "tests/test_branched_repartition.py", "tests/test_versioned_tables.py",
+    "tests/test_global_tables.py",
 )
 #: Where a conformance test's TopologyTestDriver runs its topology: the engine and the operator of
 #: the built-in aggregations (``streamsdsl.operator``): the direct engine, the Spark plan in

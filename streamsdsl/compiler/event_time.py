@@ -55,7 +55,8 @@ STREAMING_SETTINGS = (WATERMARK_POLICY, ("spark.sql.exchange.reuse", "false"))
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 #: The operators that keep state (a materialized table source is one too).
-STATEFUL_NODES = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.TableTableJoinNode,
+STATEFUL_NODES = (ir.AggregateNode, ir.CogroupAggregateNode, ir.StreamTableJoinNode, ir.GlobalTableJoinNode,
+                  ir.TableTableJoinNode,
                   ir.ForeignKeyJoinNode,
                   ir.StreamStreamJoinNode, ir.TableGroupByNode, ir.GroupedTableAggregateNode, ir.SuppressNode,
                   ir.ProcessNode)

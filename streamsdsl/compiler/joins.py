@@ -193,15 +193,20 @@ def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, t
 
 def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperatorConfig,
                        operator: type[StatefulProcessor], carried_side: int, count_drops: bool = True, *,
-                       stateful_below: bool | None = None) -> DataFrame:
+                       stateful_below: bool | None = None, out_key_type: str | None = None,
+                       carried_key: Any = None) -> DataFrame:
     """Run ``operator(config)`` (one state row per key, no timers) over ``inp``; in replay with
     the state carried from the previous run (its rows on input side ``carried_side``) and handed
     to the next. Drops are counted (and logged) right after it when ``count_drops``.
     ``stateful_below``: whether a stateful operator reads its output (``None``: a node of the
-    topology named ``config.node`` says; an operator of a node's inner stage says itself)."""
+    topology named ``config.node`` says; an operator of a node's inner stage says itself).
+
+    ``out_key_type``: the type of the output's keys when they are not the operator's keys (a
+    global-table join outputs the stream's keys); then ``carried_key`` is the Column of a carry
+    row that holds the operator's key."""
     replay = lowering.mode is PlanMode.REPLAY
     config = attrs.evolve(config, replay=replay)
-    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
+    types = {"key": out_key_type or config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
              "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
              FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double",
              CARRIED_STATE: config.state_type}
@@ -213,7 +218,8 @@ def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperator
     out = transform_with_state(not replay, lowering.topology, config.node, inp.groupBy("key"), processor, schema,
                                "None", stateful_below=stateful_below)
     if replay:
-        out = carry_out(lowering, out, config.node, F.col("key"), config.key.spark_type, config.state_type)
+        out = carry_out(lowering, out, config.node, F.col("key") if carried_key is None else carried_key,
+                        config.key.spark_type, config.state_type)
     metric = F.col(EVENT_METRIC)
     if count_drops:
         out = lowering.observe(out, config.node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))

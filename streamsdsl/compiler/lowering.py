@@ -215,7 +215,9 @@ def reused_columns(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
     return found
 
 
-def _source(self: Lowering, node: ir.SourceNode) -> Frame:
+def _source(self: Lowering, node: ir.SourceNode, *, event_time: bool = True) -> Frame:
+    """A source's records, deserialized (``event_time``: with the event-time watermark where the
+    mode has one; a global table's source has none)."""
     raw = self.raw_source(node)
     key_serde = node.key_serde or DEFAULT_SERDE
     value_serde = node.value_serde or DEFAULT_SERDE
@@ -233,7 +235,7 @@ def _source(self: Lowering, node: ir.SourceNode) -> Frame:
         # reads every column its condition names for every record. Without the jar, Spark pushes
         # the filter into the projection, which is the same check.
         df = raw.select("*", check.alias(_SOURCE_CHECKED)).filter(F.col(_SOURCE_CHECKED)).select(*columns)
-    return Frame(self.with_event_time(df), KeyCodec(key_serde), value_serde)
+    return Frame(self.with_event_time(df) if event_time else df, KeyCodec(key_serde), value_serde)
 
 
 def _deserialize_or_skip(lowering: Lowering, raw: DataFrame, node: ir.SourceNode, key_serde: PlanSerde,

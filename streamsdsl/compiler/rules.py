@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from streamsdsl import ir
-from streamsdsl.compiler import aggregations, grouped_tables, joins, lowering, stream_joins, suppress, table_joins
+from streamsdsl.compiler import aggregations, global_tables, grouped_tables, joins, lowering, stream_joins, suppress
+from streamsdsl.compiler import table_joins
 from streamsdsl.compiler import fk_joins, user_processors
 
 __all__ = ["RULES"]
@@ -32,6 +33,8 @@ RULES: dict[type[ir.Node], Callable[..., Any]] = {
     ir.TableSourceNode: joins._table_source,
     ir.StreamToTableNode: joins._stream_to_table,
     ir.StreamTableJoinNode: joins._stream_table_join,
+    ir.GlobalTableSourceNode: global_tables._global_table_source,
+    ir.GlobalTableJoinNode: global_tables._global_table_join,
     ir.BranchNode: joins._branch,
     ir.BranchChildNode: joins._branch_child,
     ir.AggregateNode: aggregations._aggregate,

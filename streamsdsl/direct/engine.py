@@ -65,6 +65,8 @@ class Run:
         self.steps: dict[str, Step] = {}
         self.readers: dict[str, tuple[SourceStep, Step]] = {}
         self._pattern_readers: list[tuple[ir.SourceNode, tuple[SourceStep, Step]]] = []
+        #: The topics of global tables: their records update the tables and not stream time.
+        self.global_topics: set[str] = set()
         self.sinks: list[SinkStep] = []
         self.stateful: list[StatefulStep] = []
         #: The record being processed: its pipe position, (topic, partition, offset) and timestamp.
@@ -115,6 +117,8 @@ class Run:
         reader = target if isinstance(target, SourceStep) else SourceStep(node, target.typed, self)
         for topic in node.topics:
             self.readers[topic] = (reader, target)
+            if isinstance(node, ir.GlobalTableSourceNode):
+                self.global_topics.add(topic)
         if node.pattern is not None:
             self._pattern_readers.append((node, (reader, target)))
 
@@ -132,7 +136,8 @@ class Run:
             return  # folded into its aggregation, which feeds it its own input (`AggregateStep.folded`)
         for port, name in enumerate(node.parents):
             parent = self.steps[name]
-            reads_records = isinstance(node, _TABLE_READERS) or (isinstance(node, ir.StreamTableJoinNode) and port == 1)
+            reads_records = isinstance(node, _TABLE_READERS) or (
+                isinstance(node, (ir.StreamTableJoinNode, ir.GlobalTableJoinNode)) and port == 1)
             table_step = isinstance(node, (ir.TableFilterNode, ir.TableMapValuesNode))
             if parent.keeps_records and (reads_records or table_step):
                 parent.record_children.append((step, port))
@@ -160,7 +165,9 @@ class Run:
 
         def run() -> None:
             record = reader.read(key, value, timestamp, headers)
-            if record is not None:
+            if record is not None and topic in self.global_topics:  # the global thread: no stream time
+                target.receive(record, 0)
+            elif record is not None:
                 self.stream_time = max(self.stream_time, record.timestamp)
                 target.receive(record, 0)
                 try:

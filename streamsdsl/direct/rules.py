@@ -35,6 +35,8 @@ RULES: dict[type[ir.Node], Callable[..., Step]] = {
     ir.TableSourceNode: stateful._table,
     ir.StreamToTableNode: stateful._table,
     ir.StreamTableJoinNode: stateful._stream_table_join,
+    ir.GlobalTableSourceNode: stateful._table,
+    ir.GlobalTableJoinNode: stateful._global_table_join,
     ir.AggregateNode: stateful._aggregate,
     ir.SessionAggregateNode: stateful._aggregate,
     ir.TimeWindowAggregateNode: stateful._aggregate,

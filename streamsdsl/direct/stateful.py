@@ -19,6 +19,7 @@ from streamsdsl.operators.codecs import KeyCodec, SessionKeyCodec
 from streamsdsl.operators.descriptions import (
     AggregateDescription,
     FkJoinDescription,
+    GlobalTableJoinDescription,
     GroupedAggregateDescription,
     StreamJoinDescription,
     StreamTableJoinDescription,
@@ -32,7 +33,7 @@ from streamsdsl.operators.functions import function_names, function_of, selector
 from streamsdsl.semantics.grouped_table import grouped_aggregate_step, regroup
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE, AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
 from streamsdsl.semantics.stream_stream import LEFT, RIGHT, StreamJoinKernel
-from streamsdsl.semantics.stream_table import stream_join_step, table_update
+from streamsdsl.semantics.stream_table import global_join_step, stream_join_step, table_update
 from streamsdsl.semantics.fk_join import (
     DROP_NULL_FOREIGN_KEY, ResolveState, Response, fk_foreign_step, fk_resolve_step, fk_send_step, fk_subscription_step,
 )
@@ -392,6 +393,40 @@ class StreamTableJoinStep(StatefulStep):
             self.forward_result(key, result.output.value, "joiner", ts, headers)
 
 
+class GlobalTableJoinStep(StatefulStep):
+    """A stream record joined with a global table's value for its selected key (port 1: the
+    global table's records, which update the table as they arrive)."""
+
+    def __init__(self, d: GlobalTableJoinDescription, run: Host) -> None:
+        super().__init__(d.node, Typed(d.key, d.value), run)
+        self.table_key = d.table_key
+        self.spec = d.spec
+        self.key_selector = d.key_selector
+        self.joiner = d.joiner
+
+    def receive(self, rec: Record, port: int, records: bool = False) -> None:
+        position = self.run.position
+        if port == 1:
+            step = table_update(self.state.get(rec.key), rec.key, rec.value, rec.timestamp)
+            if step.state is None:
+                self.state.pop(rec.key, None)
+            else:
+                self.state[rec.key] = step.state
+            return
+        selected = call_user(self.name, "key selector", rec.key, position, self.key_selector, rec.key, rec.value)
+        try:
+            table_key = hold(self.table_key, selected)
+        except Exception as exc:  # noqa: BLE001 - a key the table's key serde cannot hold
+            raise result_error(self.name, "key selector", exc, rec.key, position) from exc
+        result = call_user(self.name, "joiner", rec.key, position, global_join_step, self.spec,
+                           self.state.get(table_key) if table_key is not None else None, rec.key, table_key,
+                           rec.value, rec.timestamp, self.joiner)
+        if result.dropped:
+            self.drop("input", rec)
+        if result.output is not None:
+            self.forward_result(rec.key, result.output.value, "joiner", rec.timestamp, rec.headers)
+
+
 class TableJoinStep(StatefulStep):
     """A table–table join: either side's update looks up the other side (port 0 left, 1 right)."""
 
@@ -591,7 +626,7 @@ class GroupedAggregateStep(StatefulStep):
 # --- the rules of the stateful nodes (`streamsdsl.direct.rules`) ------------------------------------
 
 
-def _table(node: ir.TableSourceNode | ir.StreamToTableNode, parents: list[Typed], run: Host) -> Step:
+def _table(node: ir.TableSourceNode | ir.StreamToTableNode | ir.GlobalTableSourceNode, parents: list[Typed], run: Host) -> Step:
     d: TableDescription = description_of(node, parents, run.topology)
     return TableSourceStep(node, Typed(d.key, d.value, True), run, d.materialized, d.history_retention_ms)
 
@@ -599,6 +634,10 @@ def _table(node: ir.TableSourceNode | ir.StreamToTableNode, parents: list[Typed]
 def _stream_table_join(node: ir.StreamTableJoinNode, parents: list[Typed], run: Host) -> Step:
     stream, table = parents
     return StreamTableJoinStep(description_of(node, parents, run.topology), run, stream, table)
+
+
+def _global_table_join(node: ir.GlobalTableJoinNode, parents: list[Typed], run: Host) -> Step:
+    return GlobalTableJoinStep(description_of(node, parents, run.topology), run)
 
 
 def _table_table_join(node: ir.TableTableJoinNode, parents: list[Typed], run: Host) -> Step:

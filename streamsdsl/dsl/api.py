@@ -18,6 +18,7 @@ import attrs
 from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, validate_name, validate_pattern, validate_topic
 from streamsdsl.dsl.cogroup import CogroupedKStream, SessionWindowedCogroupedKStream, TimeWindowedCogroupedKStream
+from streamsdsl.dsl.global_table import GlobalKTable
 from streamsdsl.dsl.grouped import KGroupedStream, SessionWindowedKStream, TimeWindowedKStream
 from streamsdsl.dsl.options import Consumed, Materialized, check_option, resolve_name
 from streamsdsl.dsl.stage import NameArg, _materialized
@@ -32,6 +33,7 @@ __all__ = [
     "Branched",
     "BranchedKStream",
     "CogroupedKStream",
+    "GlobalKTable",
     "KGroupedStream",
     "SessionWindowedCogroupedKStream",
     "KStream",
@@ -242,6 +244,70 @@ class StreamsBuilder(NotYetAttributes):
         ))
         self._topics[topic] = node.name
         return KTable(self, node.name)
+
+    def global_table(
+        self, topic: str, consumed: Consumed | None = None, materialized: Materialized | None = None, *,
+        name: NameArg = None,
+    ) -> GlobalKTable:
+        """A `GlobalKTable` reading the whole of ``topic``: every key, seen by every record of a
+        stream joined with it (`KStream.join` / `KStream.left_join` with a key selector).
+
+        As in Kafka Streams, the table is read up to its end before the streams are processed
+        at start, later updates apply as they arrive, and its records do not advance stream
+        time. A ``None`` value deletes its key; a ``None`` key is dropped (and counted). The table
+        is always materialized: ``materialized`` names its store (else
+        ``<topic>-STATE-STORE-<n>``). On Spark the table is kept per micro-batch: docs/joins.md,
+        "Global tables".
+
+        Examples
+        --------
+        >>> b = StreamsBuilder()
+        >>> customers = b.global_table("customers")
+        >>> orders = b.stream("orders")
+        >>> orders.join(customers, lambda k, v: v["customer"], lambda v, c: {**v, "name": c}).to("out")
+        >>> print(b.build().describe(), end="")
+        Topologies:
+           Sub-topology: 0 for global store (will not generate tasks)
+            Source: KSTREAM-SOURCE-0000000001 (topics: [customers])
+              --> KTABLE-SOURCE-0000000002
+            Processor: KTABLE-SOURCE-0000000002 (stores: [customers-STATE-STORE-0000000000])
+              --> none
+              <-- KSTREAM-SOURCE-0000000001
+          Sub-topology: 1
+            Source: KSTREAM-SOURCE-0000000003 (topics: [orders])
+              --> KSTREAM-LEFTJOIN-0000000004
+            Processor: KSTREAM-LEFTJOIN-0000000004 (stores: [])
+              --> KSTREAM-SINK-0000000005
+              <-- KSTREAM-SOURCE-0000000003
+            Sink: KSTREAM-SINK-0000000005 (topic: out)
+              <-- KSTREAM-LEFTJOIN-0000000004
+        <BLANKLINE>
+        """
+        consumed = check_option(consumed, Consumed, "consumed")
+        if isinstance(materialized, Materialized) and materialized.history_retention_ms is not None:
+            raise TopologyError(
+                f"GlobalTables cannot be versioned (got the versioned store {materialized.store_name!r}), as in Kafka "
+                "Streams: materialize it with Materialized.as_(name), or join a versioned builder.table(...) instead.")
+        materialized = _materialized(materialized)
+        validate_topic(topic, "topic")
+        if topic in self._topics:
+            raise TopologyError(
+                f"Topic {topic!r} is already consumed by {self._topics[topic]}; a topic can be a source only once."
+            )
+        # Kafka Streams' order (StreamsBuilder.globalTable, InternalStreamsBuilder.globalTable):
+        # the store name ("<topic>-STATE-STORE-<n>"), the source ("<name>-source"), the processor.
+        store = self._store_name(materialized, f"{topic}-")
+        user_name = resolve_name(name, consumed and consumed.name)
+        generated_source = self._new_name("KSTREAM-SOURCE-")
+        source_name = validate_name(f"{user_name}-source", "name") if user_name is not None else generated_source
+        table_name = self._processor_name(user_name, "KTABLE-SOURCE-")
+        key_serde = (consumed and consumed.key_serde) or (materialized and materialized.key_serde)
+        value_serde = (consumed and consumed.value_serde) or (materialized and materialized.value_serde)
+        node = self._add(ir.GlobalTableSourceNode(
+            table_name, (), (topic,), key_serde or None, value_serde or None, source_name=source_name, store=store))
+        self._topics[topic] = node.name
+        named = materialized is not None and materialized.store_name is not None
+        return GlobalKTable(self, node.name, store if named else None)
 
     def _materialize(self, table_node: str) -> str:
         """Materialize the store a join reads (Kafka Streams' ``KTableSource.materialize()``):

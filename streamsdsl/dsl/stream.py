@@ -13,6 +13,7 @@ from streamsdsl import ir
 from streamsdsl._validation import REQUIRED, require_arguments, require_callable, validate_name, validate_topic
 from streamsdsl.dsl import hints
 from streamsdsl.dsl.grouped import KGroupedStream
+from streamsdsl.dsl.global_table import GlobalKTable, global_table_join_node, refuse_stream_options
 from streamsdsl.dsl.joins import stream_stream_join_node
 from streamsdsl.dsl.options import Grouped, Materialized, Produced, Repartitioned, check_option, resolve_name
 from streamsdsl.dsl.printed import Printed
@@ -232,8 +233,9 @@ class KStream(StreamStage):
                                        history_retention_ms=materialized and materialized.history_retention_ms))
         return KTable(self._builder, node_name)
 
-    def join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
-             stream_joined: Any = None, joined: Joined | None = None, name: NameArg = None) -> KStream:
+    def join(self, other: KTable | KStream | GlobalKTable, joiner: Callable[[Any, Any], Any] = REQUIRED,
+             windows: Any = None, *, stream_joined: Any = None, joined: Joined | None = None, name: NameArg = None,
+             key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:
         """Join each record with ``other``'s current value for its key: ``joiner(value, table_value)``
         (or ``joiner(key, value, table_value)``, Kafka's ``ValueJoinerWithKey``, for every join).
 
@@ -254,18 +256,30 @@ class KStream(StreamStage):
 
         A stream re-keyed before the join (``map``, ``select_key``, ``flat_map``), on either side,
         is repartitioned first, as Kafka Streams does (`streamsdsl.dsl.repartition`).
-        """
-        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner", joined)
 
-    def left_join(self, other: KTable | KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
-                  stream_joined: Any = None, joined: Joined | None = None, name: NameArg = None) -> KStream:
+        With a `GlobalKTable` ``other``, ``join(global_table, key_selector, joiner)``: each record
+        is joined with the table's value for ``key_selector(key, value)`` (no repartition); a
+        record whose selected key is ``None`` or whose value is ``None`` is dropped (and counted),
+        one without a table value emits nothing. See docs/joins.md, "Global tables".
+        """
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "inner", joined, key_selector)
+
+    def left_join(self, other: KTable | KStream | GlobalKTable, joiner: Callable[[Any, Any], Any] = REQUIRED,
+                  windows: Any = None, *, stream_joined: Any = None, joined: Joined | None = None,
+                  name: NameArg = None, key_selector: Callable[[Any, Any], Any] | None = None) -> KStream:
         """Like `join`, but every stream record produces output: ``joiner(value, None)`` when the
         table has no value for its key. A record with a ``None`` key and a value is joined with
         ``None`` too (KIP-962); a ``None`` value is dropped (and counted).
 
         With a `KStream` ``other`` a record without a match in its window is joined with
-        ``None`` once its window and grace have closed (KIP-633)."""
-        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left", joined)
+        ``None`` once its window and grace have closed (KIP-633).
+
+        With a `GlobalKTable` ``other``, ``left_join(global_table, key_selector, joiner)``: a
+        record without a table value for its selected key is joined with ``None``; as in Kafka
+        Streams, a record with a key whose selected key is ``None`` is dropped (and counted),
+        while a record with a ``None`` key is joined (with ``None`` when its selected key is
+        ``None`` too)."""
+        return self._stream_table_join(other, joiner, windows, stream_joined, name, "left", joined, key_selector)
 
     def outer_join(self, other: KStream, joiner: Callable[[Any, Any], Any] = REQUIRED, windows: Any = None, *,
                    stream_joined: Any = None, name: NameArg = None) -> KStream:
@@ -279,11 +293,16 @@ class KStream(StreamStage):
         return self._stream_table_join(other, joiner, windows, stream_joined, name, "outer")
 
     def _stream_table_join(self, other: Any, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
-                           kind: str, joined: Joined | None = None) -> KStream:
+                           kind: str, joined: Joined | None = None, key_selector: Any = None) -> KStream:
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[kind]
         if joined is not None and not isinstance(joined, Joined):
             raise InvalidTypeError(f"'joined' must be a Joined such as Joined.with_grace_period(timedelta(seconds=5)) "
                                    f"(got {type(joined).__name__}: {joined!r}).")
+        if isinstance(other, GlobalKTable) and kind != "outer":
+            if joined is not None:
+                raise InvalidArgumentError(
+                    f"'joined' belongs to a stream-table join; a stream-global-table {method}() takes none.")
+            return self._global_table_join(other, joiner, windows, stream_joined, name, kind, key_selector)
         if joined is not None and isinstance(other, KStream):
             raise InvalidArgumentError(
                 f"'joined' belongs to a stream-table join; a stream-stream {method}() takes stream_joined="
@@ -323,6 +342,17 @@ class KStream(StreamStage):
                                       buffer_store=None if grace is None else f"{node_name}-Buffer")
         self._add(node)
         return KStream(self._builder, node.name)
+
+    def _global_table_join(self, other: GlobalKTable, joiner: Any, windows: Any, stream_joined: Any, name: NameArg,
+                           kind: str, key_selector: Any) -> KStream:
+        """``join(global_table, key_selector, joiner)``: positionally the key selector comes where
+        a table join's joiner does, and the joiner where a stream join's windows do."""
+        if key_selector is None:
+            key_selector, joiner, windows = (None if joiner is REQUIRED else joiner), windows, None
+        refuse_stream_options("join" if kind == "inner" else "left_join", windows, stream_joined)
+        node = global_table_join_node(self._builder, self.node_name, other, key_selector,
+                                      None if joiner is REQUIRED else joiner, name, kind)
+        return KStream(self._builder, node.name, self.repartition_required)
 
     def split(self, named: NameArg = None) -> BranchedKStream:
         """Split the stream into branches: each record goes to the first branch whose predicate

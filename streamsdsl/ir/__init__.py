@@ -8,6 +8,7 @@ from streamsdsl.ir.nodes import *  # noqa: F403 - the node types are this packag
 from streamsdsl.ir.nodes import __all__ as _nodes_all
 from streamsdsl.ir.nodes import concrete_node_types
 from streamsdsl.ir.fk_join import ForeignKeyJoinNode
+from streamsdsl.ir.global_tables import GlobalTableJoinNode, GlobalTableSourceNode
 from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.ir.topology import Topology
 
@@ -15,4 +16,5 @@ from streamsdsl.ir.topology import Topology
 #: direct engine must have a rule for each.
 NODE_TYPES = concrete_node_types()
 
-__all__ = [*_nodes_all, "ForeignKeyJoinNode", "NODE_TYPES", "ProcessNode", "Topology"]
+__all__ = [*_nodes_all, "ForeignKeyJoinNode", "GlobalTableJoinNode", "GlobalTableSourceNode", "NODE_TYPES", "ProcessNode",
+           "Topology"]

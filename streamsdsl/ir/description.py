@@ -48,6 +48,8 @@ class _DNode:
     predecessors_in_order: bool = False
     #: A source's topic pattern (then ``names`` is empty).
     pattern: str | None = None
+    #: A node of a global store (its source and its processor), a sub-topology of its own.
+    global_store: bool = False
 
     @property
     def detail(self) -> str:
@@ -78,6 +80,7 @@ class DescriptionBuilder:
         self._pred: dict[str, list[str]] = {}
         self._in_order: set[str] = set()
         self._patterns: dict[str, str] = {}
+        self._global: set[str] = set()
 
     def _add(self, name: str, kind: str, names: Iterable[str], predecessors: Iterable[str]) -> None:
         if name in self._entries:
@@ -104,6 +107,14 @@ class DescriptionBuilder:
         if predecessors_in_order:
             self._in_order.add(name)
 
+    def add_global_store(self, source: str, topic: str, processor: str, store: str) -> None:
+        """A global store (Kafka Streams' ``addGlobalStore``): ``source`` reading ``topic``, feeding
+        ``processor``, which keeps ``store``; ``describe()`` shows them as a sub-topology of their
+        own "for global store (will not generate tasks)"."""
+        self.add_source(source, (topic,))
+        self.add_processor(processor, (store,), (source,))
+        self._global.update((source, processor))
+
     def add_sink(self, name: str, topic: str, predecessors: Iterable[str]) -> None:
         """A sink writing ``topic``, fed by ``predecessors``."""
         self._add(name, "Sink", (topic,), predecessors)
@@ -112,7 +123,7 @@ class DescriptionBuilder:
         """The description nodes, in the order they were added."""
         return [
             _DNode(name, kind, names, tuple(self._succ[name]), tuple(self._pred[name]), name in self._in_order,
-                   self._patterns.get(name))
+                   self._patterns.get(name), name in self._global)
             for name, (kind, names) in self._entries.items()
         ]
 
@@ -147,10 +158,17 @@ class DescribedNode:
 
 @attrs.frozen
 class Subtopology:
-    """Nodes connected by edges or by a shared store, in ``describe()`` order."""
+    """Nodes connected by edges or by a shared store, in ``describe()`` order; ``global_store``:
+    a global table's source and processor (Kafka's ``GlobalStore`` description: no tasks)."""
 
     id: int
     nodes: tuple[DescribedNode, ...]
+    global_store: bool = False
+
+    @property
+    def title(self) -> str:
+        """``Sub-topology: 1`` or ``Sub-topology: 1 for global store (will not generate tasks)``."""
+        return f"Sub-topology: {self.id}" + (" for global store (will not generate tasks)" if self.global_store else "")
 
 
 class TopologyDescription(str):
@@ -176,9 +194,10 @@ class TopologyDescription(str):
         subs = tuple(subtopologies)
         out = ["Topologies:\n "]
         for sub in subs:
-            out.append(f"  Sub-topology: {sub.id}\n")
+            out.append(f"  {sub.title}\n")
             out.extend(f"    {node}\n" for node in sub.nodes)
-            out.append("\n")
+            if not sub.global_store:  # Kafka's GlobalStore.toString ends without the blank line
+                out.append("\n")
         self = super().__new__(cls, "".join(out))
         self.subtopologies = subs
         self.repartition_topics = tuple(repartition_topics)
@@ -229,7 +248,7 @@ class TopologyDescription(str):
         lines = ["flowchart TB"]
         seen_stores: set[str] = set()
         for sub in self.subtopologies:
-            lines.append(f'    subgraph sub{sub.id}["Sub-topology: {sub.id}"]')
+            lines.append(f'    subgraph sub{sub.id}["{_mermaid_text(sub.title)}"]')
             for node in sub.nodes:
                 label = _mermaid_text(node.name)
                 shape = f'["{label}"]' if node.kind == "Processor" else f'(["{label}"])'

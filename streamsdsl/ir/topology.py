@@ -236,7 +236,8 @@ class Topology(NotYetAttributes):
             (n.topic,) if isinstance(n, ir.RepartitionNode) else n.topics if isinstance(n, ForeignKeyJoinNode) else ()))
         return TopologyDescription(
             (
-                Subtopology(gid, tuple(described(name) for name in sorted(members, key=sort_key)))
+                Subtopology(gid, tuple(described(name) for name in sorted(members, key=sort_key)),
+                            any(by[name].global_store for name in members))
                 for gid, members in enumerate(ordered_groups)
             ),
             repartition,

@@ -55,7 +55,8 @@ from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.state.builders import StoreBuilder
 
 __all__ = [
-    "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "FkJoinDescription", "GroupedAggregateDescription", "Port",
+    "DESCRIPTIONS", "MERGE_WINDOWED", "AggregateDescription", "Encoding", "FkJoinDescription", "GlobalTableJoinDescription",
+    "GroupedAggregateDescription", "Port",
     "ProcessDescription", "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
     "regrouped", "versioned_retention",
@@ -242,7 +243,7 @@ class TableDescription:
     """A table: from a topic (``StreamsBuilder.table``) or a stream (``to_table()``); with a store
     (``materialized``) its changelog leaves out a tombstone of an absent key."""
 
-    node: ir.TableSourceNode | ir.StreamToTableNode
+    node: ir.TableSourceNode | ir.StreamToTableNode | ir.GlobalTableSourceNode
     key: KeyCodec
     value: PlanSerde
     materialized: bool
@@ -267,6 +268,41 @@ def versioned_retention(topology: Any, table: str) -> int | None:
 def _table_source(node: ir.TableSourceNode, ports: Sequence[Port], topology: Any) -> TableDescription:
     return TableDescription(node, KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE,
                             node.materialized)
+
+
+def _global_table_source(node: ir.GlobalTableSourceNode, ports: Sequence[Port], topology: Any) -> TableDescription:
+    return TableDescription(node, KeyCodec(node.key_serde or DEFAULT_SERDE), node.value_serde or DEFAULT_SERDE, True)
+
+
+@attrs.frozen
+class GlobalTableJoinDescription:
+    """A stream–global-table join: the output keeps the stream's key (``key``, any codec: the
+    stream is not re-keyed); the table is looked up by the key selector's result held in the
+    table's key serde (``table_key``); results in the default serde."""
+
+    node: ir.GlobalTableJoinNode
+    key: KeyCodec
+    stream_value: PlanSerde
+    table_key: PlanSerde
+    table_value: PlanSerde
+    value: PlanSerde = DEFAULT_SERDE
+
+    @property
+    def spec(self) -> StreamTableJoin:
+        return StreamTableJoin(self.node.kind)  # type: ignore[arg-type]
+
+    @property
+    def key_selector(self) -> Callable[[Any, Any], Any]:
+        return self.node.key_selector.fn
+
+    @property
+    def joiner(self) -> Joiner:
+        return joiner_of(self.node.joiner)
+
+
+def _global_table_join(node: ir.GlobalTableJoinNode, ports: Sequence[Port], topology: Any) -> GlobalTableJoinDescription:
+    stream, table = ports
+    return GlobalTableJoinDescription(node, stream.key, stream.value, table.key.serde, table.value)
 
 
 def _stream_to_table(node: ir.StreamToTableNode, ports: Sequence[Port], topology: Any) -> TableDescription:
@@ -514,6 +550,8 @@ DESCRIPTIONS: dict[type[ir.Node], Callable[..., Any]] = {
     ir.TableSourceNode: _table_source,
     ir.StreamToTableNode: _stream_to_table,
     ir.StreamTableJoinNode: _stream_table_join,
+    ir.GlobalTableSourceNode: _global_table_source,
+    ir.GlobalTableJoinNode: _global_table_join,
     ir.TableTableJoinNode: _table_table_join,
     ir.ForeignKeyJoinNode: _fk_join,
     ir.StreamStreamJoinNode: _stream_stream_join,

@@ -275,7 +275,10 @@ def null_keys_pass(topology: Any, name: str) -> bool:
             node = topology.node(child)
             if isinstance(node, ir.StreamTableJoinNode) and node.parents[0] != current:
                 continue
-            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode)) and node.kind != "inner":
+            if isinstance(node, ir.GlobalTableJoinNode) and node.parents[0] != current:
+                continue
+            if isinstance(node, (ir.StreamTableJoinNode, ir.StreamStreamJoinNode, ir.GlobalTableJoinNode)) \
+                    and node.kind != "inner":
                 return True
             if child not in seen:
                 seen.add(child)

@@ -517,6 +517,16 @@ class StreamsConfig:
         opts.update({f"kafka.{k}": v for k, v in self.consumer_conf.items()})
         return opts
 
+    @staticmethod
+    def global_table_options(options: dict[str, str]) -> dict[str, str]:
+        """A reader's ``options`` for a global table's topic: from the earliest offset, whatever
+        ``auto.offset.reset`` says, and without admission control, so that the first micro-batch
+        holds the whole table before the streams are processed (Kafka Streams' global tables,
+        bootstrapped from the beginning of their topic)."""
+        opts = {k: v for k, v in options.items() if k != "maxOffsetsPerTrigger"}
+        opts["startingOffsets"] = "earliest"
+        return opts
+
     def jvm_source_options(self) -> dict[str, str]:
         """Options of Spark's JVM ``kafka`` reader (``subscribe`` is added per source).
 

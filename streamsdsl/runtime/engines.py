@@ -37,6 +37,7 @@ from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.runtime.topics import reads_topic
 from streamsdsl.ir import nodes as ir_nodes
 from streamsdsl.ir.fk_join import ForeignKeyJoinNode
+from streamsdsl.ir.global_tables import GlobalTableSourceNode
 from streamsdsl.ir.processors import ProcessNode
 
 if TYPE_CHECKING:
@@ -333,6 +334,9 @@ class SparkDriverEngine:
             return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
                     for r in native_store(self.spark, self._carry, node, value.spark_type)]
         carried = self._carry.states.get(node.name, ())
+        if isinstance(node, GlobalTableSourceNode):  # the table its joins hold (`streamsdsl.compiler.global_tables`)
+            carried = next((c for c in map(self._carry.states.get, self.topology.children(node.name)) if c), ())
+            return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]) for k, s in carried]
         if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode)):  # (value, ts) per key
             if node.name not in self._carry.states:
                 return self._table_in_join(node)

@@ -231,7 +231,8 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     options = config.jvm_source_options()
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
-        df = spark.readStream.format("kafka").options(**options).option(*subscription(node, jvm=True)).load()
+        opts = config.global_table_options(options) if _is_global_table(node) else options
+        df = spark.readStream.format("kafka").options(**opts).option(*subscription(node, jvm=True)).load()
         return df.select(
             F.col("key").cast("binary").alias("key"),
             F.col("value").cast("binary").alias("value"),
@@ -243,3 +244,10 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
         )
 
     return raw_source
+
+
+def _is_global_table(node: ir.SourceNode) -> bool:
+    """Whether ``node`` reads a global table (its reader: `StreamsConfig.global_table_options`)."""
+    from streamsdsl.ir import GlobalTableSourceNode
+
+    return isinstance(node, GlobalTableSourceNode)

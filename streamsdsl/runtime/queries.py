@@ -170,7 +170,7 @@ class StoreReader:
                 "not a store; run it on streamsdsl's operator to query it (streamsdsl.operator = python or jvm).")
         if not isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode, ir.GroupedTableAggregateNode,
                                  ir.TableSourceNode, ir.StreamToTableNode, ir.TableTableJoinNode,
-                                 ir.ForeignKeyJoinNode)):
+                                 ir.ForeignKeyJoinNode, ir.GlobalTableSourceNode)):
             raise InvalidStateStoreError(
                 f"Cannot get state store {name!r}: the store of {node.name} ({type(node).__name__}) is not queryable "
                 "(nor is it in Kafka Streams); aggregations', tables' and processors' stores are.")
@@ -223,7 +223,8 @@ class StoreReader:
                 versions = cell or []
                 if versions and versions[-1][1] is not None:
                     out.append(StoreEntry(key, 0, 0, value_serde.from_internal(versions[-1][1]), versions[-1][0]))
-            elif isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode)):
+            elif isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode, ir.GroupedTableAggregateNode,
+                                   ir.GlobalTableSourceNode)):  # a global table: held by its joins' operators
                 out.append(StoreEntry(key, 0, 0, value_serde.from_internal(cell), row.value[1]))
             elif jvm:
                 out.extend(StoreEntry(key, s, e, v, ts) for s, e, v, ts in _jvm_windows(cell, value_serde.spark_type))

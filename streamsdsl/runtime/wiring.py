@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from streamsdsl.runtime.config import Connector, StreamsConfig
-from streamsdsl.runtime.jvm_connector import check_jvm_connector, jvm_raw_source, subscription
+from streamsdsl.runtime.jvm_connector import _is_global_table, check_jvm_connector, jvm_raw_source, subscription
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +90,8 @@ def raw_source(spark: SparkSession, config: StreamsConfig, lease: ClientLease | 
         options[LEASE_OPTION] = lease.path
 
     def read(node: ir.SourceNode) -> DataFrame:
-        reader = spark.readStream.format(SOURCE_NAME).options(**options).option(*subscription(node))
+        opts = config.global_table_options(options) if _is_global_table(node) else options
+        reader = spark.readStream.format(SOURCE_NAME).options(**opts).option(*subscription(node))
         others = [s.pattern.pattern for s in (topology.sources if topology else ()) if s is not node and s.pattern]
         if node.pattern is not None and others:
             reader = reader.option("otherPatterns", json.dumps(others))

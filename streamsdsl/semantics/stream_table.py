@@ -46,7 +46,8 @@ from streamsdsl.semantics.joiners import Joiner, for_key
 from streamsdsl.semantics.tables import DROP_NULL_KEY, DROP_NULL_VALUE, Output, TableSourceStep, TableValue
 from streamsdsl.semantics.tables import table_source_step
 
-__all__ = ["StreamTableJoin", "StreamTableStep", "stream_join_step", "stream_table_reference_run", "table_update"]
+__all__ = ["StreamTableJoin", "StreamTableStep", "global_join_step", "global_table_reference_run", "stream_join_step",
+           "stream_table_reference_run", "table_update"]
 
 
 def _kind(inst: Any, attribute: attrs.Attribute[Any], value: str) -> None:
@@ -90,6 +91,72 @@ def stream_join_step(spec: StreamTableJoin, state: TableValue | None, key: Any, 
     if table_value is None and not left:
         return StreamTableStep(None)
     return StreamTableStep(Output(key, joiner(value, table_value), ts))
+
+
+def global_join_step(spec: StreamTableJoin, state: TableValue | None, key: Any, table_key: Any, value: Any, ts: int,
+                     joiner: Joiner) -> StreamTableStep:
+    """A stream record joined with a global table (``KStreamGlobalKTableJoin``): ``table_key`` is
+    what the key selector made of the record (Kafka calls it for every record), ``state`` the
+    table's current value for it.
+
+    Kafka Streams' rules (``KStreamKTableJoinProcessor.maybeDropRecord`` / ``doJoin``): a ``None``
+    value is dropped; a ``None`` table key is dropped too, except in a left join of a record
+    whose own key is ``None`` (KIP-962), which is joined with ``None``. The inner join forwards
+    only when the table has a value; the output keeps the stream record's key and timestamp.
+
+    Examples
+    --------
+    >>> left = StreamTableJoin("left")
+    >>> global_join_step(left, None, "o1", None, 7, 5, lambda v, t: (v, t)).dropped
+    'null_key'
+    >>> global_join_step(left, None, None, None, 7, 5, lambda v, t: (v, t)).output
+    Output(key=None, value=(7, None), timestamp=5)
+    """
+    joiner = for_key(joiner, key)
+    if value is None:
+        return StreamTableStep(None, DROP_NULL_VALUE)
+    if table_key is None and not (spec.kind == "left" and key is None):
+        return StreamTableStep(None, DROP_NULL_KEY)
+    table_value = None if state is None or table_key is None else state.value
+    if table_value is None and spec.kind != "left":
+        return StreamTableStep(None)
+    return StreamTableStep(Output(key, joiner(value, table_value), ts))
+
+
+def global_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spec: StreamTableJoin,
+                               key_selector: Callable[[Any, Any], Any], joiner: Joiner
+                               ) -> tuple[list[Output], list[str]]:
+    """Run ``(side, key, value, ts)`` records (side ``"stream"`` or ``"table"``) of a
+    stream–global-table join in order, as Kafka Streams' TopologyTestDriver does (a table record
+    updates the global store at once): the joined records and the drop reasons.
+
+    Examples
+    --------
+    >>> run = [("stream", "o1", "c1", 0), ("table", "c1", "Ann", 9), ("stream", "o2", "c1", 1)]
+    >>> global_table_reference_run(run, StreamTableJoin("left"), lambda k, v: v, lambda v, t: f"{v}:{t}")[0]
+    [Output(key='o1', value='c1:None', timestamp=0), Output(key='o2', value='c1:Ann', timestamp=1)]
+    """
+    table: dict[Any, TableValue] = {}
+    out: list[Output] = []
+    drops: list[str] = []
+    for side, key, value, ts in records:
+        if side == "table":
+            step = table_update(table.get(key) if key is not None else None, key, value, ts)
+            if step.dropped:
+                drops.append(step.dropped)
+            elif step.state is None:
+                table.pop(key, None)
+            else:
+                table[key] = step.state
+            continue
+        table_key = key_selector(key, value)
+        result = global_join_step(spec, table.get(table_key) if table_key is not None else None, key, table_key,
+                                  value, ts, joiner)
+        if result.dropped:
+            drops.append(result.dropped)
+        if result.output is not None:
+            out.append(result.output)
+    return out, drops
 
 
 def stream_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spec: StreamTableJoin,

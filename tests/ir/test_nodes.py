@@ -229,10 +229,10 @@ class TestValidNodes:
 class TestNodeTypes:
     def test_node_types_are_discovered(self) -> None:
         """NODE_TYPES is every concrete Node subclass defined in the IR's modules (ir.nodes,
-        ir.processors, ir.fk_join), found, not listed by hand (the shared bases, `UnaryNode` and the private
+        ir.processors, ir.fk_join, ir.global_tables), found, not listed by hand (the shared bases, `UnaryNode` and the private
         ones, are not node types)."""
         defined = {
-            c for module in (ir.nodes, ir.processors, ir.fk_join) for c in vars(module).values()
+            c for module in (ir.nodes, ir.processors, ir.fk_join, ir.global_tables) for c in vars(module).values()
             if isinstance(c, type) and issubclass(c, ir.Node) and c not in (ir.Node, ir.nodes.UnaryNode)
             and not c.__name__.startswith("_")
         }

@@ -246,6 +246,32 @@ def test_spec_names_the_processor_and_its_store() -> None:
                                 "params": {"size": 5, "store": "window-count-store"}, "stores": ["window-count-store"]}
 
 
+#: How many global-table cases of seed 1 (``shape="global_table"``) the direct engine runs.
+GLOBAL_TABLE_COUNT = 40
+
+
+def test_global_table_joins_on_the_direct_engine(kafka: KafkaOracle) -> None:
+    """Seed 1's first 40 global-table cases (inner and left joins on every key selector of the
+    menu, after key-keeping and key-changing steps, the table's records interleaved with the
+    stream's): records, timestamps, order and dropped records as Kafka Streams'."""
+    run = run_cases(kafka, SEED, GLOBAL_TABLE_COUNT, shape="global_table")
+    assert [(d.index, case_id(d.minimized)) for d in run.differences] == []
+    assert run.agree == GLOBAL_TABLE_COUNT
+    drawn = [generate(SEED, i, shape="global_table").recipe["op"] for i in range(GLOBAL_TABLE_COUNT)]
+    assert {(op["kind"], op["key_selector"]) for op in drawn} == {
+        (kind, f.name) for kind in ("inner", "left") for f in MENU.values() if f.kind == "key_selector"}
+
+
+def test_global_table_spec() -> None:
+    """A global table and its join in the spec: the table's topic, the join's kind and functions."""
+    case = generate(SEED, 0, shape="global_table")
+    spec = topology_spec(build(case.recipe))
+    table, join = (n for n in spec["nodes"] if n["type"].startswith("global_table"))
+    assert table == {"name": table["name"], "parents": [], "type": "global_table_source", "topic": "other"}
+    assert join["type"] == "global_table_join" and join["parents"][1] == table["name"]
+    assert {join["kind"], join["key_selector"], join["joiner"]} <= {"inner", "left", *MENU}
+
+
 def test_spec_names_menu_functions() -> None:
     """The spec of a generated case: nodes in topological order, functions by menu name."""
     case = generate(1, 0)

@@ -351,6 +351,17 @@ class TestPassthrough:
         assert c.sink_options() == {"kafka.bootstrap.servers": "k:9092", "kafka.acks": "all"}
         assert all(type(v) is str for v in [*c.source_options().values(), *c.jvm_source_options().values()])
 
+    def test_global_table_options(self) -> None:
+        """A global table's reader starts at the earliest offset and has no admission limit, on
+        both connectors (its whole topic is read in the first micro-batch); the rest is kept."""
+        c = config(auto_offset_reset="latest", max_offsets_per_trigger=10, consumer_isolation_level="read_committed")
+        assert c.global_table_options(c.source_options()) == {
+            "kafka.bootstrap.servers": "k:9092", "startingOffsets": "earliest",
+            "kafka.isolation.level": "read_committed"}
+        assert c.global_table_options(c.jvm_source_options()) == {
+            "kafka.bootstrap.servers": "k:9092", "startingOffsets": "earliest",
+            "kafka.isolation.level": "read_committed", "includeHeaders": "true"}
+
     def test_state_directories(self) -> None:
         """The checkpoint lives under state.dir/application.id."""
         c = config(state_dir="/data/streams")

@@ -37,6 +37,7 @@ import org.apache.kafka.streams.kstream.BranchedKStream;
 import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
+import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
@@ -349,6 +350,16 @@ public final class Oracle {
                         result = joined == null ? (inner ? s.join(table, j) : s.leftJoin(table, j))
                             : (inner ? s.join(table, j, joined) : s.leftJoin(table, j, joined));
                     }
+                    break;
+                }
+                case "global_table_source":
+                    result = b.builder.globalTable(node.get("topic").asText(), Consumed.with(Serdes.String(), Serdes.String()));
+                    break;
+                case "global_table_join": {
+                    GlobalKTable table = (GlobalKTable) parents.get(1);
+                    result = node.get("kind").asText().equals("inner")
+                        ? s.join(table, Menu.keySelector(fn(node, "key_selector")), Menu.joiner(fn(node, "joiner")))
+                        : s.leftJoin(table, Menu.keySelector(fn(node, "key_selector")), Menu.joiner(fn(node, "joiner")));
                     break;
                 }
                 case "stream_stream_join": {
