@@ -164,6 +164,7 @@ def value_type(recipe: dict[str, Any]) -> str:
             _check(op["subtractor"], "table_aggregator", "str", result)
     elif shape == "fk_join":
         _check(op["extractor"], "fk_extractor", table)
+        result = "str"
     elif shape == "global_table":
         _check(op["key_selector"], "key_selector", after_pre)
         result = "str"

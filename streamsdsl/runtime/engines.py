@@ -36,8 +36,7 @@ from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.runtime.topics import reads_topic
 from streamsdsl.ir import nodes as ir_nodes
-from streamsdsl.ir.fk_join import ForeignKeyJoinNode
-from streamsdsl.ir.global_tables import GlobalTableSourceNode
+from streamsdsl.ir import ForeignKeyJoinNode, GlobalTableJoinNode, GlobalTableSourceNode
 from streamsdsl.ir.processors import ProcessNode
 
 if TYPE_CHECKING:
@@ -334,10 +333,7 @@ class SparkDriverEngine:
             return [StoreEntry(key.from_internal(r["key"]), 0, 0, value.from_internal(r["value"]), r["timestamp"])
                     for r in native_store(self.spark, self._carry, node, value.spark_type)]
         carried = self._carry.states.get(node.name, ())
-        if isinstance(node, GlobalTableSourceNode):  # the table its joins hold (`streamsdsl.compiler.global_tables`)
-            carried = next((c for c in map(self._carry.states.get, self.topology.children(node.name)) if c), ())
-            return [StoreEntry(key.from_internal(k), 0, 0, value.from_internal(s["value"]), s["ts"]) for k, s in carried]
-        if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode)):  # (value, ts) per key
+        if isinstance(node, (ir_nodes.TableSourceNode, ir_nodes.StreamToTableNode, GlobalTableSourceNode)):
             if node.name not in self._carry.states:
                 return self._table_in_join(node)
             return _table_entries(key, value, carried)
@@ -376,8 +372,8 @@ class SparkDriverEngine:
         """A table's store when its own operator did not run (no carried state of its own): its
         records reach only joins, which read them before the store (`Frame.table_records`) and
         hold each key's current value themselves, as the store does (tombstones remove the key).
-        Read from the first join that holds it: a stream–table join's table side, a
-        table–table join's side of this table, or the stage of a foreign-key join that holds it."""
+        Read from the first join that holds it: a stream–table join's table side (a global table's
+        join, keyed by the table's key), a table–table join's side, a foreign-key join's stage."""
         frames = self.compile().frames
         value = frames[node.name].value
         for child in self.topology.children(node.name):
@@ -393,8 +389,8 @@ class SparkDriverEngine:
             carried = self._carry.states.get(child)
             if carried is None:
                 continue
-            key = frames[child].key.serde
-            if isinstance(join, ir_nodes.StreamTableJoinNode) and join.parents[1] == node.name:
+            key = frames[node.name if isinstance(join, GlobalTableJoinNode) else child].key.serde
+            if isinstance(join, (ir_nodes.StreamTableJoinNode, GlobalTableJoinNode)) and join.parents[1] == node.name:
                 return _table_entries(key, value, carried)
             if isinstance(join, ir_nodes.TableTableJoinNode):
                 side = "left" if join.parents[0] == node.name else "right"
