@@ -141,13 +141,7 @@ def global_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spe
     drops: list[str] = []
     for side, key, value, ts in records:
         if side == "table":
-            step = table_update(table.get(key) if key is not None else None, key, value, ts)
-            if step.dropped:
-                drops.append(step.dropped)
-            elif step.state is None:
-                table.pop(key, None)
-            else:
-                table[key] = step.state
+            _apply_table_record(table, drops, key, value, ts)
             continue
         table_key = key_selector(key, value)
         result = global_join_step(spec, table.get(table_key) if table_key is not None else None, key, table_key,
@@ -157,6 +151,17 @@ def global_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spe
         if result.output is not None:
             out.append(result.output)
     return out, drops
+
+
+def _apply_table_record(table: dict[Any, TableValue], drops: list[str], key: Any, value: Any, ts: int) -> None:
+    """A reference run's table record: the table's new state for ``key``, or the drop reason."""
+    step = table_update(table.get(key) if key is not None else None, key, value, ts)
+    if step.dropped:
+        drops.append(step.dropped)
+    elif step.state is None:
+        table.pop(key, None)
+    else:
+        table[key] = step.state
 
 
 def stream_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spec: StreamTableJoin,
@@ -176,13 +181,7 @@ def stream_table_reference_run(records: Iterable[tuple[str, Any, Any, int]], spe
     drops: list[str] = []
     for side, key, value, ts in records:
         if side == "table":
-            step = table_update(table.get(key) if key is not None else None, key, value, ts)
-            if step.dropped:
-                drops.append(step.dropped)
-            elif step.state is None:
-                table.pop(key, None)
-            else:
-                table[key] = step.state
+            _apply_table_record(table, drops, key, value, ts)
             continue
         if side != "stream":
             raise InvalidArgumentError(f"record side must be 'stream' or 'table' (got {side!r})")
