@@ -34,7 +34,7 @@ from streamsdsl import ir
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import STREAM_SIDE, TABLE_SIDE, KeyedOperator, KeyedOperatorConfig, _operator_input
-from streamsdsl.compiler.joins import _table_records, run_keyed_operator
+from streamsdsl.compiler.joins import _table_records, run_keyed_operator, table_state_at_start
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import apply_python, result_error
@@ -92,14 +92,7 @@ class GlobalJoinOperator(KeyedOperator):
         kcell = key[0]
         table_key = cfg.key.from_internal(kcell)
         tv = cfg.table_value
-        state: TableValue | None = None
-        if cfg.replay:
-            while data and data[0].get(CARRIED_STATE) is not None:
-                carried = data.pop(0)[CARRIED_STATE]
-                state = TableValue(tv.from_internal(carried["value"]), int(carried["ts"]))
-        elif self.state.exists():
-            value, ts = self.state.get()
-            state = TableValue(tv.from_internal(value), int(ts))
+        state = table_state_at_start(data, cfg.replay, self.state, tv)
         for r in data:
             ts, position = r["timestamp"], r[SOURCE_POSITION]
             if r[INPUT_INDEX] == TABLE_SIDE:

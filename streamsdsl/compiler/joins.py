@@ -137,14 +137,7 @@ class TableOperator(KeyedOperator):
         kcell = key[0]
         k = cfg.key.from_internal(kcell)
         tv = cfg.table_value
-        state: TableValue | None = None
-        if cfg.replay:
-            while data and data[0].get(CARRIED_STATE) is not None:
-                carried = data.pop(0)[CARRIED_STATE]
-                state = TableValue(tv.from_internal(carried["value"]), int(carried["ts"]))
-        elif self.state.exists():
-            value, ts = self.state.get()
-            state = TableValue(tv.from_internal(value), int(ts))
+        state = table_state_at_start(data, cfg.replay, self.state, tv)
         for r in data:
             ts, position = r["timestamp"], r[SOURCE_POSITION]
             if r[INPUT_INDEX] == TABLE_SIDE:
@@ -314,3 +307,17 @@ def _branch(self: Lowering, node: ir.BranchNode) -> Frame:
 def _branch_child(self: Lowering, node: ir.BranchChildNode) -> Frame:
     keep = first_match(tuple(p.fn for p in node.predicates), node.default)
     return apply_python(self.parent(node), node.name, _python_filter(keep, False), function="predicate")
+
+
+def table_state_at_start(data: list[dict[str, Any]], replay: bool, stored: Any, table_value: Any) -> TableValue | None:
+    """A table-side operator's state for a key at the start of its rows: in replay the state the
+    rows carry (taken off the front of ``data``), in streaming the operator's value state."""
+    state: TableValue | None = None
+    if replay:
+        while data and data[0].get(CARRIED_STATE) is not None:
+            carried = data.pop(0)[CARRIED_STATE]
+            state = TableValue(table_value.from_internal(carried["value"]), int(carried["ts"]))
+    elif stored.exists():
+        value, ts = stored.get()
+        state = TableValue(table_value.from_internal(value), int(ts))
+    return state
