@@ -3,7 +3,10 @@ through `streamsdsl.semantics.kernels.AggregateKernel` (built as the direct engi
 through the Java classes the JVM operator runs (``Clock``, ``Windowing``, ``Sliding``, ``Agg``,
 ``ChangeBuffer``), driven by ``KernelReplay`` (jvm/src/test) in one JVM per module: per record,
 the same drops and the same forwarded records (the record cache flushed after every record, or
-emit on close)."""
+emit on close). The stream-stream join likewise: `streamsdsl.semantics.stream_stream.StreamJoinKernel`
+beside ``StreamJoin`` (driven by ``JoinReplay``), under each host of the kernel (the whole task with
+Kafka's scan of held records, the driver's operator, the streaming operator): per record the same
+expired held records, drops and forwarded pairs, in the same order."""
 
 from __future__ import annotations
 
@@ -63,9 +66,11 @@ Record = tuple[str, int, int, int | float | None]
 class Replay:
     """One ``KernelReplay`` JVM: a case in, per record its drops and forwarded records out."""
 
-    def __init__(self, out: str) -> None:
-        java, jars, _ = compile_tests(out)
-        self.proc = subprocess.Popen([java, "-cp", f"{out}:{jars}/*", "io.streamsdsl.jvm.KernelReplay"],
+    main = "io.streamsdsl.jvm.KernelReplay"
+
+    def __init__(self, compiled: tuple[str, str]) -> None:
+        java, classpath = compiled
+        self.proc = subprocess.Popen([java, "-cp", classpath, self.main],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
     def run(self, case: Case, records: list[Record]) -> list[tuple[Any, ...]]:
@@ -94,8 +99,16 @@ class Replay:
 
 
 @pytest.fixture(scope="module")
-def replay(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Replay]:
-    r = Replay(str(tmp_path_factory.mktemp("kernel-replay")))
+def compiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The main and test sources compiled once: the ``java`` command and the class path."""
+    out = str(tmp_path_factory.mktemp("kernel-replay"))
+    java, jars, _ = compile_tests(out)
+    return java, f"{out}:{jars}/*"
+
+
+@pytest.fixture(scope="module")
+def replay(compiled: tuple[str, str]) -> Iterator[Replay]:
+    r = Replay(compiled)
     yield r
     r.close()
 
@@ -221,3 +234,155 @@ def test_java_port_forwards_what_the_python_kernel_forwards(replay: Replay, case
     drops (count and metric) and the same forwarded records."""
     case, records = case_records
     assert replay.run(case, records) == python_kernel(case, records)
+
+
+# --- the stream-stream join -------------------------------------------------------------------------
+
+class JoinCase(NamedTuple):
+    """A stream-stream join (`StreamJoinSpec`) and the host driving the kernel: ``kafka`` (one task
+    over all keys, Kafka's scan of held records), ``replay`` (the driver's operator, times from
+    the plan) or ``streaming`` (the streaming operator, one record per micro-batch)."""
+
+    kind: str
+    before: int
+    after: int
+    grace: int
+    fix: bool
+    mode: str
+
+
+#: A join record: side (0 left, 1 right), key, timestamp, value (``None``: a null key or value).
+JoinRecord = tuple[int, str | None, int, str | None]
+FLUSH = 10**9
+
+
+class JoinReplay(Replay):
+    """One ``JoinReplay`` JVM: a join case in, per record its expired held records, drop and
+    forwarded pairs out."""
+
+    main = "io.streamsdsl.jvm.JoinReplay"
+
+    def join(self, case: JoinCase, records: list[JoinRecord]) -> list[tuple[Any, ...]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        head = f"case {case.kind} {case.before} {case.after} {case.grace} {int(case.fix)} {case.mode}"
+        lines = [head, *(f"rec {s} {'null' if k is None else k} {ts} {'null' if v is None else v}"
+                         for s, k, ts, v in records), "end"]
+        self.proc.stdin.write("\n".join(lines) + "\n")
+        self.proc.stdin.flush()
+        got: list[tuple[Any, ...]] = []
+        for line in iter(self.proc.stdout.readline, "done\n"):
+            f = [None if x == "null" else x for x in line.split()]
+            got.append(("step", None if f[1] == "-" else f[1]) if f[0] == "step" else (f[1], f[2], f[3], int(f[4])))  # type: ignore[arg-type]
+        return got
+
+
+@pytest.fixture(scope="module")
+def join_replay(compiled: tuple[str, str]) -> Iterator[JoinReplay]:
+    r = JoinReplay(compiled)
+    yield r
+    r.close()
+
+
+def python_join_kernel(case: JoinCase, records: list[JoinRecord]) -> list[tuple[Any, ...]]:
+    """The case through `StreamJoinKernel` as its hosts drive it: the direct engine (``kafka``),
+    `ReplayStreamJoinProcessor` with the plan's times (``replay``) and
+    `StreamingStreamJoinProcessor` (``streaming``), with the joiner ``(left, right)``."""
+    from streamsdsl.semantics.stream_stream import (
+        LEFT, RIGHT, JoinClock, JoinWindowsSpec, StreamJoinKernel, StreamJoinSpec)
+
+    spec = StreamJoinSpec(case.kind, JoinWindowsSpec(case.before, case.after, case.grace, case.fix))  # type: ignore[arg-type]
+    kernel = StreamJoinKernel(spec, lambda left, right: (left, right))
+    got: list[tuple[Any, ...]] = []
+
+    def emit(outputs: Any) -> None:
+        got.extend((o.key, *o.value, o.timestamp) for o in outputs)
+
+    stream_time = scan_time = -1
+    store = [-1, -1]
+    for s, key, ts, value in records:
+        side = (LEFT, RIGHT)[s]
+        if case.mode == "kafka":
+            step = kernel.process(side, key, value, ts)
+            got.append(("step", step.dropped))
+            emit(step.scanned + step.outputs)
+            continue
+        watermark, stream_time = stream_time, max(stream_time, ts)
+        valid = key is not None and value is not None
+        if valid and ts == stream_time:
+            scan_time = ts
+        if valid:
+            store[s] = max(store[s], ts)
+        if key is None:
+            clock = JoinClock(ts)
+        elif case.mode == "replay":
+            if value is not None and spec.holds:
+                emit(kernel.expire(key, scan_time, left_store_time=store[0], right_store_time=store[1]))
+            clock = JoinClock(stream_time, store[1 - s])
+        else:
+            emit(kernel.expire(key, watermark))
+            now = max(watermark, ts)
+            if value is not None and spec.holds and ts == now:
+                emit(kernel.expire(key, now))
+            clock = JoinClock(now)
+        step = kernel.process(side, key, value, ts, clock=clock)
+        got.append(("step", step.dropped))
+        emit(step.outputs)
+    for key in list(kernel.states) if case.mode != "kafka" else ():
+        if case.mode == "replay":
+            emit(kernel.expire(key, scan_time, left_store_time=store[0], right_store_time=store[1]))
+        else:
+            emit(kernel.expire(key, FLUSH))
+    return got
+
+
+@st.composite
+def _join_case_and_records(draw: st.DrawFn) -> tuple[JoinCase, list[JoinRecord]]:
+    """A window that may be one-sided (a negative ``before`` or ``after``), grace, the fix on or
+    off; up to 25 records of three keys, a few with a null key or value, out of order by up to
+    the grace period and sometimes later."""
+    before = draw(st.integers(-5, 20))
+    after = draw(st.integers(max(-before, -5), 20))
+    grace = draw(st.integers(0, 15))
+    case = JoinCase(draw(st.sampled_from(["inner", "left", "outer"])), before, after, grace,
+                    draw(st.integers(0, 4)) > 0, draw(st.sampled_from(["kafka", "replay", "streaming"])))
+    records: list[JoinRecord] = []
+    stream_time = -1
+    for i in range(draw(st.integers(1, 25))):
+        s = draw(st.integers(0, 1))
+        key = None if draw(st.integers(0, 12)) == 0 else draw(st.sampled_from("abc"))
+        value = None if draw(st.integers(0, 14)) == 0 else f"{'lr'[s]}{i}"
+        ts = draw(st.integers(0, 120))
+        if draw(st.integers(0, 3)) > 0:
+            ts = max(ts, stream_time - grace)
+        stream_time = max(stream_time, ts)
+        records.append((s, key, ts, value))
+    return case, records
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_join_case_and_records())
+# KStreamKStreamOuterJoinTest.testOuterJoinDuplicates: held records of two keys, right before left
+@example((JoinCase("outer", 100, 100, 10, True, "kafka"),
+          [(0, "a", 0, "A0"), (0, "a", 0, "A1"), (1, "b", 0, "b1"), (1, "b", 0, "b2"), (1, "b", 111, "b3"),
+           (1, "c", 315, "c")]))
+# the scan's min time delays emission (KStreamKStreamJoin.emitNonJoinedOuterRecords)
+@example((JoinCase("outer", 10, 10, 0, True, "kafka"),
+          [(0, "a", 39, "L1"), (0, "b", 40, "L2"), (1, "c", 45, "R3"), (0, "a", 48, "L4"), (1, "c", 50, "x"),
+           (1, "c", 51, "y"), (1, "c", 59, "z")]))
+# a match releases every held record of its timestamp and side; an out-of-order record joins
+# in the other side's (timestamp, arrival) order
+@example((JoinCase("left", 10, 10, 5, True, "replay"),
+          [(0, "a", 5, "A"), (0, "a", 5, "B"), (1, "a", 9, "x"), (1, "a", 2, "y"), (0, "a", 6, "C"),
+           (1, "b", 40, "z")]))
+# an empty window without grace: nothing is visible in the other store (its retention is 0), so a
+# left and a right record of one key and timestamp are both held, and expire together: right first
+@example((JoinCase("outer", 0, 0, 0, True, "replay"), [(1, "a", 10, "r"), (0, "a", 10, "l"), (1, "b", 11, "x")]))
+@example((JoinCase("outer", 0, 0, 0, True, "streaming"), [(1, "a", 10, "r"), (0, "a", 10, "l"), (1, "b", 11, "x")]))
+def test_java_join_port_forwards_what_the_python_kernel_forwards(join_replay: JoinReplay,
+                                                                 case_records: tuple[JoinCase, list[JoinRecord]]
+                                                                 ) -> None:
+    """Inner, left and outer joins, one-sided windows, grace, the spurious-result fix on and off,
+    out-of-order and late records, null keys and values, under each of the kernel's three hosts:
+    per record the same expired held records, drop and forwarded pairs, in the same order."""
+    case, records = case_records
+    assert join_replay.join(case, records) == python_join_kernel(case, records)
