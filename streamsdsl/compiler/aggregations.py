@@ -137,6 +137,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     # (a Column aggregation has no Python functions: it reaches here only where Spark's own
     # aggregation cannot run it, and agg_functions says so)
     functions = d.functions[0] if d.functions else agg_functions(node.agg)
+    _check_idle_close(self, d)
     config = AggregateConfig(
         node.name, d.key, value_out, d.windowing(self.flush, final_results),
         (AggregateInput(frame.value, functions, _repartitioned(self, node, 0)),),
@@ -157,6 +158,15 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     return Frame(out, config.key, value_out, is_table=True)
 
 
+
+
+def _check_idle_close(self: Lowering, d: AggregateDescription) -> None:
+    """Idle close runs in the test driver's direct engine; the Spark plans (the test driver's
+    batch replay, a streaming query) do not run it yet."""
+    if d.idle_close_ms is not None:
+        raise OperationNotDefinedError(
+            f"{d.name}: idle close ({d.idle_close_ms} ms) is not yet on Spark (the test driver's engine='spark', "
+            "a streaming query); test it with engine='direct' (docs/session-windows.md, Idle windows).")
 
 
 def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:
@@ -183,6 +193,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     d: AggregateDescription = description_of(node, frames, self.topology)
     key_serde = d.key_serde
     value_out = d.value
+    _check_idle_close(self, d)
     form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
                                      isinstance(node.windows, SessionWindows), cogroup=node)
     if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):

@@ -180,10 +180,20 @@ class Run:
         return self._transaction(run)
 
     def advance_wall_clock(self, now: int) -> list[Emitted]:
-        """The system time is ``now``: fire the wall-clock punctuators due; return what they wrote."""
+        """The system time is ``now``: the aggregations with idle close close their idle keys'
+        windows (in topological order, what each forwards going on depth first), then the
+        wall-clock punctuators due fire; return what they wrote."""
         self.system_time = now
         self.position, self.coordinates, self.timestamp = -1, ("", -1, -1), -1
-        return self._transaction(lambda: self._punctuate(PunctuationType.WALL_CLOCK_TIME, now))
+
+        def work() -> None:
+            for step in self.stateful:
+                close_idle = getattr(step, "close_idle", None)
+                if close_idle is not None:
+                    close_idle(now)
+            self._punctuate(PunctuationType.WALL_CLOCK_TIME, now)
+
+        return self._transaction(work)
 
     def _punctuate(self, type: PunctuationType, now: int) -> None:
         self.punctuations.punctuate(type, now)

@@ -197,8 +197,16 @@ class AggregateStep(StatefulStep):
         for step in self.folded:
             step.apply(rec, port)
 
+    def close_idle(self, now: int) -> None:
+        """The wall clock is ``now``: forward what idle close closes (`AggregateKernel.close_idle`)."""
+        step = self.kernel.close_idle(now)
+        self.run.finals.extend(step.final_latencies)
+        for o in step.outputs:
+            self._forward(o, ())
+
     def apply(self, rec: Record, port: int) -> None:
         kernel = self.kernel
+        kernel.wall_clock = self.run.system_time
         fns = kernel.fns[port]
         try:
             step: KernelStep = kernel.process(rec.key, rec.value, rec.timestamp, port,
@@ -232,14 +240,15 @@ def _aggregate(node: ir.AggregateNode, parents: list[Typed], run: Host) -> Aggre
     d: AggregateDescription = description_of(node, parents, run.topology)
     _refuse_column(node, d.column)
     kernel = AggregateKernel(d.windowing(run.flush), d.functions[0], emit_on_close=d.emit_on_close, flush=run.flush,
-                             key_order=d.key_serde.serialize)
+                             key_order=d.key_serde.serialize, idle_close_ms=d.idle_close_ms)
     return AggregateStep(node, Typed(d.key, d.value, True), run, kernel, [parents[0]], d.function_names, d)
 
 
 def _cogroup(node: ir.CogroupAggregateNode, parents: list[Typed], run: Host) -> AggregateStep:
     d: AggregateDescription = description_of(node, parents, run.topology)
     kernel = AggregateKernel(d.windowing(run.flush), list(d.functions), emit_on_close=d.emit_on_close,
-                             per_input_time=not d.emit_on_close, flush=run.flush, key_order=d.key_serde.serialize)
+                             per_input_time=not d.emit_on_close, flush=run.flush, key_order=d.key_serde.serialize,
+                             idle_close_ms=d.idle_close_ms)
     return AggregateStep(node, Typed(d.key, d.value, True), run, kernel, parents, d.function_names, d)
 
 

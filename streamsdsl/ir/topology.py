@@ -70,6 +70,17 @@ class Topology(NotYetAttributes):
         object.__setattr__(self, "_by_name", by_name)
         object.__setattr__(self, "_children", {k: tuple(v) for k, v in children.items()})
 
+    def with_idle_close(self, idle_close_ms: int | None) -> Topology:
+        """This topology with ``idle_close_ms`` as the idle close of every aggregation that emits
+        on window close and sets none itself (the application's and the test driver's
+        ``streamsdsl.window.idle.close.ms``; ``None``: unchanged)."""
+        if idle_close_ms is None:
+            return self
+        nodes = tuple(attrs.evolve(n, emit=emit.with_default_idle_close(idle_close_ms))  # type: ignore[misc]
+                      if (emit := getattr(n, "emit", None)) is not None and emit.emits_on_close else n
+                      for n in self.nodes)
+        return attrs.evolve(self, nodes=nodes)
+
     # -- graph queries ---------------------------------------------------------------------
     def node(self, name: str) -> ir.Node:
         return self._by_name[name]

@@ -134,6 +134,9 @@ class AggregateDescription:
     #: How errors name the initializer, aggregator and merger (e.g. "reducer" for reduce()).
     function_names: tuple[str, str, str]
     column: ir.ColumnFn | None = None
+    #: Idle close (emit on close only): ms of wall-clock time without a record of a key after
+    #: which its open windows close (``None``: Kafka's close alone).
+    idle_close_ms: int | None = None
 
     @property
     def name(self) -> str:
@@ -164,7 +167,8 @@ def _aggregate(node: ir.AggregateNode, ports: Sequence[Port], topology: Any) -> 
     return AggregateDescription(
         node, grouped.key.serde, key_codec(grouped.key.serde, windows), agg_value_serde(node, grouped.value),
         (grouped.value,), windows, emit is not None and emit.emits_on_close,
-        () if column is not None else (agg_functions(agg),), function_names(agg), column)
+        () if column is not None else (agg_functions(agg),), function_names(agg), column,
+        None if emit is None else emit.idle_close_ms)
 
 
 def _cogroup(node: ir.CogroupAggregateNode, ports: Sequence[Port], topology: Any) -> AggregateDescription:
@@ -175,7 +179,8 @@ def _cogroup(node: ir.CogroupAggregateNode, ports: Sequence[Port], topology: Any
     return AggregateDescription(
         node, key_serde, key_codec(key_serde, node.windows), cogroup_value_serde(node), tuple(p.value for p in ports),
         node.windows, node.windows is not None and node.emit.emits_on_close,
-        tuple(AggFunctions(node.initializer.fn, a.fn, merger) for a in node.aggregators), function_names(None))
+        tuple(AggFunctions(node.initializer.fn, a.fn, merger) for a in node.aggregators), function_names(None),
+        idle_close_ms=node.emit.idle_close_ms if node.windows is not None else None)
 
 
 def keep_latest(key: Any, value: Any, aggregate: Any) -> Any:

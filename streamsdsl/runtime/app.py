@@ -122,8 +122,9 @@ class KafkaStreams(NotYetAttributes):
             )
         if not topology.sinks and not topology.runs_unread():
             raise NoSinkError("the topology has no sink: add .to(topic) somewhere to run it.") from None
-        self.topology = topology
         self.config = StreamsConfig.from_mapping(config)
+        #: The topology as it runs: ``streamsdsl.window.idle.close.ms`` set on its on-close aggregations.
+        self.topology = topology.with_idle_close(self.config.idle_close_ms)
         self._spark = spark
         self._state = State.CREATED
         self._lock = threading.RLock()

@@ -24,10 +24,12 @@ import enum
 import os
 import re
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import attrs
 
+from streamsdsl._validation import to_millis
 from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.errors import InvalidArgumentError, StreamsDslError
 from streamsdsl.records import DRIVER_APPLICATION_ID
@@ -129,6 +131,7 @@ KNOWN_KEYS = (
     "streamsdsl.ship",
     "statestore.cache.max.bytes",
     "cache.max.bytes.buffering",
+    "streamsdsl.window.idle.close.ms",
 )
 #: Keys that were removed, refused with what replaced them.
 REMOVED_KEYS = {
@@ -302,6 +305,23 @@ def _cache_max_bytes(config: Mapping[str, Any]) -> int | None:
     return new if new is not None else old
 
 
+_IDLE_CLOSE_KEY = "streamsdsl.window.idle.close.ms"
+
+
+def _idle_close_ms(config: Mapping[str, Any]) -> int | None:
+    """``streamsdsl.window.idle.close.ms``: the idle close (ms) of every aggregation that emits on
+    window close and sets none itself (docs/session-windows.md, *Idle windows*); absent: Kafka's close."""
+    raw = config.get(_IDLE_CLOSE_KEY)
+    if isinstance(raw, timedelta):
+        raw = to_millis(raw, _IDLE_CLOSE_KEY)
+    value = _int_value({_IDLE_CLOSE_KEY: raw}, _IDLE_CLOSE_KEY, None, minimum=0)
+    if value == 0:
+        raise StreamsConfigError(
+            f"'{_IDLE_CLOSE_KEY}' must be > 0 ms (got 0): it is how long a key stays without records before its "
+            "open windows close. Leave the key out to keep Kafka's close.")
+    return value
+
+
 def _operator(config: Mapping[str, Any]) -> Operator:
     return _enum_value(
         config, OPERATOR_KEY, default_operator(),
@@ -404,6 +424,8 @@ class StreamsConfig:
     cache_max_bytes: int | None = None
     #: ``streamsdsl.ship``: whether a session streamsdsl builds ships streamsdsl (`Ship`).
     ship: Ship = _enum_field(Ship.AUTO)
+    #: ``streamsdsl.window.idle.close.ms``: idle close of the on-close aggregations (``None``: off).
+    idle_close_ms: int | None = None
 
     @property
     def flush(self) -> FlushPolicy:
@@ -473,6 +495,7 @@ class StreamsConfig:
                 hint="'auto' (the default) ships streamsdsl to the Python processes of a cluster's master (spark://, "
                 "yarn, k8s://), 'always' to any master's, 'never' to none (its Python has streamsdsl installed).",
             ),
+            idle_close_ms=_idle_close_ms(config),
         )
 
     # -- derived settings -----------------------------------------------------------------
@@ -572,6 +595,8 @@ class DriverConfig:
     #: ``application.id`` (what a processor's ``context.application_id()`` returns; Kafka's
     #: driver's default when absent).
     application_id: str = DRIVER_APPLICATION_ID
+    #: ``streamsdsl.window.idle.close.ms``: idle close of the on-close aggregations (``None``: off).
+    idle_close_ms: int | None = None
 
     @classmethod
     def from_mapping(cls, config: Mapping[str, Any] | None) -> DriverConfig:
@@ -580,7 +605,7 @@ class DriverConfig:
         handler = _deserialization_handler(config)
         app_id = _application_id(config) if "application.id" in config else DRIVER_APPLICATION_ID
         return cls(handler, _dead_letter_topic(config, handler), _passthrough(config)["spark_conf"], _operator(config),
-                   _cache_max_bytes(config), app_id)
+                   _cache_max_bytes(config), app_id, _idle_close_ms(config))
 
     @property
     def flush(self) -> FlushPolicy:

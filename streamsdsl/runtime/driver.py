@@ -246,8 +246,9 @@ class TopologyTestDriver:
                 "the topology has no sink, so the driver would run nothing and no output topic could be read: "
                 "add .to(topic) where its records should go."
             )
-        self.topology = topology
         self.config = DriverConfig.from_mapping(config)
+        #: The topology as it runs: ``streamsdsl.window.idle.close.ms`` set on its on-close aggregations.
+        self.topology = topology = topology.with_idle_close(self.config.idle_close_ms)
         self.engine = engine_choice(engine)
         self._wall_clock_ms = _duration_ms(initial_wall_clock_time_ms, "initial_wall_clock_time_ms") \
             if initial_wall_clock_time_ms is not None else int(time.time() * 1000)

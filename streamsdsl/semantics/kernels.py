@@ -25,7 +25,7 @@ from streamsdsl.semantics.suppress import time_limit_release
 from streamsdsl.semantics.tables import key_bytes
 from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
-from streamsdsl.semantics.windowing import close_step, record_step
+from streamsdsl.semantics.windowing import close_step, idle_close_step, record_step
 
 __all__ = ["DROPPED_EXPIRED", "DROPPED_NULL_VALUE", "AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates", "store_clock"]
 
@@ -204,12 +204,18 @@ class AggregateKernel:
     state I/O: key → `KeyState`; keys without windows are removed from it. ``key_order``: the
     key's serialized bytes (Kafka's store order), which order the windows one stream-time step
     closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
+
+    ``idle_close_ms`` (emit on close only; ``None``: Kafka's rules alone): streamsdsl's idle
+    close. The host sets ``wall_clock`` (ms) before records; each record stamps its key's
+    `KeyState.last_record_at` with it, and `close_idle` closes the open windows of every key
+    whose last record is that long ago (`streamsdsl.semantics.windowing.idle_close_step`).
     """
 
     def __init__(self, windowing: Windowing, fns: AggFunctions | Sequence[AggFunctions], *, emit_on_close: bool = False,
                  per_input_time: bool = False, flush: FlushPolicy = FlushPolicy.PER_RECORD,
                  states: MutableMapping[Any, KeyState] | None = None, stream_times: Sequence[int] | None = None,
-                 key_order: Callable[[Any], Any] = key_bytes, suppress_release: bool = True) -> None:
+                 key_order: Callable[[Any], Any] = key_bytes, suppress_release: bool = True,
+                 idle_close_ms: int | None = None) -> None:
         self.windowing = windowing
         self.fns = (fns,) if isinstance(fns, AggFunctions) else tuple(fns)
         self.emit_on_close = emit_on_close
@@ -220,6 +226,9 @@ class AggregateKernel:
         self.windowed = not isinstance(windowing, Unwindowed)
         self.key_order = key_order
         self.suppress_release = suppress_release
+        self.idle_close_ms = idle_close_ms
+        #: The host's wall clock (ms), which a record stamps on its key with idle close.
+        self.wall_clock = -1
 
     @property
     def stream_time(self) -> int:
@@ -246,10 +255,14 @@ class AggregateKernel:
             return self._released(key, release.passed, release.immediate, stream_time)
         expiry_time, store_time = store_clock(windowing, self.flush, self.emit_on_close, self.stream_times, slot,
                                               stream_time) if self.per_input_time else (None, before_time)
-        step = record_step(windowing, before, key, value, ts, stream_time, self.fns[source],
+        key_time = stream_time if before.floor < 0 else max(stream_time, before.floor)  # after an idle close
+        step = record_step(windowing, before, key, value, ts, key_time, self.fns[source],
                            stream_time_before=store_time, expiry_time=expiry_time)
         self.stream_times[slot] = stream_time
-        self._store(key, step.state)
+        if self.idle_close_ms is not None:
+            self._store(key, attrs.evolve(step.state, last_record_at=self.wall_clock))
+        else:
+            self._store(key, step.state)
         reason = None if not step.dropped else DROPPED_NULL_VALUE if value is None and windowing.drops_null_values \
             else DROPPED_EXPIRED
         if isinstance(windowing, FinalResultsWindowing) and self.suppress_release:
@@ -303,6 +316,29 @@ class AggregateKernel:
             self._finals(closing, stream_time, outputs, latencies)
         return KernelStep(tuple(outputs), 0, tuple(latencies))
 
+    def close_idle(self, now: int) -> KernelStep:
+        """The host's wall clock is ``now``: every key whose last record reached the aggregation
+        ``idle_close_ms`` or longer ago has its open windows closed
+        (`streamsdsl.semantics.windowing.idle_close_step`), forwarded as final in the window
+        kind's final order and then the key's bytes (emit-final latency 0: stream time has not
+        passed them). Nothing without ``idle_close_ms``."""
+        if self.idle_close_ms is None:
+            return KernelStep()
+        closing: list[tuple[WindowAgg, Any]] = []
+        stream_time = self.stream_time
+        for key in list(self.states):
+            state = self.states[key]
+            if now - state.last_record_at < self.idle_close_ms:
+                continue
+            step = idle_close_step(self.windowing, state, stream_time)
+            if step.closed:
+                self._store(key, step.state)
+                closing.extend((w, key) for w in step.closed)
+        outputs: list[Out] = []
+        latencies: list[int] = []
+        self._finals(closing, stream_time, outputs, latencies)
+        return KernelStep(tuple(outputs), 0, tuple(max(0, latency) for latency in latencies))
+
     def out(self, key: Any, bounds: tuple[int, int], window: WindowAgg | None, final: bool = False,
             immediate: bool = False) -> Out:
         """The record that forwards ``window`` of ``key`` (``None``: a tombstone of ``bounds``)."""
@@ -313,7 +349,9 @@ class AggregateKernel:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _store(self, key: Any, state: KeyState) -> None:
-        if state.windows:
+        if state.floor >= 0 and state.floor <= self.stream_time:
+            state = attrs.evolve(state, floor=-1)  # stream time has caught up with the idle close
+        if state.windows or state.floor >= 0:
             self.states[key] = state
         elif key in self.states:
             del self.states[key]
@@ -325,7 +363,7 @@ class AggregateKernel:
             if other == key:
                 continue
             close = close_step(self.windowing, self.states[other], stream_time)
-            if close.closed or close.state is not self.states[other]:
+            if close.closed or close.state is not self.states[other] or 0 <= close.state.floor <= stream_time:
                 self._store(other, close.state)
                 closing.extend((w, other) for w in close.closed)
         return closing

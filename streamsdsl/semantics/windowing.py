@@ -38,7 +38,7 @@ from streamsdsl.semantics.changes import ChangeBuffer
 __all__ = [
     "NEVER", "CloseStep", "KeyState", "RecordStep", "WindowAgg", "WindowStep", "Windowing", "WindowingRules",
     "advance_stream_time",
-    "close_step", "record_step",
+    "close_step", "idle_close_step", "record_step",
 ]
 
 #: Sort key of stored windows by start (faster than the attrs-generated ordering).
@@ -165,10 +165,17 @@ def advance_stream_time(windowing: Windowing, stream_time: int, ts: int, value: 
 @attrs.frozen
 class KeyState:
     """One key's state: its stored windows and the starts of those already final (sliding
-    windows stay readable after they close, until they expire)."""
+    windows stay readable after they close, until they expire).
+
+    With idle close (`idle_close_step`) also: ``floor``, the key's own stream time after its
+    windows were closed idle (-1: none; the key's records are judged, and its windows closed,
+    by the later of it and the operator's stream time), and ``last_record_at``, the wall-clock
+    time (ms) its last record reached the aggregation (-1: not kept)."""
 
     windows: tuple[WindowAgg, ...] = ()
     finals: frozenset[int] = frozenset()
+    floor: int = -1
+    last_record_at: int = -1
 
     def open_windows(self) -> list[WindowAgg]:
         return [w for w in self.windows if w.start not in self.finals]
@@ -218,7 +225,33 @@ def close_step(windowing: Windowing, state: KeyState, stream_time: int, *, expir
         finals = frozenset(w.start for w in kept if w.start in done)
     elif finals:
         finals = frozenset(w.start for w in kept if w.start in finals)
-    return CloseStep(tuple(closed), KeyState(tuple(kept), finals))
+    return CloseStep(tuple(closed), KeyState(tuple(kept), finals, state.floor, state.last_record_at))
+
+
+def idle_close_step(windowing: Windowing, state: KeyState, stream_time: int) -> CloseStep:
+    """Close every open window of a key that has been idle (streamsdsl's idle close, not Kafka's):
+    the key's stream time (its ``floor``) moves to the first time past every open window's close
+    threshold, as if stream time had passed them all; they are ``closed`` in ``final_order``, and
+    what that time expires leaves the state. A later record of the key is judged by that time:
+    one for a window closed here is late.
+
+    Examples
+    --------
+    >>> from streamsdsl.semantics.timewindow import TimeWindowing
+    >>> w = TimeWindowing(size=10, advance=10, grace=5)
+    >>> step = idle_close_step(w, KeyState((WindowAgg(0, 10, 1, 3), WindowAgg(10, 20, 1, 12))), 12)
+    >>> step.closed
+    (WindowAgg(start=0, end=10, agg=1, ts=3), WindowAgg(start=10, end=20, agg=1, ts=12))
+    >>> step.state.floor, step.state.windows
+    (25, ())
+    """
+    open_windows = state.open_windows()
+    if not open_windows:
+        return CloseStep((), state)
+    close = windowing.close_threshold
+    floor = max(state.floor, stream_time, max(close(w) for w in open_windows) + 1)
+    step = close_step(windowing, attrs.evolve(state, floor=floor), floor)
+    return step
 
 
 @attrs.frozen
@@ -299,6 +332,8 @@ def record_step(windowing: Windowing, state: KeyState, key: Any, value: Any, ts:
             break
     else:  # the common case (`close_step`'s): nothing closes, nothing expires
         if not expired:
-            return RecordStep(KeyState(step.windows, finals), step.puts, step.deletes, step.dropped, ())
-    closed = close_step(windowing, KeyState((*expired, *step.windows), finals), stream_time, expiry_time=expiry_time)
+            return RecordStep(KeyState(step.windows, finals, state.floor, state.last_record_at), step.puts,
+                              step.deletes, step.dropped, ())
+    closed = close_step(windowing, KeyState((*expired, *step.windows), finals, state.floor, state.last_record_at),
+                        stream_time, expiry_time=expiry_time)
     return RecordStep(closed.state, step.puts, step.deletes, step.dropped, closed.closed)

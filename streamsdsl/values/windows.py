@@ -140,19 +140,49 @@ class EmitStrategyKind(enum.Enum):
     ON_WINDOW_CLOSE = "on_window_close"
 
 
+def _idle_close_fits(inst: EmitStrategy, attribute: attrs.Attribute[Any], value: int | None) -> None:
+    if value is None:
+        return
+    if value <= 0:
+        raise InvalidArgumentError(
+            f"'idle_close' must be > 0 ms (got {value}). Use e.g. "
+            "EmitStrategy.on_window_close(idle_close=timedelta(minutes=5)), or leave it out to keep Kafka's close."
+        )
+    if inst.kind is not EmitStrategyKind.ON_WINDOW_CLOSE:
+        raise InvalidArgumentError(
+            f"'idle_close' ({value} ms) applies only to EmitStrategy.on_window_close(): a window emitted on "
+            "update has nothing to close. Use EmitStrategy.on_window_close(idle_close=...)."
+        )
+
+
+def _optional_millis(value: Any) -> int | None:
+    return None if value is None else millis("idle_close")(value)
+
+
 @attrs.frozen
 class EmitStrategy:
     """When a windowed aggregation forwards results (KIP-825).
 
     ``on_window_update()`` (the default) forwards every change of a window, with tombstones for
     sessions merged away; ``on_window_close()`` forwards each window exactly once, when it closes.
+    ``on_window_close(idle_close=...)`` (streamsdsl's own, docs/session-windows.md, *Idle windows*) also
+    closes a key's open windows once no record of the key has reached the aggregation for that
+    long on the wall clock (``idle_close_ms``; ``None``: Kafka's close alone, unless the
+    application's ``streamsdsl.window.idle.close.ms`` sets it).
 
     Examples
     --------
+    >>> from datetime import timedelta
     >>> EmitStrategy.on_window_close()
     EmitStrategy.on_window_close()
+    >>> EmitStrategy.on_window_close(idle_close=timedelta(minutes=1))
+    EmitStrategy.on_window_close(idle_close=60000ms)
     >>> EmitStrategy(EmitStrategy.Kind.ON_WINDOW_CLOSE).emits_on_close
     True
+    >>> EmitStrategy.on_window_close(idle_close=0)
+    Traceback (most recent call last):
+    ...
+    streamsdsl.errors.InvalidArgumentError: 'idle_close' must be > 0 ms (got 0). Use e.g. EmitStrategy.on_window_close(idle_close=timedelta(minutes=5)), or leave it out to keep Kafka's close.
     """
 
     Kind: ClassVar[type[EmitStrategyKind]] = EmitStrategyKind
@@ -162,6 +192,9 @@ class EmitStrategy:
             EmitStrategyKind, hint="Use EmitStrategy.on_window_update() or EmitStrategy.on_window_close()."
         )
     )
+    #: Close a key's open windows once it has had no record for this many ms of wall-clock time.
+    idle_close_ms: int | None = attrs.field(default=None, kw_only=True, converter=_optional_millis,
+                                            validator=_idle_close_fits)
 
     @classmethod
     def on_window_update(cls) -> EmitStrategy:
@@ -169,16 +202,26 @@ class EmitStrategy:
         return cls(EmitStrategyKind.ON_WINDOW_UPDATE)
 
     @classmethod
-    def on_window_close(cls) -> EmitStrategy:
-        """Forward each window once, when stream time passes its end plus grace (and gap)."""
-        return cls(EmitStrategyKind.ON_WINDOW_CLOSE)
+    def on_window_close(cls, *, idle_close: Duration | None = None) -> EmitStrategy:
+        """Forward each window once, when stream time passes its end plus grace (and gap), or
+        (``idle_close``, ms or ``timedelta``) once its key has had no record for that long on the
+        wall clock, whichever comes first."""
+        return cls(EmitStrategyKind.ON_WINDOW_CLOSE, idle_close_ms=idle_close)
 
     @property
     def emits_on_close(self) -> bool:
         return self.kind is EmitStrategyKind.ON_WINDOW_CLOSE
 
+    def with_default_idle_close(self, idle_close_ms: int | None) -> EmitStrategy:
+        """This strategy, closing idle windows after ``idle_close_ms`` unless it says otherwise
+        (the application's ``streamsdsl.window.idle.close.ms``): on-close strategies only."""
+        if idle_close_ms is None or not self.emits_on_close or self.idle_close_ms is not None:
+            return self
+        return attrs.evolve(self, idle_close_ms=idle_close_ms)
+
     def __repr__(self) -> str:
-        return f"EmitStrategy.{self.kind.value}()"
+        idle = "" if self.idle_close_ms is None else f"idle_close={self.idle_close_ms}ms"
+        return f"EmitStrategy.{self.kind.value}({idle})"
 
 
 def _advance_within_size(inst: TimeWindows, attribute: attrs.Attribute[Any], value: int) -> None:

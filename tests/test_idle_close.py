@@ -1,0 +1,266 @@
+"""Idle close (issue 43, item 3): an on-close aggregation closes the open windows of a key that has
+had no record for ``idle_close`` ms of wall-clock time, as if stream time had passed their close.
+
+The rule is the kernel's (`AggregateKernel.close_idle`, `idle_close_step`); these tests run it on
+the test driver's direct engine, exact records and timestamps, plus a hypothesis property: never
+triggered, the output is Kafka's; triggered, every window is emitted once.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindows, SlidingWindows, StreamsBuilder, TimeWindows
+from streamsdsl import TopologyTestDriver
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, OperationNotDefinedError
+from streamsdsl.runtime.config import DriverConfig, StreamsConfig, StreamsConfigError
+from streamsdsl.runtime.fingerprint import diff, topology_fingerprint
+
+S = Serdes.String()
+IDLE = "streamsdsl.window.idle.close.ms"
+
+
+def _windowed(windows: Any, emit: EmitStrategy | None) -> Any:
+    b = StreamsBuilder()
+    w = b.stream("in", Consumed.with_serdes(S, S)).group_by_key().windowed_by(windows)
+    if emit is not None:
+        w = w.emit_strategy(emit)
+    merger = {"merger": lambda k, a, b: a + b} if isinstance(windows, SessionWindows) else {}
+    w.aggregate(lambda: "", lambda k, v, a: a + v, **merger).to_stream() \
+        .map(lambda k, v: (k.key, f"{k.window.start}-{k.window.end}:{v}")).to("out")
+    return b.build()
+
+
+def _cogrouped(emit: EmitStrategy) -> Any:
+    b = StreamsBuilder()
+    left = b.stream("left", Consumed.with_serdes(S, S)).group_by_key()
+    right = b.stream("right", Consumed.with_serdes(S, S)).group_by_key()
+    left.cogroup(lambda k, v, a: a + v).cogroup(right, lambda k, v, a: a + v.upper()) \
+        .windowed_by(TimeWindows.of_size_with_no_grace(10)).emit_strategy(emit) \
+        .aggregate(lambda: "").to_stream().map(lambda k, v: (k.key, f"{k.window.start}:{v}")).to("out")
+    return b.build()
+
+
+def _out(driver: TopologyTestDriver) -> list[tuple[Any, Any, int]]:
+    return [(r.key, r.value, r.timestamp) for r in driver.create_output_topic("out").read_records_to_list()]
+
+
+def _driver(topology: Any, config: dict[str, Any] | None = None) -> TopologyTestDriver:
+    return TopologyTestDriver(topology, config, engine="direct", initial_wall_clock_time_ms=0)
+
+
+class TestValidation:
+    def test_idle_close_must_be_positive(self) -> None:
+        """The duration is validated when the strategy is written, naming the argument, the unit and the fix."""
+        with pytest.raises(InvalidArgumentError) as e:
+            EmitStrategy.on_window_close(idle_close=-5)
+        assert e.value.args[0] == (
+            "'idle_close' must be > 0 ms (got -5). Use e.g. EmitStrategy.on_window_close("
+            "idle_close=timedelta(minutes=5)), or leave it out to keep Kafka's close.")
+        with pytest.raises(InvalidTypeError, match="'idle_close' must be an int"):
+            EmitStrategy.on_window_close(idle_close="5m")  # type: ignore[arg-type]
+
+    def test_idle_close_only_on_close(self) -> None:
+        """A window emitted on update has nothing to close."""
+        with pytest.raises(InvalidArgumentError) as e:
+            EmitStrategy(EmitStrategy.Kind.ON_WINDOW_UPDATE, idle_close_ms=10)
+        assert e.value.args[0] == (
+            "'idle_close' (10 ms) applies only to EmitStrategy.on_window_close(): a window emitted on update has "
+            "nothing to close. Use EmitStrategy.on_window_close(idle_close=...).")
+
+    def test_repr_and_equality(self) -> None:
+        """A timedelta is held as int ms; the repr names it (the fingerprint's emit field)."""
+        strategy = EmitStrategy.on_window_close(idle_close=timedelta(seconds=2))
+        assert strategy == EmitStrategy.on_window_close(idle_close=2000)
+        assert repr(strategy) == "EmitStrategy.on_window_close(idle_close=2000ms)"
+        assert strategy.with_default_idle_close(5) is strategy
+        assert EmitStrategy.on_window_close().with_default_idle_close(5).idle_close_ms == 5
+        assert EmitStrategy.on_window_update().with_default_idle_close(5) == EmitStrategy.on_window_update()
+
+    def test_config_key(self) -> None:
+        """Both configurations read ``streamsdsl.window.idle.close.ms``; 0 and negatives are refused."""
+        assert DriverConfig.from_mapping({IDLE: "60000"}).idle_close_ms == 60000
+        assert DriverConfig.from_mapping({IDLE: timedelta(seconds=1)}).idle_close_ms == 1000
+        assert DriverConfig.from_mapping({}).idle_close_ms is None
+        app = StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092", IDLE: 500})
+        assert app.idle_close_ms == 500
+        with pytest.raises(StreamsConfigError) as e:
+            DriverConfig.from_mapping({IDLE: 0})
+        assert e.value.args[0] == (
+            f"'{IDLE}' must be > 0 ms (got 0): it is how long a key stays without records before its open windows "
+            "close. Leave the key out to keep Kafka's close.")
+        with pytest.raises(StreamsConfigError, match=f"'{IDLE}' must be an integer >= 0 \\(got -1\\)"):
+            DriverConfig.from_mapping({IDLE: -1})
+
+    def test_fingerprint_changes_with_the_setting(self) -> None:
+        """The setting changes what the operator keeps and how Spark runs it (processing-time
+        timers): a checkpoint written without it cannot continue with it, and the reverse."""
+        windows = TimeWindows.of_size_with_no_grace(10)
+        plain = topology_fingerprint(_windowed(windows, EmitStrategy.on_window_close()))
+        idle = topology_fingerprint(_windowed(windows, EmitStrategy.on_window_close(idle_close=100)))
+        from_config = topology_fingerprint(_windowed(windows, EmitStrategy.on_window_close()).with_idle_close(100))
+        assert idle == from_config
+        [change] = diff(plain, idle)
+        assert "idle_close=100ms" in str(change)
+
+    def test_engine_spark_refuses(self) -> None:
+        """The Spark plans do not run idle close yet: a clear error rather than Kafka's close alone."""
+        from types import SimpleNamespace
+
+        from streamsdsl.compiler.aggregations import _check_idle_close
+        from streamsdsl.compiler.lowering import PlanMode
+
+        with pytest.raises(OperationNotDefinedError) as e:
+            _check_idle_close(SimpleNamespace(mode=PlanMode.REPLAY), SimpleNamespace(name="AGG", idle_close_ms=5))
+        assert e.value.args[0] == (
+            "AGG: idle close (5 ms) is not yet on Spark (the test driver's engine='spark', a streaming query); test "
+            "it with engine='direct' (docs/session-windows.md, Idle windows).")
+
+
+class TestIdleCloseDirect:
+    def test_time_windows_close_when_the_key_is_idle(self) -> None:
+        """Records at wall clock 0; at 30 s every open window of every idle key is emitted (final
+        order: window start, then key bytes), with its own timestamp; a record for a closed window
+        afterwards is late (dropped, counted), a newer one opens a new window."""
+        topology = _windowed(TimeWindows.of_size_and_grace(10, 5),
+                             EmitStrategy.on_window_close(idle_close=timedelta(seconds=30)))
+        with _driver(topology) as driver:
+            pipe = driver.create_input_topic("in", S, S)
+            pipe.pipe_input("b", "1", 3)
+            pipe.pipe_input("a", "2", 1)
+            pipe.pipe_input("a", "3", 12)
+            assert _out(driver) == []
+            driver.advance_wall_clock_time(29_999)
+            assert _out(driver) == []
+            driver.advance_wall_clock_time(1)
+            assert _out(driver) == [("a", "0-10:2", 1), ("b", "0-10:1", 3), ("a", "10-20:3", 12)]
+            assert driver.metrics()["emit-final-records-total"] == 3.0
+            pipe.pipe_input("a", "late", 14)  # a's stream time is past [10, 20)'s close (24): late
+            pipe.pipe_input("a", "4", 26)
+            pipe.pipe_input("b", "5", 9)  # b's too: past [0, 10)'s close (14)
+            assert _out(driver) == []
+            assert driver.metrics()["dropped-records-total"] == 2.0
+            driver.advance_wall_clock_time(30_000)
+            assert _out(driver) == [("a", "20-30:4", 26)]
+
+    def test_a_busy_key_keeps_its_windows(self) -> None:
+        """Idleness is per key: a key with a record within the last idle_close ms keeps its windows."""
+        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=100))
+        with _driver(topology) as driver:
+            pipe = driver.create_input_topic("in", S, S)
+            pipe.pipe_input("a", "1", 1)
+            pipe.pipe_input("b", "2", 2)
+            driver.advance_wall_clock_time(60)
+            pipe.pipe_input("b", "3", 4)
+            driver.advance_wall_clock_time(40)
+            assert _out(driver) == [("a", "0-10:1", 1)]
+            driver.advance_wall_clock_time(60)
+            assert _out(driver) == [("b", "0-10:23", 4)]
+
+    def test_default_keeps_kafkas_close(self) -> None:
+        """Without the setting the wall clock closes nothing."""
+        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close())
+        with _driver(topology) as driver:
+            driver.create_input_topic("in", S, S).pipe_input("a", "1", 1)
+            driver.advance_wall_clock_time(10**9)
+            assert _out(driver) == []
+
+    def test_config_sets_it_and_a_strategy_overrides_it(self) -> None:
+        """``streamsdsl.window.idle.close.ms`` applies to every on-close aggregation that sets none."""
+        plain = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close())
+        own = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=500))
+        for topology, closes_at in ((plain, 50), (own, 500)):
+            with _driver(topology, {IDLE: 50}) as driver:
+                driver.create_input_topic("in", S, S).pipe_input("a", "1", 1)
+                driver.advance_wall_clock_time(closes_at - 1)
+                assert _out(driver) == []
+                driver.advance_wall_clock_time(1)
+                assert _out(driver) == [("a", "0-10:1", 1)]
+
+    def test_sessions(self) -> None:
+        """A session closes idle as at stream time end + gap + grace (the key's stream time is then
+        18): a later record inside it is late, as at that stream time; one past it starts a new
+        session."""
+        topology = _windowed(SessionWindows.of_inactivity_gap_and_grace(10, 0),
+                             EmitStrategy.on_window_close(idle_close=100))
+        with _driver(topology) as driver:
+            pipe = driver.create_input_topic("in", S, S)
+            pipe.pipe_input("a", "1", 5)
+            pipe.pipe_input("a", "2", 8)
+            driver.advance_wall_clock_time(100)
+            assert _out(driver) == [("a", "5-8:12", 8)]
+            pipe.pipe_input("a", "late", 7)  # a session ending before 18 - 10 - 0 = 8 is late
+            pipe.pipe_input("a", "3", 40)
+            driver.advance_wall_clock_time(100)
+            assert _out(driver) == [("a", "40-40:3", 40)]
+            assert driver.metrics()["dropped-records-total"] == 1.0
+
+    def test_sliding_windows(self) -> None:
+        """Sliding windows close idle in their final order, each once."""
+        topology = _windowed(SlidingWindows.of_time_difference_and_grace(5, 0),
+                             EmitStrategy.on_window_close(idle_close=100))
+        with _driver(topology) as driver:
+            pipe = driver.create_input_topic("in", S, S)
+            pipe.pipe_input("a", "1", 10)
+            pipe.pipe_input("a", "2", 12)
+            driver.advance_wall_clock_time(100)
+            assert _out(driver) == [("a", "5-10:1", 10), ("a", "7-12:12", 12), ("a", "11-16:2", 12)]
+
+    def test_cogroup(self) -> None:
+        """A windowed cogroup on close: one stream time and one idle clock per key over its inputs."""
+        with _driver(_cogrouped(EmitStrategy.on_window_close(idle_close=100))) as driver:
+            driver.create_input_topic("left", S, S).pipe_input("a", "x", 1)
+            driver.advance_wall_clock_time(50)
+            driver.create_input_topic("right", S, S).pipe_input("a", "y", 2)
+            driver.advance_wall_clock_time(99)
+            assert _out(driver) == []
+            driver.advance_wall_clock_time(1)
+            assert _out(driver) == [("a", "0:xY", 2)]
+
+
+# -- the property ------------------------------------------------------------------------------------
+_EVENTS = st.lists(
+    st.one_of(st.tuples(st.just("rec"), st.sampled_from("abc"), st.integers(0, 60)),
+              st.tuples(st.just("wall"), st.just(""), st.integers(1, 150))),
+    min_size=1, max_size=16)
+_WINDOWS = st.one_of(
+    st.builds(lambda size, grace: TimeWindows.of_size_and_grace(size, grace), st.integers(1, 15), st.integers(0, 10)),
+    st.builds(SlidingWindows.of_time_difference_and_grace, st.integers(1, 12), st.integers(0, 10)),
+    st.builds(SessionWindows.of_inactivity_gap_and_grace, st.integers(1, 12), st.integers(0, 10)),
+)
+
+
+def _run(windows: Any, idle: int | None, events: list[tuple[str, str, int]], *, drain: bool) -> list[Any]:
+    emit = EmitStrategy.on_window_close() if idle is None else EmitStrategy.on_window_close(idle_close=idle)
+    with _driver(_windowed(windows, emit)) as driver:
+        pipe = driver.create_input_topic("in", S, S)
+        for i, (kind, key, n) in enumerate(events):
+            if kind == "rec":
+                pipe.pipe_input(key, f"{i}.", n)
+            else:
+                driver.advance_wall_clock_time(n)
+        if drain:
+            driver.advance_wall_clock_time(idle or 0)
+        return _out(driver)
+
+
+@settings(max_examples=int(os.environ.get("STREAMSDSL_PROPERTY_EXAMPLES", "200")) // 2, deadline=None)
+@given(events=_EVENTS, windows=_WINDOWS)
+def test_idle_close_property(events: list[tuple[str, str, int]], windows: Any) -> None:
+    """Never triggered (no key idle for 10**6 ms), the output is Kafka's exactly; triggered (100
+    ms), each window is emitted once, and (tumbling windows) each record is in at most one."""
+    assert _run(windows, 10**6, events, drain=False) == _run(windows, None, events, drain=False)
+    out = _run(windows, 100, events, drain=True)
+    windows_out = [(k, v.split(":")[0]) for k, v, _ in out]
+    assert len(windows_out) == len(set(windows_out))
+    # every record that was not late is in exactly one emitted window's aggregate (time windows
+    # may hold a record in several; sessions and sliding windows keep merging/overlap rules)
+    if isinstance(windows, TimeWindows) and windows.advance_ms == windows.size_ms:
+        values = "".join(v.split(":")[1] for _, v, _ in out)
+        assert len(values.split(".")) - 1 == len({p for p in values.split(".") if p})
