@@ -134,10 +134,13 @@ class TestTableApi:
         named = StreamsBuilder().stream("in").split(named="s-").branch(lambda k, v: True).no_default_branch()
         assert list(named) == ["s-1"]
 
-    def test_explain_says_python_operator(self, spark: Any) -> None:
-        """explain() names the Python operator for the join."""
+    def test_explain_names_the_operator(self, spark: Any, operator: str) -> None:
+        """explain() names the join's operator: the JVM operator, the joiner run per Arrow batch
+        after it; ``streamsdsl.operator=python`` keeps the Python operator."""
         text = explain(join_topology(), spark, mode="simple")
-        assert "KSTREAM-JOIN-0000000004: Python operator (joins run on the Python operator" in text
+        assert ("KSTREAM-JOIN-0000000004: JVM operator (stream-table join, inner; Python joiner per Arrow batch)"
+                if operator == "jvm" else
+                "KSTREAM-JOIN-0000000004: Python operator (stream-table join, inner; streamsdsl.operator=python)") in text
 
 
 @pytest.mark.spark

@@ -119,13 +119,17 @@ STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 # --- the JVM operator's contract ------------------------------------------------------------------
 
 #: The version of the Python–JVM contract below; the jar reports it (``AggregateOperator.protocol()``).
-JVM_PROTOCOL = 10
+JVM_PROTOCOL = 11
 #: The column of each record's number on the JVM operator's input (a value or a JSON field).
 NUMBER = "_number"
 #: A stateful operator's output row, in order (the streaming plan's); the replay adds `REPLAY_FIELDS`.
 OPERATOR_OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
                           EVENT_METRIC, EVENT_VALUE)
 REPLAY_FIELDS = (CLOSE_THRESHOLD, CARRIED_STATE)
+#: A JVM join operator's output ``value``: the matched pair, a struct of the left input's value and
+#: the right input's (a side without a match null), on which the joiner runs afterwards
+#: (`streamsdsl.compiler.jvm_joins`); the replay adds `CARRIED_STATE` alone to its rows.
+PAIR_FIELDS = ("left", "right")
 
 #: What the JVM operator and the Python compiler must agree on, declared once: ``jvm/build.py``
 #: generates ``Contract.java`` from it (constants of the same names), so no name or row layout is
@@ -149,4 +153,5 @@ JVM_CONTRACT: dict[str, object] = {
     "JSON_MAX_DEPTH": JSON_MAX_DEPTH,
     "EVENT_TIME_OUT": EVENT_TIME_OUT,
     "EVENT_TIME_SHIFT_MS": EVENT_TIME_SHIFT_MS,
+    "PAIR_FIELDS": PAIR_FIELDS,
 }

@@ -12,7 +12,10 @@ Order within a key: the test driver's replay processes records in pipe order (Ka
 task-level timestamp synchronisation, as its TopologyTestDriver does); streaming processes a
 micro-batch's records of a key by (timestamp, source position).
 
-The Python operator runs every join (the JVM operator handles built-in aggregations only).
+The JVM operator (`streamsdsl.compiler.jvm_joins`) runs a stream–table join of a plain table when
+``streamsdsl.operator`` allows it: its Java port of the rules finds the matched pairs, the joiner
+runs afterwards over them a batch at a time (a built-in joiner as Spark columns). The Python
+operator runs it otherwise, and every join of a versioned table.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, run_jvm_join
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
@@ -284,10 +288,19 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     key = d.key_serde
     config = TableOperatorConfig(node.name, node.kind, key, value_out=d.value, stream_value=d.stream_value,
                                  table_value=d.table_value, joiner=d.joiner)
-    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
-    if d.history_retention_ms is not None:  # a versioned table: lookups as of the stream record's time
+    if d.history_retention_ms is None:
+        jvm = self.choices.choose(node.name, JvmJoin("stream_table", node.kind), inp.sparkSession, node.kind)
+        if jvm is not None:
+            self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {joiner_label(d.joiner)}")
+            pairs = run_jvm_join(self, inp, node.name, jvm, key_type=key.spark_type,
+                                 left_type=stream.value.spark_type, right_type=table.value.spark_type,
+                                 state_type=config.state_type, state_name=config.state_name, carried_side=TABLE_SIDE)
+            return Frame(apply_joiner(pairs, node.name, d.joiner, key=key, left=d.stream_value, right=d.table_value,
+                                      value_out=d.value), d.key, d.value)
+    else:  # a versioned table: lookups as of the stream record's time
+        self.choices.record(node.name, Backend.PYTHON, "stream-table join of a versioned table: " + JOINS_ON_PYTHON)
         from streamsdsl.compiler.versioned import VersionedConfig, run_versioned
 
         versioned = VersionedConfig(node.name, node.kind, key, value_out=d.value, stream_value=d.stream_value,

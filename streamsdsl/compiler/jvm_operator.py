@@ -85,7 +85,7 @@ class Backend(enum.Enum):
 
 
 #: Why the joins run on the Python operator.
-JOINS_ON_PYTHON = "joins run on the Python operator; the JVM operator runs built-in aggregations only"
+JOINS_ON_PYTHON = "joins run on the Python operator; the JVM operator has no port of this join yet"
 
 _LABELS = {Backend.JVM: "JVM operator", Backend.PYTHON: "Python operator", Backend.NATIVE: "Spark native aggregation"}
 
@@ -120,9 +120,11 @@ class OperatorChoices:
         follows in its place)."""
         self.by_node.pop(node, None)
 
-    def choose(self, node: str, form: JvmAggregate | str, spark: Any, kind: str) -> JvmAggregate | None:
-        """The `JvmAggregate` to run ``node`` with, or None for the Python operator, following the
-        ``streamsdsl.operator`` setting; records the decision."""
+    def choose(self, node: str, form: Any, spark: Any, kind: str) -> Any:
+        """The form (a `JvmAggregate`, a `streamsdsl.compiler.jvm_joins.JvmJoin`: anything with a
+        ``label``) to run ``node`` with on the JVM operator, or None for the Python operator (``form``
+        a string: why the JVM operator cannot run it), following the ``streamsdsl.operator``
+        setting; records the decision."""
         if isinstance(form, str):
             self.record(node, Backend.PYTHON, f"{kind}: {form}")
             return None
@@ -435,10 +437,10 @@ def check_checkpoint(checkpoint: str, report: Mapping[str, OperatorChoice]) -> N
     if written > len(now):
         fix = ("set streamsdsl.operator to 'jvm' (or 'auto' with the jar loaded) to continue from it" if python
                else "run it with the streamsdsl version that wrote it")
-        what = f"{written} aggregation(s) on the JVM operator; this run puts {len(now)} there"
+        what = f"{written} stateful operator(s) on the JVM operator; this run puts {len(now)} there"
     else:
         fix = "set streamsdsl.operator to 'python' to continue from it"
-        what = f"{written} aggregation(s) on the JVM operator; this run puts {len(now)} there ({', '.join(now)})"
+        what = f"{written} stateful operator(s) on the JVM operator; this run puts {len(now)} there ({', '.join(now)})"
     raise CheckpointOperatorError(
         f"the checkpoint {checkpoint} was written with {what}: Spark cannot continue one operator's state on the "
         f"other. To keep the state, {fix}; or start from a new checkpoint (a new application.id)."

@@ -26,8 +26,8 @@ import scala.runtime.BoxedUnit;
  * <ul>
  *   <li>A hint resolution rule replaces {@code df.hint("streamsdsl_operator", specJson, outputSchemaJson)}
  *   (an {@code UnresolvedHint}, which travels in a Connect plan as any hint does) by the plan
- *   {@link AggregateOperator#apply} builds on the hinted input: the same operator a classic session
- *   applies through py4j.</li>
+ *   {@link AggregateOperator#apply} (a spec with a {@code join}: {@link JoinOperator#apply}) builds on the
+ *   hinted input: the same operator a classic session applies through py4j.</li>
  *   <li>The SQL function {@code streamsdsl_jvm_protocol()} returns the jar's contract version, which
  *   the Python side compares with its own before it sends a hint.</li>
  * </ul>
@@ -92,7 +92,9 @@ public final class StreamsDslExtensions implements Function1<SparkSessionExtensi
             Dataset<Row> input = org.apache.spark.sql.classic.Dataset.ofRows(
                 (org.apache.spark.sql.classic.SparkSession) session, hint.child());
             try {
-                return ((org.apache.spark.sql.classic.Dataset<Row>) AggregateOperator.apply(input, spec, schema)).logicalPlan();
+                boolean join = new com.fasterxml.jackson.databind.ObjectMapper().readTree(spec).has("join");
+                Dataset<Row> operator = join ? JoinOperator.apply(input, spec, schema) : AggregateOperator.apply(input, spec, schema);
+                return ((org.apache.spark.sql.classic.Dataset<Row>) operator).logicalPlan();
             } catch (RuntimeException e) {
                 throw e;
             } catch (Exception e) {

@@ -1,0 +1,197 @@
+"""Joins on the JVM operator: the join kernel's Java port finds the matched pairs, the joiner runs
+afterwards over them, a batch at a time.
+
+A join the JVM operator runs is a `JvmJoin`: which join (``stream_table``, ``stream_stream``,
+``table_table``: the Java side's ``JoinOperator`` picks its processor by it), its kind (inner,
+left, outer) and what the join kind needs besides (``params``: windows, grace, ...). The operator
+reads the same input as the Python operator (both sides' records in one frame: ``key``, ``value``
+a struct of the left and the right input's value, `INPUT_INDEX` 0 / 1, the positions) and
+emits the **matched pairs** (`pair_schema`): rows of `OPERATOR_OUTPUT_FIELDS` whose ``value`` is a
+struct of the left value and the right value (`PAIR_FIELDS`; a side without a match null; a null
+``value``: a tombstone of the join's result), with Kafka's output key, timestamp and order
+(`SOURCE_POSITION` / `OUTPUT_POSITION` of the record that caused it), drop events and, in the
+driver's replay, the key's carried state (`CARRY`), as every operator.
+
+`run_jvm_join` runs it (the replay's carried state, the drops counted, the metric rows split
+off); `apply_joiner` then makes the joined values: a built-in joiner
+(`streamsdsl.dsl.joiners.Joiners`) as Spark columns, a Python joiner once per Arrow batch
+(``mapInArrow``), each record's failure reported as the Python operator reports it
+(`streamsdsl.errors.UserFunctionError`: the processor, the record, the cause).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Iterator
+
+import attrs
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType, TimestampType, _parse_datatype_string
+
+from streamsdsl.compiler.carry import carry_out, with_carried_states
+from streamsdsl.compiler.columns import CARRIED_STATE, DROPPED, EVENT_METRIC, EVENT_TIME_OUT, EVENT_VALUE
+from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX
+from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, OUTPUT_POSITION, PAIR_FIELDS, POSITION_TYPE
+from streamsdsl.compiler.columns import SOURCE_POSITION
+from streamsdsl.compiler.event_time import stateful_downstream
+from streamsdsl.compiler.jvm_operator import OPERATOR_HINT, _connect
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.operators.functions import result_error
+from streamsdsl.semantics.joiners import JoinerWithKey
+from streamsdsl.values.serdes import PlanSerde
+
+__all__ = ["JOIN_CLASS", "JvmJoin", "apply_joiner", "apply_jvm_join", "joiner_label", "pair_schema", "run_jvm_join"]
+
+#: The Java entry point of the joins (``jvm/src/main/java/io/streamsdsl/jvm/JoinOperator.java``).
+JOIN_CLASS = "io.streamsdsl.jvm.JoinOperator"
+
+_LEFT, _RIGHT = PAIR_FIELDS
+
+
+@attrs.frozen
+class JvmJoin:
+    """A join in the JVM operator's terms: ``join`` names the Java processor (``stream_table``,
+    ...), ``kind`` is ``inner``, ``left`` or ``outer``, ``params`` what the join kind needs besides
+    (JSON-able: windows, grace, ...). ``label`` is how ``explain()`` names it."""
+
+    join: str
+    kind: str
+    params: Mapping[str, Any] = attrs.field(factory=dict)
+
+    @property
+    def label(self) -> str:
+        return f"{self.join.replace('_', '-')} join"
+
+
+def pair_schema(key_type: str, left_type: str, right_type: str, *, state_type: str | None = None,
+                event_time_out: bool = False) -> StructType:
+    """The matched pairs' rows (`OPERATOR_OUTPUT_FIELDS`, ``value`` the pair); with
+    ``state_type`` (the driver's replay) `CARRIED_STATE` of that type last, and
+    `EVENT_TIME_OUT` after all when a stateful operator is below (streaming)."""
+    types = {"key": key_type, "value": f"struct<{_LEFT}:{left_type},{_RIGHT}:{right_type}>", "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", "_event_metric": "string", "_event_value": "double"}
+    ddl = ", ".join(f"{f} {types[f]}" for f in OPERATOR_OUTPUT_FIELDS)
+    if state_type is not None:
+        ddl += f", {CARRIED_STATE} {state_type}"
+    schema = _parse_datatype_string(ddl)
+    if event_time_out:
+        schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
+    return schema
+
+
+def apply_jvm_join(inp: DataFrame, node: str, join: JvmJoin, schema: StructType, *, replay: bool,
+                   state_name: str, state_type: str | None = None) -> DataFrame:
+    """The JVM join operator over ``inp`` (the join's input), its rows of ``schema``
+    (`pair_schema`): through py4j on a classic session, as the hint the jar's SQL extension
+    replaces on a Spark Connect session. `EVENT_TIME_OUT` is dropped after it when ``schema``
+    has it (it has named the rows' event time for the operators below)."""
+    event_time_out = EVENT_TIME_OUT in schema.fieldNames()
+    spec = {"node": node, "state_name": state_name, "replay": replay, "event_time_out": event_time_out,
+            "join": join.join, "kind": join.kind, "params": dict(join.params),
+            "state_schema": None if state_type is None else _parse_datatype_string(state_type).json()}
+    if spec["state_schema"] is None:
+        del spec["state_schema"]
+    spark = inp.sparkSession
+    if _connect(spark):
+        out = inp.hint(OPERATOR_HINT, json.dumps(spec), schema.json())
+    else:
+        out = DataFrame(getattr(spark._jvm, JOIN_CLASS).apply(inp._jdf, json.dumps(spec), schema.json()), spark)
+    return out.drop(EVENT_TIME_OUT) if event_time_out else out
+
+
+def run_jvm_join(lowering: Any, inp: DataFrame, node: str, join: JvmJoin, *, key_type: str, left_type: str,
+                 right_type: str, state_type: str, state_name: str, carried_side: int,
+                 stateful_below: bool | None = None) -> DataFrame:
+    """The matched pairs of the join ``node`` (frame columns, ``value`` the pair): the operator
+    over ``inp``, in the driver's replay with the key states carried from the previous run (on
+    input side ``carried_side``) and handed to the next; its drops counted (and logged) at the
+    node's ``input`` point, as the Python operator's."""
+    from streamsdsl.compiler.lowering import PlanMode
+
+    replay = lowering.mode is PlanMode.REPLAY
+    below = stateful_downstream(lowering.topology, node) if stateful_below is None else stateful_below
+    if replay:
+        inp = with_carried_states(lowering, inp, node, key_type, state_type, **{INPUT_INDEX: F.lit(carried_side)})
+    schema = pair_schema(key_type, left_type, right_type, state_type=state_type if replay else None,
+                         event_time_out=not replay and below)
+    out = apply_jvm_join(inp, node, join, schema, replay=replay, state_name=state_name, state_type=state_type)
+    if replay:
+        out = carry_out(lowering, out, node, F.col("key"), key_type, state_type)
+    metric = F.col(EVENT_METRIC)
+    out = lowering.observe(out, node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
+    return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def joiner_label(joiner: Any) -> str:
+    """How ``explain()`` names the joiner's run: a built-in joiner's name, or a Python joiner."""
+    from streamsdsl.dsl.joiners import BuiltinJoiner
+
+    if isinstance(joiner, BuiltinJoiner):
+        return f"joiner {joiner.name} as Spark columns"
+    return "Python joiner per Arrow batch"
+
+
+def apply_joiner(pairs: DataFrame, node: str, joiner: Any, *, key: PlanSerde, left: PlanSerde, right: PlanSerde,
+                 value_out: PlanSerde) -> DataFrame:
+    """The joined records of ``pairs`` (`run_jvm_join`'s rows): ``value`` the joiner's result of
+    the pair, written with ``value_out``; a tombstone (a null pair) stays one. ``joiner`` is the
+    join's user function as the kernels take it (a function of the two values, or a
+    `JoinerWithKey`); a built-in joiner (`streamsdsl.dsl.joiners.BuiltinJoiner`) is Spark
+    columns, with no Python at all."""
+    from streamsdsl.dsl.joiners import BuiltinJoiner
+
+    fn = joiner.fn if isinstance(joiner, JoinerWithKey) else joiner
+    if isinstance(fn, BuiltinJoiner):
+        column = fn.column(F.col("value").getField(_LEFT), F.col("value").getField(_RIGHT), left, right, value_out)
+        if column is not None:
+            value = F.when(F.col("value").isNotNull(), column).cast(value_out.spark_type)
+            return pairs.withColumn("value", value)
+    return _python_joiner(pairs, node, joiner, key, left, right, value_out)
+
+
+def _python_joiner(pairs: DataFrame, node: str, joiner: Any, key: PlanSerde, left: PlanSerde, right: PlanSerde,
+                   value_out: PlanSerde) -> DataFrame:
+    """``joiner`` over the pairs, one Python call per Arrow batch: the key and the two values
+    decoded, the joiner called per pair in the batch's order, the results encoded into a new
+    ``value`` column (the other columns pass through untouched)."""
+    schema = StructType([f if f.name != "value" else StructField("value", _parse_datatype_string(value_out.spark_type))
+                         for f in pairs.schema.fields])
+    with_key = isinstance(joiner, JoinerWithKey)
+    fn = joiner.fn if with_key else joiner
+
+    def run(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        arrow_schema = to_arrow_schema(schema)
+        value_type = arrow_schema.field("value").type
+        for batch in batches:
+            keys = batch.column("key").to_pylist()
+            pair_col = batch.column("value")
+            present = pair_col.is_valid().to_pylist()
+            lefts = pair_col.field(_LEFT).to_pylist()
+            rights = pair_col.field(_RIGHT).to_pylist()
+            positions = batch.column(SOURCE_POSITION).to_pylist()
+            out: list[Any] = []
+            for i, there in enumerate(present):
+                if not there:
+                    out.append(None)
+                    continue
+                k = key.from_internal(keys[i])
+                try:
+                    result = fn(k, left.from_internal(lefts[i]), right.from_internal(rights[i])) if with_key \
+                        else fn(left.from_internal(lefts[i]), right.from_internal(rights[i]))
+                except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                    raise UserFunctionError.of(node, "joiner", exc, k, positions[i]).in_worker() from exc
+                try:
+                    out.append(value_out.to_internal(result))
+                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                    raise result_error(node, "joiner", exc, repr(k), positions[i]).in_worker() from exc
+            columns = [pa.array(out, type=value_type) if name == "value" else batch.column(name)
+                       for name in arrow_schema.names]
+            yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
+
+    return pairs.mapInArrow(run, schema)
