@@ -110,7 +110,8 @@ class TestValidation:
         assert "idle_close=100ms" in str(change)
 
     def test_engine_spark_refuses(self) -> None:
-        """The Spark plans do not run idle close yet: a clear error rather than Kafka's close alone."""
+        """The test driver's Spark engine replays in batch, without a wall clock: a clear error
+        rather than Kafka's close alone."""
         from types import SimpleNamespace
 
         from streamsdsl.compiler.aggregations import _check_idle_close
@@ -119,8 +120,8 @@ class TestValidation:
         with pytest.raises(OperationNotDefinedError) as e:
             _check_idle_close(SimpleNamespace(mode=PlanMode.REPLAY), SimpleNamespace(name="AGG", idle_close_ms=5))
         assert e.value.args[0] == (
-            "AGG: idle close (5 ms) is not yet on Spark (the test driver's engine='spark', a streaming query); test "
-            "it with engine='direct' (docs/session-windows.md, Idle windows).")
+            "AGG: idle close (5 ms) is not yet on the test driver's engine='spark'; test it with engine='direct' (the "
+            "reference) or run it on a streaming query (docs/session-windows.md, Idle windows).")
 
 
 class TestIdleCloseDirect:
@@ -264,3 +265,44 @@ def test_idle_close_property(events: list[tuple[str, str, int]], windows: Any) -
     if isinstance(windows, TimeWindows) and windows.advance_ms == windows.size_ms:
         values = "".join(v.split(":")[1] for _, v, _ in out)
         assert len(values.split(".")) - 1 == len({p for p in values.split(".") if p})
+
+
+# -- streaming: processing-time timers ------------------------------------------------------------
+def _wait_for(condition: Any, query: Any, timeout_s: float = 60.0) -> None:
+    """Poll ``condition`` while the query runs its processing-time micro-batches."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert query.exception() is None, query.exception()
+        assert time.monotonic() < deadline, "timed out waiting for the idle close"
+        time.sleep(0.1)
+
+
+@pytest.mark.spark
+class TestIdleCloseStreaming:
+    def test_processing_time_timers_close_a_quiet_key(self, spark: Any, tmp_path: Any) -> None:
+        """A streaming query on processing-time timers: a micro-batch runs every trigger, and one
+        idle close (500 ms) after its last record a key's open windows are emitted, while no
+        record moves the watermark past them (the direct engine's records and timestamps). It
+        runs on the Python operator whatever ``streamsdsl.operator`` says (the report says why)."""
+        from streamsdsl.io.files import FileTopic
+        from streamsdsl.runtime.streaming import start_streaming
+        from tests._support import Collect
+
+        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=500))
+        topic = FileTopic(str(tmp_path / "in"))
+        topic.append("in", [("a", "1", 1), ("b", "2", 3), ("a", "3", 4), ("a", "4", 12)], S, S)
+        out = Collect()
+        query, compiled, metrics = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+                                                   checkpoint_location=str(tmp_path / "cp"),
+                                                   trigger={"processingTime": "250 milliseconds"})
+        try:
+            assert "idle close (500 ms) runs on the Python operator" in str(compiled.operators)
+            _wait_for(lambda: len(out.records) == 3 and metrics.snapshot()["emit-final-records-total"] == 3.0, query)
+        finally:
+            query.stop()
+        # [0, 10) closed by stream time 12 at once (a's record); the rest at the idle close
+        assert [(k, v, ts) for _, k, v, ts in out.records[:1]] in ([("a", "0-10:13", 4)], [("b", "0-10:2", 3)])
+        assert sorted((k, v, ts) for _, k, v, ts in out.records) == [
+            ("a", "0-10:13", 4), ("a", "10-20:4", 12), ("b", "0-10:2", 3)]

@@ -79,8 +79,9 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
         processor = lowering.processor(config, state_schema(config.value_out.spark_type))
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
         packed = records_by_key(operator_rows(inp), pack=lowering.mode is PlanMode.STREAMING)
+        time_mode = "ProcessingTime" if config.idle_close_ms is not None else "EventTime"
         out = transform_with_state(lowering.mode is PlanMode.STREAMING, lowering.topology, node, packed.groupBy("key"),
-                                   processor, schema, "EventTime")
+                                   processor, schema, time_mode)
     out = lowering.after_processor(out, inp, config)
     metric, count = F.col(EVENT_METRIC), F.col(EVENT_VALUE)
     final_latency = F.when(metric == EMIT_FINAL, count)
@@ -137,16 +138,18 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
     # (a Column aggregation has no Python functions: it reaches here only where Spark's own
     # aggregation cannot run it, and agg_functions says so)
     functions = d.functions[0] if d.functions else agg_functions(node.agg)
-    _check_idle_close(self, d)
+    idle = _check_idle_close(self, d)
     config = AggregateConfig(
         node.name, d.key, value_out, d.windowing(self.flush, final_results),
         (AggregateInput(frame.value, functions, _repartitioned(self, node, 0)),),
         emit_on_close=final_results is not None or d.emit_on_close,
-        function_names=d.function_names, flush=self.flush, state_name=node.store,
+        function_names=d.function_names, flush=self.flush, state_name=node.store, idle_close_ms=d.idle_close_ms,
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
-    if final_results is not None:
+    if idle is not None:
+        form = idle
+    elif final_results is not None:
         form = "suppress(until_window_closes) folded in: the JVM operator does not implement its release rule"
     elif self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
@@ -160,13 +163,18 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
 
 
 
-def _check_idle_close(self: Lowering, d: AggregateDescription) -> None:
-    """Idle close runs in the test driver's direct engine; the Spark plans (the test driver's
-    batch replay, a streaming query) do not run it yet."""
-    if d.idle_close_ms is not None:
+def _check_idle_close(self: Lowering, d: AggregateDescription) -> str | None:
+    """Idle close runs in the test driver's direct engine and on a streaming query's Python
+    operator (processing-time timers); the test driver's Spark engine (a batch replay, without a
+    wall clock) refuses it. Returns the reason the aggregation runs on the Python operator."""
+    if d.idle_close_ms is None:
+        return None
+    if self.mode is not PlanMode.STREAMING:
         raise OperationNotDefinedError(
-            f"{d.name}: idle close ({d.idle_close_ms} ms) is not yet on Spark (the test driver's engine='spark', "
-            "a streaming query); test it with engine='direct' (docs/session-windows.md, Idle windows).")
+            f"{d.name}: idle close ({d.idle_close_ms} ms) is not yet on the test driver's engine='spark'; test it "
+            "with engine='direct' (the reference) or run it on a streaming query (docs/session-windows.md, Idle "
+            "windows).")
+    return f"idle close ({d.idle_close_ms} ms) runs on the Python operator's processing-time timers"
 
 
 def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:
@@ -193,10 +201,12 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
     d: AggregateDescription = description_of(node, frames, self.topology)
     key_serde = d.key_serde
     value_out = d.value
-    _check_idle_close(self, d)
+    idle = _check_idle_close(self, d)
     form = jvm_operator.builtin_form(None, tuple(f.value for f in frames), value_out, key_serde,
                                      isinstance(node.windows, SessionWindows), cogroup=node)
-    if self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
+    if idle is not None:
+        form = idle
+    elif self.flush is FlushPolicy.EVERY_WRITE and not isinstance(form, str):
         form = "statestore.cache.max.bytes=0: the JVM operator forwards through its record cache"
     jvm = self.choices.choose(node.name, form, frames[0].df.sparkSession, _window_kind(node.windows))
     payload_types = [f.value.spark_type for f in frames]
@@ -222,7 +232,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         tuple(AggregateInput(f.value, fns, _repartitioned(self, node, i))
               for i, (f, fns) in enumerate(zip(frames, d.functions))),
         emit_on_close=d.emit_on_close, cogroup=True, flush=self.flush, input_names=node.agg_names,
-        state_name=node.store,
+        state_name=node.store, idle_close_ms=d.idle_close_ms,
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -135,7 +135,9 @@ def transform_with_state(streaming: bool, topology: Any, node: str, grouped: Gro
                          stateful_below: bool | None = None) -> DataFrame:
     """``grouped.transformWithState`` of ``processor`` (Update mode), emitting `EVENT_TIME_OUT`
     on a ``streaming`` plan where a stateful operator is below ``node`` (``stateful_below``:
-    told, for an operator that is an inner stage of a node)."""
+    told, for an operator that is an inner stage of a node). There the operator runs in event time
+    (its output's event time needs the watermark), unless ``time_mode`` is ``ProcessingTime``
+    (an aggregation with idle close, whose timers are processing-time timers)."""
     below = stateful_downstream(topology, node) if stateful_below is None else stateful_below
     if not (streaming and below):
         return grouped.transformWithState(statefulProcessor=processor, outputStructType=schema,
@@ -143,5 +145,6 @@ def transform_with_state(streaming: bool, topology: Any, node: str, grouped: Gro
     wrapped = EventTimeOut(processor, schema.fieldNames())
     out_schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     out = grouped.transformWithState(statefulProcessor=wrapped, outputStructType=out_schema, outputMode="Update",
-                                     timeMode="EventTime", eventTimeColumnName=EVENT_TIME_OUT)
+                                     timeMode="ProcessingTime" if time_mode == "ProcessingTime" else "EventTime",
+                                     eventTimeColumnName=EVENT_TIME_OUT)
     return out.drop(EVENT_TIME_OUT)

@@ -27,6 +27,7 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
     AggregateProcessor,
+    IdleCloseAggregateProcessor,
     ReplayAggregateProcessor,
     StreamingAggregateProcessor,
     windows_type,
@@ -58,6 +59,8 @@ class StreamingLowering(Lowering):
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
+        if config.idle_close_ms is not None:
+            return IdleCloseAggregateProcessor(config, state_type)
         return StreamingAggregateProcessor(config, state_type)
 
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,

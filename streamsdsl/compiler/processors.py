@@ -185,6 +185,9 @@ class AggregateConfig:
     #: The name of the operator's state variable: the store it holds (what interactive queries
     #: find it by, `streamsdsl.runtime.queries`); the JVM operator's is the same.
     state_name: str = "windows"
+    #: Idle close (emit on close): ms of wall clock without a record of a key after which its
+    #: open windows close (`IdleCloseAggregateProcessor`; ``None``: Kafka's close alone).
+    idle_close_ms: int | None = None
 
     def key_order(self, key: Any) -> str:
         """How on-close records of one stream-time step and one window order by key: the key's
@@ -284,7 +287,8 @@ class AggregateProcessor(StatefulProcessor):
         self.kernel = AggregateKernel(cfg.windowing, [spec.fns for spec in cfg.inputs],
                                       emit_on_close=cfg.emit_on_close,
                                       per_input_time=self.per_input_time and cfg.cogroup and not cfg.emit_on_close,
-                                      flush=cfg.flush, suppress_release=self.suppress_release)
+                                      flush=cfg.flush, suppress_release=self.suppress_release,
+                                      idle_close_ms=cfg.idle_close_ms)
 
     def out(self, *values: Any) -> Row:
         return _row(self.out_fields, values)
@@ -629,3 +633,66 @@ class ReplayAggregateProcessor(AggregateProcessor):
         if state.windows:
             key_cell = kcell if not self.config.key.windowed else {"key": kcell, "start": 0, "end": 0}
             yield self.out(key_cell, None, -1, [], -1, [], None, CARRY, None, None, self._encode_state(state))
+
+
+class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
+    """Streaming with idle close (`AggregateConfig.idle_close_ms`): the operator runs in Spark's
+    ``ProcessingTime`` time mode, so that its timers fire while no record arrives (Spark then runs
+    a micro-batch every trigger, PLATFORM.md). A key's records are stamped with the micro-batch's
+    processing time (`AggregateKernel.wall_clock`); its one timer is a processing-time timer at
+    its last record's time plus the idle close. When it fires, the windows the watermark has
+    closed are emitted (`AggregateKernel.advance_to`), then every window still open
+    (`AggregateKernel.close_idle`, the direct engine's rule). A key whose state stays (its
+    stream-time floor, a sliding window's final windows) is looked at again an idle close later.
+
+    Without event-time timers, a window that the watermark closes while its key has no records
+    comes out at the key's idle deadline, not at once (docs/session-windows.md, Idle windows).
+    The state row holds the windows, the key's floor and its last record's time."""
+
+    def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
+        super()._start(kernel, timer_values)
+        kernel.wall_clock = timer_values.getCurrentProcessingTimeInMs()
+
+    def _load(self, data: list[tuple[Any, ...]]) -> KeyState:
+        stored = self.state.get()
+        if stored is None:
+            return KeyState()
+        windows, floor, last_record_at = pickle.loads(stored[0])
+        return attrs.evolve(self._decode_state(windows), floor=floor, last_record_at=last_record_at)
+
+    def _save(self, state: KeyState) -> None:
+        if not state.windows and state.floor < 0:
+            self.state.clear()
+            return
+        payload = (self._encode_state(state), state.floor, state.last_record_at)
+        self.state.update((pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL),))
+
+    def _hand_to_kernel(self, key: Any, state: KeyState) -> AggregateKernel:
+        kernel = super()._hand_to_kernel(key, state)
+        if not state.windows and state.floor >= 0:
+            kernel.states[key] = state
+        return kernel
+
+    def _timer(self, state: KeyState) -> int | None:
+        idle = self.config.idle_close_ms
+        assert idle is not None
+        return state.last_record_at + idle if state.windows or state.floor >= 0 else None
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
+        cfg = self.config
+        kcell = key[0]
+        k = cfg.key.serde.from_internal(kcell)
+        self._at = (kcell, -1)
+        state = self._load([])
+        self._timer_before = self._timer(state)
+        kernel = self._hand_to_kernel(k, state)
+        now = timerValues.getCurrentProcessingTimeInMs()
+        kernel.stream_times = [timerValues.getCurrentWatermarkInMs()] * len(kernel.stream_times)
+        for step in (kernel.advance_to(kernel.stream_time), kernel.close_idle(now)):
+            for o, latency in zip(step.outputs, step.final_latencies):
+                yield from self._emitted(kcell, k, o, latency, None)
+        state = kernel.states.get(k) or KeyState()
+        if state.windows or state.floor >= 0:
+            state = attrs.evolve(state, last_record_at=now)  # looked at again an idle close later
+        self._save(state)
+        self._set_timer(state, expiredTimerInfo.getExpiryTimeInMs())
