@@ -44,6 +44,7 @@ from streamsdsl.values.windows import SlidingWindows, TimeWindows
 
 if TYPE_CHECKING:
     from streamsdsl.runtime.app import KafkaStreams
+    from streamsdsl.runtime.backfill import KafkaRange, backfill
     from streamsdsl.runtime.explain import explain
     from streamsdsl.runtime.driver import KeyValue, TestInputTopic, TestOutputTopic, TestRecord, TopologyTestDriver
     from streamsdsl.runtime.queries import QueryableStoreTypes, StoreQueryParameters
@@ -59,6 +60,8 @@ _LAZY = {
     "KeyValue": "streamsdsl.runtime.stores",
     "ValueAndTimestamp": "streamsdsl.runtime.stores",
     "KafkaStreams": "streamsdsl.runtime.app",
+    "backfill": "streamsdsl.runtime.backfill",
+    "KafkaRange": "streamsdsl.runtime.backfill",
     "explain": "streamsdsl.runtime.explain",
     "StoreQueryParameters": "streamsdsl.runtime.queries",
     "QueryableStoreTypes": "streamsdsl.runtime.queries",
@@ -81,6 +84,7 @@ __all__ = [
     "RecordSerializationError", "JoinWindows", "Joined", "StreamJoined", "KGroupedTable", "Suppressed", "BufferConfig",
     "NotYetImplementedError", "ValueAndTimestamp", "FixedKeyProcessor", "Processor", "PunctuationType", "Record",
     "StoreBuilder", "Stores", "PunctuationError", "StoreQueryParameters", "QueryableStoreTypes",
+    "backfill", "KafkaRange",
 ]
 
 # streamsdsl imported from the zip it ships: its native archives beside the zip made importable,

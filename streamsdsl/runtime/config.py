@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import difflib
+import json
 import enum
 import os
 import re
@@ -426,6 +427,10 @@ class StreamsConfig:
     ship: Ship = _enum_field(Ship.AUTO)
     #: ``streamsdsl.window.idle.close.ms``: idle close of the on-close aggregations (``None``: off).
     idle_close_ms: int | None = None
+    #: Where a query without a checkpoint starts, per partition (``{topic: {"partition": offset}}``),
+    #: instead of ``auto.offset.reset``: set by `streamsdsl.runtime.backfill.Backfill.continue_streaming`
+    #: (not a configuration key).
+    starting_offsets: dict[str, dict[str, int]] | None = None
 
     @property
     def flush(self) -> FlushPolicy:
@@ -549,6 +554,14 @@ class StreamsConfig:
         opts = {k: v for k, v in options.items() if k != "maxOffsetsPerTrigger"}
         opts["startingOffsets"] = "earliest"
         return opts
+
+    def starting_at(self, options: dict[str, str], node: Any) -> dict[str, str]:
+        """The reader ``options`` of source ``node`` with its topics' `starting_offsets`, when set
+        (each reader is told only the partitions of the topics it reads)."""
+        if self.starting_offsets is None:
+            return options
+        mine = {t: o for t, o in self.starting_offsets.items() if node.reads(t)}
+        return {**options, "startingOffsets": json.dumps(mine)} if mine else options
 
     def jvm_source_options(self) -> dict[str, str]:
         """Options of Spark's JVM ``kafka`` reader (``subscribe`` is added per source).

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import attrs
 
@@ -237,6 +237,19 @@ class SparkDriverEngine:
                                  self._carry, self.config.flush, application_id=self.config.application_id,
                                  processor_clock=clock or self._clock())
         return compile_topology(self.topology, lambda n: records.filter(reads_topic(n, self._topics)), options)
+
+    def plan(self, records: DataFrame, topics: Iterable[str],
+             coordinates: Mapping[int, tuple[str, int]] | None = None) -> CompiledTopology:
+        """The replay plan over ``records`` (raw records of ``topics`` with their pipe position,
+        `SOURCE_POSITION`), all of them in one run from no state: a backfill
+        (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (position → topic, offset)."""
+        self._topics.update(topics)
+        return self.compile(records, self._clock(coordinates))
+
+    @property
+    def runs_processors(self) -> bool:
+        """Whether the topology has user processors (they read each record's coordinates)."""
+        return bool(self._processors)
 
     def _clock(self, coordinates: Any = None, advance: bool = False) -> Any:
         """The processors' clock of a run (`ProcessorClock`): the driver's wall clock."""

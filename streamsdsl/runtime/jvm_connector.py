@@ -231,7 +231,7 @@ def jvm_raw_source(spark: SparkSession, config: StreamsConfig) -> Callable[[ir.S
     options = config.jvm_source_options()
 
     def raw_source(node: ir.SourceNode) -> DataFrame:
-        opts = config.global_table_options(options) if _is_global_table(node) else options
+        opts = config.global_table_options(options) if _is_global_table(node) else config.starting_at(options, node)
         df = spark.readStream.format("kafka").options(**opts).option(*subscription(node, jvm=True)).load()
         return df.select(
             F.col("key").cast("binary").alias("key"),

@@ -90,7 +90,7 @@ def raw_source(spark: SparkSession, config: StreamsConfig, lease: ClientLease | 
         options[LEASE_OPTION] = lease.path
 
     def read(node: ir.SourceNode) -> DataFrame:
-        opts = config.global_table_options(options) if _is_global_table(node) else options
+        opts = config.global_table_options(options) if _is_global_table(node) else config.starting_at(options, node)
         reader = spark.readStream.format(SOURCE_NAME).options(**opts).option(*subscription(node))
         others = [s.pattern.pattern for s in (topology.sources if topology else ()) if s is not node and s.pattern]
         if node.pattern is not None and others:

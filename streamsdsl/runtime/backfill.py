@@ -1,0 +1,470 @@
+"""``streamsdsl.backfill``: a topology run once over history, as one Spark batch job.
+
+The backfill is the Spark engine of the `TopologyTestDriver` (`SparkDriverEngine`) run over
+bounded inputs instead of piped records: the same compiled plan in replay mode, the same
+kernels, per-record stream time. What it writes is what the driver writes when the same
+records are piped in the backfill's order (below): the same records, timestamps and tombstones.
+
+**Inputs.** ``sources`` maps each source topic to
+
+* a DataFrame with the columns ``key``, ``value`` and ``timestamp`` (optional ``partition``,
+  ``offset`` and ``headers``). A ``binary`` key or value column holds the record's bytes as they
+  are on the topic; any other column holds what the topic's serdes read (a `Serdes.String` value
+  column of strings, a `Serdes.Long` one of longs, a JSON one of any value the JSON serde
+  reads: numbers, strings, structs as objects, arrays), written to bytes with those serdes.
+  ``timestamp`` is epoch milliseconds (a ``timestamp`` column is converted);
+* or a `KafkaRange`: offsets or timestamps per partition of the topic, read as one batch.
+
+**Order.** Kafka Streams processes one partition in offset order and, across partitions, the
+one whose next record has the smallest timestamp. The backfill does the same: records with an
+``offset`` (a Kafka range, or a DataFrame with that column) in offset order per
+(topic, partition), merged across partitions and topics by the largest timestamp of their
+partition so far (which is the order of Kafka's choice by the next record's timestamp), ties by
+the topic's position in ``sources``, the partition and the offset; records without an offset
+(a table of past events) in timestamp order, ties in the order the DataFrame's rows are read.
+Like the driver, the backfill is one task: stream time is the whole input's.
+
+**Continuing.** `Backfill.continue_streaming` returns a `KafkaStreams` that starts reading each
+source where the backfill's Kafka range ended, for a topology without state. A stateful
+topology is refused with the reason (`ContinuationError`): its state lives in the Spark state
+store of the streaming query's checkpoint, which a batch job cannot write.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Union
+
+import attrs
+
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, OperationNotDefinedError
+from streamsdsl.ir.topology import Topology
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from streamsdsl.compiler import CompiledTopology
+    from streamsdsl.runtime.app import KafkaStreams
+    from streamsdsl.runtime.config import DriverConfig
+
+__all__ = ["Backfill", "ContinuationError", "KafkaRange", "backfill"]
+
+#: The column a source DataFrame must have.
+REQUIRED_COLUMNS = ("key", "value", "timestamp")
+_EARLIEST, _LATEST = "earliest", "latest"
+
+
+class ContinuationError(OperationNotDefinedError):
+    """A backfill cannot hand its state or offsets to a streaming application (the message says why
+    and what to do instead)."""
+
+
+def _bound(value: Any) -> str | int | dict[int, int]:
+    if isinstance(value, str) and value in (_EARLIEST, _LATEST):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, Mapping)):
+        raise InvalidTypeError(
+            f"a KafkaRange bound must be 'earliest', 'latest', an int (every partition) or a dict "
+            f"{{partition: offset or epoch ms}} (got {value!r}).")
+    if isinstance(value, int):
+        return value
+    out = {}
+    for partition, at in value.items():
+        if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0 \
+                or isinstance(at, bool) or not isinstance(at, int) or at < 0:
+            raise InvalidArgumentError(
+                f"a KafkaRange bound maps partitions (int >= 0) to offsets or epoch ms (int >= 0) "
+                f"(got {partition!r}: {at!r}).")
+        out[partition] = at
+    return out
+
+
+@attrs.frozen
+class KafkaRange:
+    """A bounded range of a Kafka topic: ``[start, end)`` per partition, by offset or by timestamp.
+
+    ``start``/``end``: ``"earliest"``/``"latest"``, an int for every partition, or a dict
+    ``{partition: value}`` (a partition the dict leaves out: earliest / latest). ``by``:
+    ``"offset"`` (values are offsets) or ``"timestamp"`` (epoch ms: the range starts at the
+    first record whose timestamp is at least ``start`` and ends before the first one at least
+    ``end``, as Kafka's ``offsetsForTimes`` finds them). Build one with `KafkaRange.offsets` or
+    `KafkaRange.timestamps`.
+
+    Examples
+    --------
+    >>> KafkaRange.offsets("127.0.0.1:9092", start={0: 100, 1: 0}, end="latest")
+    KafkaRange(bootstrap_servers='127.0.0.1:9092', start={0: 100, 1: 0}, end='latest', by='offset', config={})
+    >>> KafkaRange.timestamps("127.0.0.1:9092", start=1_700_000_000_000, end=1_700_086_400_000).by
+    'timestamp'
+    """
+
+    bootstrap_servers: str = attrs.field(validator=attrs.validators.instance_of(str))
+    start: str | int | dict[int, int] = attrs.field(default=_EARLIEST, converter=_bound)
+    end: str | int | dict[int, int] = attrs.field(default=_LATEST, converter=_bound)
+    by: str = attrs.field(default="offset", validator=attrs.validators.in_(("offset", "timestamp")))
+    #: librdkafka settings of the consumer (security, ...), without ``bootstrap.servers``.
+    config: dict[str, str] = attrs.field(factory=dict, converter=dict)
+
+    @classmethod
+    def offsets(cls, bootstrap_servers: str, start: Any = _EARLIEST, end: Any = _LATEST, *,
+                config: Mapping[str, str] | None = None) -> KafkaRange:
+        """The offsets ``[start, end)`` of each partition."""
+        return cls(bootstrap_servers, start, end, "offset", dict(config or {}))
+
+    @classmethod
+    def timestamps(cls, bootstrap_servers: str, start: Any = _EARLIEST, end: Any = _LATEST, *,
+                   config: Mapping[str, str] | None = None) -> KafkaRange:
+        """The records from the first with a timestamp ``>= start`` to before the first ``>= end``
+        (epoch ms) of each partition."""
+        return cls(bootstrap_servers, start, end, "timestamp", dict(config or {}))
+
+    def resolve(self, topic: str) -> dict[int, tuple[int, int]]:
+        """``{partition: (start, end)}``: the offsets of the range on the brokers now."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({**self.config, "bootstrap.servers": self.bootstrap_servers,
+                             "group.id": "streamsdsl-backfill", "enable.auto.commit": False})
+        try:
+            meta = consumer.list_topics(topic, timeout=30).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                raise InvalidArgumentError(
+                    f"topic {topic!r} does not exist on {self.bootstrap_servers}: a KafkaRange reads an existing topic.")
+            partitions = sorted(meta.partitions)
+            unknown = [p for bound in (self.start, self.end) if isinstance(bound, dict) for p in bound
+                       if p not in meta.partitions]
+            if unknown:
+                raise InvalidArgumentError(f"topic {topic!r} has no partition {unknown[0]} (it has {len(partitions)}).")
+            marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in partitions}
+
+            def at(bound: Any, default: str) -> dict[int, int]:
+                wanted = {p: (bound.get(p, default) if isinstance(bound, dict) else bound) for p in partitions}
+                out = {p: marks[p][0] if w == _EARLIEST else marks[p][1] for p, w in wanted.items() if isinstance(w, str)}
+                given = {p: w for p, w in wanted.items() if not isinstance(w, str)}
+                if self.by == "offset":
+                    out.update({p: min(max(w, marks[p][0]), marks[p][1]) for p, w in given.items()})
+                elif given:
+                    found = consumer.offsets_for_times([TopicPartition(topic, p, w) for p, w in given.items()], timeout=30)
+                    out.update({tp.partition: marks[tp.partition][1] if tp.offset < 0 else tp.offset for tp in found})
+                return out
+
+            start, end = at(self.start, _EARLIEST), at(self.end, _LATEST)
+        finally:
+            consumer.close()
+        backwards = [p for p in partitions if start[p] > end[p]]
+        if backwards:
+            p = backwards[0]
+            raise InvalidArgumentError(
+                f"the KafkaRange of topic {topic!r} ends before it starts on partition {p} "
+                f"(start offset {start[p]}, end offset {end[p]}).")
+        return {p: (start[p], end[p]) for p in partitions}
+
+    def read(self, spark: SparkSession, topic: str, offsets: Mapping[int, tuple[int, int]]) -> DataFrame:
+        """The records of ``offsets`` (`resolve`) as raw records, with the ``streamsdsl-kafka`` source."""
+        from streamsdsl.io import SOURCE_NAME, register
+
+        register(spark)
+        start = {topic: {str(p): s for p, (s, _) in offsets.items()}}
+        end = {topic: {str(p): e for p, (_, e) in offsets.items()}}
+        return (spark.read.format(SOURCE_NAME).option("kafka.bootstrap.servers", self.bootstrap_servers)
+                .options(**{f"kafka.{k}": v for k, v in self.config.items()})
+                .option("subscribe", topic).option("startingOffsets", json.dumps(start))
+                .option("endingOffsets", json.dumps(end)).load())
+
+
+Source = Union["DataFrame", KafkaRange]
+
+
+class Backfill(dict):  # type: ignore[type-arg]
+    """What `backfill` wrote: a dict from each sink topic (and the dead-letter topic, when one is
+    set) to a DataFrame of its records — ``key`` and ``value`` as the bytes the sink writes (a
+    null value is a tombstone), ``timestamp`` (epoch ms) and ``headers`` — in the order the sink
+    writes them. The plan runs when a DataFrame is first used, once for all topics (its output
+    is cached until `release`).
+
+    ``end_offsets``: per source topic read from a `KafkaRange`, ``{partition: next offset}``:
+    where a streaming application continues (`continue_streaming`)."""
+
+    def __init__(self, topology: Topology, frames: Mapping[str, DataFrame], compiled: CompiledTopology,
+                 end_offsets: Mapping[str, Mapping[int, int]], cached: list[DataFrame]) -> None:
+        super().__init__(frames)
+        self.topology = topology
+        self.compiled = compiled
+        self.end_offsets = {t: dict(o) for t, o in end_offsets.items()}
+        self._cached = cached
+
+    def write(self, bootstrap_servers: str, *, topics: Mapping[str, str] | None = None,
+              config: Mapping[str, str] | None = None) -> None:
+        """Produce every topic's records to Kafka, in order (one writer per topic), with the
+        ``streamsdsl-kafka`` sink (keys partitioned as Kafka's Java producer does).
+        ``topics``: a sink topic → the topic to write it to instead (default: the same name);
+        ``config``: librdkafka producer settings."""
+        from streamsdsl.io import SOURCE_NAME, register
+
+        for topic, df in self.items():
+            register(df.sparkSession)
+            target = (topics or {}).get(topic, topic)
+            (df.coalesce(1).write.format(SOURCE_NAME).option("kafka.bootstrap.servers", bootstrap_servers)
+             .options(**{f"kafka.{k}": v for k, v in (config or {}).items()})
+             .option("topic", target).mode("append").save())
+
+    def continue_streaming(self, config: Mapping[str, Any], *, spark: SparkSession | None = None) -> KafkaStreams:
+        """A `KafkaStreams` of the same topology whose sources start where the backfill's Kafka
+        ranges ended (``end_offsets``; not started: call ``start()``).
+
+        Raises `ContinuationError` when that would not continue the backfill: a topology that
+        keeps state (its streaming query would start with none), a source the backfill read
+        from a DataFrame (no Kafka offset follows it), or an application that already has a
+        checkpoint (it resumes from there, whatever the backfill read)."""
+        import os
+
+        from streamsdsl.runtime.app import KafkaStreams
+
+        check_continuable(self.topology, self.end_offsets)
+        app = KafkaStreams(self.topology, config, spark=spark)
+        if os.path.exists(app.config.checkpoint_location):
+            raise ContinuationError(
+                f"application {app.config.application_id!r} already has a checkpoint ({app.config.checkpoint_location}): "
+                "it resumes from its own offsets. Use a new 'application.id' (or 'state.dir') to continue the backfill.")
+        offsets = {t: {str(p): o for p, o in parts.items()} for t, parts in self.end_offsets.items()}
+        app.config = attrs.evolve(app.config, starting_offsets=offsets)
+        return app
+
+    def release(self) -> None:
+        """Unpersist what the backfill cached (its input and output, the replay's intermediates)."""
+        for df in self._cached:
+            df.unpersist()
+        self.compiled.release()
+
+
+def check_continuable(topology: Topology, end_offsets: Mapping[str, Any]) -> None:
+    """Raise `ContinuationError` unless a streaming application can continue a backfill of
+    ``topology`` whose Kafka ranges ended at ``end_offsets`` (see `Backfill.continue_streaming`)."""
+    from streamsdsl.compiler.event_time import stateful
+
+    holding = [n.name for n in topology.nodes if stateful(n)]
+    if holding:
+        raise ContinuationError(
+            f"a streaming application cannot continue this backfill: {', '.join(holding)} keep(s) state, which the "
+            "streaming query holds in the Spark state store of its checkpoint, and a batch job cannot write a "
+            "checkpoint's state store (Spark's state data source only reads it; streamsdsl's operators do not take "
+            "an initial state). Instead run the application itself over the history: KafkaStreams with "
+            "'auto.offset.reset' = 'earliest' (or a new application.id) replays the topics, builds the state and "
+            "goes on streaming; or keep the backfill for a topic the application does not write (docs/backfill.md).")
+    missing = [t for t in topology.source_topics if t not in end_offsets]
+    if missing:
+        raise ContinuationError(
+            f"a streaming application cannot continue this backfill: it read topic {missing[0]!r} from a DataFrame, "
+            "so no Kafka offset follows its last record. Backfill that topic from a KafkaRange, or start KafkaStreams "
+            "yourself with 'auto.offset.reset' = 'latest'.")
+
+
+def backfill(topology: Topology, sources: Mapping[str, Source], config: Mapping[str, Any] | None = None, *,
+             spark: SparkSession | None = None) -> Backfill:
+    """Run ``topology`` once over bounded inputs, as one Spark batch job; what its sinks write.
+
+    Parameters
+    ----------
+    topology : Topology
+        From ``StreamsBuilder.build()``.
+    sources : dict
+        Every source topic → a DataFrame of ``key``, ``value``, ``timestamp`` (optional
+        ``partition``, ``offset``, ``headers``) or a `KafkaRange` (see the module docs for the
+        columns' types and the order the records are processed in). A pattern source reads
+        the topics given that it matches.
+    config : dict, optional
+        The keys of a `TopologyTestDriver`'s config (the application's): the deserialization
+        handler, the dead-letter topic, ``streamsdsl.operator``, ``statestore.cache.max.bytes``,
+        ``application.id`` and ``spark.*`` settings of a session it builds.
+    spark : SparkSession, optional
+        The session to run on (default: the active one, else a local one).
+
+    Returns
+    -------
+    Backfill
+        Sink topic → DataFrame of ``key``, ``value`` (bytes), ``timestamp``, ``headers``, in order.
+
+    Examples
+    --------
+    >>> from streamsdsl import Consumed, Serdes, StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> b.stream("orders", Consumed.with_serdes(Serdes.String(), Serdes.Long())).group_by_key().count().to_stream().to("counts")
+    >>> orders = spark.createDataFrame([("a", 5, 1), ("a", 7, 2)], "key string, value long, timestamp long")  # doctest: +SKIP
+    >>> out = backfill(b.build(), {"orders": orders})  # doctest: +SKIP
+    """
+    from streamsdsl.runtime.config import DriverConfig
+    from streamsdsl.runtime.engines import SparkDriverEngine
+
+    if not isinstance(topology, Topology):
+        raise InvalidTypeError(f"'topology' must be a Topology from StreamsBuilder.build() (got {type(topology).__name__}).")
+    if not isinstance(sources, Mapping) or not sources:
+        raise InvalidTypeError("'sources' must be a non-empty dict from each source topic to a DataFrame or a KafkaRange "
+                               f"(got {sources!r}).")
+    _check_topics(topology, sources)
+    driver_config = DriverConfig.from_mapping(config)
+    engine = SparkDriverEngine(topology, driver_config, spark, int(time.time() * 1000))
+    spark = engine.spark
+    raw, end_offsets = _raw_records(spark, topology, sources)
+    raw = raw.persist()
+    cached = [raw]
+    compiled = engine.plan(raw, list(sources), _coordinates(raw) if engine.runs_processors else {})
+    frames: dict[str, DataFrame] = {}
+    if compiled.output is not None:
+        output = compiled.output.persist()
+        cached.append(output)
+        frames = _by_topic(compiled, output, driver_config)
+    for sink in compiled.sinks:
+        frames.setdefault(sink.topic, _empty(spark))
+    return Backfill(topology, frames, compiled, end_offsets, cached)
+
+
+def _check_topics(topology: Topology, sources: Mapping[str, Any]) -> None:
+    from pyspark.sql import DataFrame
+
+    for topic, source in sources.items():
+        if not isinstance(topic, str):
+            raise InvalidTypeError(f"'sources' keys must be topic names (got {topic!r}).")
+        if not isinstance(source, (DataFrame, KafkaRange)):
+            raise InvalidTypeError(
+                f"sources[{topic!r}] must be a DataFrame of key, value, timestamp or a KafkaRange "
+                f"(got {type(source).__name__}).")
+        if not topology.sources_reading(topic):
+            raise InvalidArgumentError(f"sources[{topic!r}]: no source of the topology reads topic {topic!r} "
+                                       f"(it reads {', '.join(map(repr, topology.source_topics)) or 'patterns only'}).")
+        if isinstance(source, DataFrame):
+            absent = [c for c in REQUIRED_COLUMNS if c not in source.columns]
+            if absent:
+                raise InvalidArgumentError(
+                    f"sources[{topic!r}] lacks the column(s) {', '.join(absent)}: a backfill source has the columns "
+                    "key, value, timestamp (epoch ms) and optionally partition, offset, headers.")
+    missing = [t for t in topology.source_topics if t not in sources]
+    if missing:
+        raise InvalidArgumentError(
+            f"'sources' has no input for topic {missing[0]!r}, which the topology reads: give a DataFrame (an empty one "
+            "for no records) or a KafkaRange for every source topic.")
+
+
+def _raw_records(spark: SparkSession, topology: Topology,
+                 sources: Mapping[str, Source]) -> tuple[DataFrame, dict[str, dict[int, int]]]:
+    """Every source's records as raw records (`RAW_RECORD_DDL`) in processing order (`SOURCE_POSITION`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.columns import SOURCE_POSITION
+
+    parts, ends = [], {}
+    for index, (topic, source) in enumerate(sources.items()):
+        if isinstance(source, KafkaRange):
+            offsets = source.resolve(topic)
+            ends[topic] = {p: e for p, (_, e) in offsets.items()}
+            df = source.read(spark, topic, offsets).withColumn("_row", F.lit(0).cast("bigint"))
+        else:
+            df = _typed_source(topology, topic, source)
+        parts.append(df.withColumn("_topic_index", F.lit(index)))
+    union = parts[0]
+    for df in parts[1:]:
+        union = union.unionByName(df)
+    in_partition = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
+        Window.unboundedPreceding, Window.currentRow)
+    order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(F.max("timestamp").over(in_partition))
+    union = union.withColumn("_order_time", order_time)
+    order = ["_order_time", "_topic_index", "partition", "offset", "timestamp", "_row"]
+    union = union.withColumn(SOURCE_POSITION, F.row_number().over(Window.orderBy(*order)) - 1)
+    # a record without an offset gets its place in its (topic, partition), as the driver numbers them
+    numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
+    union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
+    return union.select("key", "value", "topic", "partition", "offset", "timestamp", "headers",
+                        F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends
+
+
+def _typed_source(topology: Topology, topic: str, df: DataFrame) -> DataFrame:
+    """A DataFrame source as raw records: key and value to bytes with the topic's serdes."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from streamsdsl.compiler.columns import HEADERS_TYPE
+    from streamsdsl.values.serdes import DEFAULT_SERDE
+
+    node = topology.sources_reading(topic)[0]
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    columns = []
+    for what in ("key", "value"):
+        serde = getattr(node, f"{what}_serde", None) or DEFAULT_SERDE
+        columns.append(_to_bytes(F.col(what), fields[what], serde, topic, what).alias(what))
+    ts = fields["timestamp"]
+    if isinstance(ts, T.TimestampType | T.TimestampNTZType):
+        timestamp = F.unix_millis(F.col("timestamp"))
+    elif isinstance(ts, T.IntegralType):
+        timestamp = F.col("timestamp").cast("bigint")
+    else:
+        raise InvalidTypeError(f"sources[{topic!r}]: 'timestamp' must be epoch milliseconds (a long) or a timestamp "
+                               f"(got {ts.simpleString()}).")
+    return df.select(
+        *columns, F.lit(topic).alias("topic"),
+        (F.col("partition").cast("int") if "partition" in fields else F.lit(0)).alias("partition"),
+        (F.col("offset").cast("bigint") if "offset" in fields else F.lit(None).cast("bigint")).alias("offset"),
+        timestamp.alias("timestamp"),
+        (F.col("headers") if "headers" in fields else F.array().cast(HEADERS_TYPE)).cast(HEADERS_TYPE).alias("headers"),
+        F.monotonically_increasing_id().alias("_row"))
+
+
+def _to_bytes(col: Column, dtype: Any, serde: Any, topic: str, what: str) -> Column:
+    """``col`` as the bytes of ``serde``: bytes as they are, a column of the serde's own Spark type
+    natively, anything else by the serde's Python ``serialize`` of each value."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from pyspark.sql.functions import arrow_udf
+
+    from streamsdsl.compiler.serde_exprs import serialize_value
+    from streamsdsl.values.serdes import BytesSerde, CustomSerde, JsonSerde
+
+    if isinstance(dtype, T.BinaryType | T.NullType):
+        return col.cast("binary")
+    if not isinstance(serde, JsonSerde | CustomSerde | BytesSerde) and dtype.simpleString() == serde.spark_type:
+        return serialize_value(col, serde, serde)
+
+    @arrow_udf("binary")  # type: ignore[misc]
+    def serialize(values: pa.Array) -> pa.Array:
+        out = []
+        for v in values.to_pylist(maps_as_pydicts="strict"):
+            try:
+                out.append(None if v is None else serde.serialize(v))
+            except Exception as exc:  # noqa: BLE001 - re-raised naming the topic and the column
+                raise InvalidArgumentError(
+                    f"sources[{topic!r}]: the {what} {v!r} cannot be written with the topic's {what} serde "
+                    f"{serde!r}: {exc}. Give the {what} column as the serde reads it, or as bytes.") from exc
+        return pa.array(out, type=pa.binary())
+
+    return serialize(col)
+
+
+def _coordinates(raw: DataFrame) -> dict[int, tuple[str, int]]:
+    """Pipe position → (topic, offset), what a user processor's ``record_metadata()`` reads."""
+    from streamsdsl.compiler.columns import SOURCE_POSITION
+
+    return {r[0]: (r[1], r[2]) for r in raw.select(SOURCE_POSITION, "topic", "offset").collect()}
+
+
+def _by_topic(compiled: CompiledTopology, output: DataFrame, config: DriverConfig) -> dict[str, DataFrame]:
+    """Each topic's records of the plan's ``output``, in the order the driver reads them."""
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
+    from streamsdsl.compiler.columns import SOURCE_POSITION
+
+    indexes: dict[str, list[int]] = {}
+    for sink in compiled.sinks:
+        indexes.setdefault(sink.topic, []).append(sink.index)
+    if config.dead_letter_topic is not None:
+        indexes.setdefault(config.dead_letter_topic, []).append(DEAD_LETTER_SINK)
+    order = [F.col(SOURCE_POSITION).asc_nulls_first(), F.col(OUTPUT_POSITION).asc_nulls_first(),
+             F.col(FINAL_KEY_ORDER).asc_nulls_first(), F.col(SINK_INDEX)]
+    return {topic: output.filter(F.col(SINK_INDEX).isin(found)).orderBy(*order)
+            .select("key", "value", "timestamp", "headers") for topic, found in indexes.items()}
+
+
+def _empty(spark: SparkSession) -> DataFrame:
+    from streamsdsl.records import RAW_SINK_DDL
+
+    return spark.createDataFrame([], RAW_SINK_DDL)
