@@ -42,6 +42,7 @@ BENCHMARKS = {
                                         "--no-ks-default-commit"]),
     "p10": ("p10_state_bounded.py", ["--quick"]),
     "p11": ("p11_interactive_queries.py", ["--records", "20000", "--keys", "2000", "--queries", "10"]),
+    "p12": ("p12_backfill.py", ["--records", "200000", "--batches", "10"]),
 }
 
 

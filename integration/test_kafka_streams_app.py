@@ -277,3 +277,43 @@ def test_restart_mid_stream_loses_nothing(
     counts_per_key = {k: [c for key, c in out if key == k] for k in keys}
     for k, counts in counts_per_key.items():
         assert counts == sorted(counts), f"the counts of {k!r} went backwards: {counts}"
+
+
+def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    tmp_path_factory: pytest.TempPathFactory,
+    spark: SparkSession,
+) -> None:
+    """`streamsdsl.backfill` over a bounded range of a 2-partition topic (partition 0 from offset
+    1): the records in Kafka's processing order (per partition in offset order, merged by
+    timestamp), written to the sink topic; the streaming application it continues with starts at
+    the range's end offsets, so every later record is processed exactly once and none before."""
+    from integration.conftest import make_streams_config
+    from streamsdsl import KafkaRange, backfill
+
+    source, sink = new_topic(2), new_topic(1)
+    builder = StreamsBuilder()
+    strings = Consumed.with_serdes(Serdes.String(), Serdes.String())
+    builder.stream(source, strings).map_values(str.upper).to(sink, Produced.with_serdes(Serdes.String(), Serdes.String()))
+    topology = builder.build()
+    kafka.produce(source, [(b"a", b"skipped", T, 0), (b"a", b"a1", T + 10, 0), (b"b", b"b1", T + 5, 1),
+                           (b"a", b"a2", T + 3, 0), (b"b", b"b2", T + 20, 1)])
+
+    out = backfill(topology, {source: KafkaRange.offsets(kafka.bootstrap_servers, start={0: 1})}, spark=spark)
+    records = [(r.key, r.value, r.timestamp - T) for r in out[sink].collect()]
+    # b1 (5) before a1 (10); a2 (3) after a1, its partition's order; b2 (20) last
+    assert records == [(b"b", b"B1", 5), (b"a", b"A1", 10), (b"a", b"A2", 3), (b"b", b"B2", 20)]
+    assert out.end_offsets == {source: {0: 3, 1: 2}}
+    out.write(kafka.bootstrap_servers)
+    out.release()
+
+    kafka.produce(source, [(b"a", b"a3", T + 30, 0), (b"b", b"b3", T + 31, 1)])
+    app = out.continue_streaming(make_streams_config(kafka, tmp_path_factory, "backfill"), spark=spark)
+    app.start()
+    try:
+        app.process_all_available()
+    finally:
+        assert app.close(60)
+    written = sorted((r.key, r.value, r.timestamp - T) for r in kafka.consume_all(sink))
+    assert written == sorted([*records, (b"a", b"A3", 30), (b"b", b"B3", 31)])

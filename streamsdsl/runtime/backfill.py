@@ -365,15 +365,21 @@ def _raw_records(spark: SparkSession, topology: Topology,
     union = parts[0]
     for df in parts[1:]:
         union = union.unionByName(df)
-    in_partition = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
-        Window.unboundedPreceding, Window.currentRow)
-    order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(F.max("timestamp").over(in_partition))
+    with_offsets = [isinstance(s, KafkaRange) or "offset" in s.columns for s in sources.values()]
+    if any(with_offsets):
+        in_partition = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
+            Window.unboundedPreceding, Window.currentRow)
+        order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(
+            F.max("timestamp").over(in_partition))
+    else:
+        order_time = F.col("timestamp")
     union = union.withColumn("_order_time", order_time)
     order = ["_order_time", "_topic_index", "partition", "offset", "timestamp", "_row"]
     union = union.withColumn(SOURCE_POSITION, F.row_number().over(Window.orderBy(*order)) - 1)
-    # a record without an offset gets its place in its (topic, partition), as the driver numbers them
-    numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
-    union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
+    if not all(with_offsets):
+        # a record without an offset gets its place in its (topic, partition), as the driver numbers them
+        numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
+        union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
     return union.select("key", "value", "topic", "partition", "offset", "timestamp", "headers",
                         F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends
 
