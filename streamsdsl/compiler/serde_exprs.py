@@ -34,7 +34,7 @@ from streamsdsl.values.serdes import (
     PlanSerde,
     StringSerde,
 )
-from streamsdsl.errors import DESERIALIZATION_HINT, NOT_JSON, OperationNotDefinedError
+from streamsdsl.errors import DESERIALIZATION_HINT, NOT_JSON, InvalidArgumentError, OperationNotDefinedError
 
 
 def _arrow_map(fn: Callable[[Any], Any], return_type: str) -> Any:
@@ -364,3 +364,23 @@ def convert_column(col: Column, internal: PlanSerde, target: PlanSerde) -> Colum
     if internal == target:
         return col
     return _arrow_map(lambda v: target.to_internal(internal.from_internal(v)), target.spark_type)(col)
+
+
+def serialize_python(col: Column, serde: PlanSerde, what: str) -> Column:
+    """A column of values as Python reads them (structs and maps as dicts, arrays as lists) →
+    the bytes ``serde.serialize`` writes of each (null stays null); a value it cannot write
+    raises `InvalidArgumentError` naming ``what`` (the column) and the value."""
+
+    @arrow_udf("binary")  # type: ignore[misc]
+    def apply(values: pa.Array) -> pa.Array:
+        out: list[bytes | None] = []
+        for v in values.to_pylist(maps_as_pydicts="strict"):
+            try:
+                out.append(None if v is None else serde.serialize(v))
+            except Exception as exc:  # noqa: BLE001 - re-raised naming the column and the value
+                raise InvalidArgumentError(
+                    f"{what}: {v!r} cannot be written with {serde!r}: {exc}. Give the column as the serde reads "
+                    "it, or as bytes.") from exc
+        return pa.array(out, type=pa.binary())
+
+    return apply(col)

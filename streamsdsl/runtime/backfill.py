@@ -293,6 +293,7 @@ def backfill(topology: Topology, sources: Mapping[str, Source], config: Mapping[
     >>> orders = spark.createDataFrame([("a", 5, 1), ("a", 7, 2)], "key string, value long, timestamp long")  # doctest: +SKIP
     >>> out = backfill(b.build(), {"orders": orders})  # doctest: +SKIP
     """
+    from streamsdsl.ir.processors import ProcessNode
     from streamsdsl.runtime.config import DriverConfig
     from streamsdsl.runtime.engines import SparkDriverEngine
 
@@ -308,7 +309,8 @@ def backfill(topology: Topology, sources: Mapping[str, Source], config: Mapping[
     raw, end_offsets = _raw_records(spark, topology, sources)
     raw = raw.persist()
     cached = [raw]
-    compiled = engine.plan(raw, list(sources), _coordinates(raw) if engine.runs_processors else {})
+    processors = any(isinstance(n, ProcessNode) for n in topology.nodes)  # they read each record's coordinates
+    compiled = engine.plan(raw, list(sources), _coordinates(raw) if processors else {})
     frames: dict[str, DataFrame] = {}
     if compiled.output is not None:
         output = compiled.output.persist()
@@ -418,31 +420,16 @@ def _typed_source(topology: Topology, topic: str, df: DataFrame) -> DataFrame:
 def _to_bytes(col: Column, dtype: Any, serde: Any, topic: str, what: str) -> Column:
     """``col`` as the bytes of ``serde``: bytes as they are, a column of the serde's own Spark type
     natively, anything else by the serde's Python ``serialize`` of each value."""
-    import pyarrow as pa
     from pyspark.sql import types as T
-    from pyspark.sql.functions import arrow_udf
 
-    from streamsdsl.compiler.serde_exprs import serialize_value
+    from streamsdsl.compiler.serde_exprs import serialize_python, serialize_value
     from streamsdsl.values.serdes import BytesSerde, CustomSerde, JsonSerde
 
     if isinstance(dtype, T.BinaryType | T.NullType):
         return col.cast("binary")
     if not isinstance(serde, JsonSerde | CustomSerde | BytesSerde) and dtype.simpleString() == serde.spark_type:
         return serialize_value(col, serde, serde)
-
-    @arrow_udf("binary")  # type: ignore[misc]
-    def serialize(values: pa.Array) -> pa.Array:
-        out = []
-        for v in values.to_pylist(maps_as_pydicts="strict"):
-            try:
-                out.append(None if v is None else serde.serialize(v))
-            except Exception as exc:  # noqa: BLE001 - re-raised naming the topic and the column
-                raise InvalidArgumentError(
-                    f"sources[{topic!r}]: the {what} {v!r} cannot be written with the topic's {what} serde "
-                    f"{serde!r}: {exc}. Give the {what} column as the serde reads it, or as bytes.") from exc
-        return pa.array(out, type=pa.binary())
-
-    return serialize(col)
+    return serialize_python(col, serde, f"sources[{topic!r}] {what}")
 
 
 def _coordinates(raw: DataFrame) -> dict[int, tuple[str, int]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import attrs
 
@@ -238,18 +238,11 @@ class SparkDriverEngine:
                                  processor_clock=clock or self._clock())
         return compile_topology(self.topology, lambda n: records.filter(reads_topic(n, self._topics)), options)
 
-    def plan(self, records: DataFrame, topics: Iterable[str],
-             coordinates: Mapping[int, tuple[str, int]] | None = None) -> CompiledTopology:
-        """The replay plan over ``records`` (raw records of ``topics`` with their pipe position,
-        `SOURCE_POSITION`), all of them in one run from no state: a backfill
-        (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (position → topic, offset)."""
+    def plan(self, records: DataFrame, topics: Iterable[str], coordinates: Any = None) -> CompiledTopology:
+        """The replay of ``records`` (raw records of ``topics`` with their `SOURCE_POSITION`) in one run from no
+        state: a backfill (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (`ProcessorClock`)."""
         self._topics.update(topics)
         return self.compile(records, self._clock(coordinates))
-
-    @property
-    def runs_processors(self) -> bool:
-        """Whether the topology has user processors (they read each record's coordinates)."""
-        return bool(self._processors)
 
     def _clock(self, coordinates: Any = None, advance: bool = False) -> Any:
         """The processors' clock of a run (`ProcessorClock`): the driver's wall clock."""
@@ -321,13 +314,7 @@ class SparkDriverEngine:
                 topic = self.config.dead_letter_topic
             else:
                 topic = topics[row[SINK_INDEX]]
-            out.append(RawRecord(
-                topic,
-                None if row["key"] is None else bytes(row["key"]),
-                None if row["value"] is None else bytes(row["value"]),
-                row["timestamp"],
-                tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in (row["headers"] or [])),
-            ))
+            out.append(_raw(topic, row))
         return out
 
     def metrics(self) -> dict[str, float]:

@@ -54,7 +54,7 @@ def _backfill(spark: Any, topology: Any, ordered: list[tuple[Any, ...]]) -> dict
 
 
 @pytest.mark.spark
-@settings(max_examples=3, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(shape=st.sampled_from(sorted(SHAPES)), records=RECORDS)
 def test_backfill_writes_what_the_driver_writes(spark: Any, shape: str, records: list[tuple[str, Any, Any, int]]) -> None:
     """A conformance topology (the differential menu: every stateful family) over random input
