@@ -124,6 +124,23 @@ class TestValidation:
             "reference) or run it on a streaming query (docs/session-windows.md, Idle windows).")
 
 
+    def test_python_operator_with_a_stateful_operator_below(self) -> None:
+        """Spark's Java API names an operator's output event time only in event-time mode: with a
+        stateful operator below, the Python operator runs the idle close (the report says why)."""
+        from types import SimpleNamespace
+
+        from streamsdsl.compiler.aggregations import _check_idle_close
+        from streamsdsl.compiler.lowering import PlanMode
+
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(S, S)).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)) \
+            .emit_strategy(EmitStrategy.on_window_close(idle_close=5)).count(name="windows").to_stream() \
+            .map(lambda k, v: ("all", str(v))).group_by_key().count().to_stream().to("out")
+        lowering = SimpleNamespace(mode=PlanMode.STREAMING, topology=b.build())
+        assert _check_idle_close(lowering, SimpleNamespace(name="windows", idle_close_ms=5)) == (
+            "idle close (5 ms) with a stateful operator below runs on the Python operator's processing-time timers")
+
+
 class TestIdleCloseDirect:
     def test_time_windows_close_when_the_key_is_idle(self) -> None:
         """Records at wall clock 0; at 30 s every open window of every idle key is emitted (final
@@ -185,9 +202,9 @@ class TestIdleCloseDirect:
                 assert _out(driver) == [("a", "0-10:1", 1)]
 
     def test_sessions(self) -> None:
-        """A session closes idle as at stream time end + gap + grace (the key's stream time is then
-        18): a later record inside it is late, as at that stream time; one past it starts a new
-        session."""
+        """A session closes idle as at the first stream time past end + gap + grace (the key's
+        stream time is then 19): a later record inside it is late, as at that stream time; one past
+        it starts a new session."""
         topology = _windowed(SessionWindows.of_inactivity_gap_and_grace(10, 0),
                              EmitStrategy.on_window_close(idle_close=100))
         with _driver(topology) as driver:
@@ -196,7 +213,7 @@ class TestIdleCloseDirect:
             pipe.pipe_input("a", "2", 8)
             driver.advance_wall_clock_time(100)
             assert _out(driver) == [("a", "5-8:12", 8)]
-            pipe.pipe_input("a", "late", 7)  # a session ending before 18 - 10 - 0 = 8 is late
+            pipe.pipe_input("a", "late", 7)  # a session ending before 19 - 10 - 0 = 9 is late
             pipe.pipe_input("a", "3", 40)
             driver.advance_wall_clock_time(100)
             assert _out(driver) == [("a", "40-40:3", 40)]
@@ -281,28 +298,33 @@ def _wait_for(condition: Any, query: Any, timeout_s: float = 60.0) -> None:
 
 @pytest.mark.spark
 class TestIdleCloseStreaming:
-    def test_processing_time_timers_close_a_quiet_key(self, spark: Any, tmp_path: Any) -> None:
-        """A streaming query on processing-time timers: a micro-batch runs every trigger, and one
-        idle close (500 ms) after its last record a key's open windows are emitted, while no
-        record moves the watermark past them (the direct engine's records and timestamps). It
-        runs on the Python operator whatever ``streamsdsl.operator`` says (the report says why)."""
+    @pytest.mark.usefixtures("operator")
+    def test_processing_time_timers_close_a_quiet_key(self, spark: Any, tmp_path: Any, operator: str) -> None:
+        """A streaming query on processing-time timers, on each operator: a micro-batch runs every
+        trigger, and one idle close (500 ms) after its last record a key's open windows are
+        emitted, while no record moves the watermark past them (the direct engine's records and
+        timestamps)."""
         from streamsdsl.io.files import FileTopic
         from streamsdsl.runtime.streaming import start_streaming
         from tests._support import Collect
 
-        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=500))
+        b = StreamsBuilder()
+        b.stream("in", Consumed.with_serdes(S, S)).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)) \
+            .emit_strategy(EmitStrategy.on_window_close(idle_close=500)).count().to_stream() \
+            .map(lambda k, v: (k.key, f"{k.window.start}-{k.window.end}:{v}")).to("out")
         topic = FileTopic(str(tmp_path / "in"))
         topic.append("in", [("a", "1", 1), ("b", "2", 3), ("a", "3", 4), ("a", "4", 12)], S, S)
         out = Collect()
-        query, compiled, metrics = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
+        query, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
                                                    checkpoint_location=str(tmp_path / "cp"),
                                                    trigger={"processingTime": "250 milliseconds"})
         try:
-            assert "idle close (500 ms) runs on the Python operator" in str(compiled.operators)
+            assert [c.backend.value for c in compiled.operators.values()] == [operator]
             _wait_for(lambda: len(out.records) == 3 and metrics.snapshot()["emit-final-records-total"] == 3.0, query)
         finally:
             query.stop()
-        # [0, 10) closed by stream time 12 at once (a's record); the rest at the idle close
-        assert [(k, v, ts) for _, k, v, ts in out.records[:1]] in ([("a", "0-10:13", 4)], [("b", "0-10:2", 3)])
+        # a's [0, 10) closed by its own record at 12, at once; b's (the watermark closed it, without
+        # event-time timers) and a's [10, 20) at their idle close
+        assert [(k, v, ts) for _, k, v, ts in out.records[:1]] in ([("a", "0-10:2", 4)], [("b", "0-10:1", 3)])
         assert sorted((k, v, ts) for _, k, v, ts in out.records) == [
-            ("a", "0-10:13", 4), ("a", "10-20:4", 12), ("b", "0-10:2", 3)]
+            ("a", "0-10:2", 4), ("a", "10-20:1", 12), ("b", "0-10:1", 3)]

@@ -164,9 +164,11 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
 
 
 def _check_idle_close(self: Lowering, d: AggregateDescription) -> str | None:
-    """Idle close runs in the test driver's direct engine and on a streaming query's Python
-    operator (processing-time timers); the test driver's Spark engine (a batch replay, without a
-    wall clock) refuses it. Returns the reason the aggregation runs on the Python operator."""
+    """Idle close runs in the test driver's direct engine and on a streaming query's operators
+    (processing-time timers); the test driver's Spark engine (a batch replay, without a wall
+    clock) refuses it. Returns why it runs on the Python operator, if it must: with a stateful
+    operator below, whose watermark the operator's output event time carries, which Spark's Java
+    API names only in event-time mode."""
     if d.idle_close_ms is None:
         return None
     if self.mode is not PlanMode.STREAMING:
@@ -174,7 +176,10 @@ def _check_idle_close(self: Lowering, d: AggregateDescription) -> str | None:
             f"{d.name}: idle close ({d.idle_close_ms} ms) is not yet on the test driver's engine='spark'; test it "
             "with engine='direct' (the reference) or run it on a streaming query (docs/session-windows.md, Idle "
             "windows).")
-    return f"idle close ({d.idle_close_ms} ms) runs on the Python operator's processing-time timers"
+    if stateful_downstream(self.topology, d.name):
+        return (f"idle close ({d.idle_close_ms} ms) with a stateful operator below runs on the Python operator's "
+                "processing-time timers")
+    return None
 
 
 def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:

@@ -370,6 +370,7 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
         "out_type": config.value_out.spark_type, "windowing": _windowing_json(config.windowing),
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
         "repartitioned": [i.repartitioned for i in config.inputs],
+        "idle_close_ms": getattr(config, "idle_close_ms", None),
     }
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])

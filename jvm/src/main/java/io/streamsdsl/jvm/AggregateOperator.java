@@ -43,13 +43,19 @@ public final class AggregateOperator {
         StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
         int k = spec.keyIdx;
         MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));
+        if (spec.idleCloseMs > 0 && (spec.replay || spec.eventTimeOut)) {
+            throw new IllegalArgumentException(spec.node + ": idle close runs here only in a streaming query without a "
+                + "stateful operator below (the Python operator runs the others)");
+        }
         if (spec.eventTimeOut) {
             // the operators below see a watermark again (the rows' output event time)
             return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
                 new AggregateProcessor(spec), Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
         }
         return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
-            new AggregateProcessor(spec), spec.replay ? TimeMode.None() : TimeMode.EventTime(), OutputMode.Update(),
+            new AggregateProcessor(spec),
+            spec.replay ? TimeMode.None() : spec.idleCloseMs > 0 ? TimeMode.ProcessingTime() : TimeMode.EventTime(),
+            OutputMode.Update(),
             Encoders.row(output));
     }
 }

@@ -36,13 +36,17 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>State layout (a versioned {@code byte[]}): version byte {@link #STATE_VERSION}, the key's
  * registered timer (long, {@code Long.MIN_VALUE}: none), the window count (int), then per window
  * start, end, ts (longs), flags (byte: 1 final, 2 null aggregate) and the aggregate (long bits,
- * absent when null).
+ * absent when null). With idle close ({@link Spec#idleCloseMs}) the layout is version
+ * {@link #IDLE_STATE_VERSION}: the same, then the key's floor and its last record's processing time
+ * (longs), and the timer is a processing-time timer at that time plus the idle close.
  */
 public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
 
     /** The version of the state layout this class writes and reads. */
     public static final byte STATE_VERSION = 1;
+    /** The layout with idle close: {@link #STATE_VERSION}'s, then the floor and the last record's time. */
+    public static final byte IDLE_STATE_VERSION = 2;
 
     static final String DROPPED = Contract.DROPPED;
     static final String EMIT_FINAL = Contract.EMIT_FINAL;
@@ -222,7 +226,9 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         String key = KeyBytes.hex(spec.keyKind, kcell);
         for (Win w : closed) {
             out.add(fin(kcell, key, w, pos, ord, null));
-            out.add(event(EMIT_FINAL, (double) (streamTime - windowing.closeThreshold(w) - 1), w.ts, pos, key));
+            // an idle close comes before stream time passes the window: latency 0, as the kernel's
+            long latency = Math.max(0L, streamTime - windowing.closeThreshold(w) - 1);
+            out.add(event(EMIT_FINAL, (double) latency, w.ts, pos, key));
         }
     }
 
@@ -236,6 +242,9 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     private static final class Loaded {
         Windowing.KeyState state;
         long timer = Long.MIN_VALUE;
+        /** Idle close: the key's floor (-1: none) and its last record's processing time. */
+        long floor = -1;
+        long lastRecordAt = -1;
     }
 
     private List<Win> stored(List<Win> windows) {
@@ -249,9 +258,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         if (!state.exists()) return l;
         ByteBuffer b = ByteBuffer.wrap(state.get());
         byte version = b.get();
-        if (version != STATE_VERSION) {
+        if (version != (spec.idleCloseMs > 0 ? IDLE_STATE_VERSION : STATE_VERSION)) {
             throw new IllegalStateException(spec.node + ": the checkpoint holds state layout version " + version
-                + " of the streamsdsl JVM operator; this jar reads version " + STATE_VERSION
+                + " of the streamsdsl JVM operator; this jar reads version "
+                + (spec.idleCloseMs > 0 ? IDLE_STATE_VERSION : STATE_VERSION)
                 + ". Restart from the checkpoint with the streamsdsl version that wrote it, or start a new application.id.");
         }
         l.timer = b.getLong();
@@ -266,27 +276,45 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             if ((flags & 1) != 0) finals.add(start);
         }
         l.state = new Windowing.KeyState(windows, finals);
+        if (version == IDLE_STATE_VERSION) {
+            l.floor = b.getLong();
+            l.lastRecordAt = b.getLong();
+        }
         return l;
     }
 
     private void save(Windowing.KeyState s, long oldTimer) {
-        long threshold = windowing.nextThreshold(s);
-        long timer = threshold < Windowing.NEVER ? threshold + 1 : Long.MIN_VALUE;
+        save(s, oldTimer, -1, -1);
+    }
+
+    /** Save the key's state and move its one timer: event time past its next threshold, or with
+     * idle close, processing time {@code lastRecordAt} plus the idle close while anything stays. */
+    private void save(Windowing.KeyState s, long oldTimer, long floor, long lastRecordAt) {
+        boolean idle = spec.idleCloseMs > 0;
+        boolean keep = !s.windows.isEmpty() || (idle && floor >= 0);
+        long timer;
+        if (idle) {
+            timer = keep ? lastRecordAt + spec.idleCloseMs : Long.MIN_VALUE;
+        } else {
+            long threshold = windowing.nextThreshold(s);
+            timer = threshold < Windowing.NEVER ? threshold + 1 : Long.MIN_VALUE;
+        }
         if (timer != oldTimer) {
             if (oldTimer != Long.MIN_VALUE) getHandle().deleteTimer(oldTimer);
             if (timer != Long.MIN_VALUE) getHandle().registerTimer(timer);
         }
-        if (s.windows.isEmpty()) {
+        if (!keep) {
             state.clear();
             return;
         }
-        ByteBuffer b = ByteBuffer.allocate(1 + 8 + 4 + s.windows.size() * 33);
-        b.put(STATE_VERSION).putLong(timer).putInt(s.windows.size());
+        ByteBuffer b = ByteBuffer.allocate(1 + 8 + 4 + s.windows.size() * 33 + (idle ? 16 : 0));
+        b.put(idle ? IDLE_STATE_VERSION : STATE_VERSION).putLong(timer).putInt(s.windows.size());
         for (Win w : s.windows) {
             b.putLong(w.start).putLong(w.end).putLong(w.ts);
             b.put((byte) ((s.finals.contains(w.start) ? 1 : 0) | (w.agg == null ? 2 : 0)));
             if (w.agg != null) b.putLong(w.agg);
         }
+        if (idle) b.putLong(floor).putLong(lastRecordAt);
         state.update(Arrays.copyOf(b.array(), b.position()));
     }
 
@@ -330,6 +358,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             st = new Windowing.KeyState(stored(new ArrayList<>(loaded.state.windows)), loaded.state.finals);
         }
         long streamTime = timerValues.getCurrentWatermarkInMs();
+        long floor = loaded == null ? -1 : loaded.floor;
         ChangeBuffer batch = !spec.replay && !spec.emitOnClose ? new ChangeBuffer(st.windows) : null;
         // replay: the record cache of the key's current source position, flushed at its last row
         // (Kafka's TopologyTestDriver commits once per source record); a repartitioned row alone
@@ -348,8 +377,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
                 streamTime = windowing.advanceStreamTime(streamTime, r.ts, r.valueNull);
                 expiryTime = streamTime;
             }
-            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, streamTime, storeTime,
-                expiryTime, agg);
+            // after an idle close the key's records are judged by its floor when that is later
+            long keyTime = floor >= 0 ? Math.max(streamTime, floor) : streamTime;
+            Windowing.RecordStep step = windowing.recordStep(st, r.valueNull, r.x, r.input, r.ts, keyTime, storeTime,
+                floor >= 0 ? Math.max(expiryTime, floor) : expiryTime, agg);
             if (step.step.dropped > 0) out.add(dropped(r, step.step.dropped));
             if (!spec.emitOnClose) {
                 if (spec.replay) {
@@ -389,7 +420,12 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             }
         } else {
             if (!spec.emitOnClose) flush(out, kcell, batch);
-            save(st, loaded.timer);
+            if (spec.idleCloseMs > 0) {
+                save(st, loaded.timer, floor >= 0 && floor <= streamTime ? -1 : floor,
+                    timerValues.getCurrentProcessingTimeInMs());
+            } else {
+                save(st, loaded.timer);
+            }
         }
         return CollectionConverters.asScala(out.iterator());
     }
@@ -398,11 +434,40 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
     public Iterator<Row> handleExpiredTimer(Row key, TimerValues timerValues, ExpiredTimerInfo expiredTimerInfo) {
         watermark = timerValues.getCurrentWatermarkInMs();
         Loaded loaded = load();
+        if (spec.idleCloseMs > 0) return idleTimer(key.get(0), loaded, timerValues, expiredTimerInfo);
         Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
         List<Row> out = new ArrayList<>();
         if (spec.emitOnClose && !close.closed.isEmpty()) finals(out, key.get(0), close.closed, watermark, -1, new long[0]);
         long fired = loaded.timer == expiredTimerInfo.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
         save(close.state, fired);
+        return CollectionConverters.asScala(out.iterator());
+    }
+
+    /**
+     * Idle close's processing-time timer ({@code IdleCloseAggregateProcessor.handleExpiredTimer}):
+     * the windows the watermark has closed, then, the key being idle, every window still open at
+     * its new floor ({@link Windowing#idleFloor}); a key whose state stays is looked at again an
+     * idle close later.
+     */
+    private Iterator<Row> idleTimer(Object kcell, Loaded loaded, TimerValues timerValues, ExpiredTimerInfo expired) {
+        long now = timerValues.getCurrentProcessingTimeInMs();
+        List<Row> out = new ArrayList<>();
+        Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
+        finals(out, kcell, close.closed, watermark, -1, new long[0]);
+        Windowing.KeyState st = close.state;
+        long floor = loaded.floor;
+        if (now - loaded.lastRecordAt >= spec.idleCloseMs) {
+            long f = windowing.idleFloor(st, watermark, floor);
+            if (f != floor) {
+                Windowing.CloseStep idle = windowing.closeStep(st, f);
+                finals(out, kcell, idle.closed, watermark, -1, new long[0]);
+                st = idle.state;
+                floor = f;
+            }
+        }
+        if (floor >= 0 && floor <= watermark) floor = -1;
+        long fired = loaded.timer == expired.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
+        save(st, fired, floor, now);
         return CollectionConverters.asScala(out.iterator());
     }
 

@@ -20,6 +20,8 @@ final class Spec implements Serializable {
     /** Streaming, with a stateful operator below: the output rows end with {@code Contract.EVENT_TIME_OUT}. */
     final boolean eventTimeOut;
     final boolean emitOnClose;
+    /** Idle close (ms; 0: off): streaming on processing-time timers ({@code AggregateConfig.idle_close_ms}). */
+    final long idleCloseMs;
     final boolean windowedKey;
     final String keyKind;
     final String outType;
@@ -38,6 +40,7 @@ final class Spec implements Serializable {
         replay = j.get("replay").asBoolean();
         eventTimeOut = j.has("event_time_out") && j.get("event_time_out").asBoolean();
         emitOnClose = j.get("emit_on_close").asBoolean();
+        idleCloseMs = j.has("idle_close_ms") && !j.get("idle_close_ms").isNull() ? j.get("idle_close_ms").asLong() : 0;
         windowedKey = j.get("windowed_key").asBoolean();
         keyKind = j.get("key_kind").asText();
         outType = j.get("out_type").asText();

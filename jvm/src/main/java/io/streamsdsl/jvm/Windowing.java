@@ -218,6 +218,25 @@ abstract class Windowing implements Serializable {
         return new RecordStep(close.state, step, close.closed);
     }
 
+    /**
+     * streamsdsl's idle close ({@code idle_close_step}): every open window of an idle key closes as
+     * at the first time past all their close thresholds, which becomes the key's floor (its own
+     * stream time: its records are judged, its windows closed and expired by the later of it and
+     * stream time). Returns that floor, or {@code floor} unchanged when no window is open; close
+     * the state with {@link #closeStep} at it.
+     */
+    long idleFloor(KeyState state, long streamTime, long floor) {
+        long f = Math.max(floor, streamTime);
+        boolean open = false;
+        for (Win w : state.windows) {
+            if (!state.finals.contains(w.start)) {
+                open = true;
+                f = Math.max(f, closeThreshold(w) + 1);
+            }
+        }
+        return open ? f : floor;
+    }
+
     /** Timer: when each stored window next needs attention (close, or expiry once final). */
     long nextThreshold(KeyState state) {
         long min = NEVER;
