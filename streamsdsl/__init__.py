@@ -12,6 +12,7 @@ from streamsdsl._lazy import lazy_getattr
 from streamsdsl._shipped import use_native_archives
 
 from streamsdsl.dsl.aggregations import Aggregations
+from streamsdsl.dsl.joiners import Joiners
 from streamsdsl.dsl.api import Branched, BranchedKStream, GlobalKTable, KGroupedStream, KStream, KTable, SessionWindowedKStream
 from streamsdsl.dsl.api import StreamsBuilder
 from streamsdsl.dsl.api import TimeWindowedCogroupedKStream, TimeWindowedKStream
@@ -73,7 +74,7 @@ __getattr__ = lazy_getattr("streamsdsl", _LAZY)
 
 __all__ = [
     "Aggregations", "Branched", "BranchedKStream", "configure_spark",
-    "Consumed", "EmitStrategy", "Grouped", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
+    "Consumed", "EmitStrategy", "Grouped", "Joiners", "InvalidArgumentError", "InvalidTypeError", "KGroupedStream",
     "GlobalKTable", "KStream", "KTable", "KeyValue", "Materialized", "Named", "OperationNotDefinedError", "Printed",
     "Produced", "Repartitioned",
     "TableJoined", "SerializationError", "Serde", "Serdes", "SessionWindow", "SessionWindowedKStream", "SessionWindows",

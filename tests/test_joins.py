@@ -16,10 +16,13 @@ from streamsdsl import (
     Serdes,
     StreamsBuilder,
     TestRecord,
+    Joiners,
     TimeWindows,
     explain,
 )
 from streamsdsl.dsl.api import Branched
+from streamsdsl.errors import UserFunctionError
+from streamsdsl.jvm import CheckpointOperatorError
 
 R = TestRecord
 INT_STR = Consumed.with_serdes(Serdes.Integer(), Serdes.String())
@@ -37,6 +40,21 @@ def join_topology(*, left: bool = False) -> Any:
     table = b.table("table", INT_STR)
     stream.join(table, joiner).to("out", OUT)
     stream.left_join(table, joiner).to("left-out", OUT)
+    return b.build()
+
+
+JSONS = Consumed.with_serdes(Serdes.String(), Serdes.Json())
+
+
+def builtin_joiners_topology() -> Any:
+    """Orders (JSON) joined with customers (JSON) and names (strings) by each built-in joiner."""
+    b = StreamsBuilder()
+    orders = b.stream("orders", JSONS)
+    customers, names = b.table("customers", JSONS), b.table("names", Consumed.with_serdes(Serdes.String(), Serdes.String()))
+    orders.left_join(customers, Joiners.merge()).to("merged")
+    orders.left_join(customers, Joiners.pair()).to("pair")
+    orders.join(names, Joiners.right()).to("right")
+    orders.left_join(names, Joiners.left()).to("left")
     return b.build()
 
 
@@ -136,11 +154,20 @@ class TestTableApi:
 
     def test_explain_names_the_operator(self, spark: Any, operator: str) -> None:
         """explain() names the join's operator: the JVM operator, the joiner run per Arrow batch
-        after it; ``streamsdsl.operator=python`` keeps the Python operator."""
+        after it, a built-in joiner as Spark columns (no Python in the plan);
+        ``streamsdsl.operator=python`` keeps the Python operator."""
         text = explain(join_topology(), spark, mode="simple")
         assert ("KSTREAM-JOIN-0000000004: JVM operator (stream-table join, inner; Python joiner per Arrow batch)"
                 if operator == "jvm" else
                 "KSTREAM-JOIN-0000000004: Python operator (stream-table join, inner; streamsdsl.operator=python)") in text
+        if operator == "jvm":
+            text = explain(builtin_joiners_topology(), spark, mode="simple")
+            assert [line for line in text.splitlines() if "JOIN" in line and "operator (" in line] == [
+                "KSTREAM-LEFTJOIN-0000000007: JVM operator (stream-table join, left; Joiners.merge() as Spark columns)",
+                "KSTREAM-LEFTJOIN-0000000009: JVM operator (stream-table join, left; Joiners.pair() as Spark columns)",
+                "KSTREAM-JOIN-0000000011: JVM operator (stream-table join, inner; Joiners.right() as Spark columns)",
+                "KSTREAM-LEFTJOIN-0000000013: JVM operator (stream-table join, left; Joiners.left() as Spark columns)"]
+            assert "ArrowEvalPython" not in text and "MapInArrow" not in text
 
 
 @pytest.mark.spark
@@ -182,6 +209,67 @@ class TestStreamTableJoinDriver:
 
 
 @pytest.mark.spark
+class TestBuiltinJoiners:
+    @pytest.mark.parametrize("engine_operator", ["direct", "jvm"])
+    def test_each_joiner_records(self, request: pytest.FixtureRequest, engine_operator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Joiners.merge(), pair(), right() and left() give the same records in the direct engine
+        (the Python functions, as the Python operator calls them) and on the JVM operator (Spark
+        columns): merge puts the table's fields over the order's, a missing side gives the other;
+        pair keeps both (None for a missing one); JSON text of nested values and of strings with
+        quotes and newlines as Python writes it."""
+        from streamsdsl.jvm import OPERATOR_ENV
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        monkeypatch.setenv(OPERATOR_ENV, "jvm")
+        customer = {"name": "Ann", "n": 2, "x": [1, {"y": "a,b"}]}
+        engine = "direct" if engine_operator == "direct" else "spark"
+        with TopologyTestDriver(builtin_joiners_topology(), engine=engine, spark=request.getfixturevalue("spark") if engine == "spark" else None) as d:
+            orders, customers = d.create_input_topic("orders"), d.create_input_topic("customers")
+            names = d.create_input_topic("names", Serdes.String(), Serdes.String())
+            orders.pipe_input("c1", {"item": "a", "n": 1}, 1)
+            customers.pipe_input("c1", customer, 2)
+            names.pipe_input("c1", 'Ann "A"\n', 2)
+            orders.pipe_input("c1", {"item": "b", "n": 1, "z": None}, 3)
+            orders.pipe_input(None, {"item": "d"}, 5)
+            got = {t: [(r.key, r.value, r.timestamp) for r in d.create_output_topic(t).read_records_to_list()]
+                   for t in ("merged", "pair", "right", "left")}
+        assert got == {
+            "merged": [("c1", {"item": "a", "n": 1}, 1), ("c1", {"item": "b", "n": 2, "z": None, "name": "Ann",
+                                                               "x": [1, {"y": "a,b"}]}, 3), (None, {"item": "d"}, 5)],
+            "pair": [("c1", [{"item": "a", "n": 1}, None], 1), ("c1", [{"item": "b", "n": 1, "z": None}, customer], 3),
+                     (None, [{"item": "d"}, None], 5)],
+            "right": [("c1", 'Ann "A"\n', 3)],
+            "left": [("c1", {"item": "a", "n": 1}, 1), ("c1", {"item": "b", "n": 1, "z": None}, 3),
+                     (None, {"item": "d"}, 5)],
+        }
+
+    @pytest.mark.parametrize("engine_operator", ["direct", "jvm"])
+    def test_merge_of_a_non_object_is_the_joiners_error(self, request: pytest.FixtureRequest, engine_operator: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+        """Joiners.merge() of a value that is not a JSON object fails as a Python joiner does
+        (the processor, the record, the cause), on the JVM operator's Spark columns too."""
+        from streamsdsl.jvm import OPERATOR_ENV
+        from streamsdsl.runtime.driver import TopologyTestDriver
+
+        monkeypatch.setenv(OPERATOR_ENV, "jvm")
+        b = StreamsBuilder()
+        b.stream("orders", JSONS).left_join(b.table("customers", JSONS), Joiners.merge()).to("out")
+        engine = "direct" if engine_operator == "direct" else "spark"
+        with TopologyTestDriver(b.build(), engine=engine, spark=request.getfixturevalue("spark") if engine == "spark" else None) as d:
+            d.create_input_topic("customers").pipe_input("c1", [1, 2], 1)
+            orders = d.create_input_topic("orders")
+            orders.pipe_input("c0", {"item": "a"}, 2)
+            orders.pipe_input("c1", {"item": "b"}, 3)
+            out = d.create_output_topic("out")
+            with pytest.raises(UserFunctionError) as caught:
+                out.read_records_to_list()
+            assert [(r.key, r.value) for r in out.read_records_to_list()] == [("c0", {"item": "a"})]
+        assert str(caught.value) == (
+            "KSTREAM-LEFTJOIN-0000000004: the joiner raised Joiners.merge() joins two JSON objects (dicts); the other "
+            "value is a list. Use Joiners.pair() to keep both values, or a joiner of your own. (record at topic orders "
+            "partition 0 offset 1, key 'c1')")
+
+
 class TestTablesAndSplitDriver:
     def test_table_sources_filter_and_split(self, spark: Any) -> None:
         """An unmaterialized table forwards every record (a null key dropped and counted); a
@@ -249,6 +337,10 @@ class TestStreamingJoin:
         q.processAllAvailable()
         q.stop()
         assert [(k, v, ts) for _, k, v, ts in out2.records] == [(1, "X1+null", 40), (2, "X2+Y2", 41)]
+        # the join's state is the JVM operator's: the Python operator does not continue it
+        with pytest.raises(CheckpointOperatorError, match="set streamsdsl.operator to 'jvm'"):
+            start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), Collect(), checkpoint_location=cp,
+                            operator="python")
 
 
 class TestOnCloseAfterAStatefulOperator:

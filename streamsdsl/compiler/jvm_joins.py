@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Iterator
 
 import attrs
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, TimestampType, _parse_datatype_string
 
@@ -36,16 +36,19 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, OUTPUT_POSITION, PAIR_FIELDS, POSITION_TYPE
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.event_time import stateful_downstream
-from streamsdsl.compiler.jvm_operator import OPERATOR_HINT, _connect
+from streamsdsl.compiler.jvm_operator import OPERATOR_HINT, _connect, _jar_column
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.operators.functions import result_error
 from streamsdsl.semantics.joiners import JoinerWithKey
-from streamsdsl.values.serdes import PlanSerde
+from streamsdsl.values.serdes import CustomSerde, IntegerSerde, JsonSerde, LongSerde, PlanSerde, StringSerde
 
 __all__ = ["JOIN_CLASS", "JvmJoin", "apply_joiner", "apply_jvm_join", "joiner_label", "pair_schema", "run_jvm_join"]
 
 #: The Java entry point of the joins (``jvm/src/main/java/io/streamsdsl/jvm/JoinOperator.java``).
 JOIN_CLASS = "io.streamsdsl.jvm.JoinOperator"
+
+#: The jar's ``Joiners.merge()`` of two JSON texts (``jvm/src/main/java/io/streamsdsl/jvm/JsonJoin.java``).
+JSON_JOIN_CLASS = "io.streamsdsl.jvm.JsonJoin"
 
 _LEFT, _RIGHT = PAIR_FIELDS
 
@@ -125,12 +128,15 @@ def run_jvm_join(lowering: Any, inp: DataFrame, node: str, join: JvmJoin, *, key
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
 
 
-def joiner_label(joiner: Any) -> str:
-    """How ``explain()`` names the joiner's run: a built-in joiner's name, or a Python joiner."""
+def joiner_label(joiner: Any, node: str, *, key: PlanSerde, left: PlanSerde, right: PlanSerde,
+                 value_out: PlanSerde) -> str:
+    """How ``explain()`` names the joiner's run after the JVM operator (`apply_joiner`)."""
     from streamsdsl.dsl.joiners import BuiltinJoiner
 
     if isinstance(joiner, BuiltinJoiner):
-        return f"joiner {joiner.name} as Spark columns"
+        if builtin_column(joiner.op, node, key, left, right, value_out) is not None:
+            return f"{joiner.name} as Spark columns"
+        return f"{joiner.name} per Arrow batch (values Spark cannot write as Python does)"
     return "Python joiner per Arrow batch"
 
 
@@ -143,13 +149,61 @@ def apply_joiner(pairs: DataFrame, node: str, joiner: Any, *, key: PlanSerde, le
     columns, with no Python at all."""
     from streamsdsl.dsl.joiners import BuiltinJoiner
 
-    fn = joiner.fn if isinstance(joiner, JoinerWithKey) else joiner
-    if isinstance(fn, BuiltinJoiner):
-        column = fn.column(F.col("value").getField(_LEFT), F.col("value").getField(_RIGHT), left, right, value_out)
+    if isinstance(joiner, BuiltinJoiner):
+        column = builtin_column(joiner.op, node, key, left, right, value_out)
         if column is not None:
-            value = F.when(F.col("value").isNotNull(), column).cast(value_out.spark_type)
-            return pairs.withColumn("value", value)
+            return pairs.withColumn("value", F.when(F.col("value").isNotNull(), column))
     return _python_joiner(pairs, node, joiner, key, left, right, value_out)
+
+
+#: The serdes whose column a JSON text is made of by Spark exactly as ``json_dumps`` writes its value.
+_JSON_TEXT = (JsonSerde, StringSerde, LongSerde, IntegerSerde)
+
+
+def _json_text(cell: Column, serde: PlanSerde) -> Column:
+    """The JSON text of a value cell (``null`` for a null cell): a JSON value's own text, Spark's
+    ``to_json`` of a string or an integer (the text ``json_dumps`` writes for it)."""
+    if isinstance(serde, JsonSerde):
+        return F.coalesce(cell, F.lit("null"))
+    return F.regexp_extract(F.to_json(F.array(cell)), r"^\[(.*)\]$", 1)
+
+
+def _as(cell: Column, serde: PlanSerde, value_out: PlanSerde) -> Column | None:
+    """A value cell written with ``value_out`` (its Python value unchanged), or None when Spark
+    cannot write it exactly as the Python joiner would."""
+    if type(serde) is type(value_out) and not isinstance(serde, CustomSerde):
+        return cell
+    if isinstance(value_out, JsonSerde) and isinstance(serde, _JSON_TEXT):
+        return F.when(cell.isNotNull(), _json_text(cell, serde))
+    return None
+
+
+def builtin_column(op: str, node: str, key: PlanSerde, left: PlanSerde, right: PlanSerde,
+                   value_out: PlanSerde) -> Column | None:
+    """The built-in joiner ``op`` (`streamsdsl.dsl.joiners.BuiltinJoiner`) of the pair column
+    ``value`` as a Spark column written with ``value_out``, or None where Spark cannot make
+    exactly the Python joiner's result (a double's text, bytes, a user's serde; ``merge``
+    without the jar): the Python joiner runs then."""
+    lcell, rcell = F.col("value").getField(_LEFT), F.col("value").getField(_RIGHT)
+    if op == "left":
+        return _as(lcell, left, value_out)
+    if op == "right":
+        return _as(rcell, right, value_out)
+    if not isinstance(value_out, JsonSerde) or not isinstance(left, _JSON_TEXT) or not isinstance(right, _JSON_TEXT):
+        return None
+    if op == "pair":
+        return F.concat(F.lit("["), _json_text(lcell, left), F.lit(","), _json_text(rcell, right), F.lit("]"))
+    if not isinstance(left, JsonSerde) or not isinstance(right, JsonSerde) or not isinstance(key, _JSON_TEXT):
+        return None  # merge: two JSON objects; a key the error can name
+    merged = _jar_column(JSON_JOIN_CLASS, "merge", lcell, rcell)
+    which = _jar_column(JSON_JOIN_CLASS, "notObject", lcell, rcell)
+    if merged is None or which is None:
+        return None
+    key_json = F.concat(F.lit("["), F.col("key"), F.lit("]")) if isinstance(key, JsonSerde) \
+        else F.to_json(F.array(F.col("key")))
+    error = _jar_column(JSON_JOIN_CLASS, "mergeError", F.lit(node), which, key_json,
+                      F.col(SOURCE_POSITION).cast("string"))
+    return F.when(which.isNotNull(), F.raise_error(error)).otherwise(merged)  # type: ignore[arg-type]
 
 
 def _python_joiner(pairs: DataFrame, node: str, joiner: Any, key: PlanSerde, left: PlanSerde, right: PlanSerde,

@@ -20,7 +20,7 @@ Examples
 >>> Joiners.merge()({"id": 1}, [2])
 Traceback (most recent call last):
 ...
-streamsdsl.errors.InvalidTypeError: Joiners.merge() joins two JSON objects (dicts); the other value is a list: [2]...
+streamsdsl.errors.InvalidTypeError: Joiners.merge() joins two JSON objects (dicts); the other value is a list...
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class BuiltinJoiner:
         for side, v in (("this", value), ("the other", other)):
             if v is not None and not isinstance(v, dict):
                 raise InvalidTypeError(
-                    f"Joiners.merge() joins two JSON objects (dicts); {side} value is a {type(v).__name__}: {v!r}. "
+                    f"Joiners.merge() joins two JSON objects (dicts); {side} value is a {type(v).__name__}. "
                     "Use Joiners.pair() to keep both values, or a joiner of your own.")
         if value is None:
             return other
