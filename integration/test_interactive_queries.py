@@ -43,23 +43,27 @@ def _topology(source: str, sink: str, table: str = "iq-table", other: str = "iq-
     regions.to_stream().to(sink)
     regions.group_by(lambda k, v: (v, v)).count(materialized=Materialized.as_("per-region"))
     regions.join(b.table(other, STRINGS), lambda region, tier: f"{region}/{tier}", materialized=Materialized.as_("joined"))
+    # the same windows and sessions counted by Python aggregators: always on the Python operator
+    windowed.aggregate(lambda: 0, lambda k, v, a: a + 1, materialized=Materialized.as_("per-10ms-py"))
+    sessions.aggregate(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b,
+                       materialized=Materialized.as_("sessions-py"))
     return b.build()
 
 
-@pytest.mark.parametrize("operator", ["python", "jvm"])
 def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Callable[..., str],
                                                streams_config: Callable[..., dict[str, object]],
-                                               app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams],
-                                               operator: str) -> None:
-    """A count (either operator), a Python aggregate and a windowed count answer point, range
-    and window queries with the state of the last committed micro-batch; a later batch shows."""
+                                               app_factory: Callable[[Topology, dict[str, Any]], KafkaStreams]) -> None:
+    """Counts on the JVM operator and Python aggregates on the Python operator, side by side in
+    one application (each operator's key-value, window and session stores), a table, a grouped
+    table and a table-table join answer point, range and window queries with the state of the
+    last committed micro-batch; a later batch shows."""
     source, sink, table, other = new_topic(1), new_topic(1), new_topic(1), new_topic(1)
     s = Serdes.String()
     kafka.produce(source, [(s.serialize(k), s.serialize(v), T + ts, 0)
                            for k, v, ts in (("a", "x", 1), ("b", "y", 2), ("a", "z", 13))])
     kafka.produce(table, [(s.serialize("k1"), s.serialize("EU"), T + 1, 0), (s.serialize("k2"), s.serialize("US"), T + 2, 0)])
     kafka.produce(other, [(s.serialize("k1"), s.serialize("gold"), T + 3, 0)])
-    app = app_factory(_topology(source, sink, table, other), streams_config("iq", {"streamsdsl.operator": operator}))
+    app = app_factory(_topology(source, sink, table, other), streams_config("iq", {"streamsdsl.operator": "jvm"}))
     with pytest.raises(IllegalStateError):
         app.store(StoreQueryParameters.from_name_and_type("counts", KV))
     app.start()
@@ -78,10 +82,15 @@ def test_named_stores_of_a_running_application(kafka: LocalKafka, new_topic: Cal
     assert windows.fetch_all(T, T + 5) == [KeyValue(Windowed("a", TimeWindow(T, T + 10)), 1),
                                            KeyValue(Windowed("b", TimeWindow(T, T + 10)), 1)]
 
-    sessions = app.store(StoreQueryParameters.from_name_and_type("sessions", QueryableStoreTypes.session_store()))
-    assert sessions.fetch("a") == [KeyValue(Windowed("a", SessionWindow(T + 1, T + 1)), 1),
-                                   KeyValue(Windowed("a", SessionWindow(T + 13, T + 13)), 1)]
-    assert sessions.fetch_session("b", T + 2, T + 2) == 1
+    windows_py = app.store(StoreQueryParameters.from_name_and_type("per-10ms-py", WINDOW))
+    assert windows_py.fetch("a", T, T + 20) == [KeyValue(T, 1), KeyValue(T + 10, 1)]
+    assert windows_py.fetch_all(T, T + 5) == windows.fetch_all(T, T + 5)
+
+    for name in ("sessions", "sessions-py"):
+        sessions = app.store(StoreQueryParameters.from_name_and_type(name, QueryableStoreTypes.session_store()))
+        assert sessions.fetch("a") == [KeyValue(Windowed("a", SessionWindow(T + 1, T + 1)), 1),
+                                       KeyValue(Windowed("a", SessionWindow(T + 13, T + 13)), 1)], name
+        assert sessions.fetch_session("b", T + 2, T + 2) == 1, name
     tbl = app.store(StoreQueryParameters.from_name_and_type("tbl", KV))
     assert tbl.all() == [KeyValue("k1", "EU"), KeyValue("k2", "US")]
     per_region = app.store(StoreQueryParameters.from_name_and_type("per-region", KV))

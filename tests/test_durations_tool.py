@@ -1,5 +1,6 @@
 """``tools/test_durations.py`` sums a JUnit report per test file, and ``conftest.py`` hands the
-files to ``make test``'s workers longest first from it."""
+files to ``make test``'s workers longest first from it and sets the options of the test run's
+Spark driver JVMs."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,3 +45,13 @@ class TestDurations:
         missing = [f for f in files if not (ROOT / f).is_file()]
         assert missing == [], f"tests/durations.json names files that are gone: {missing}; run tools/test_durations.py"
         assert len(files) > 100
+
+
+class TestJvmOptions:
+    def test_the_shared_sessions_jvm_runs_with_the_test_runs_options(self, spark: Any) -> None:
+        """The worker's session was started after ``conftest.py`` set ``SPARK_SUBMIT_OPTS``: its
+        JVM compiles with C1 only and collects with the serial collector."""
+        conftest = _load(ROOT / "conftest.py", "root_conftest_module")
+        bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        arguments = list(bean.getInputArguments())
+        assert [o for o in conftest.TEST_JVM_OPTIONS if o in arguments] == list(conftest.TEST_JVM_OPTIONS)
