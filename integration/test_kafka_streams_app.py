@@ -286,7 +286,7 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
     spark: SparkSession,
 ) -> None:
     """`streamsdsl.backfill` over a bounded range of a 2-partition topic (partition 0 from offset
-    1): the records in Kafka's processing order (per partition in offset order, merged by
+    1; a range by timestamps resolves to Kafka's offsetsForTimes): the records in Kafka's processing order (per partition in offset order, merged by
     timestamp), written to the sink topic; the streaming application it continues with starts at
     the range's end offsets, so every later record is processed exactly once and none before."""
     from integration.conftest import make_streams_config
@@ -305,6 +305,9 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
     # b1 (5) before a1 (10); a2 (3) after a1, its partition's order; b2 (20) last
     assert records == [(b"b", b"B1", 5), (b"a", b"A1", 10), (b"a", b"A2", 3), (b"b", b"B2", 20)]
     assert out.end_offsets == {source: {0: 3, 1: 2}}
+    # by timestamp: from the first record at T + 4 or later to before the first at T + 20 or later
+    by_time = KafkaRange.timestamps(kafka.bootstrap_servers, start=T + 4, end=T + 20)
+    assert by_time.resolve(source) == {0: (1, 3), 1: (0, 1)}
     out.write(kafka.bootstrap_servers)
     out.release()
 
