@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from streamsdsl import Consumed, EmitStrategy, Serdes, SessionWindows, SlidingWindows, StreamsBuilder, TimeWindows
 from streamsdsl import TopologyTestDriver
-from streamsdsl.errors import InvalidArgumentError, InvalidTypeError, OperationNotDefinedError
+from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.runtime.config import DriverConfig, StreamsConfig, StreamsConfigError
 from streamsdsl.runtime.fingerprint import diff, topology_fingerprint
 
@@ -51,8 +51,8 @@ def _out(driver: TopologyTestDriver) -> list[tuple[Any, Any, int]]:
     return [(r.key, r.value, r.timestamp) for r in driver.create_output_topic("out").read_records_to_list()]
 
 
-def _driver(topology: Any, config: dict[str, Any] | None = None) -> TopologyTestDriver:
-    return TopologyTestDriver(topology, config, engine="direct", initial_wall_clock_time_ms=0)
+def _driver(topology: Any, config: dict[str, Any] | None = None, engine: str = "direct") -> TopologyTestDriver:
+    return TopologyTestDriver(topology, config, engine=engine, initial_wall_clock_time_ms=0)
 
 
 class TestValidation:
@@ -109,21 +109,6 @@ class TestValidation:
         [change] = diff(plain, idle)
         assert "idle_close=100ms" in str(change)
 
-    def test_engine_spark_refuses(self) -> None:
-        """The test driver's Spark engine replays in batch, without a wall clock: a clear error
-        rather than Kafka's close alone."""
-        from types import SimpleNamespace
-
-        from streamsdsl.compiler.aggregations import _check_idle_close
-        from streamsdsl.compiler.lowering import PlanMode
-
-        with pytest.raises(OperationNotDefinedError) as e:
-            _check_idle_close(SimpleNamespace(mode=PlanMode.REPLAY), SimpleNamespace(name="AGG", idle_close_ms=5))
-        assert e.value.args[0] == (
-            "AGG: idle close (5 ms) is not yet on the test driver's engine='spark'; test it with engine='direct' (the "
-            "reference) or run it on a streaming query (docs/session-windows.md, Idle windows).")
-
-
     def test_python_operator_with_a_stateful_operator_below(self) -> None:
         """Spark's Java API names an operator's output event time only in event-time mode: with a
         stateful operator below, the Python operator runs the idle close (the report says why)."""
@@ -166,6 +151,22 @@ class TestIdleCloseDirect:
             assert driver.metrics()["dropped-records-total"] == 2.0
             driver.advance_wall_clock_time(30_000)
             assert _out(driver) == [("a", "20-30:4", 26)]
+
+    @pytest.mark.spark
+    def test_spark_engine(self, spark: Any) -> None:
+        """The test driver's Spark engine (the replay plan: records stamped with the driver's wall
+        clock, the key's floor carried between runs, the advance's run closing idle keys) writes
+        what the direct engine writes, in the same order, and drops the same late record."""
+        topology = _windowed(TimeWindows.of_size_and_grace(10, 5), EmitStrategy.on_window_close(idle_close=100))
+        with _driver(topology, engine="spark") as driver:
+            pipe = driver.create_input_topic("in", S, S)
+            for key, value, ts in (("b", "1", 3), ("a", "2", 1), ("a", "3", 12)):
+                pipe.pipe_input(key, value, ts)
+            driver.advance_wall_clock_time(100)
+            assert _out(driver) == [("a", "0-10:2", 1), ("b", "0-10:1", 3), ("a", "10-20:3", 12)]
+            pipe.pipe_input("a", "late", 14)
+            assert driver.metrics()["dropped-records-total"] == 1.0
+            assert driver.metrics()["emit-final-records-total"] == 3.0
 
     def test_a_busy_key_keeps_its_windows(self) -> None:
         """Idleness is per key: a key with a record within the last idle_close ms keeps its windows."""

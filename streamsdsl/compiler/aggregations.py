@@ -144,6 +144,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         (AggregateInput(frame.value, functions, _repartitioned(self, node, 0)),),
         emit_on_close=final_results is not None or d.emit_on_close,
         function_names=d.function_names, flush=self.flush, state_name=node.store, idle_close_ms=d.idle_close_ms,
+        **_idle_clock(self, node, d.idle_close_ms),  # type: ignore[arg-type]
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
@@ -164,22 +165,29 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
 
 
 def _check_idle_close(self: Lowering, d: AggregateDescription) -> str | None:
-    """Idle close runs in the test driver's direct engine and on a streaming query's operators
-    (processing-time timers); the test driver's Spark engine (a batch replay, without a wall
-    clock) refuses it. Returns why it runs on the Python operator, if it must: with a stateful
+    """Why an idle-close aggregation runs on the Python operator, if it must: in the test
+    driver's replay (the JVM operator's replay has no idle close), or streaming with a stateful
     operator below, whose watermark the operator's output event time carries, which Spark's Java
     API names only in event-time mode."""
     if d.idle_close_ms is None:
         return None
     if self.mode is not PlanMode.STREAMING:
-        raise OperationNotDefinedError(
-            f"{d.name}: idle close ({d.idle_close_ms} ms) is not yet on the test driver's engine='spark'; test it "
-            "with engine='direct' (the reference) or run it on a streaming query (docs/session-windows.md, Idle "
-            "windows).")
+        return f"idle close ({d.idle_close_ms} ms) in the test driver's replay runs on the Python operator"
     if stateful_downstream(self.topology, d.name):
         return (f"idle close ({d.idle_close_ms} ms) with a stateful operator below runs on the Python operator's "
                 "processing-time timers")
     return None
+
+
+def _idle_clock(self: Lowering, node: ir.Node, idle_close_ms: int | None) -> dict[str, object]:
+    """The replay's wall clock for an idle-close aggregation (`AggregateConfig.wall_clock`,
+    ``idle_at``): the driver's clock, and in an ``advance_wall_clock_time`` run where what the
+    idle close emits goes (the advance's position, the node's place in the topology)."""
+    clock = getattr(self, "processor_clock", None)
+    if idle_close_ms is None or self.mode is PlanMode.STREAMING or clock is None:
+        return {}
+    at = (clock.position, self.topology.nodes.index(node)) if clock.punctuate_wall_clock else None
+    return {"wall_clock": clock.system_time, "idle_at": at}
 
 
 def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:
@@ -238,6 +246,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
               for i, (f, fns) in enumerate(zip(frames, d.functions))),
         emit_on_close=d.emit_on_close, cogroup=True, flush=self.flush, input_names=node.agg_names,
         state_name=node.store, idle_close_ms=d.idle_close_ms,
+        **_idle_clock(self, node, d.idle_close_ms),  # type: ignore[arg-type]
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -27,11 +27,11 @@ from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
     AggregateConfig,
     AggregateProcessor,
-    IdleCloseAggregateProcessor,
     ReplayAggregateProcessor,
     StreamingAggregateProcessor,
     windows_type,
 )
+from streamsdsl.compiler.idle_close import IdleCloseAggregateProcessor
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
 

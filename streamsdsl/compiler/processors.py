@@ -188,6 +188,11 @@ class AggregateConfig:
     #: Idle close (emit on close): ms of wall clock without a record of a key after which its
     #: open windows close (`IdleCloseAggregateProcessor`; ``None``: Kafka's close alone).
     idle_close_ms: int | None = None
+    #: Replay with idle close: the run's wall clock (the test driver's), which its records stamp on
+    #: their keys; and in an ``advance_wall_clock_time`` run, the source position and the first
+    #: output position element of what the idle close emits (``idle_at``: the run's position).
+    wall_clock: int | None = None
+    idle_at: tuple[int, int] | None = None
 
     def key_order(self, key: Any) -> str:
         """How on-close records of one stream-time step and one window order by key: the key's
@@ -574,9 +579,6 @@ class ReplayAggregateProcessor(AggregateProcessor):
     def _save(self, state: KeyState) -> None:
         pass  # the state leaves as a CARRY event (`_end_of_key`)
 
-    def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
-        self._cache = self._cache_row = None
-
     def _cache_for(self, kcell: Any, key: Any, r: tuple[Any, ...],
                    source: int) -> tuple[Iterable[Row], InputRecordCache | None]:
         """Kafka's TopologyTestDriver flushes the cache once per source record: the key's rows of
@@ -621,51 +623,52 @@ class ReplayAggregateProcessor(AggregateProcessor):
 
     def _end_of_key(self, kcell: Any, key: Any) -> Iterator[Row]:
         yield from self._flush_cache(kcell, key)
+        cfg = self.config
+        if cfg.idle_at is not None and cfg.wall_clock is not None:
+            # the driver's advance_wall_clock_time: the key's open windows close if it is idle;
+            # they come out at the advance's position, in final order (the plan adds the key's bytes)
+            position, order = cfg.idle_at
+            if self.run_stream_time is not None:  # the operator's stream time (the kernel's is the last row's)
+                self.kernel.stream_times = [self.run_stream_time] * len(self.kernel.stream_times)
+            step = self.kernel.close_idle(cfg.wall_clock)
+            for o, latency in zip(step.outputs, step.final_latencies):
+                yield self._final(kcell, key, o, position, [order])
+                yield self._event(EMIT_FINAL, latency, o.timestamp, position, cfg.key_order(key), (order,))
         state = self.kernel.states.get(key) or KeyState()
-        if self.config.emit_on_close:
-            threshold = self.config.windowing.close_threshold
+        if cfg.emit_on_close:
+            threshold = cfg.windowing.close_threshold
             for w in state.open_windows():
                 o = self.kernel.out(key, w.bounds, w, final=True)
                 yield self._final(kcell, key, o, -1, [], threshold(w))
             # what the run's later records closed is emitted (assigned) in this run: not again
-            state = close_step(self.config.windowing, state, self.run_stream_time).state
+            state = close_step(cfg.windowing, state, self.run_stream_time).state
             self.kernel.states[key] = state
-        if state.windows:
-            key_cell = kcell if not self.config.key.windowed else {"key": kcell, "start": 0, "end": 0}
+        if state.windows or state.floor >= 0:
+            key_cell = kcell if not cfg.key.windowed else {"key": kcell, "start": 0, "end": 0}
             yield self.out(key_cell, None, -1, [], -1, [], None, CARRY, None, None, self._encode_state(state))
 
-
-class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
-    """Streaming with idle close (`AggregateConfig.idle_close_ms`): the operator runs in Spark's
-    ``ProcessingTime`` time mode, so that its timers fire while no record arrives (Spark then runs
-    a micro-batch every trigger, PLATFORM.md). A key's records are stamped with the micro-batch's
-    processing time (`AggregateKernel.wall_clock`); its one timer is a processing-time timer at
-    its last record's time plus the idle close. When it fires, the windows the watermark has
-    closed are emitted (`AggregateKernel.advance_to`), then every window still open
-    (`AggregateKernel.close_idle`, the direct engine's rule). A key whose state stays (its
-    stream-time floor, a sliding window's final windows) is looked at again an idle close later.
-
-    Without event-time timers, a window that the watermark closes while its key has no records
-    comes out at the key's idle deadline, not at once (docs/session-windows.md, Idle windows).
-    The state row holds the windows, the key's floor and its last record's time."""
-
+    # -- idle close: the key's floor and last record's time ride in the carried state as one
+    # more element, marked by a start no window has (`IDLE_MARK`)
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
-        super()._start(kernel, timer_values)
-        kernel.wall_clock = timer_values.getCurrentProcessingTimeInMs()
+        self._cache = self._cache_row = None
+        if self.config.wall_clock is not None:
+            kernel.wall_clock = self.config.wall_clock
 
-    def _load(self, data: list[tuple[Any, ...]]) -> KeyState:
-        stored = self.state.get()
-        if stored is None:
-            return KeyState()
-        windows, floor, last_record_at = pickle.loads(stored[0])
-        return attrs.evolve(self._decode_state(windows), floor=floor, last_record_at=last_record_at)
+    def _decode_state(self, cells: Iterable[Any]) -> KeyState:
+        cells = list(cells)
+        idle = [c for c in cells if (c["start"] if isinstance(c, dict) else c[0]) == IDLE_MARK]
+        state = super()._decode_state([c for c in cells if (c["start"] if isinstance(c, dict) else c[0]) != IDLE_MARK])
+        if not idle:
+            return state
+        mark = idle[0]
+        floor, last = (mark["end"], mark["ts"]) if isinstance(mark, dict) else (mark[1], mark[3])
+        return attrs.evolve(state, floor=floor, last_record_at=last)
 
-    def _save(self, state: KeyState) -> None:
-        if not state.windows and state.floor < 0:
-            self.state.clear()
-            return
-        payload = (self._encode_state(state), state.floor, state.last_record_at)
-        self.state.update((pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL),))
+    def _encode_state(self, state: KeyState) -> list[tuple[Any, ...]]:
+        cells = super()._encode_state(state)
+        if self.config.idle_close_ms is not None and (state.floor >= 0 or state.last_record_at >= 0):
+            cells.append((IDLE_MARK, state.floor, None, state.last_record_at, False))
+        return cells
 
     def _hand_to_kernel(self, key: Any, state: KeyState) -> AggregateKernel:
         kernel = super()._hand_to_kernel(key, state)
@@ -673,26 +676,7 @@ class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
             kernel.states[key] = state
         return kernel
 
-    def _timer(self, state: KeyState) -> int | None:
-        idle = self.config.idle_close_ms
-        assert idle is not None
-        return state.last_record_at + idle if state.windows or state.floor >= 0 else None
 
-    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Row]:  # noqa: N802,N803
-        cfg = self.config
-        kcell = key[0]
-        k = cfg.key.serde.from_internal(kcell)
-        self._at = (kcell, -1)
-        state = self._load([])
-        self._timer_before = self._timer(state)
-        kernel = self._hand_to_kernel(k, state)
-        now = timerValues.getCurrentProcessingTimeInMs()
-        kernel.stream_times = [timerValues.getCurrentWatermarkInMs()] * len(kernel.stream_times)
-        for step in (kernel.advance_to(kernel.stream_time), kernel.close_idle(now)):
-            for o, latency in zip(step.outputs, step.final_latencies):
-                yield from self._emitted(kcell, k, o, latency, None)
-        state = kernel.states.get(k) or KeyState()
-        if state.windows or state.floor >= 0:
-            state = attrs.evolve(state, last_record_at=now)  # looked at again an idle close later
-        self._save(state)
-        self._set_timer(state, expiredTimerInfo.getExpiryTimeInMs())
+#: The start of the carried-state element holding an idle-close key's floor and last record's
+#: time (``end`` and ``ts``): no window starts before 0.
+IDLE_MARK = -2

@@ -81,6 +81,11 @@ class Topology(NotYetAttributes):
                       for n in self.nodes)
         return attrs.evolve(self, nodes=nodes)
 
+    @property
+    def closes_idle(self) -> bool:
+        """Whether an aggregation of this topology has idle close (`with_idle_close`)."""
+        return any(getattr(getattr(n, "emit", None), "idle_close_ms", None) is not None for n in self.nodes)
+
     # -- graph queries ---------------------------------------------------------------------
     def node(self, name: str) -> ir.Node:
         return self._by_name[name]

@@ -344,8 +344,11 @@ class TopologyTestDriver:
         the records piped so far, then fire the processors' wall-clock punctuators due
         (``PunctuationType.WALL_CLOCK_TIME``), as Kafka's driver does.
 
-        No DSL operator reads wall-clock time: stream time drives every window, and the driver,
-        as Kafka's, emits on-close results without the wall-clock emit interval."""
+        Only idle close reads wall-clock time among the DSL operators: an aggregation with
+        ``EmitStrategy.on_window_close(idle_close=...)`` (or ``streamsdsl.window.idle.close.ms``)
+        first closes the windows of every key that has had no record for that long. Otherwise
+        stream time drives every window, and the driver, as Kafka's, emits on-close results
+        without the wall-clock emit interval."""
         ms = _duration_ms(advance, "advance")
         self._process()
         self._wall_clock_ms += ms

@@ -345,7 +345,7 @@ class SparkDriverEngine:
         if isinstance(node, ir_nodes.StreamStreamJoinNode):  # each side's buffered records per key
             return self._stream_join_store(node, store, carried)
         return [StoreEntry(key.from_internal(k), w["start"], w["end"], value.from_internal(w["agg"]), w["ts"])
-                for k, windows in carried for w in windows]
+                for k, windows in carried for w in windows if w["start"] >= 0]  # not an idle close's mark
 
     def _join_store(self, node: ir.TableTableJoinNode, carried: Sequence[Any]) -> list[StoreEntry]:
         """A table–table join's store from its carried sides (`join_store_entry`)."""
@@ -424,17 +424,16 @@ class SparkDriverEngine:
 
     @quiet_global_windows
     def advance_wall_clock(self, now: int) -> list[RawRecord]:
-        """The driver's wall clock is ``now``: a replay without records in which every processor
-        task fires its wall-clock punctuators due (none is skipped: a task that has not run yet
-        may schedule one in ``init``); what they wrote."""
+        """The driver's wall clock is ``now``: a replay without records in which the aggregations
+        with idle close close their idle keys' windows and every processor task fires its
+        wall-clock punctuators due (none is skipped: a task that has not run yet may schedule one
+        in ``init``); what they wrote."""
         from streamsdsl.compiler.user_processors import schedule_from_json
         from streamsdsl.processor import PunctuationType
 
         self._wall_clock = now
-        if not self._processors:
-            return []
         states = [self._carry.states.get(n.name) for n in self._processors]
-        if all(states) and not any(
+        if not self.topology.closes_idle and all(states) and not any(
                 p.type is PunctuationType.WALL_CLOCK_TIME and not p.cancelled and p.due_ms <= now
                 for rows in states for _, state in rows or () for p in schedule_from_json(state["schedule"])):
             return []  # every task has run, and none has a wall-clock punctuator due
