@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 
 from streamsdsl import Consumed, Grouped, Materialized, Produced, RecordDeserializationError, Serdes, StreamsBuilder, TestRecord
 from streamsdsl.runtime.driver import TopologyTestDriver
+from streamsdsl.runtime.errors import IllegalStateError
 
 pytestmark = pytest.mark.spark
 
@@ -189,6 +190,21 @@ class TestDriverApi:
                 o.read_record()
             i.pipe_record_list([R("d", "4", 1)])
             assert o.read_key_values_to_list() == [("d", "4")]
+
+    def test_read_key_values_to_map_as_kafka(self) -> None:
+        """Kafka's readKeyValuesToMap: the latest value per key, a tombstone's key kept with
+        ``None``; a record without a key fails, naming the topic and the method that reads it."""
+        b = StreamsBuilder()
+        b.stream("in", _strings()).to("out")
+        with TopologyTestDriver(b.build()) as d:
+            i, o = d.create_input_topic("in"), d.create_output_topic("out")
+            i.pipe_key_value_list([("a", "1"), ("b", "2"), ("a", "3"), ("b", None)])
+            assert o.read_key_values_to_map() == {"a": "3", "b": None}
+            i.pipe_key_value_list([("c", "4"), (None, "5"), ("d", "6")])
+            with pytest.raises(IllegalStateError, match=r"^Null keys not allowed with read_key_values_to_map "
+                                                        r"\(topic 'out'\): read its records with "):
+                o.read_key_values_to_map()
+            assert o.read_key_values_to_list() == [("d", "6")]  # the records before it were read
 
     def test_unknown_topics(self, spark: Any) -> None:
         """Unknown input/output topics are rejected with the topology's topics listed."""

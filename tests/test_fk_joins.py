@@ -301,9 +301,8 @@ NO_CACHE = {"statestore.cache.max.bytes": 0}
 
 
 def kafka_map(out: Any) -> dict[Any, Any]:
-    """Kafka's ``readKeyValuesToMap``: the last value per key, a tombstone's key kept with null
-    (streamsdsl's ``read_key_values_to_map`` removes it: see TestKafkaMaterializationScenarios)."""
-    return {kv.key: kv.value for kv in out.read_key_values_to_list()}
+    """Kafka's ``readKeyValuesToMap``: the last value per key, a tombstone's key kept with null."""
+    return dict(out.read_key_values_to_map())
 
 
 def kafka_extractor(value: str) -> str:
@@ -618,9 +617,6 @@ class TestKafkaMaterializationScenarios:
             if queryable:
                 assert list(d.get_key_value_store("store").all()) == []
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "TestOutputTopic.read_key_values_to_map removes a key whose last record is a tombstone; Kafka's "
-        "readKeyValuesToMap keeps it with a null value (the assertions above read Kafka's map with kafka_map)"))
     def test_read_key_values_to_map_keeps_a_tombstone_key(self) -> None:
         """shouldEmitTombstoneWhenDeletingNonJoiningRecords read as Kafka's test reads it:
         ``readKeyValuesToMap()`` is ``{lhs1=null}`` after the delete."""

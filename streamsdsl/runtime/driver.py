@@ -28,7 +28,7 @@ from streamsdsl.runtime.config import DriverConfig
 from streamsdsl.runtime.engines import DirectDriverEngine, Engine, RawRecord, SinkSerdes, SparkDriverEngine
 from streamsdsl.runtime.engines import StreamingDriverEngine
 from streamsdsl.runtime.engines import _Failed, engine_choice
-from streamsdsl.runtime.errors import NoSinkError
+from streamsdsl.runtime.errors import IllegalStateError, NoSinkError
 from streamsdsl.runtime.stores import KeyValue, ReadOnlyKeyValueStore, ReadOnlySessionStore, ReadOnlyWindowStore, StoreEntry
 from streamsdsl.runtime.stores import ValueAndTimestamp
 from streamsdsl.values.serdes import DEFAULT_SERDE, Serde, SessionWindowedSerde, TimeWindowedSerde, check_serde
@@ -184,13 +184,16 @@ class TestOutputTopic:
         return [r.value for r in self.read_records_to_list()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
-        """The latest value per key (a tombstone removes the key), as Kafka's ``readKeyValuesToMap``."""
+        """The latest value per key, as Kafka's ``readKeyValuesToMap``: a key whose latest record is
+        a tombstone maps to ``None``; a record without a key fails (Kafka's
+        ``IllegalStateException``), after the records before it were read."""
         out: dict[Any, Any] = {}
-        for kv in self.read_key_values_to_list():
-            if kv.value is None:
-                out.pop(kv.key, None)
-            else:
-                out[kv.key] = kv.value
+        while not self.is_empty():
+            kv = self.read_key_value()
+            if kv.key is None:
+                raise IllegalStateError(f"Null keys not allowed with read_key_values_to_map (topic "
+                                        f"{self.topic!r}): read its records with read_key_values_to_list().")
+            out[kv.key] = kv.value
         return out
 
     def is_empty(self) -> bool:
