@@ -59,8 +59,10 @@ class Case(NamedTuple):
     double: bool = False
 
 
-#: A record: key, timestamp, input, value (``None``: a null value).
+#: A record: key, timestamp, input, value (``None``: a null value); key `IDLE`: every key idle.
 Record = tuple[str, int, int, int | float | None]
+#: The key of the event "every key has been idle" (idle close, `AggregateKernel.close_idle`).
+IDLE = "*"
 
 
 class Replay:
@@ -78,7 +80,8 @@ class Replay:
         init = "null" if case.init in ("MIN", "MAX", *REDUCERS) else "zero"
         head = f"case {case.kind} {case.a} {case.b} {case.c} {int(case.on_close)} {init} {case.merge} " \
                f"{'double' if case.double else 'long'} {' '.join(case.ops)}"
-        lines = [head, *(f"rec {k} {ts} {i} {'null' if v is None else repr(v)}" for k, ts, i, v in records), "end"]
+        lines = [head, *("idle" if k == IDLE else f"rec {k} {ts} {i} {'null' if v is None else repr(v)}"
+                         for k, ts, i, v in records), "end"]
         self.proc.stdin.write("\n".join(lines) + "\n")
         self.proc.stdin.flush()
         got: list[tuple[Any, ...]] = []
@@ -133,10 +136,11 @@ def python_kernel(case: Case, records: list[Record]) -> list[tuple[Any, ...]]:
                  "unwindowed": Unwindowed}[case.kind]()
     fns = _functions(case)
     kernel = AggregateKernel(windowing, fns, emit_on_close=case.on_close,
-                             per_input_time=len(fns) > 1 and not case.on_close)
+                             per_input_time=len(fns) > 1 and not case.on_close,
+                             idle_close_ms=1 if any(r[0] == IDLE for r in records) else None)
     got: list[tuple[Any, ...]] = []
     for key, ts, source, value in records:
-        step = kernel.process(key, value, ts, source)
+        step = kernel.close_idle(2**40) if key == IDLE else kernel.process(key, value, ts, source)
         metric = "-" if not step.dropped else DROPPED_NULL_VALUE if step.reason == NULL_VALUE else DROPPED
         got.append(("step", step.dropped, metric))
         for o in step.outputs:
@@ -232,6 +236,28 @@ def test_java_port_forwards_what_the_python_kernel_forwards(replay: Replay, case
     values; count, sum, min, max and reduce, of integers and of doubles; a cogroup of up to three
     inputs (each its own stream time: `Clock.java` beside `store_clock`): per record the same
     drops (count and metric) and the same forwarded records."""
+    case, records = case_records
+    assert replay.run(case, records) == python_kernel(case, records)
+
+
+def _idle_case_and_records() -> st.SearchStrategy[tuple[Case, list[Record]]]:
+    """On-close cases whose records are interleaved with idle events."""
+    cases = _cases().filter(lambda c: c.on_close)
+    return cases.flatmap(lambda case: st.tuples(st.just(case), _records(case).flatmap(
+        lambda records: st.lists(st.integers(0, len(records)), max_size=3).map(
+            lambda at: [r for i, rec in enumerate(records) for r in ([(IDLE, 0, 0, None)] * at.count(i) + [rec])]
+            + [(IDLE, 0, 0, None)] * at.count(len(records))))))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(_idle_case_and_records())
+@example((Case("time", 10, 10, 5, True, *COUNTED), [("a", 1, 0, 1), ("a", 12, 0, 1), (IDLE, 0, 0, None),
+                                                     ("a", 14, 0, 1), ("a", 26, 0, 1)]))
+def test_java_idle_close_closes_what_the_python_kernel_closes(replay: Replay, case_records: tuple[Case, list[Record]]
+                                                              ) -> None:
+    """Idle close (streamsdsl's, not Kafka's): every window kind that emits on close, a cogroup
+    too; after an idle event every key's open windows come out in the same order, and the keys'
+    later records are judged by the same floors (the same drops, the same windows)."""
     case, records = case_records
     assert replay.run(case, records) == python_kernel(case, records)
 

@@ -26,6 +26,8 @@ import java.util.Map;
  *     ON_CLOSE 0|1; INIT zero|null (the initializer); MERGE ADD|MIN|MAX|RSUM|RMIN|RMAX|none (sessions'
  *     merger); NUMBER long|double; OP, one per input: COUNT|SUM|MIN|MAX|RSUM|RMIN|RMAX ({@link Agg.Op})
  * rec key ts input value|null
+ * idle → every key idle: its open windows close ({@link Windowing#idleFloor}, the Python kernel's
+ *       {@code close_idle}); its records are then judged by its floor
  * end → per record "step dropped metric|-" and one "out key start end value|null ts" per forwarded
  *       record; then "done"
  * </pre>
@@ -59,7 +61,7 @@ final class KernelReplay {
                         f[7].equals("none") ? null : Agg.Merge.valueOf(f[7]), "replay");
                     records.clear();
                 }
-                case "rec" -> records.add(f);
+                case "rec", "idle" -> records.add(f);
                 case "end" -> {
                     run(windowing, agg, onClose, records, out);
                     out.println("done");
@@ -76,7 +78,12 @@ final class KernelReplay {
         // close (Kafka's aggregate processor per input), else one for all inputs
         long[] times = new long[agg.ops.length > 1 && !onClose ? agg.ops.length : 1];
         Arrays.fill(times, -1);
+        Map<String, Long> floors = new LinkedHashMap<>();
         for (String[] r : records) {
+            if (r[0].equals("idle")) {
+                idle(windowing, agg, states, floors, Arrays.stream(times).max().getAsLong(), out);
+                continue;
+            }
             String key = r[1];
             long ts = Long.parseLong(r[2]);
             int input = Integer.parseInt(r[3]);
@@ -86,8 +93,10 @@ final class KernelReplay {
             Clock clock = Clock.of(windowing, times.clone(), input, ts, valueNull);
             times[times.length > 1 ? input : 0] = clock.streamTime;
             Windowing.KeyState before = states.getOrDefault(key, Windowing.KeyState.empty());
-            Windowing.RecordStep step = windowing.recordStep(before, valueNull, x, input, ts, clock.streamTime,
-                clock.storeTime, clock.expiryTime, agg);
+            long floor = floors.getOrDefault(key, -1L);
+            Windowing.RecordStep step = windowing.recordStep(before, valueNull, x, input, ts,
+                Math.max(clock.streamTime, floor), clock.storeTime, Math.max(clock.expiryTime, floor), agg);
+            if (floor >= 0 && floor <= Arrays.stream(times).max().getAsLong()) floors.remove(key);
             int dropped = step.step.dropped;
             out.println("step " + dropped + " " + (dropped > 0 ? windowing.dropMetric(valueNull) : "-"));
             store(states, key, step.state);
@@ -113,6 +122,25 @@ final class KernelReplay {
                 }
             }
         }
+    }
+
+    /** Every key idle: each key's open windows close at its new floor; all of them in final order, then by key. */
+    private static void idle(Windowing windowing, Agg agg, Map<String, Windowing.KeyState> states, Map<String, Long> floors,
+                             long streamTime, PrintStream out) {
+        out.println("step 0 -");
+        List<Map.Entry<Win, String>> closing = new ArrayList<>();
+        for (String key : new ArrayList<>(states.keySet())) {
+            long floor = floors.getOrDefault(key, -1L);
+            long f = windowing.idleFloor(states.get(key), streamTime, floor);
+            if (f == floor) continue;
+            Windowing.CloseStep close = windowing.closeStep(states.get(key), f);
+            store(states, key, close.state);
+            floors.put(key, f);
+            for (Win w : close.closed) closing.add(Map.entry(w, key));
+        }
+        Comparator<Map.Entry<Win, String>> order = Comparator.comparing(Map.Entry::getKey, windowing.finalOrder());
+        closing.sort(order.thenComparing(Map.Entry::getValue));
+        for (Map.Entry<Win, String> e : closing) print(out, agg, e.getValue(), e.getKey(), false);
     }
 
     private static void store(Map<String, Windowing.KeyState> states, String key, Windowing.KeyState state) {
