@@ -15,6 +15,7 @@ from streamsdsl import (
     InvalidArgumentError,
     InvalidTypeError,
     JoinWindows,
+    Joiners,
     Produced,
     Serdes,
     StreamJoined,
@@ -200,6 +201,7 @@ def _topology() -> Any:
 
 @pytest.mark.spark
 class TestStreamJoinDriver:
+    @pytest.mark.every_host  # the JVM operator's replay: carried state, placed held records, drops
     def test_kafka_scenarios(self, spark: Any) -> None:
         """One read per pipe step (each run processes only the new records, the join state and
         Kafka's stream time carried over):
@@ -292,10 +294,11 @@ class TestStreamJoinDriver:
         for key in {k for k, _, _ in expected}:
             assert [g for g in got if g[0] == key] == [e for e in expected if e[0] == key]
 
-    def test_joiner_error_and_explain(self, spark: Any) -> None:
+    def test_joiner_error_and_explain(self, spark: Any, operator: str) -> None:
         """A joiner that raises fails the read with a UserFunctionError naming the join, the
-        function and the record; the records before it keep their output. explain() names the
-        Python operator."""
+        function and the record, on either operator (the JVM operator's joiner runs over the
+        matched pairs, a batch at a time); the records before it keep their output. explain()
+        names the operator, and how the joiner runs."""
         from streamsdsl import explain
         from streamsdsl.errors import UserFunctionError
         from streamsdsl.runtime.driver import TopologyTestDriver
@@ -306,8 +309,16 @@ class TestStreamJoinDriver:
         b = StreamsBuilder()
         b.stream("l", INT_STR).join(b.stream("r", INT_STR), failing, W100).to("out", OUT)
         topology = b.build()
-        assert "KSTREAM-MERGE-0000000006: Python operator (joins run on the Python operator" in explain(
-            topology, spark, mode="simple")
+        operators = explain(topology, spark, mode="simple").split("== streamsdsl operators ==")[1]
+        assert operators.strip() == {
+            "python": "KSTREAM-MERGE-0000000006: Python operator (stream-stream join, inner; streamsdsl.operator=python)",
+            "jvm": "KSTREAM-MERGE-0000000006: JVM operator (stream-stream join, inner; Python joiner per Arrow batch)",
+        }[operator]
+        b = StreamsBuilder()
+        b.stream("l", INT_STR).outer_join(b.stream("r", INT_STR), Joiners.pair(), W100).to("out")
+        if operator == "jvm":  # a built-in joiner needs no Python
+            assert explain(b.build(), spark, mode="simple").endswith(
+                "KSTREAM-MERGE-0000000006: JVM operator (stream-stream join, outer; Joiners.pair() as Spark columns)\n")
         with TopologyTestDriver(topology, spark=spark) as d:
             left = d.create_input_topic("l", Serdes.Integer(), Serdes.String())
             right = d.create_input_topic("r", Serdes.Integer(), Serdes.String())
@@ -324,13 +335,15 @@ class TestStreamJoinDriver:
 
 @pytest.mark.spark
 class TestStreamingStreamJoin:
-    def test_micro_batches_timers_and_restart(self, spark: Any, tmp_path: Any) -> None:
+    def test_micro_batches_timers_and_restart(self, spark: Any, tmp_path: Any, operator: str) -> None:
         """On a streaming query (one file per micro-batch): matches across micro-batches in both
         directions; a non-joined left record is emitted by its event-time timer once the global
         watermark (the largest timestamp of either input, as Kafka's stream time) passes its
         window, and a record of the other side arriving after that is too late to join, as in a
         Kafka task that processed the first side's records before the other's arrived; after a
-        restart from the checkpoint the buffered and held records are still there."""
+        restart from the checkpoint the buffered and held records are still there. Both operators
+        forward the same records; a restart on the other operator is refused with the fix."""
+        from streamsdsl.jvm import CheckpointOperatorError
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
@@ -342,12 +355,12 @@ class TestStreamingStreamJoin:
         b.stream("left", INT_STR).left_join(b.stream("right", INT_STR), joiner, W100).to("out", OUT)
         topology = b.build()
 
-        def run(*files: tuple[str, list[tuple[Any, Any, int]]]) -> list[tuple[Any, Any, int]]:
+        def run(*files: tuple[str, list[tuple[Any, Any, int]]], on: str = operator) -> list[tuple[Any, Any, int]]:
             for name, records in files:
                 topic.append(name, records, i, s)
             out = Collect()
             q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
-                                      checkpoint_location=cp)
+                                      checkpoint_location=cp, operator=on)
             q.processAllAvailable()
             q.stop()
             return [(k, v, ts) for _, k, v, ts in out.records]
@@ -363,3 +376,6 @@ class TestStreamingStreamJoin:
         # (z's file moves it to 2000)
         assert run(("right", [(5, "b5", 1050)]), ("left", [(9, "z", 2000)]), ("right", [(9, "w", 2000)])) == [
             (5, "B5+b5", 1050), (6, "C6+null", 1010), (9, "z+w", 2000)]
+        other = "python" if operator == "jvm" else "jvm"
+        with pytest.raises(CheckpointOperatorError, match=f"set streamsdsl.operator to '{operator}'"):
+            run(on=other)

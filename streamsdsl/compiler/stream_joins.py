@@ -28,6 +28,14 @@ Kafka Streams' stream time is shared by both inputs and all keys.
   an event-time timer at `stream_join_timer_threshold` ``+ 1`` emits held records and prunes the
   buffers when no record of the key comes.
 
+The JVM operator
+----------------
+When ``streamsdsl.operator`` allows it, the same plan runs the kernel's Java port instead
+(``jvm/src/main/java/io/streamsdsl/jvm/StreamStreamJoinProcessor.java`` over ``StreamJoin``;
+`streamsdsl.compiler.jvm_joins`): same state layout, times, held records and row positions, but
+the operator emits the **matched pairs** (a null-join's missing side null) and the joiner runs
+afterwards over them, a batch at a time (a built-in joiner as Spark columns, no Python).
+
 Records with a null key never reach the operator: a left/outer side's record with a value is
 joined with ``None`` at once, every other one is dropped and counted (as are null values, by
 the operator).
@@ -44,16 +52,18 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
-from streamsdsl.compiler.event_time import transform_with_state
+from streamsdsl.compiler.event_time import stateful_downstream, transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, apply_jvm_join, joiner_label, pair_schema
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
 from streamsdsl.compiler.serde_exprs import convert_column
-from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
+from streamsdsl.values.serdes import DEFAULT_SERDE, BytesSerde, DoubleSerde, IntegerSerde, JsonSerde, LongSerde
+from streamsdsl.values.serdes import PlanSerde, StringSerde
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.operators.descriptions import StreamJoinDescription, description_of
 from streamsdsl.semantics.stream_stream import (
@@ -388,17 +398,13 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) 
     return df.withColumn(RUN_TIMES, run)
 
 
-def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, config: StreamJoinConfig,
+         jvm: JvmJoin | None = None) -> DataFrame:
     """The join over the union ``inp``: the operator (``None`` keys included), its events counted.
-    ``inp`` is read once: a second read would plan the operators above it twice."""
+    ``inp`` is read once: a second read would plan the operators above it twice. With ``jvm`` the
+    JVM operator runs it and the rows' ``value`` is the matched pair (`_jvm_operator`)."""
     replay = lowering.mode is PlanMode.REPLAY
-    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
-             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
-             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint",
-             CARRIED_STATE: config.state_type}
-    processor: _JoinProcessor
     if replay:
-        processor = ReplayStreamJoinProcessor(config)
         inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
         rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
         if rows:
@@ -408,17 +414,42 @@ def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, conf
                            OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(0)})
             inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
         inp = lowering.cached(_replay_times(lowering, inp, config))  # type: ignore[attr-defined]
-    else:
-        processor = StreamingStreamJoinProcessor(config)
-    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
-    keyed = inp.groupBy("key")  # None keys too: the operator forwards or drops them (`_null_key`)
-    out = transform_with_state(not replay, lowering.topology, config.node, keyed, processor, schema,
-                               "None" if replay else "EventTime")
+    out = _python_operator(lowering, inp, config) if jvm is None else _jvm_operator(lowering, inp, config, jvm)
     if replay:
         out = _place_held(lowering, out, inp, config)
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, node.name, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)
+
+
+def _python_operator(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
+    replay = lowering.mode is PlanMode.REPLAY
+    types = {"key": config.key.spark_type, "value": config.value_out.spark_type, "timestamp": "bigint",
+             "headers": HEADERS_TYPE, SOURCE_POSITION: "bigint", OUTPUT_POSITION: POSITION_TYPE,
+             FINAL_KEY_ORDER: "string", EVENT_METRIC: "string", EVENT_VALUE: "double", CLOSE_THRESHOLD: "bigint",
+             CARRIED_STATE: config.state_type}
+    processor: _JoinProcessor = ReplayStreamJoinProcessor(config) if replay else StreamingStreamJoinProcessor(config)
+    schema = _parse_datatype_string(", ".join(f"{f} {types[f]}" for f in processor.fields))
+    keyed = inp.groupBy("key")  # None keys too: the operator forwards or drops them (`_null_key`)
+    return transform_with_state(not replay, lowering.topology, config.node, keyed, processor, schema,
+                                "None" if replay else "EventTime")
+
+
+def _jvm_operator(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig, jvm: JvmJoin) -> DataFrame:
+    """The JVM operator's rows: the Python operator's, with ``value`` the matched pair (and, in
+    the replay, the plan's time columns named to it by their index)."""
+    replay = lowering.mode is PlanMode.REPLAY
+    lt, rt = config.left_value.spark_type, config.right_value.spark_type
+    if replay:
+        schema = pair_schema(config.key.spark_type, lt, rt)
+        schema = _parse_datatype_string(", ".join(f"{f.name} {f.dataType.simpleString()}" for f in schema.fields)
+                                        + f", {CLOSE_THRESHOLD} bigint, {CARRIED_STATE} {config.state_type}")
+        names = {"stream_time": STREAM_TIME, "scan_time": SCAN_TIME, "left_time": LEFT_TIME, "right_time": RIGHT_TIME,
+                 "run_times": RUN_TIMES}
+        jvm = attrs.evolve(jvm, params={**jvm.params, "columns": {k: inp.columns.index(c) for k, c in names.items()}})
+    else:
+        schema = pair_schema(config.key.spark_type, lt, rt, event_time_out=stateful_downstream(lowering.topology, config.node))
+    return apply_jvm_join(inp, config.node, jvm, schema, replay=replay, state_name="join", state_type=config.state_type)
 
 
 def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: StreamJoinConfig) -> DataFrame:
@@ -441,12 +472,33 @@ def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: Stre
     return rest.unionByName(placed.select(*rest.columns))
 
 
+#: The key serdes whose bytes the JVM operator orders held records by (`key_bytes`'s rules).
+_KEY_ORDER = {StringSerde: "string", IntegerSerde: "int", LongSerde: "long", BytesSerde: "bytes", JsonSerde: "json",
+              DoubleSerde: "double"}
+
+
+def _jvm_form(spec: StreamJoinSpec, key: PlanSerde) -> JvmJoin | str:
+    """The join in the JVM operator's terms, or why it cannot run it."""
+    kind = _KEY_ORDER.get(type(key))
+    if kind is None:
+        return f"keys of {key!r}"
+    w = spec.windows
+    return JvmJoin("stream_stream", spec.kind, {"before": w.before, "after": w.after, "grace": w.grace,
+                                                 "spurious_result_fix": w.spurious_result_fix, "key_kind": kind})
+
+
 def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
     this, other = self.parent(node, 0), self.parent(node, 1)
     d: StreamJoinDescription = description_of(node, [this, other], self.topology)
     key, left_value, right_value = d.key_serde, d.left_value, d.right_value
     config = StreamJoinConfig(node.name, d.spec, key, left_value, right_value, d.joiner)
-    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     lt, rt = left_value.spark_type, right_value.spark_type
     inp = _side_input(this, 0, key, left_value, lt, rt).unionByName(_side_input(other, 1, key, right_value, lt, rt))
-    return Frame(_run(self, node, inp, config), d.key, d.value)
+    jvm = self.choices.choose(node.name, _jvm_form(d.spec, key), inp.sparkSession, d.spec.kind)
+    if jvm is None:
+        return Frame(_run(self, node, inp, config), d.key, d.value)
+    how = joiner_label(d.joiner, node.name, key=key, left=left_value, right=right_value, value_out=d.value)
+    self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {d.spec.kind}; {how}")
+    pairs = _run(self, node, inp, config, jvm)
+    return Frame(apply_joiner(pairs, node.name, d.joiner, key=key, left=left_value, right=right_value,
+                              value_out=d.value), d.key, d.value)

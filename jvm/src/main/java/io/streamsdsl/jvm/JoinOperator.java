@@ -17,7 +17,8 @@ import org.apache.spark.sql.types.StructType;
  *
  * <p>Every join processor emits the <b>matched pairs</b>, not the joined values: the user's joiner
  * runs afterwards, a batch at a time (or as Spark columns for a built-in joiner). An output row is
- * {@code Contract.OUTPUT_FIELDS} (plus {@code Contract.CARRIED_STATE} in replay, plus
+ * {@code Contract.OUTPUT_FIELDS} (plus {@code Contract.CARRIED_STATE} in replay, the stream–stream
+ * join's replay {@code Contract.CLOSE_THRESHOLD} before it for the held records the plan places; plus
  * {@code Contract.EVENT_TIME_OUT} when a stateful operator is below) where {@code value} is the pair:
  * a struct of the left value and the right value ({@code Contract.PAIR_FIELDS}; a side without a
  * match null); a row that is a tombstone of the join's result has a null {@code value}. Metric rows
@@ -37,6 +38,8 @@ public final class JoinOperator {
         switch (spec.join) {
             case "stream_table":
                 return new StreamTableJoinProcessor(spec);
+            case "stream_stream":
+                return new StreamStreamJoinProcessor(spec);
             default:
                 throw new IllegalArgumentException(spec.node + ": this jar has no JVM operator for a " + spec.join
                     + " join (a jar of another streamsdsl version?)");
@@ -50,6 +53,8 @@ public final class JoinOperator {
         String[] expected = spec.replay ? java.util.Arrays.copyOf(Contract.OUTPUT_FIELDS, Contract.OUTPUT_FIELDS.length + 1)
             : Contract.OUTPUT_FIELDS;
         if (spec.replay) expected[expected.length - 1] = Contract.CARRIED_STATE;
+        // the stream-stream join's replay hands held records to the plan with their close threshold
+        if (spec.replay && spec.join.equals("stream_stream")) expected = Contract.REPLAY_OUTPUT_FIELDS;
         if (spec.eventTimeOut) {
             expected = java.util.Arrays.copyOf(expected, expected.length + 1);
             expected[expected.length - 1] = Contract.EVENT_TIME_OUT;
