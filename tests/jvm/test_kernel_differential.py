@@ -412,3 +412,74 @@ def test_java_join_port_forwards_what_the_python_kernel_forwards(join_replay: Jo
     per record the same expired held records, drop and forwarded pairs, in the same order."""
     case, records = case_records
     assert join_replay.join(case, records) == python_join_kernel(case, records)
+
+
+# --- the stream-table join -------------------------------------------------------------------------
+
+#: A stream-table join record: side, key, value (``None``: a null key or value), timestamp.
+TableJoinRecord = tuple[str, str | None, str | None, int]
+
+
+class StreamTableReplay(Replay):
+    """One ``StreamTableReplay`` JVM: a stream-table join in, per record its drop or pair out."""
+
+    main = "io.streamsdsl.jvm.StreamTableReplay"
+
+    def join(self, kind: str, records: list[TableJoinRecord]) -> list[tuple[Any, ...]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        lines = [f"case {kind}", *(f"rec {side} {'null' if k is None else k} {'null' if v is None else v} {ts}"
+                                   for side, k, v, ts in records), "end"]
+        self.proc.stdin.write("\n".join(lines) + "\n")
+        self.proc.stdin.flush()
+        got: list[tuple[Any, ...]] = []
+        for line in iter(self.proc.stdout.readline, "done\n"):
+            f = [None if x == "null" else x for x in line.split()]
+            got.append(("drop", f[1]) if f[0] == "drop" else (f[1], (f[2], f[3]), int(f[4])))  # type: ignore[arg-type]
+        return got
+
+
+@pytest.fixture(scope="module")
+def table_replay(compiled: tuple[str, str]) -> Iterator[StreamTableReplay]:
+    r = StreamTableReplay(compiled)
+    yield r
+    r.close()
+
+
+def python_stream_table(kind: str, records: list[TableJoinRecord]) -> list[tuple[Any, ...]]:
+    """The records through the Python kernel's steps (`table_update`, `stream_join_step`) in order,
+    the joiner ``(value, table_value)``: per record its drop or its pair."""
+    from streamsdsl.semantics.stream_table import StreamTableJoin, stream_join_step, table_update
+
+    spec, table, got = StreamTableJoin(kind), {}, []  # type: ignore[arg-type]
+    for side, key, value, ts in records:
+        state = table.get(key) if key is not None else None
+        if side == "table":
+            step = table_update(state, key, value, ts)
+            if step.dropped:
+                got.append(("drop", step.dropped))
+            elif step.state is None:
+                table.pop(key, None)
+            else:
+                table[key] = step.state
+            continue
+        result = stream_join_step(spec, state, key, value, ts, lambda v, t: (v, t))
+        if result.dropped:
+            got.append(("drop", result.dropped))
+        if result.output is not None:
+            got.append((result.output.key, result.output.value, result.output.timestamp))
+    return got
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["inner", "left"]),
+       records=st.lists(st.tuples(st.sampled_from(["stream", "table"]), st.sampled_from([None, "a", "b"]),
+                                  st.sampled_from([None, "x", "y", "z"]), st.integers(0, 20)), max_size=14))
+@example(kind="left", records=[("stream", None, "x", 1), ("table", "a", "y", 2), ("table", "a", "z", 1),
+                               ("stream", "a", "x", 0), ("table", "a", None, 3), ("stream", "a", None, 4),
+                               ("stream", "a", "x", 5)])
+def test_java_stream_table_port_joins_as_the_python_kernel(table_replay: StreamTableReplay, kind: str,
+                                                           records: list[TableJoinRecord]) -> None:
+    """Inner and left stream-table joins: table updates older than the stored one, tombstones,
+    null keys and values on both sides; per record the same drop or pair (with the stream
+    record's key and timestamp and the table's value when it was processed)."""
+    assert table_replay.join(kind, records) == python_stream_table(kind, records)
