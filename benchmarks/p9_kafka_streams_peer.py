@@ -10,7 +10,10 @@ the same input topics:
     per key every 20 s and a 60 s pause after every fifth, so every session has five records);
 (b) **enrich**: P10's enrichment (orders ⋈ a customers table whose value is the region, regrouped
     by region, counted in 1-minute tumbling windows without grace, emitted on close; 1,000
-    customers, 10 regions, an order every 10 ms of event time).
+    customers, 10 regions, an order every 10 ms of event time). Its joiner keeps the table's
+    value: ``Joiners.right()`` (``--joiner builtin``, the default: Spark columns after the JVM
+    join operator) or the same function as a Python lambda (``--joiner python``: called once
+    per Arrow batch), as Kafka Streams' twin writes ``(order, region) -> region``.
 
 Measured for each application and engine:
 
@@ -325,8 +328,13 @@ def output_size(bootstrap: str, topic: str, partitions: int) -> int:
 
 
 # -- streamsdsl -----------------------------------------------------------------------------
+#: The enrichment's joiner (``--joiner``): the built-in ``Joiners.right()`` or a Python lambda.
+JOINER = {"name": "builtin"}
+
+
 def sdsl_topology(app: str, on_close: bool, source: str, customers: str | None, sink: str) -> Any:
-    from streamsdsl import Consumed, EmitStrategy, Grouped, Produced, Serdes, SessionWindows, StreamsBuilder, TimeWindows
+    from streamsdsl import Consumed, EmitStrategy, Grouped, Joiners, Produced, Serdes, SessionWindows, StreamsBuilder
+    from streamsdsl import TimeWindows
 
     s = Serdes.String()
     b = StreamsBuilder()
@@ -338,7 +346,8 @@ def sdsl_topology(app: str, on_close: bool, source: str, customers: str | None, 
         windowed.count().to_stream().to(sink, Produced.with_serdes(s, Serdes.Long()))
     else:
         strings = Consumed.with_serdes(s, s)
-        windowed = (b.stream(source, strings).join(b.table(customers, strings), lambda order, region: region)
+        joiner = Joiners.right() if JOINER["name"] == "builtin" else (lambda order, region: region)
+        windowed = (b.stream(source, strings).join(b.table(customers, strings), joiner)
                     .group_by(lambda customer, region: region, Grouped.with_serdes(s, s))
                     .windowed_by(TimeWindows.of_size_with_no_grace(WINDOW_MS)))
         if on_close:
@@ -591,8 +600,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--apps", default=",".join(APPS), help="applications to run (session,enrich)")
     parser.add_argument("--ks-default-commit", action=argparse.BooleanOptionalAction, default=True,
                         help="also time Kafka Streams with its default commit interval (30 s)")
+    parser.add_argument("--joiner", choices=["builtin", "python"], default="builtin",
+                        help="the enrichment's joiner: Joiners.right() or the same Python lambda")
     parser.add_argument("--loadgen", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    JOINER["name"] = args.joiner
     if args.loadgen:
         print(json.dumps(loadgen(json.loads(args.loadgen))))
         return 0
@@ -734,6 +746,7 @@ def main(argv: list[str] | None = None) -> int:
         "latency_measure": "consumer receive time - output record timestamp (the newest input record's wall-clock "
                            "produce time); emit on every update",
         "outputs_equal": equal,
+        "enrich_joiner": "Joiners.right()" if args.joiner == "builtin" else "lambda order, region: region",
         "apps": results,
         "environment": {"master": master, "pyspark": pyspark.__version__, "kafka_streams": "4.4.0",
                         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr

@@ -419,8 +419,8 @@ def _checkpoint_jvm_operators(checkpoint: str) -> int | None:
 
 
 def check_checkpoint(checkpoint: str, report: Mapping[str, OperatorChoice]) -> None:
-    """Raise `CheckpointOperatorError` when the checkpoint's aggregations ran on the other
-    operator than this run would use (Spark would fail with
+    """Raise `CheckpointOperatorError` when the checkpoint's stateful operators (aggregations,
+    stream–table joins) ran on the other operator than this run would use (Spark would fail with
     ``STREAMING_STATEFUL_OPERATOR_NOT_MATCH_IN_STATE_METADATA``).
 
     The checkpoint records operator *instances*: Spark plans an operator once per branch that
