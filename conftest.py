@@ -10,10 +10,10 @@ from ``build/test-results.xml``); a file not in it is estimated from its Spark t
 
 The Spark driver JVMs the tests start (each worker's shared session, and the applications the
 integration suite starts as processes, which inherit the environment) compile with C1 only and
-collect with the serial collector (`TEST_JVM_OPTIONS`, through ``SPARK_SUBMIT_OPTS``): a test's
-JVM lives seconds to minutes, and C2's compilations and G1's threads cost a quarter of the CPU
-time of a Spark test file on this 2-core machine (docs/testing.md). Applications keep the JVM's
-defaults: this is the test run's setting only.
+collect with the serial collector (`streamsdsl.testing.jvm_options`, through ``SPARK_SUBMIT_OPTS``):
+a test's JVM lives seconds to minutes, and C2's compilations and G1's threads cost a quarter of
+the CPU time of a Spark test file on this 2-core machine. Applications keep the JVM's defaults:
+this is the test run's setting only.
 
 (``--dist loadgroup`` cannot keep the integration suite on one worker with pytest 9.2: xdist 3.8
 marks a test's group by rewriting ``item._nodeid``, which pytest 9.2's ``nodeid`` no longer reads.)
@@ -39,17 +39,13 @@ DURATIONS = Path(__file__).parent / "tests" / "durations.json"
 SPARK_TEST_S, OTHER_TEST_S, INTEGRATION_FILE_S = 1.5, 0.02, 30.0
 
 
-#: The test run's options of every Spark driver JVM (``SPARK_SUBMIT_OPTS``, read by Spark's
-#: launcher for ``spark-submit``, which PySpark's gateway and the applications run): the JIT's
-#: first tier only, the serial collector.
-TEST_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    """`TEST_JVM_OPTIONS` added to ``SPARK_SUBMIT_OPTS`` before any session starts (each xdist
-    worker runs this too), after the user's own options."""
-    own = os.environ.get("SPARK_SUBMIT_OPTS", "").split()
-    os.environ["SPARK_SUBMIT_OPTS"] = " ".join([*own, *(o for o in TEST_JVM_OPTIONS if o not in own)])
+    """The short-lived JVMs' options added to ``SPARK_SUBMIT_OPTS`` (read by Spark's launcher for
+    ``spark-submit``, which PySpark's gateway and the applications run) before any session
+    starts (each xdist worker runs this too), after the user's own options."""
+    from streamsdsl.testing.jvm_options import with_options
+
+    os.environ.update(with_options(os.environ, "SPARK_SUBMIT_OPTS"))
 
 
 def file_durations() -> dict[str, float]:

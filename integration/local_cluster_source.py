@@ -35,6 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streamsdsl.testing.jvm_options import with_options
+
 #: The one run of this script per test session (`local_cluster_run`): a local cluster starts in ≈ 30 s.
 _RUN: dict[str, tuple[dict[str, Any], list[tuple[bytes, bytes, int, int]]]] = {}
 
@@ -54,7 +56,9 @@ def local_cluster_run(kafka: Any, new_topic: Callable[..., str], tmp_path_factor
                                    for i in range(1_200)], timeout=120)
         eos_app = f"eos-cluster-{os.getpid()}"
         root = Path(__file__).parents[1]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        # the executor JVMs inherit the driver's environment: the test run's JVM options
+        env = {**with_options(os.environ, "JAVA_TOOL_OPTIONS"), "PYSPARK_PYTHON": sys.executable,
+               "PYSPARK_DRIVER_PYTHON": sys.executable}
         env.pop("STREAMSDSL_SPARK_MASTER", None)
         proc = subprocess.run(
             [sys.executable, "-m", "integration.local_cluster_source", kafka.bootstrap_servers,

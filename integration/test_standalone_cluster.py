@@ -35,6 +35,7 @@ import pytest
 
 from integration.standalone_app import BASE, ROLES, build_topology, steps
 from streamsdsl import Serdes, TopologyTestDriver
+from streamsdsl.testing.jvm_options import SHORT_LIVED
 from streamsdsl.testing.local_kafka import LocalKafka
 from streamsdsl.testing.standalone import ClusterError, StandaloneCluster, bare_python, spark_home
 
@@ -45,7 +46,7 @@ APP = Path(__file__).with_name("standalone_app.py")
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[StandaloneCluster]:
-    with StandaloneCluster(workers=2, cores=1, memory="1200m", python=bare_python()) as running:
+    with StandaloneCluster(workers=2, cores=1, memory="1200m", python=bare_python(), java_options=SHORT_LIVED) as running:
         yield running
 
 

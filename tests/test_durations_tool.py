@@ -51,7 +51,16 @@ class TestJvmOptions:
     def test_the_shared_sessions_jvm_runs_with_the_test_runs_options(self, spark: Any) -> None:
         """The worker's session was started after ``conftest.py`` set ``SPARK_SUBMIT_OPTS``: its
         JVM compiles with C1 only and collects with the serial collector."""
-        conftest = _load(ROOT / "conftest.py", "root_conftest_module")
+        from streamsdsl.testing.jvm_options import SHORT_LIVED
+
         bean = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
         arguments = list(bean.getInputArguments())
-        assert [o for o in conftest.TEST_JVM_OPTIONS if o in arguments] == list(conftest.TEST_JVM_OPTIONS)
+        assert [o for o in SHORT_LIVED if o in arguments] == list(SHORT_LIVED)
+
+    def test_options_are_added_after_the_users_own_once(self) -> None:
+        from streamsdsl.testing.jvm_options import with_options
+
+        env = {"SPARK_SUBMIT_OPTS": "-Xss4m -XX:+UseSerialGC", "OTHER": "x"}
+        assert with_options(env, "SPARK_SUBMIT_OPTS") == {
+            "SPARK_SUBMIT_OPTS": "-Xss4m -XX:+UseSerialGC -XX:TieredStopAtLevel=1", "OTHER": "x"}
+        assert with_options({}, "JAVA_TOOL_OPTIONS", ("-Xmx1g",)) == {"JAVA_TOOL_OPTIONS": "-Xmx1g"}

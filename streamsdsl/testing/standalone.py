@@ -33,11 +33,13 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.maven import cache_dir
+from streamsdsl.testing.jvm_options import with_options
 from streamsdsl.testing.processes import stop_groups
 
 __all__ = ["BARE_PACKAGES", "ClusterError", "StandaloneCluster", "bare_python", "spark_home"]
@@ -105,10 +107,12 @@ def _free_port() -> int:
 
 class StandaloneCluster:
     """A standalone master and ``workers`` workers (``cores`` cores and ``memory`` each), whose
-    executors' Python workers run ``python`` unless an application sets ``spark.pyspark.python``."""
+    executors' Python workers run ``python`` unless an application sets ``spark.pyspark.python``;
+    ``java_options``: options of every JVM of the cluster (its master, its workers and the
+    executors they start), e.g. `streamsdsl.testing.jvm_options.SHORT_LIVED` in a test."""
 
     def __init__(self, workers: int = 2, *, cores: int = 1, memory: str = "1200m", python: str | None = None,
-                 start_timeout_s: float = 90.0) -> None:
+                 start_timeout_s: float = 90.0, java_options: Sequence[str] = ()) -> None:
         if workers < 1:
             raise ValueError(f"'workers' must be at least 1 (got {workers}).")
         self.workers = workers
@@ -116,6 +120,7 @@ class StandaloneCluster:
         self.memory = memory
         self.python = python or sys.executable
         self.start_timeout_s = start_timeout_s
+        self.java_options = tuple(java_options)
         self.directory = Path(tempfile.mkdtemp(prefix="streamsdsl-standalone-"))
         self.port = _free_port()
         self.ui_port = _free_port()
@@ -144,6 +149,9 @@ class StandaloneCluster:
             "PYSPARK_PYTHON": self.python,
             "SPARK_NO_DAEMONIZE": "1",
         })
+        if self.java_options:  # the daemons' own; the executors inherit a worker's environment
+            env = with_options(with_options(env, "SPARK_DAEMON_JAVA_OPTS", self.java_options),
+                               "JAVA_TOOL_OPTIONS", self.java_options)
         return env
 
     def start(self) -> StandaloneCluster:

@@ -1,0 +1,25 @@
+"""The options of the short-lived JVMs a test run starts: the JIT's first tier (C1) only and the
+serial collector. A test's JVM lives seconds to minutes on a machine of two cores: C2's
+compilations and G1's threads cost CPU that such a JVM never earns back (measured: a quarter of
+a Spark test file's CPU time; /work/shared/PLATFORM.md, docs/performance.md). Applications keep
+the JVM's defaults; this is for test runs only.
+
+``SPARK_SUBMIT_OPTS`` carries them to every Spark driver JVM started through ``spark-submit``
+(PySpark's gateway, the applications' processes), ``SPARK_DAEMON_JAVA_OPTS`` to a standalone
+master and worker, ``JAVA_TOOL_OPTIONS`` to the executors a worker or a local cluster starts
+(they inherit its environment).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+#: C1 only, the serial collector.
+SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+
+
+def with_options(env: Mapping[str, str], variable: str, options: Sequence[str] = SHORT_LIVED) -> dict[str, str]:
+    """``env`` with ``options`` added to the JVM options in ``variable``, after those already
+    there (an option already there is not repeated)."""
+    own = env.get(variable, "").split()
+    return {**env, variable: " ".join([*own, *(o for o in options if o not in own)])}
