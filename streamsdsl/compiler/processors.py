@@ -50,7 +50,7 @@ from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.operators.functions import function_of
 from streamsdsl.semantics.kernels import DROPPED_NULL_VALUE as NULL_VALUE
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, KernelStep, Out
-from streamsdsl.semantics.windowing import KeyState, WindowAgg, Windowing, close_step
+from streamsdsl.semantics.windowing import FoldFailed, KeyState, WindowAgg, Windowing, close_step
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -393,6 +393,67 @@ class AggregateProcessor(StatefulProcessor):
         self._timer_before = self._timer(state)
         kernel = self._hand_to_kernel(k, state)
         self._start(kernel, timerValues)
+        if self.folds:
+            yield from self._fold(kcell, k, data)
+        else:
+            yield from self._record_loop(kcell, k, data)
+        yield from self._end_of_key(kcell, k)
+        state = kernel.states.get(k) or KeyState()
+        self._save(state)
+        self._set_timer(state)
+
+    #: Whether the host hands a key's records to the kernel together (`_fold`) where the kernel
+    #: folds them (``AggregateKernel.folds``): streaming, whose records of a key in a
+    #: micro-batch share one record cache and one clock.
+    batched = False
+
+    @functools.cached_property
+    def folds(self) -> bool:
+        return self.batched and self.kernel.folds
+
+    def _fold(self, kcell: Any, k: Any, data: list[tuple[Any, ...]]) -> Iterator[Row]:
+        """The key's records through ``kernel.process_batch``: the user's functions per record,
+        the key's windows held once, the writes into the record cache (or forwarded each, with
+        ``statestore.cache.max.bytes = 0``); drop events and forwarded records in record order."""
+        cfg, cols, kernel = self.config, self._cols, self.kernel
+        i_meta, i_val, i_index = cols.meta, cols.value, cols.input_index
+        if cfg.cogroup:
+            value_of = cfg.value_of
+            records = [(value_of(r[i_val], r[i_index]), r[i_meta][0], r[i_index], r) for r in data]
+        else:
+            decode = cfg.inputs[0].value.from_internal
+            records = [(decode(r[i_val]), r[i_meta][0], 0, r) for r in data]
+        self._at, self._cache_row = (kcell, cols.position(data[-1])), data[-1]
+        try:
+            step = kernel.process_batch(k, records, cache=self._cache)
+        except FoldFailed as failed:
+            exc, r = failed.__cause__, data[failed.index]
+            assert exc is not None
+            source = records[failed.index][2]
+            raise UserFunctionError.of(cfg.node, function_of(exc, kernel.fns[source], cfg.function_names), exc, k,
+                                       cols.position(r)).in_worker() from exc
+        outputs, at = step.outputs, 0
+        for i, n, reason in step.dropped:
+            while at < len(outputs) and outputs[at][0] < i:
+                at = yield from self._forward_batch(kcell, k, data, outputs, at)
+            r = data[i]
+            yield self._dropped(KernelStep(dropped=n, reason=reason), r[i_meta][0], cols.position(r), records[i][2])
+        while at < len(outputs):
+            at = yield from self._forward_batch(kcell, k, data, outputs, at)
+
+    def _forward_batch(self, kcell: Any, k: Any, data: list[tuple[Any, ...]], outputs: tuple[tuple[int, Out], ...],
+                       at: int) -> Iterator[Row]:
+        """The forwarded records of one record (``outputs[at]``'s); returns where the next record's start."""
+        i, index = outputs[at][0], 0
+        r = data[i]
+        while at < len(outputs) and outputs[at][0] == i:
+            yield self._update(kcell, outputs[at][1], r, index)
+            at, index = at + 1, index + 1
+        return at
+
+    def _record_loop(self, kcell: Any, k: Any, data: list[tuple[Any, ...]]) -> Iterator[Row]:
+        """The key's records through ``kernel.process`` one by one."""
+        cfg, cols, kernel = self.config, self._cols, self.kernel
         i_meta, i_val, i_index = cols.meta, cols.value, cols.input_index
         for r in data:
             ts, position = r[i_meta][:2]
@@ -409,10 +470,6 @@ class AggregateProcessor(StatefulProcessor):
             if step.dropped:
                 yield self._dropped(step, ts, position, source)
             yield from self._forward(kcell, k, step, r)
-        yield from self._end_of_key(kcell, k)
-        state = kernel.states.get(k) or KeyState()
-        self._save(state)
-        self._set_timer(state)
 
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
         """Set the kernel's clock for the key's rows."""
@@ -477,6 +534,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
     own stream time record by record)."""
 
     suppress_release = False
+    batched = True
 
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
         watermark = timer_values.getCurrentWatermarkInMs()

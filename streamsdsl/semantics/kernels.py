@@ -25,9 +25,10 @@ from streamsdsl.semantics.suppress import time_limit_release
 from streamsdsl.semantics.tables import key_bytes
 from streamsdsl.semantics.unwindowed import Unwindowed
 from streamsdsl.semantics.windowing import KeyState, RecordStep, WindowAgg, Windowing, advance_stream_time
-from streamsdsl.semantics.windowing import close_step, idle_close_step, record_step
+from streamsdsl.semantics.windowing import FoldStep, close_step, fold_records, idle_close_step, record_step
 
-__all__ = ["DROPPED_EXPIRED", "DROPPED_NULL_VALUE", "AggregateKernel", "FlushPolicy", "InputRecordCache", "KernelStep", "Out", "forwarded_updates", "store_clock"]
+__all__ = ["DROPPED_EXPIRED", "DROPPED_NULL_VALUE", "AggregateKernel", "BatchStep", "FlushPolicy", "InputRecordCache",
+           "KernelStep", "Out", "forwarded_updates", "store_clock"]
 
 
 class FlushPolicy(enum.Enum):
@@ -82,6 +83,17 @@ class KernelStep:
     dropped: int = 0
     final_latencies: tuple[int, ...] = ()
     reason: str | None = None
+
+
+@attrs.frozen
+class BatchStep:
+    """What one key's records of a micro-batch do (`AggregateKernel.process_batch`):
+    ``outputs``, the forwarded records with the index of the record that wrote each (in order;
+    none when the writes went to a record cache), and ``dropped``, ``(record index, count,
+    reason)`` per dropped record."""
+
+    outputs: tuple[tuple[int, Out], ...] = ()
+    dropped: tuple[tuple[int, int, str], ...] = ()
 
 
 def forwarded_updates(before: KeyState, step: RecordStep, policy: FlushPolicy) -> list[tuple[tuple[int, int], WindowAgg | None]]:
@@ -180,6 +192,20 @@ class InputRecordCache:
         step.write_to(self.buffer, key)
         for w in (*step.deletes, *step.puts):
             self._contexts[(key, w.bounds)] = context
+
+    def write_fold(self, key: Any, before: KeyState, writes: dict[tuple[int, int], tuple[WindowAgg | None, Any]]) -> None:
+        """The writes of a key's records folded together (`FoldStep`, compacted), as `write`
+        per record leaves the cache."""
+        if key not in self._seen:
+            self._seen.add(key)
+            self.buffer.mark_flushed((key, w.bounds) for w in before.windows)
+        buffer, contexts = self.buffer, self._contexts
+        for bounds, (w, context) in writes.items():
+            if w is None:
+                buffer.delete((key, bounds))
+            else:
+                buffer.put((key, bounds), w)
+            contexts[(key, bounds)] = context
 
     def flush(self) -> list[tuple[Any, tuple[int, int], WindowAgg | None, Any]]:
         """``(key, bounds, window, context)`` per forwarded window, ``window`` ``None`` for a
@@ -286,6 +312,47 @@ class AggregateKernel:
             for bounds, w in forwarded_updates(before, step, self.flush):
                 outputs.append(self.out(key, bounds, w))
         return KernelStep(tuple(outputs), step.dropped, tuple(latencies), reason)
+
+    @property
+    def folds(self) -> bool:
+        """Whether `process_batch` applies: emit on update (so no idle close either), one stream
+        time over the inputs, and no suppress node folded in (its releases follow each record's
+        stream time)."""
+        return not (self.emit_on_close or self.per_input_time or self.idle_close_ms is not None
+                    or isinstance(self.windowing, (TimeLimitBuffer, FinalResultsWindowing)))
+
+    def process_batch(self, key: Any, records: Sequence[tuple[Any, int, int, Any]],
+                      cache: InputRecordCache | None = None) -> BatchStep:
+        """One key's records of a micro-batch, ``(value, timestamp, input, context)`` each in
+        order, where `folds` holds: the same state, stream time, drops and forwarded records as
+        `process` per record with the same ``cache`` (with `FlushPolicy.PER_RECORD` the
+        writes go to ``cache``, required; with `FlushPolicy.EVERY_WRITE` every write is
+        forwarded, each with the index of its record). The user's functions are called per
+        record, in the same order; around them the key's windows are held once for the batch
+        (`streamsdsl.semantics.windowing.fold_records`, a window kind's ``fold_cached``). A
+        user function's exception leaves as `streamsdsl.semantics.windowing.FoldFailed`
+        naming the record."""
+        assert self.folds and key is not None
+        if not records:
+            return BatchStep()
+        windowing = self.windowing
+        before = self.states.get(key) or KeyState()
+        compact = self.flush is FlushPolicy.PER_RECORD
+        fold = getattr(windowing, "fold_cached", None) if compact and not before.finals else None
+        if fold is not None:
+            step: FoldStep = fold(before.windows, key, records, self.stream_times[0], self.fns)
+        else:
+            step = fold_records(windowing, before, key, records, self.stream_times[0], self.fns, compact=compact)
+        self.stream_times[0] = step.stream_time
+        self._store(key, step.state)
+        drops = windowing.drops_null_values
+        dropped = tuple((i, n, DROPPED_NULL_VALUE if drops and records[i][0] is None else DROPPED_EXPIRED)
+                        for i, n in step.dropped)
+        if compact:
+            assert cache is not None, "with the record cache the writes go to it"
+            cache.write_fold(key, before, step.writes)
+            return BatchStep((), dropped)
+        return BatchStep(tuple((i, self.out(key, bounds, w)) for i, bounds, w in step.writes), dropped)
 
     def flush_cache(self, cache: InputRecordCache) -> list[tuple[Out, Any]]:
         """What the input record's cache forwards at its flush: ``(record, context)`` pairs; with

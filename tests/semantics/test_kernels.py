@@ -1,6 +1,8 @@
 """The aggregation kernel's record cache over one input record (`InputRecordCache`): Kafka's
 TopologyTestDriver flushes the cache once per record its task processes, so several records
-that one input record sends to an aggregation forward each window's last value once."""
+that one input record sends to an aggregation forward each window's last value once; and a
+key's records of a micro-batch folded together (`AggregateKernel.process_batch`) as they are
+applied one by one."""
 
 from __future__ import annotations
 
@@ -13,8 +15,10 @@ from hypothesis import strategies as st
 from streamsdsl.semantics.aggregation import AggFunctions
 from streamsdsl.semantics.kernels import AggregateKernel, FlushPolicy, InputRecordCache, Out
 from streamsdsl.semantics.session import SessionWindowing
+from streamsdsl.semantics.sliding import SlidingWindowing
 from streamsdsl.semantics.timewindow import TimeWindowing, window_starts
 from streamsdsl.semantics.unwindowed import Unwindowed
+from streamsdsl.semantics.windowing import FoldFailed
 
 COUNT = AggFunctions(lambda: 0, lambda k, v, a: a + 1, lambda k, a, b: a + b)
 
@@ -227,3 +231,89 @@ def test_cogroup_window_counts_every_record_its_input_accepts(records: list[tupl
                 accepted[(key, start)] = accepted.get((key, start), 0) + 1
         for o in kernel.process(key, "v", ts, source).outputs:
             assert o.value == accepted[(o.key, o.start)]
+
+
+def _calls(log: list[tuple[Any, ...]]) -> tuple[AggFunctions, AggFunctions]:
+    """Two inputs' functions that log every call (to hold a fold to the same calls, in order);
+    the aggregator returns ``None`` for value ``"n"`` (a reduce whose first value is null)."""
+    def init() -> str:
+        log.append(("init",))
+        return ""
+
+    def agg(source: int) -> Any:
+        def aggregator(k: Any, v: Any, a: Any) -> Any:
+            log.append(("agg", source, k, v, a))
+            return None if v == "n" else (a or "") + (v or "-")
+        return aggregator
+
+    def merge(k: Any, a: Any, b: Any) -> str:
+        log.append(("merge", k, a, b))
+        return (a or "") + "|" + (b or "")
+    return AggFunctions(init, agg(0), merge), AggFunctions(init, agg(1), merge)
+
+
+WINDOWINGS = {
+    "session": lambda cached: SessionWindowing(gap=4, grace=3, cached=cached),
+    "tumbling": lambda cached: TimeWindowing(size=10, advance=10, grace=3),
+    "hopping": lambda cached: TimeWindowing(size=10, advance=5, grace=0),
+    "sliding": lambda cached: SlidingWindowing(time_difference=5, grace=2),
+    "unwindowed": lambda cached: Unwindowed(),
+}
+
+
+class TestProcessBatch:
+    """``AggregateKernel.process_batch`` (the streaming host's path: a key's records of one
+    micro-batch together, one record cache, one clock from the watermark) against ``process``
+    per record: the same user calls in the same order, drops, forwarded records with their
+    writing record, state and stream time, for every window kind and both flush policies."""
+
+    @settings(max_examples=150, deadline=None)
+    @given(kind=st.sampled_from(sorted(WINDOWINGS)), flush=st.sampled_from(list(FlushPolicy)),
+           inputs=st.integers(1, 2),
+           batches=st.lists(st.tuples(st.integers(-1, 30), st.lists(st.tuples(
+               st.sampled_from("ab"), st.sampled_from(["x", "yy", None, "n"]), st.integers(0, 40), st.integers(0, 1)),
+               max_size=12)), min_size=1, max_size=4))
+    def test_a_keys_records_folded_equal_them_one_by_one(self, kind: str, flush: FlushPolicy, inputs: int,
+                                                         batches: list[tuple[int, list[tuple[str, Any, int, int]]]]
+                                                         ) -> None:
+        windowing = WINDOWINGS[kind](flush is FlushPolicy.PER_RECORD)
+        logs: tuple[list[Any], list[Any]] = ([], [])
+        runs = []
+        for log, batched in zip(logs, (False, True)):
+            kernel = AggregateKernel(windowing, _calls(log)[:inputs], flush=flush)
+            out: list[Any] = []
+            for watermark, records in batches:
+                for key in "ab":
+                    mine = [(v, ts, source % inputs, n) for n, (k, v, ts, source) in enumerate(records) if k == key]
+                    kernel.stream_times = [watermark]
+                    cache = InputRecordCache()
+                    if batched:
+                        step = kernel.process_batch(key, mine, cache=cache)
+                        events = [((i, 1), ("out", mine[i][3], o)) for i, o in step.outputs]
+                        events += [((i, 0), ("drop", mine[i][3], n, reason)) for i, n, reason in step.dropped]
+                        out += [e for _, e in sorted(events, key=lambda e: e[0])]  # a record's drop first
+                    else:
+                        for v, ts, source, n in mine:
+                            s = kernel.process(key, v, ts, source, cache=cache, context=n)
+                            out += [("drop", n, s.dropped, s.reason)] if s.dropped else []
+                            out += [("out", n, o) for o in s.outputs]
+                    out += [("flush", n, o, o.timestamp, o.window) for o, n in kernel.flush_cache(cache)]
+                    out.append(("time", kernel.stream_times, dict(kernel.states)))
+            runs.append(out)
+        assert runs[1] == runs[0]
+        assert logs[1] == logs[0]
+
+    def test_a_failing_function_names_its_record(self) -> None:
+        """The user's exception leaves the fold as `FoldFailed` with the record's index, the
+        records before it applied."""
+        def agg(k: Any, v: Any, a: int) -> int:
+            if v == "bad":
+                raise ValueError("bad value")
+            return a + 1
+
+        for windowing in (SessionWindowing(gap=4, grace=0), TimeWindowing(size=10, advance=10, grace=0)):
+            kernel = AggregateKernel(windowing, AggFunctions(lambda: 0, agg, lambda k, a, b: a + b))
+            with pytest.raises(FoldFailed) as failed:
+                kernel.process_batch("k", [("v", 1, 0, None), ("bad", 2, 0, None)], cache=InputRecordCache())
+            assert failed.value.index == 1
+            assert isinstance(failed.value.__cause__, ValueError)
