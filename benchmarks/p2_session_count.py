@@ -124,7 +124,7 @@ def floor_stream(spark: Any, directory: str, operator_input: bool) -> Any:
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler.columns import OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
-    from streamsdsl.compiler.processors import operator_rows, records_by_key
+    from streamsdsl.compiler.operator_input import operator_rows, records_by_key
 
     cloudpickle.register_pickle_by_value(_floor_processor)  # the workers cannot import benchmarks/
     raw = raw_stream(spark, directory)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from streamsdsl import Consumed, Serdes, SessionWindow, SessionWindows, StreamsBuilder, Windowed
-from streamsdsl.compiler.processors import _pack_batches, records_by_key
+from streamsdsl.compiler.operator_input import _pack_batches, records_by_key
 from streamsdsl.runtime.streaming import start_streaming
 from streamsdsl.testing.files import FileTopic
 from tests._support import Collect

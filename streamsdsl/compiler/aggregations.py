@@ -26,7 +26,8 @@ from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.jvm_operator import JvmAggregate
 from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
 from streamsdsl.compiler.processors import OUTPUT_FIELDS, AggregateConfig, AggregateInput, ReplayAggregateProcessor
-from streamsdsl.compiler.processors import operator_rows, records_by_key, state_schema, windows_type
+from streamsdsl.compiler.operator_input import operator_rows, records_by_key
+from streamsdsl.compiler.processors import state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
 from streamsdsl.errors import OperationNotDefinedError
