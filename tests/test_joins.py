@@ -244,16 +244,24 @@ class TestBuiltinJoiners:
         }
 
     @pytest.mark.parametrize("engine_operator", ["direct", "jvm"])
-    def test_merge_of_a_non_object_is_the_joiners_error(self, request: pytest.FixtureRequest, engine_operator: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-        """Joiners.merge() of a value that is not a JSON object fails as a Python joiner does
-        (the processor, the record, the cause), on the JVM operator's Spark columns too."""
+    @pytest.mark.parametrize("joiner, cause", [
+        (Joiners.merge(), "Joiners.merge() joins two JSON objects (dicts); the other value is a list. Use "
+                          "Joiners.pair() to keep both values, or a joiner of your own."),
+        (lambda order, customer: order["item"] + (customer[0] if customer else ""),
+         'TypeError: can only concatenate str (not "int") to str'),
+    ], ids=["merge", "python"])
+    def test_a_failing_joiner_is_the_joiners_error(self, request: pytest.FixtureRequest, engine_operator: str,
+                                                   joiner: Any, cause: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A joiner that fails for a record (Joiners.merge() of a value that is not a JSON object;
+        a Python joiner that raises) is reported as on the Python operator: the processor, the
+        record, the cause; on the JVM operator too, where the joiner runs after it (Spark columns,
+        a batch at a time). The record before it keeps its output."""
         from streamsdsl.jvm import OPERATOR_ENV
         from streamsdsl.runtime.driver import TopologyTestDriver
 
         monkeypatch.setenv(OPERATOR_ENV, "jvm")
         b = StreamsBuilder()
-        b.stream("orders", JSONS).left_join(b.table("customers", JSONS), Joiners.merge()).to("out")
+        b.stream("orders", JSONS).left_join(b.table("customers", JSONS), joiner).to("out")
         engine = "direct" if engine_operator == "direct" else "spark"
         with TopologyTestDriver(b.build(), engine=engine, spark=request.getfixturevalue("spark") if engine == "spark" else None) as d:
             d.create_input_topic("customers").pipe_input("c1", [1, 2], 1)
@@ -263,11 +271,9 @@ class TestBuiltinJoiners:
             out = d.create_output_topic("out")
             with pytest.raises(UserFunctionError) as caught:
                 out.read_records_to_list()
-            assert [(r.key, r.value) for r in out.read_records_to_list()] == [("c0", {"item": "a"})]
-        assert str(caught.value) == (
-            "KSTREAM-LEFTJOIN-0000000004: the joiner raised Joiners.merge() joins two JSON objects (dicts); the other "
-            "value is a list. Use Joiners.pair() to keep both values, or a joiner of your own. (record at topic orders "
-            "partition 0 offset 1, key 'c1')")
+            assert [r.key for r in out.read_records_to_list()] == ["c0"]
+        assert str(caught.value) == (f"KSTREAM-LEFTJOIN-0000000004: the joiner raised {cause} (record at topic orders "
+                                     "partition 0 offset 1, key 'c1')")
 
 
 class TestTablesAndSplitDriver:

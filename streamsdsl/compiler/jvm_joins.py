@@ -234,15 +234,17 @@ def _python_joiner(pairs: DataFrame, node: str, joiner: Any, key: PlanSerde, lef
                 if not there:
                     out.append(None)
                     continue
-                k = key.from_internal(keys[i])
-                try:
-                    result = fn(k, left.from_internal(lefts[i]), right.from_internal(rights[i])) if with_key \
+                try:  # the key is decoded for a joiner that takes it, else only for an error
+                    result = fn(key.from_internal(keys[i]), left.from_internal(lefts[i]),
+                                right.from_internal(rights[i])) if with_key \
                         else fn(left.from_internal(lefts[i]), right.from_internal(rights[i]))
                 except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                    k = key.from_internal(keys[i])
                     raise UserFunctionError.of(node, "joiner", exc, k, positions[i]).in_worker() from exc
                 try:
                     out.append(value_out.to_internal(result))
                 except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                    k = key.from_internal(keys[i])
                     raise result_error(node, "joiner", exc, repr(k), positions[i]).in_worker() from exc
             columns = [pa.array(out, type=value_type) if name == "value" else batch.column(name)
                        for name in arrow_schema.names]

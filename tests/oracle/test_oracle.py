@@ -304,3 +304,21 @@ def test_docs_list_what_the_generator_leaves_out() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "testing.md").read_text()
     for what, why in LEFT_OUT.items():
         assert f"| {what} | {why} |" in page
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("index, joiner", [(163, "joiners_right"), (188, "joiners_left")])
+def test_builtin_joiners_agree_with_kafka_streams(kafka: KafkaOracle, spark: Any, monkeypatch: pytest.MonkeyPatch,
+                                                  index: int, joiner: str) -> None:
+    """Two of seed 1's left stream-table join cases with ``Joiners.right()`` (a missing table
+    value: a null value) and ``Joiners.left()`` as their joiner agree with Kafka Streams' ``(v1,
+    v2) -> v2`` / ``v1`` on the direct engine and on the JVM operator (Spark columns)."""
+    from streamsdsl.jvm import OPERATOR_ENV
+
+    generated = generate(SEED, index)
+    assert generated.recipe["shape"] == "stream_table" and generated.recipe["op"]["kind"] == "left"
+    case = attrs.evolve(generated, recipe={**generated.recipe, "op": {**generated.recipe["op"], "joiner": joiner}})
+    monkeypatch.setenv(OPERATOR_ENV, "jvm")
+    for engine in ("direct", "spark"):
+        k, s = outcomes(kafka, case, engine, spark)
+        assert compare(k, s, case.recipe) == [], engine

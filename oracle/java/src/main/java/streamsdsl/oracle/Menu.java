@@ -181,6 +181,8 @@ final class Menu {
     static ValueJoiner<Object, Object, Object> joiner(String name) {
         switch (name) {
             case "pair": return (v1, v2) -> text(v1) + "+" + text(v2);
+            case "joiners_left": return (v1, v2) -> v1;
+            case "joiners_right": return (v1, v2) -> v2;
             default: throw unknown("joiner", name);
         }
     }
