@@ -95,3 +95,41 @@ def test_records_are_applied_in_source_order_whatever_their_input_order(spark: A
     # Kafka Streams' record cache flushed once: the net change of the batch per session
     assert sorted((k, v, ts) for _, k, v, ts in out.records) == [
         (Windowed("a", SessionWindow(0, 5)), "pq", 5), (Windowed("a", SessionWindow(22, 40)), "srt", 40)]
+
+
+class TestFoldedRecordsInTheProcessor:
+    """The streaming processor hands a key's records to the kernel in one fold: a user
+    function's error still names the processor, the function and the record (no Spark: an
+    in-memory state handle)."""
+
+    def test_a_failing_aggregator_names_its_record(self) -> None:
+        from pyspark.sql import Row
+
+        from streamsdsl.compiler.processors import META, AggregateConfig, AggregateInput
+        from streamsdsl.compiler.processors import StreamingAggregateProcessor
+        from streamsdsl.errors import RecordFailure
+        from streamsdsl.operators.codecs import SessionKeyCodec
+        from streamsdsl.semantics.aggregation import AggFunctions
+        from streamsdsl.semantics.session import SessionWindowing
+
+        def agg(k: Any, v: Any, a: int) -> int:
+            if v == "bad":
+                raise ValueError("bad value")
+            return a + 1
+
+        class Handle:
+            def getValueState(self, name: str, schema: str) -> Any:  # noqa: N802
+                return type("State", (), {"get": lambda s: None, "update": lambda s, v: None,
+                                          "clear": lambda s: None})()
+
+        config = AggregateConfig("KSTREAM-AGGREGATE-0000000002", SessionKeyCodec(Serdes.String()), Serdes.Long(),
+                                 SessionWindowing(10, 0), (AggregateInput(Serdes.String(), AggFunctions(
+                                     lambda: 0, agg, lambda k, a, b: a + b)),))
+        processor = StreamingAggregateProcessor(config, "windows binary")
+        processor.init(Handle())  # type: ignore[arg-type]
+        assert processor.folds
+        row = Row("key", "value", META, "headers")("k", ["ok", "bad"], [[5, 40], [6, 41]], [None, None])
+        watermark = type("Timers", (), {"getCurrentWatermarkInMs": lambda s: -1})()
+        with pytest.raises(RecordFailure, match=r"^KSTREAM-AGGREGATE-0000000002: the aggregator raised ValueError: "
+                                                r"bad value \(record at position 41, key 'k'\)"):
+            list(processor.handleInputRows(("k",), iter([row]), watermark))
