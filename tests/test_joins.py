@@ -159,7 +159,8 @@ class TestTableApi:
         text = explain(join_topology(), spark, mode="simple")
         assert ("KSTREAM-JOIN-0000000004: JVM operator (stream-table join, inner; Python joiner per Arrow batch)"
                 if operator == "jvm" else
-                "KSTREAM-JOIN-0000000004: Python operator (stream-table join, inner; streamsdsl.operator=python)") in text
+                "KSTREAM-JOIN-0000000004: Python operator (stream-table join, inner; "
+                "streamsdsl.operator=python)") in text
         if operator == "jvm":
             text = explain(builtin_joiners_topology(), spark, mode="simple")
             assert [line for line in text.splitlines() if "JOIN" in line and "operator (" in line] == [
@@ -211,7 +212,8 @@ class TestStreamTableJoinDriver:
 @pytest.mark.spark
 class TestBuiltinJoiners:
     @pytest.mark.parametrize("engine_operator", ["direct", "jvm"])
-    def test_each_joiner_records(self, request: pytest.FixtureRequest, engine_operator: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def test_each_joiner_records(self, request: pytest.FixtureRequest, engine_operator: str,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
         """Joiners.merge(), pair(), right() and left() give the same records in the direct engine
         (the Python functions, as the Python operator calls them) and on the JVM operator (Spark
         columns): merge puts the table's fields over the order's, a missing side gives the other;
@@ -223,7 +225,8 @@ class TestBuiltinJoiners:
         monkeypatch.setenv(OPERATOR_ENV, "jvm")
         customer = {"name": "Ann", "n": 2, "x": [1, {"y": "a,b"}]}
         engine = "direct" if engine_operator == "direct" else "spark"
-        with TopologyTestDriver(builtin_joiners_topology(), engine=engine, spark=request.getfixturevalue("spark") if engine == "spark" else None) as d:
+        spark = request.getfixturevalue("spark") if engine == "spark" else None
+        with TopologyTestDriver(builtin_joiners_topology(), engine=engine, spark=spark) as d:
             orders, customers = d.create_input_topic("orders"), d.create_input_topic("customers")
             names = d.create_input_topic("names", Serdes.String(), Serdes.String())
             orders.pipe_input("c1", {"item": "a", "n": 1}, 1)
@@ -263,7 +266,8 @@ class TestBuiltinJoiners:
         b = StreamsBuilder()
         b.stream("orders", JSONS).left_join(b.table("customers", JSONS), joiner).to("out")
         engine = "direct" if engine_operator == "direct" else "spark"
-        with TopologyTestDriver(b.build(), engine=engine, spark=request.getfixturevalue("spark") if engine == "spark" else None) as d:
+        spark = request.getfixturevalue("spark") if engine == "spark" else None
+        with TopologyTestDriver(b.build(), engine=engine, spark=spark) as d:
             d.create_input_topic("customers").pipe_input("c1", [1, 2], 1)
             orders = d.create_input_topic("orders")
             orders.pipe_input("c0", {"item": "a"}, 2)

@@ -293,7 +293,8 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
     if d.history_retention_ms is None:
         jvm = self.choices.choose(node.name, JvmJoin("stream_table", node.kind), inp.sparkSession, node.kind)
         if jvm is not None:
-            how = joiner_label(d.joiner, node.name, key=key, left=d.stream_value, right=d.table_value, value_out=d.value)
+            how = joiner_label(d.joiner, node.name, key=key, left=d.stream_value, right=d.table_value,
+                               value_out=d.value)
             self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {how}")
             pairs = run_jvm_join(self, inp, node.name, jvm, key_type=key.spark_type,
                                  left_type=stream.value.spark_type, right_type=table.value.spark_type,

@@ -14,18 +14,20 @@ driver's replay, the key's carried state (`CARRY`), as every operator.
 
 `run_jvm_join` runs it (the replay's carried state, the drops counted, the metric rows split
 off); `apply_joiner` then makes the joined values: a built-in joiner
-(`streamsdsl.dsl.joiners.Joiners`) as Spark columns, a Python joiner once per Arrow batch
-(``mapInArrow``), each record's failure reported as the Python operator reports it
-(`streamsdsl.errors.UserFunctionError`: the processor, the record, the cause).
+(`streamsdsl.dsl.joiners.Joiners`) as Spark columns, a Python joiner once per Arrow batch (an
+Arrow UDF of the key, the two values and the position), each record's failure reported as the
+Python operator reports it (`streamsdsl.errors.UserFunctionError`: the processor, the record,
+the cause).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Iterator
+from typing import Any
 
 import attrs
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, TimestampType, _parse_datatype_string
@@ -208,46 +210,41 @@ def builtin_column(op: str, node: str, key: PlanSerde, left: PlanSerde, right: P
 
 def _python_joiner(pairs: DataFrame, node: str, joiner: Any, key: PlanSerde, left: PlanSerde, right: PlanSerde,
                    value_out: PlanSerde) -> DataFrame:
-    """``joiner`` over the pairs, one Python call per Arrow batch: the key and the two values
-    decoded, the joiner called per pair in the batch's order, the results encoded into a new
-    ``value`` column (the other columns pass through untouched)."""
-    schema = StructType([f if f.name != "value" else StructField("value", _parse_datatype_string(value_out.spark_type))
-                         for f in pairs.schema.fields])
+    """``joiner`` over the pairs, one Python call per Arrow batch (an Arrow UDF: only the key, the
+    two values and the position travel to the Python worker, and the new ``value`` back; the
+    other columns stay in the JVM): the values decoded, the joiner called per pair in the
+    batch's order, the results encoded."""
+    from pyspark.sql.functions import arrow_udf
+    from pyspark.sql.pandas.types import to_arrow_type
+
     with_key = isinstance(joiner, JoinerWithKey)
     fn = joiner.fn if with_key else joiner
+    arrow_type = to_arrow_type(_parse_datatype_string(value_out.spark_type))
 
-    def run(batches: Iterator[Any]) -> Iterator[Any]:
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
+    @arrow_udf(value_out.spark_type)  # type: ignore[misc]
+    def join(present_col: pa.Array, keys_col: pa.Array, lefts_col: pa.Array, rights_col: pa.Array,
+             positions_col: pa.Array) -> pa.Array:
+        present, keys, positions = present_col.to_pylist(), keys_col.to_pylist(), positions_col.to_pylist()
+        lefts, rights = lefts_col.to_pylist(), rights_col.to_pylist()
+        out: list[Any] = []
+        for i, there in enumerate(present):
+            if not there:
+                out.append(None)
+                continue
+            try:  # the key is decoded for a joiner that takes it, else only for an error
+                result = fn(key.from_internal(keys[i]), left.from_internal(lefts[i]),
+                            right.from_internal(rights[i])) if with_key \
+                    else fn(left.from_internal(lefts[i]), right.from_internal(rights[i]))
+            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                k = key.from_internal(keys[i])
+                raise UserFunctionError.of(node, "joiner", exc, k, positions[i]).in_worker() from exc
+            try:
+                out.append(value_out.to_internal(result))
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                k = key.from_internal(keys[i])
+                raise result_error(node, "joiner", exc, repr(k), positions[i]).in_worker() from exc
+        return pa.array(out, type=arrow_type)
 
-        arrow_schema = to_arrow_schema(schema)
-        value_type = arrow_schema.field("value").type
-        for batch in batches:
-            keys = batch.column("key").to_pylist()
-            pair_col = batch.column("value")
-            present = pair_col.is_valid().to_pylist()
-            lefts = pair_col.field(_LEFT).to_pylist()
-            rights = pair_col.field(_RIGHT).to_pylist()
-            positions = batch.column(SOURCE_POSITION).to_pylist()
-            out: list[Any] = []
-            for i, there in enumerate(present):
-                if not there:
-                    out.append(None)
-                    continue
-                try:  # the key is decoded for a joiner that takes it, else only for an error
-                    result = fn(key.from_internal(keys[i]), left.from_internal(lefts[i]),
-                                right.from_internal(rights[i])) if with_key \
-                        else fn(left.from_internal(lefts[i]), right.from_internal(rights[i]))
-                except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                    k = key.from_internal(keys[i])
-                    raise UserFunctionError.of(node, "joiner", exc, k, positions[i]).in_worker() from exc
-                try:
-                    out.append(value_out.to_internal(result))
-                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                    k = key.from_internal(keys[i])
-                    raise result_error(node, "joiner", exc, repr(k), positions[i]).in_worker() from exc
-            columns = [pa.array(out, type=value_type) if name == "value" else batch.column(name)
-                       for name in arrow_schema.names]
-            yield pa.RecordBatch.from_arrays(columns, schema=arrow_schema)
-
-    return pairs.mapInArrow(run, schema)
+    pair = F.col("value")
+    return pairs.withColumn("value", join(pair.isNotNull(), F.col("key"), pair.getField(_LEFT), pair.getField(_RIGHT),
+                                          F.col(SOURCE_POSITION)))
