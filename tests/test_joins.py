@@ -218,7 +218,8 @@ class TestBuiltinJoiners:
         (the Python functions, as the Python operator calls them) and on the JVM operator (Spark
         columns): merge puts the table's fields over the order's, a missing side gives the other;
         pair keeps both (None for a missing one); JSON text of nested values and of strings with
-        quotes and newlines as Python writes it."""
+        quotes and newlines as Python writes it; a JSON ``null`` order is dropped and a JSON
+        ``null`` customer deletes it, as the Python operator decodes them."""
         from streamsdsl.jvm import OPERATOR_ENV
         from streamsdsl.runtime.driver import TopologyTestDriver
 
@@ -234,16 +235,20 @@ class TestBuiltinJoiners:
             names.pipe_input("c1", 'Ann "A"\n', 2)
             orders.pipe_input("c1", {"item": "b", "n": 1, "z": None}, 3)
             orders.pipe_input(None, {"item": "d"}, 5)
+            d.create_input_topic("orders", Serdes.String(), Serdes.Bytes()).pipe_input("c1", b"null", 6)  # dropped
+            d.create_input_topic("customers", Serdes.String(), Serdes.Bytes()).pipe_input("c1", b" null", 7)  # deleted
+            orders.pipe_input("c1", {"item": "e"}, 8)
             got = {t: [(r.key, r.value, r.timestamp) for r in d.create_output_topic(t).read_records_to_list()]
                    for t in ("merged", "pair", "right", "left")}
         assert got == {
             "merged": [("c1", {"item": "a", "n": 1}, 1), ("c1", {"item": "b", "n": 2, "z": None, "name": "Ann",
-                                                               "x": [1, {"y": "a,b"}]}, 3), (None, {"item": "d"}, 5)],
+                                                               "x": [1, {"y": "a,b"}]}, 3), (None, {"item": "d"}, 5),
+                       ("c1", {"item": "e"}, 8)],
             "pair": [("c1", [{"item": "a", "n": 1}, None], 1), ("c1", [{"item": "b", "n": 1, "z": None}, customer], 3),
-                     (None, [{"item": "d"}, None], 5)],
-            "right": [("c1", 'Ann "A"\n', 3)],
+                     (None, [{"item": "d"}, None], 5), ("c1", [{"item": "e"}, None], 8)],
+            "right": [("c1", 'Ann "A"\n', 3), ("c1", 'Ann "A"\n', 8)],
             "left": [("c1", {"item": "a", "n": 1}, 1), ("c1", {"item": "b", "n": 1, "z": None}, 3),
-                     (None, {"item": "d"}, 5)],
+                     (None, {"item": "d"}, 5), ("c1", {"item": "e"}, 8)],
         }
 
     @pytest.mark.parametrize("engine_operator", ["direct", "jvm"])

@@ -34,7 +34,7 @@ from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_METRIC, EVENT_VALUE, FINAL_KEY_ORDER
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
-from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, run_jvm_join
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, null_json_values, run_jvm_join
 from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
@@ -296,6 +296,7 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
             how = joiner_label(d.joiner, node.name, key=key, left=d.stream_value, right=d.table_value,
                                value_out=d.value)
             self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {how}")
+            inp = null_json_values(inp, d.stream_value, d.table_value)
             pairs = run_jvm_join(self, inp, node.name, jvm, key_type=key.spark_type,
                                  left_type=stream.value.spark_type, right_type=table.value.spark_type,
                                  state_type=config.state_type, state_name=config.state_name, carried_side=TABLE_SIDE)

@@ -44,7 +44,8 @@ from streamsdsl.operators.functions import result_error
 from streamsdsl.semantics.joiners import JoinerWithKey
 from streamsdsl.values.serdes import CustomSerde, IntegerSerde, JsonSerde, LongSerde, PlanSerde, StringSerde
 
-__all__ = ["JOIN_CLASS", "JvmJoin", "apply_joiner", "apply_jvm_join", "joiner_label", "pair_schema", "run_jvm_join"]
+__all__ = ["JOIN_CLASS", "JvmJoin", "apply_joiner", "apply_jvm_join", "joiner_label", "null_json_values", "pair_schema",
+           "run_jvm_join"]
 
 #: The Java entry point of the joins (``jvm/src/main/java/io/streamsdsl/jvm/JoinOperator.java``).
 JOIN_CLASS = "io.streamsdsl.jvm.JoinOperator"
@@ -85,6 +86,24 @@ def pair_schema(key_type: str, left_type: str, right_type: str, *, state_type: s
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     return schema
+
+
+def null_json_values(inp: DataFrame, left: PlanSerde, right: PlanSerde) -> DataFrame:
+    """The join's input with a JSON ``null`` value (the text of a JSON value that is null) made a
+    null cell on each JSON side: the Python operator decodes it to ``None``, a null value (a
+    dropped stream record, a table's tombstone); the JVM operator sees only the cell."""
+    pair = F.col("value")
+    names = inp.schema["value"].dataType.fieldNames()  # type: ignore[attr-defined]
+    if not any(isinstance(serde, JsonSerde) for serde in (left, right)):
+        return inp
+    fields = []
+    for name, serde in zip(names, (left, right)):
+        cell = pair.getField(name)
+        if isinstance(serde, JsonSerde):
+            is_null = (F.length(cell) < 64) & cell.rlike(r"^[ \t\n\r]*null[ \t\n\r]*$")
+            cell = F.when(is_null, F.lit(None)).otherwise(cell)
+        fields.append(cell.alias(name))
+    return inp.withColumn("value", F.when(pair.isNotNull(), F.struct(*fields)))
 
 
 def apply_jvm_join(inp: DataFrame, node: str, join: JvmJoin, schema: StructType, *, replay: bool,

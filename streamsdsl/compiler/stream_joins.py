@@ -56,7 +56,8 @@ from streamsdsl.compiler.event_time import stateful_downstream, transform_with_s
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
 from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_TIME
-from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, apply_jvm_join, joiner_label, pair_schema
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, apply_jvm_join, joiner_label, null_json_values
+from streamsdsl.compiler.jvm_joins import pair_schema
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
@@ -499,6 +500,6 @@ def _stream_stream_join(self: Lowering, node: ir.StreamStreamJoinNode) -> Frame:
         return Frame(_run(self, node, inp, config), d.key, d.value)
     how = joiner_label(d.joiner, node.name, key=key, left=left_value, right=right_value, value_out=d.value)
     self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {d.spec.kind}; {how}")
-    pairs = _run(self, node, inp, config, jvm)
+    pairs = _run(self, node, null_json_values(inp, left_value, right_value), config, jvm)
     return Frame(apply_joiner(pairs, node.name, d.joiner, key=key, left=left_value, right=right_value,
                               value_out=d.value), d.key, d.value)
