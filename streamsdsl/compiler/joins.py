@@ -296,7 +296,7 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
             how = joiner_label(d.joiner, node.name, key=key, left=d.stream_value, right=d.table_value,
                                value_out=d.value)
             self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {how}")
-            inp = null_json_values(inp, d.stream_value, d.table_value)
+            inp = null_json_values(inp, d.stream_value, d.table_value, key=key)
             pairs = run_jvm_join(self, inp, node.name, jvm, key_type=key.spark_type,
                                  left_type=stream.value.spark_type, right_type=table.value.spark_type,
                                  state_type=config.state_type, state_name=config.state_name, carried_side=TABLE_SIDE)

@@ -88,21 +88,27 @@ def pair_schema(key_type: str, left_type: str, right_type: str, *, state_type: s
     return schema
 
 
-def null_json_values(inp: DataFrame, left: PlanSerde, right: PlanSerde) -> DataFrame:
+def _not_json_null(cell: Column) -> Column:
+    """A JSON text cell, null where the text is JSON's ``null``."""
+    is_null = (F.length(cell) < 64) & cell.rlike(r"^[ \t\n\r]*null[ \t\n\r]*$")
+    return F.when(is_null, F.lit(None)).otherwise(cell)
+
+
+def null_json_values(inp: DataFrame, left: PlanSerde, right: PlanSerde, *, key: PlanSerde | None = None) -> DataFrame:
     """The join's input with a JSON ``null`` value (the text of a JSON value that is null) made a
     null cell on each JSON side: the Python operator decodes it to ``None``, a null value (a
-    dropped stream record, a table's tombstone); the JVM operator sees only the cell."""
+    dropped stream record, a table's tombstone); the JVM operator sees only the cell. With a
+    JSON ``key`` serde, a JSON ``null`` key too (a null key: Kafka's rules for it)."""
     pair = F.col("value")
     names = inp.schema["value"].dataType.fieldNames()  # type: ignore[attr-defined]
+    if isinstance(key, JsonSerde):
+        inp = inp.withColumn("key", _not_json_null(F.col("key")))
     if not any(isinstance(serde, JsonSerde) for serde in (left, right)):
         return inp
     fields = []
     for name, serde in zip(names, (left, right)):
         cell = pair.getField(name)
-        if isinstance(serde, JsonSerde):
-            is_null = (F.length(cell) < 64) & cell.rlike(r"^[ \t\n\r]*null[ \t\n\r]*$")
-            cell = F.when(is_null, F.lit(None)).otherwise(cell)
-        fields.append(cell.alias(name))
+        fields.append((_not_json_null(cell) if isinstance(serde, JsonSerde) else cell).alias(name))
     return inp.withColumn("value", F.when(pair.isNotNull(), F.struct(*fields)))
 
 
