@@ -18,6 +18,7 @@ import pytest
 
 from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
 from streamsdsl.runtime.app import KafkaStreams, State
+from streamsdsl.errors import TopologyError
 from streamsdsl.runtime.config import StreamsConfigError
 from streamsdsl.runtime import jvm_connector
 from streamsdsl.runtime.jvm_connector import (
@@ -119,3 +120,51 @@ def test_jvm_connector_kafka_to_kafka(
     metrics = app.metrics()
     assert metrics["input-records-total"] == 4.0
     assert metrics["output-records-total"] == 3.0
+
+
+@pytest.mark.integration
+@pytest.mark.spark
+def test_real_time_trigger_runs_a_column_topology_and_refuses_a_lambda(
+    spark: SparkSession,
+    kafka: LocalKafka,
+    new_topic: Callable[..., str],
+    streams_config: Callable[..., dict[str, object]],
+) -> None:
+    """``streamsdsl.trigger = real_time``: a stateless topology of Column steps runs in Spark's
+    real-time mode, straight into Spark's Kafka sink: the exact keys and values, in each key's
+    order; the records carry the time of their write (Spark's Kafka sink writes no timestamp).
+    The same topology with lambdas is refused at ``start()``, naming the Python operators."""
+    from pyspark.sql import functions as F
+
+    source, sink = new_topic(2), new_topic(1)
+    long = Serdes.Long()
+    kafka.produce(source, [(k.encode(), long.serialize(v), T + i, p)
+                           for i, (k, v, p) in enumerate([("a", 5, 0), ("b", -1, 1), ("c", 7, 1), ("a", 1, 0)])])
+    builder = StreamsBuilder()
+    (builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.Long()))
+     .filter(F.col("value") > 0).map_values(F.col("value") * 2)
+     .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long())))
+    real_time = {"kafka.connector": "jvm", "streamsdsl.trigger": "real_time",
+                 "commit.interval.ms": 5000}
+    app = KafkaStreams(builder.build(), streams_config("jvm-real-time", real_time), spark=spark)
+    app.start()
+    try:
+        assert app.streaming_query is not None
+        assert "RealTime" in app.streaming_query._jsq.streamingQuery().trigger().toString()
+        app.process_all_available()
+        records = kafka.consume_all(sink)
+    finally:
+        assert app.close(60), "KafkaStreams.close() did not finish within 60 s"
+    assert app.state() is State.NOT_RUNNING
+    assert sorted((r.key.decode(), long.deserialize(r.value)) for r in records) == [("a", 2), ("a", 10), ("c", 14)]
+    assert [long.deserialize(r.value) for r in records if r.key == b"a"] == [10, 2]
+    assert all(r.timestamp > T + 1_000_000 for r in records)  # the write's time, not the input's
+
+    lambdas = _doubled_positive(source, new_topic(1))
+    refused = KafkaStreams(lambdas, streams_config("jvm-real-time-lambda", real_time), spark=spark)
+    with pytest.raises(TopologyError) as info:
+        refused.start()
+    message = str(info.value)
+    assert "'streamsdsl.trigger' = 'real_time' cannot run this topology: a step runs a Python function" in message
+    assert "ArrowEvalPython" in message and "MapInArrow" in message
+    assert refused.streaming_query is None

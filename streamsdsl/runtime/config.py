@@ -48,6 +48,7 @@ __all__ = [
     "ProcessingGuarantee",
     "StreamsConfig",
     "StreamsConfigError",
+    "Trigger",
 ]
 
 
@@ -87,6 +88,20 @@ class Connector(enum.StrEnum):
 
     PYTHON = "python"
     JVM = "jvm"
+
+
+class Trigger(enum.StrEnum):
+    """``streamsdsl.trigger``: how the query runs.
+
+    ``MICRO_BATCH`` (the default): a micro-batch every ``commit.interval.ms``, written through
+    the application's sink. ``REAL_TIME``: Spark's real-time mode (``trigger(realTime=...)``,
+    Spark 4.1+), records flow through long-running tasks straight into Spark's Kafka sink and
+    ``commit.interval.ms`` is the checkpoint interval; for stateless topologies of Column steps
+    read with ``kafka.connector = "jvm"`` only (see the docs page *Performance*, Real-time trigger).
+    """
+
+    MICRO_BATCH = "micro_batch"
+    REAL_TIME = "real_time"
 
 
 class Ship(enum.StrEnum):
@@ -133,6 +148,7 @@ KNOWN_KEYS = (
     "statestore.cache.max.bytes",
     "cache.max.bytes.buffering",
     "streamsdsl.window.idle.close.ms",
+    "streamsdsl.trigger",
 )
 #: Keys that were removed, refused with what replaced them.
 REMOVED_KEYS = {
@@ -323,6 +339,49 @@ def _idle_close_ms(config: Mapping[str, Any]) -> int | None:
     return value
 
 
+#: Spark's smallest real-time checkpoint interval (``spark.sql.streaming.realTimeMode.minBatchDuration``'s
+#: default), and the default ``commit.interval.ms`` under ``streamsdsl.trigger = real_time``.
+REAL_TIME_MIN_INTERVAL_MS = 5000
+_REAL_TIME_MIN_CONF = "sql.streaming.realTimeMode.minBatchDuration"
+
+
+def _trigger(config: Mapping[str, Any], connector: Connector, guarantee: ProcessingGuarantee,
+             handler: DeserializationHandler) -> Trigger:
+    """``streamsdsl.trigger``, with the settings real-time mode cannot run with refused, naming why."""
+    trigger = _enum_value(
+        config, "streamsdsl.trigger", Trigger.MICRO_BATCH,
+        hint="'micro_batch' (the default) runs a micro-batch every commit.interval.ms, 'real_time' runs Spark's "
+        "real-time mode (stateless Column-step topologies on kafka.connector=\"jvm\").",
+    )
+    if trigger is not Trigger.REAL_TIME:
+        return trigger
+    why = "'streamsdsl.trigger' = 'real_time' "
+    if connector is not Connector.JVM:
+        raise StreamsConfigError(
+            why + "needs 'kafka.connector' = \"jvm\": Spark's real-time mode reads only with its own Kafka "
+            "connector (it refuses the streamsdsl-kafka Python data source, INPUT_STREAM_NOT_SUPPORTED).")
+    if guarantee is ProcessingGuarantee.EXACTLY_ONCE_V2:
+        raise StreamsConfigError(
+            why + "cannot run with 'processing.guarantee' = 'exactly_once_v2': it writes with Spark's Kafka sink, "
+            "which is at-least-once (no transactions); use 'at_least_once' or the micro-batch trigger.")
+    if handler is not DeserializationHandler.LOG_AND_FAIL:
+        raise StreamsConfigError(
+            why + "needs 'default.deserialization.exception.handler' = 'log_and_fail': the skipped records of "
+            "'log_and_continue' are logged and written by the micro-batch sink, which real-time mode cannot run.")
+    if "max.offsets.per.trigger" in config:
+        raise StreamsConfigError(
+            why + "does not take 'max.offsets.per.trigger': a real-time batch reads every record that arrives "
+            "until its checkpoint interval (commit.interval.ms) ends; remove the key.")
+    interval = _int_value(config, "commit.interval.ms", REAL_TIME_MIN_INTERVAL_MS, minimum=0) or 0
+    if interval < REAL_TIME_MIN_INTERVAL_MS and f"spark.{_REAL_TIME_MIN_CONF}" not in config:
+        raise StreamsConfigError(
+            why + f"needs 'commit.interval.ms' >= {REAL_TIME_MIN_INTERVAL_MS} (got {interval}): it is the real-time "
+            "checkpoint interval (how long each long-running batch reads before its offsets are committed), and "
+            f"Spark refuses less than 'spark.{_REAL_TIME_MIN_CONF}' (default {REAL_TIME_MIN_INTERVAL_MS} ms); leave "
+            f"the key out for {REAL_TIME_MIN_INTERVAL_MS} ms, or set that Spark setting lower in this configuration too.")
+    return trigger
+
+
 def _operator(config: Mapping[str, Any]) -> Operator:
     return _enum_value(
         config, OPERATOR_KEY, default_operator(),
@@ -427,6 +486,8 @@ class StreamsConfig:
     ship: Ship = _enum_field(Ship.AUTO)
     #: ``streamsdsl.window.idle.close.ms``: idle close of the on-close aggregations (``None``: off).
     idle_close_ms: int | None = None
+    #: ``streamsdsl.trigger``: micro-batches (the default) or Spark's real-time mode (`Trigger`).
+    trigger_mode: Trigger = _enum_field(Trigger.MICRO_BATCH)
     #: Where a query without a checkpoint starts, per partition (``{topic: {"partition": offset}}``),
     #: instead of ``auto.offset.reset``: set by `streamsdsl.runtime.backfill.Backfill.continue_streaming`
     #: (not a configuration key).
@@ -480,11 +541,13 @@ class StreamsConfig:
             hint="\"python\" (the default) reads with the streamsdsl-kafka data source, \"jvm\" with Spark's "
             "Kafka connector (spark-sql-kafka-0-10), which must be on the classpath.",
         )
+        trigger = _trigger(config, connector, processing_guarantee, handler)
         return cls(
             application_id=application_id,
             bootstrap_servers=bootstrap_servers,
             state_dir=_str_value(config, "state.dir", "/tmp/streamsdsl") or "/tmp/streamsdsl",
-            commit_interval_ms=_int_value(config, "commit.interval.ms", 1000, minimum=0) or 0,
+            commit_interval_ms=_int_value(config, "commit.interval.ms", 1000 if trigger is Trigger.MICRO_BATCH
+                                          else REAL_TIME_MIN_INTERVAL_MS, minimum=0) or 0,
             processing_guarantee=processing_guarantee,
             max_offsets_per_trigger=_int_value(config, "max.offsets.per.trigger", None, minimum=1),
             auto_offset_reset=auto_offset_reset,
@@ -501,6 +564,7 @@ class StreamsConfig:
                 "yarn, k8s://), 'always' to any master's, 'never' to none (its Python has streamsdsl installed).",
             ),
             idle_close_ms=_idle_close_ms(config),
+            trigger_mode=trigger,
         )
 
     # -- derived settings -----------------------------------------------------------------
@@ -521,8 +585,15 @@ class StreamsConfig:
 
     @property
     def trigger(self) -> dict[str, Any]:
-        """``DataStreamWriter.trigger`` arguments: a processing-time trigger every ``commit.interval.ms``."""
-        return {"processingTime": f"{self.commit_interval_ms} milliseconds"}
+        """``DataStreamWriter.trigger`` arguments: a processing-time trigger every ``commit.interval.ms``,
+        or under ``streamsdsl.trigger = real_time`` a real-time trigger with that checkpoint interval.
+
+        >>> StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "k:9092", "kafka.connector": "jvm",
+        ...                             "streamsdsl.trigger": "real_time"}).trigger
+        {'realTime': '5000 milliseconds'}
+        """
+        interval = f"{self.commit_interval_ms} milliseconds"
+        return {"realTime": interval} if self.trigger_mode is Trigger.REAL_TIME else {"processingTime": interval}
 
     @property
     def admin_conf(self) -> dict[str, str]:

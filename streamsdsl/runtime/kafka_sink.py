@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.streaming import DataStreamWriter
 
     from streamsdsl.compiler import CompiledSink
     from streamsdsl.runtime.connect import ConnectBatchWriter
@@ -250,6 +251,22 @@ class KafkaTopicSink:
 
         return ConnectBatchWriter(sinks, self._options, dead_letters=dead_letters,
                                   dead_letter_topic=self._config.dead_letter_topic)
+
+    def real_time_writer(self, output: DataFrame, sinks: tuple[CompiledSink, ...]) -> DataStreamWriter:
+        """The writer of a real-time query (``streamsdsl.trigger = real_time``): every sink's rows
+        of ``output`` go to Spark's own Kafka sink (``format("kafka")``, the only sink Spark's
+        real-time mode writes to Kafka with), each to its sink's topic; key, value and headers as
+        serialized. Spark's Kafka sink writes no record timestamp: the producer stamps the time
+        of the write. At-least-once; what it writes is not counted in `metrics`."""
+        from pyspark.sql import functions as F
+
+        from streamsdsl.compiler.columns import SINK_INDEX
+
+        topic = F.lit(None).cast("string")
+        for s in reversed(sinks):
+            topic = F.when(F.col(SINK_INDEX) == F.lit(s.index), F.lit(s.topic)).otherwise(topic)
+        rows = output.where(F.col(SINK_INDEX) >= 0).select("key", "value", "headers", topic.alias("topic"))
+        return rows.writeStream.format("kafka").options(**self._config.sink_options())
 
     def write_dead_letters(self, rows: DataFrame, batch_id: int) -> None:
         """Log the records ``log_and_continue`` skipped; write them to the dead-letter topic.

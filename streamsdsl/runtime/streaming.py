@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("streamsdsl")
 
-__all__ = ["SINK_COLUMNS", "BatchSink", "start_streaming"]
+__all__ = ["SINK_COLUMNS", "BatchSink", "check_real_time", "real_time_refusal", "start_streaming"]
 
 #: Columns of a sink's rows handed to a `BatchSink` (RAW_SINK_DDL), before the order columns.
 SINK_COLUMNS = ("key", "value", "timestamp", "headers")
@@ -169,7 +169,15 @@ def start_streaming(
             metrics.observers[WRITES_OBSERVATION] = (
                 lambda progress, observed: add_written(progress.batchId, *connect_function.written(observed)))
         batch_function = connect_function
-    writer = output.writeStream.outputMode("update").foreachBatch(batch_function)
+    if trigger and "realTime" in trigger:
+        check_real_time(topology, compiled)
+        real_time_writer = getattr(sink, "real_time_writer", None)
+        if real_time_writer is None:
+            raise TopologyError(f"{type(sink).__name__} cannot write a real-time query: Spark's real-time mode "
+                                "refuses foreachBatch sinks; only Spark's Kafka sink (KafkaStreams) writes one.")
+        writer = real_time_writer(output, sinks).outputMode("update")
+    else:
+        writer = output.writeStream.outputMode("update").foreachBatch(batch_function)
     writer = writer.option("checkpointLocation", checkpoint_location)
     if query_name:
         writer = writer.queryName(query_name)
@@ -183,6 +191,59 @@ def start_streaming(
     query = writer.start()
     metrics.query = query
     return query, compiled, metrics
+
+
+#: Spark operators that run Python (a Python UDF, ``mapInArrow``, ...): their class names contain one
+#: of these. Spark's real-time mode refuses them (its operator allowlist).
+_PYTHON_OPERATORS = ("Python", "InArrow", "InPandas")
+
+
+def real_time_refusal(topology: Topology, compiled: CompiledTopology) -> str | None:
+    """Why ``compiled`` cannot run in Spark's real-time mode (PySpark 4.2), or None.
+
+    Spark 4.2's real-time mode runs stateless plans (projections, filters, broadcast joins with
+    static data) from its Kafka source to its Kafka sink; it refuses stateful operators, shuffles
+    and every Python operator (``STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST``).
+    """
+    stateful = sorted(compiled.operators) + sorted(n.name for n in topology.nodes if isinstance(n, ProcessNode))
+    if stateful or topology.store_names:
+        names = ", ".join(stateful or sorted(topology.store_names))
+        return (f"the topology has state ({names}): Spark's real-time mode runs stateless queries only (in Spark "
+                "4.2; aggregations, deduplication and transformWithState come in Spark 4.3)")
+    if is_connect(compiled.output.sparkSession):  # type: ignore[union-attr]
+        return None  # no plan to read here: Spark's own check refuses at start
+    output = compiled.output
+    # what explain() prints: a streaming plan is planned for explain only (executedPlan raises)
+    plan = output.sparkSession._jvm.PythonSQLUtils.explainString(  # type: ignore[union-attr]
+        output._jdf.queryExecution(), "simple")  # type: ignore[union-attr]
+    operators = sorted({word for word in _plan_operators(plan) if any(p in word for p in _PYTHON_OPERATORS)})
+    if operators:
+        return (f"a step runs a Python function (Spark operators {', '.join(operators)}): Spark's real-time mode "
+                "runs no Python operator. Give filter/map_values/... pyspark Columns (F.col(\"value\") > 0) instead "
+                "of lambdas")
+    if "Exchange" in plan or "StateStore" in plan:
+        return ("the plan shuffles its records (a regroup, a repartition or a join that is not a broadcast): "
+                "Spark's real-time mode runs no shuffle (in Spark 4.2)")
+    return None
+
+
+def _plan_operators(plan: str) -> list[str]:
+    """The operator names of a physical plan's text, one per line (``+- *(1) Project [...]`` → ``Project``)."""
+    names = []
+    for line in plan.splitlines():
+        words = line.replace("+-", " ").replace(":-", " ").replace("*(", " (").split()
+        words = [w for w in words if w not in (":", "|") and not w.startswith("(")]
+        if words:
+            names.append(words[0])
+    return names
+
+
+def check_real_time(topology: Topology, compiled: CompiledTopology) -> None:
+    """Refuse (`TopologyError`, naming why) a topology Spark's real-time mode cannot run."""
+    refusal = real_time_refusal(topology, compiled)
+    if refusal is not None:
+        raise TopologyError(f"'streamsdsl.trigger' = 'real_time' cannot run this topology: {refusal}. Use the "
+                            "default micro-batch trigger for it.")
 
 
 #: What Spark takes as a query's stop in a ``foreachBatch`` function's error: the JVM call that

@@ -244,6 +244,50 @@ class TestConnector:
             assert KafkaStreams(topology(), {**mapping, "kafka.connector": ok}).config.connector is expected
 
 
+class TestRealTimeTrigger:
+    def test_real_time_takes_its_checkpoint_interval_from_commit_interval(self) -> None:
+        """``streamsdsl.trigger = real_time`` gives Spark's real-time trigger with ``commit.interval.ms``
+        (default 5000, Spark's minimum) as its checkpoint interval; the default stays micro-batches."""
+        jvm = {**BASE, "kafka.connector": "jvm"}
+        assert StreamsConfig.from_mapping(jvm).trigger == {"processingTime": "1000 milliseconds"}
+        real_time = {**jvm, "streamsdsl.trigger": "real_time"}
+        assert StreamsConfig.from_mapping(real_time).trigger == {"realTime": "5000 milliseconds"}
+        assert StreamsConfig.from_mapping({**real_time, "commit.interval.ms": 8000}).trigger == {
+            "realTime": "8000 milliseconds"}
+        lowered = {**real_time, "commit.interval.ms": 500, "spark.sql.streaming.realTimeMode.minBatchDuration": 500}
+        assert StreamsConfig.from_mapping(lowered).trigger == {"realTime": "500 milliseconds"}
+
+    @pytest.mark.parametrize(
+        ("extra", "expected"),
+        [
+            ({"kafka.connector": "python"}, "needs 'kafka.connector' = \"jvm\": Spark's real-time mode reads only "
+             "with its own Kafka connector (it refuses the streamsdsl-kafka Python data source, "
+             "INPUT_STREAM_NOT_SUPPORTED)."),
+            ({"processing.guarantee": "exactly_once_v2"}, "cannot run with 'processing.guarantee' = "
+             "'exactly_once_v2': it writes with Spark's Kafka sink, which is at-least-once (no transactions); use "
+             "'at_least_once' or the micro-batch trigger."),
+            ({"default.deserialization.exception.handler": "log_and_continue"}, "needs "
+             "'default.deserialization.exception.handler' = 'log_and_fail': the skipped records of "
+             "'log_and_continue' are logged and written by the micro-batch sink, which real-time mode cannot run."),
+            ({"max.offsets.per.trigger": 10}, "does not take 'max.offsets.per.trigger': a real-time batch reads "
+             "every record that arrives until its checkpoint interval (commit.interval.ms) ends; remove the key."),
+            ({"commit.interval.ms": 1000}, "needs 'commit.interval.ms' >= 5000 (got 1000): it is the real-time "
+             "checkpoint interval (how long each long-running batch reads before its offsets are committed), and "
+             "Spark refuses less than 'spark.sql.streaming.realTimeMode.minBatchDuration' (default 5000 ms); leave "
+             "the key out for 5000 ms, or set that Spark setting lower in this configuration too."),
+        ],
+    )
+    def test_real_time_refuses_what_it_cannot_run(self, extra: dict[str, Any], expected: str) -> None:
+        mapping = {**BASE, "kafka.connector": "jvm", "streamsdsl.trigger": "real_time", **extra}
+        assert error(mapping) == "'streamsdsl.trigger' = 'real_time' " + expected
+
+    def test_an_unknown_trigger_names_the_values(self) -> None:
+        assert error({**BASE, "streamsdsl.trigger": "continuous"}) == (
+            "'streamsdsl.trigger' must be 'micro_batch' or 'real_time' (got 'continuous'); 'micro_batch' (the "
+            "default) runs a micro-batch every commit.interval.ms, 'real_time' runs Spark's real-time mode "
+            "(stateless Column-step topologies on kafka.connector=\"jvm\").")
+
+
 class TestDeserializationHandler:
     @pytest.mark.parametrize(
         ("value", "expected"),
