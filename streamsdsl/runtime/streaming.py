@@ -228,7 +228,12 @@ def real_time_refusal(topology: Topology, compiled: CompiledTopology) -> str | N
 
 
 def _plan_operators(plan: str) -> list[str]:
-    """The operator names of a physical plan's text, one per line (``+- *(1) Project [...]`` → ``Project``)."""
+    r"""The operator names of a physical plan's text, one per line.
+
+    >>> _plan_operators("== Physical Plan ==\n*(3) Project [key#1]\n+- ArrowEvalPython [apply(value#2)]\n"
+    ...                 "   +- MapInArrow run(key#3), false\n      :  +- *(1) Filter (value#4 > 0)")
+    ['==', 'Project', 'ArrowEvalPython', 'MapInArrow', 'Filter']
+    """
     names = []
     for line in plan.splitlines():
         words = line.replace("+-", " ").replace(":-", " ").replace("*(", " (").split()

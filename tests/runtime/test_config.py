@@ -281,6 +281,25 @@ class TestRealTimeTrigger:
         mapping = {**BASE, "kafka.connector": "jvm", "streamsdsl.trigger": "real_time", **extra}
         assert error(mapping) == "'streamsdsl.trigger' = 'real_time' " + expected
 
+    def test_a_topology_with_state_is_refused_before_its_plan_is_read(self) -> None:
+        """`check_real_time` names the stateful nodes (the compiler's operator report) and Spark's limit;
+        no Spark needed: the state is known before the plan is read."""
+        from types import SimpleNamespace
+
+        from streamsdsl.errors import TopologyError
+        from streamsdsl.runtime.streaming import check_real_time
+
+        builder = StreamsBuilder()
+        builder.stream("clicks").group_by_key().count().to_stream().to("counts")
+        compiled = SimpleNamespace(operators={"KSTREAM-AGGREGATE-0000000002": "jvm"})
+        with pytest.raises(TopologyError) as info:
+            check_real_time(builder.build(), compiled)  # type: ignore[arg-type]
+        assert str(info.value) == (
+            "'streamsdsl.trigger' = 'real_time' cannot run this topology: the topology has state "
+            "(KSTREAM-AGGREGATE-0000000002): Spark's real-time mode runs stateless queries only (in Spark 4.2; "
+            "aggregations, deduplication and transformWithState come in Spark 4.3). Use the default micro-batch "
+            "trigger for it.")
+
     def test_an_unknown_trigger_names_the_values(self) -> None:
         assert error({**BASE, "streamsdsl.trigger": "continuous"}) == (
             "'streamsdsl.trigger' must be 'micro_batch' or 'real_time' (got 'continuous'); 'micro_batch' (the "
