@@ -38,6 +38,25 @@ class TestDurations:
             '</testsuite></testsuites>')
         assert TOOL.durations(report) == {"streamsdsl/dsl/stream.py": 0.5, "tests/jvm/test_jvm_operator.py": 3.2}
 
+    def test_a_file_with_skipped_tests_keeps_its_recorded_seconds_when_more(self, tmp_path: Path) -> None:
+        """A file with tests skipped (no Docker engine here, one in CI) keeps what was recorded when
+        that was more; a file without skipped tests takes the report's seconds."""
+        report = tmp_path / "r.xml"
+        report.write_text(
+            '<testsuites><testsuite>'
+            '<testcase classname="integration.test_deploy_image" name="a" time="0.01"><skipped message="no"/></testcase>'
+            '<testcase classname="integration.test_deploy_image" name="b" time="0.5"/>'
+            '<testcase classname="integration.test_faults" name="c" time="4.0"/>'
+            '<testcase classname="integration.test_app_close" name="d" time="0.0"><skipped message="no"/></testcase>'
+            '<testcase classname="integration.test_kafka_io" name="e" time="9.0"><skipped message="no"/></testcase>'
+            '</testsuite></testsuites>')
+        recorded = {"integration/test_deploy_image.py": 61.0, "integration/test_faults.py": 100.0,
+                    "integration/test_kafka_io.py": 2.0}
+        assert TOOL.durations(report, recorded) == {"integration/test_app_close.py": 0.0,
+                                                    "integration/test_deploy_image.py": 61.0,
+                                                    "integration/test_faults.py": 4.0,
+                                                    "integration/test_kafka_io.py": 9.0}
+
     def test_the_recorded_durations_name_files_of_this_checkout(self) -> None:
         """Every file in ``tests/durations.json`` exists (a renamed file would silently fall back
         to its estimate)."""
