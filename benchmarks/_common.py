@@ -18,6 +18,8 @@ import platform
 import statistics
 import sys
 import time
+import threading
+import uuid
 from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -139,3 +141,45 @@ def write_result(name: str, result: dict[str, Any], rows: list[dict[str, Any]]) 
     with open(os.path.join(RESULTS, f"{name}.md"), "w") as f:
         f.write(md)
     return md
+
+
+class SinkTail:
+    """A reader of ``topic`` from its current end, on a thread, while the caller produces (the
+    latency runs, P9): per record with a value, ``(stamp(message), receive time in ms)`` in
+    `samples`. `start` before producing, `stop` after the drain (or use it as a context manager)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, stamp: Callable[[Any], int], group: str) -> None:
+        self.bootstrap, self.topic, self.partitions, self.stamp, self.group = bootstrap, topic, partitions, stamp, group
+        self.samples: list[tuple[int, float]] = []
+        self._stop = threading.Event()
+
+    def start(self) -> SinkTail:
+        from confluent_kafka import Consumer, TopicPartition
+
+        self._consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.group}-{uuid.uuid4().hex[:8]}",
+                                   "enable.auto.commit": False, "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
+        highs = [self._consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=10)[1]
+                 for p in range(self.partitions)]
+        self._consumer.assign([TopicPartition(self.topic, p, h) for p, h in enumerate(highs)])
+        self._reader = threading.Thread(target=self._consume, daemon=True)
+        self._reader.start()
+        return self
+
+    def _consume(self) -> None:
+        while not self._stop.is_set():
+            msgs = self._consumer.consume(10_000, 0.05)
+            now = time.time() * 1000
+            for m in msgs:
+                if m.error() is None and m.value() is not None:
+                    self.samples.append((self.stamp(m), now))
+
+    def __enter__(self) -> SinkTail:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._reader.join(5)
+        self._consumer.close()

@@ -67,7 +67,7 @@ import time
 import uuid
 from typing import Any
 
-from _common import HERE, write_json
+from _common import HERE, SinkTail, write_json
 from p5_quix_session import GAP_MS, expected_closed, streamsdsl_sessions, timestamp_of
 from p5_quix_session import produce as produce_sessions
 
@@ -443,27 +443,11 @@ def run_ks_throughput(kafka: Any, classpath: str, app: str, topics: dict[str, An
 def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     """Produce ``rate`` records/s for ``seconds`` (timestamped with the wall clock) while reading
     the output; latency = receive time - output record timestamp. Runs in its own process."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     bootstrap, rate, seconds = spec["bootstrap"], spec["rate"], spec["seconds"]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"p9-lat-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
-    partitions = range(PARTITIONS[spec["app"]])
-    highs = [consumer.get_watermark_offsets(TopicPartition(spec["sink"], p), timeout=10)[1] for p in partitions]
-    consumer.assign([TopicPartition(spec["sink"], p, h) for p, h in enumerate(highs)])
-    samples: list[tuple[int, float]] = []
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set():
-            msgs = consumer.consume(10_000, 0.05)
-            now = time.time() * 1000
-            for m in msgs:
-                if m.error() is None and m.value() is not None:
-                    samples.append((m.timestamp()[1], now))
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
+    tail = SinkTail(bootstrap, spec["sink"], PARTITIONS[spec["app"]], lambda m: m.timestamp()[1], "p9-lat")
+    tail.start()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
     start = time.time()
     sent = 0
@@ -485,9 +469,8 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     producer.flush(30)
     end_ms = time.time() * 1000
     time.sleep(spec["drain"])
-    stop.set()
-    reader.join(5)
-    consumer.close()
+    tail.stop()
+    samples = tail.samples
     cutoff = start * 1000 + spec["warmup"] * 1000
     lat = sorted(recv - ts for ts, recv in samples if ts >= cutoff and ts <= end_ms)
     last_input = max((ts for ts, _ in samples), default=0)

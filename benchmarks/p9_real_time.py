@@ -26,14 +26,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._common import write_json  # noqa: E402
+from benchmarks._common import SinkTail, write_json  # noqa: E402
 
 PARTITIONS = 2
 
@@ -43,26 +42,11 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     while reading the output; latency = receive time - output value / 2. Runs in its own process."""
     import struct
 
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Producer
 
     bootstrap, rate, seconds = spec["bootstrap"], spec["rate"], spec["seconds"]
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"p9rt-{uuid.uuid4().hex[:8]}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 5, "fetch.min.bytes": 1})
-    highs = [consumer.get_watermark_offsets(TopicPartition(spec["sink"], p), timeout=10)[1] for p in range(PARTITIONS)]
-    consumer.assign([TopicPartition(spec["sink"], p, h) for p, h in enumerate(highs)])
-    samples: list[tuple[int, float]] = []
-    stop = threading.Event()
-
-    def consume() -> None:
-        while not stop.is_set():
-            msgs = consumer.consume(10_000, 0.05)
-            now = time.time() * 1000
-            for m in msgs:
-                if m.error() is None and m.value() is not None:
-                    samples.append((struct.unpack(">q", m.value())[0] // 2, now))
-
-    reader = threading.Thread(target=consume, daemon=True)
-    reader.start()
+    tail = SinkTail(bootstrap, spec["sink"], PARTITIONS, lambda m: struct.unpack(">q", m.value())[0] // 2, "p9rt")
+    tail.start()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
     start = time.time()
     sent, expected = 0, set()
@@ -82,9 +66,8 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     producer.flush(30)
     end_ms = time.time() * 1000
     time.sleep(spec["drain"])
-    stop.set()
-    reader.join(5)
-    consumer.close()
+    tail.stop()
+    samples = tail.samples
     got = [v for v, _ in samples]
     cutoff = (start + spec["warmup"]) * 1000
     measured = [(recv - (v >> 20), recv) for v, recv in samples if (v >> 20) >= cutoff]
