@@ -10,6 +10,7 @@ emit-final records it reports are counted with ``observe()`` and removed right a
 
 from __future__ import annotations
 
+import attrs
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType, _parse_datatype_string
@@ -70,19 +71,24 @@ def _run_processor(lowering: Lowering, node: str, inp: DataFrame, config: Aggreg
     else:
         inp = lowering.drop_counted(inp, names[0], F.col("key").isNotNull())
     inp = lowering.operator_input(inp, config, INPUT_INDEX if config.cogroup and not config.emit_on_close else None)
+    initial = lowering.initial_state(inp.sparkSession, node, config.key.serde.spark_type,
+                                     windows_type(config.value_out.spark_type))
+    if lowering.initial_stream_time(node) >= 0:
+        config = attrs.evolve(config, stream_time_floor=lowering.initial_stream_time(node))
     if jvm is not None:
         replay = lowering.mode is PlanMode.REPLAY
         fields = ReplayAggregateProcessor.fields if replay else OUTPUT_FIELDS
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, fields)
         out = jvm_operator.apply_jvm(inp, config, jvm, schema, replay=replay, event_time_out=not replay and
-                                     stateful_downstream(lowering.topology, node))
+                                     stateful_downstream(lowering.topology, node), initial_state=initial)
     else:
         processor = lowering.processor(config, state_schema(config.value_out.spark_type))
         schema = _output_schema(config.key.spark_type, config.value_out.spark_type, processor.fields)
         packed = records_by_key(operator_rows(inp), pack=lowering.mode is PlanMode.STREAMING)
         time_mode = "ProcessingTime" if config.idle_close_ms is not None else "EventTime"
         out = transform_with_state(lowering.mode is PlanMode.STREAMING, lowering.topology, node, packed.groupBy("key"),
-                                   processor, schema, time_mode)
+                                   processor, schema, time_mode,
+                                   initial_state=None if initial is None else initial.groupBy("key"))
     out = lowering.after_processor(out, inp, config)
     metric, count = F.col(EVENT_METRIC), F.col(EVENT_VALUE)
     final_latency = F.when(metric == EMIT_FINAL, count)
@@ -126,6 +132,8 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
             native = None  # count() on the operator, which forwards every write
         if native is not None and self.mode is PlanMode.STREAMING and stateful_downstream(self.topology, node.name):
             native = None  # on the operator, which passes its event time on to the stateful operators below
+        if native is not None and getattr(self, "initial", None) is not None:
+            native = None  # continuing a backfill: on the operator, which starts from the backfill's state
         if (native is not None and self.mode is PlanMode.STREAMING and isinstance(node.agg, ir.CountAgg)
                 and not GENERATED_STORE_NAME.search(node.store)):
             native = None  # a named store is queryable (KafkaStreams.store): on the operator, whose state it reads

@@ -126,25 +126,30 @@ class EventTimeOut(StatefulProcessor):
             self.inner.handleExpiredTimer(key=key, timerValues=timerValues, expiredTimerInfo=expiredTimerInfo),
             watermark)
 
+    def handleInitialState(self, key: Any, initialState: Any, timerValues: Any) -> None:  # noqa: N802,N803
+        self.inner.handleInitialState(key, initialState, timerValues)
+
     def close(self) -> None:
         self.inner.close()
 
 
 def transform_with_state(streaming: bool, topology: Any, node: str, grouped: GroupedData,
                          processor: StatefulProcessor, schema: StructType, time_mode: str, *,
-                         stateful_below: bool | None = None) -> DataFrame:
+                         stateful_below: bool | None = None, initial_state: GroupedData | None = None) -> DataFrame:
     """``grouped.transformWithState`` of ``processor`` (Update mode), emitting `EVENT_TIME_OUT`
     on a ``streaming`` plan where a stateful operator is below ``node`` (``stateful_below``:
     told, for an operator that is an inner stage of a node). There the operator runs in event time
     (its output's event time needs the watermark), unless ``time_mode`` is ``ProcessingTime``
-    (an aggregation with idle close, whose timers are processing-time timers)."""
+    (an aggregation with idle close, whose timers are processing-time timers). ``initial_state``:
+    the keys' state the operator starts from (a continued backfill's; its processor's
+    ``handleInitialState`` stores it)."""
     below = stateful_downstream(topology, node) if stateful_below is None else stateful_below
     if not (streaming and below):
         return grouped.transformWithState(statefulProcessor=processor, outputStructType=schema,
-                                          outputMode="Update", timeMode=time_mode)
+                                          outputMode="Update", timeMode=time_mode, initialState=initial_state)
     wrapped = EventTimeOut(processor, schema.fieldNames())
     out_schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     out = grouped.transformWithState(statefulProcessor=wrapped, outputStructType=out_schema, outputMode="Update",
                                      timeMode="ProcessingTime" if time_mode == "ProcessingTime" else "EventTime",
-                                     eventTimeColumnName=EVENT_TIME_OUT)
+                                     eventTimeColumnName=EVENT_TIME_OUT, initialState=initial_state)
     return out.drop(EVENT_TIME_OUT)

@@ -116,6 +116,11 @@ class KeyedOperator(StatefulProcessor):
         """An output row; in replay its carried-state columns empty."""
         return self.out(*values, *(None,) * len(self.replay_fields)) if self.config.replay else self.out(*values)
 
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
+        """A continued backfill's state of the key (a row ``(key, state)``, the state as the
+        replay carries it): stored as this operator stores what it processed itself."""
+        raise NotImplementedError(f"{self.config.node}: this operator takes no initial state")
+
     def close(self) -> None:
         pass
 
@@ -175,6 +180,10 @@ class TableOperator(KeyedOperator):
         else:
             self.state.update((tv.to_internal(state.value), state.ts))
 
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
+        carried, tv = initialState["state"], self.config.table_value
+        self.state.update((tv.to_internal(tv.from_internal(carried["value"])), int(carried["ts"])))
+
 
 def _operator_input(frame: Frame, side: int, key: PlanSerde, stream_type: str, table_type: str) -> DataFrame:
     """A frame's rows in the operator's input layout: the key in ``key``'s encoding, the value in
@@ -212,8 +221,10 @@ def run_keyed_operator(lowering: Lowering, inp: DataFrame, config: KeyedOperator
     if replay:
         inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
                                   **{INPUT_INDEX: F.lit(carried_side)})
+    initial = lowering.initial_state(inp.sparkSession, config.node, config.key.spark_type, config.state_type)
     out = transform_with_state(not replay, lowering.topology, config.node, inp.groupBy("key"), processor, schema,
-                               "None", stateful_below=stateful_below)
+                               "None", stateful_below=stateful_below,
+                               initial_state=None if initial is None else initial.groupBy("key"))
     if replay:
         out = carry_out(lowering, out, config.node, F.col("key") if carried_key is None else carried_key,
                         config.key.spark_type, config.state_type)
@@ -290,7 +301,11 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
                                  table_value=d.table_value, joiner=d.joiner)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
-    if d.history_retention_ms is None:
+    if d.history_retention_ms is None and self.initial_state(inp.sparkSession, node.name, key.spark_type,
+                                                             config.state_type) is not None:
+        # the JVM join operator takes no initial state: the Python one continues the backfill
+        self.choices.record(node.name, Backend.PYTHON, "stream-table join continuing a backfill: " + JOINS_ON_PYTHON)
+    elif d.history_retention_ms is None:
         jvm = self.choices.choose(node.name, JvmJoin("stream_table", node.kind), inp.sparkSession, node.kind)
         if jvm is not None:
             how = joiner_label(d.joiner, node.name, key=key, left=d.stream_value, right=d.table_value,

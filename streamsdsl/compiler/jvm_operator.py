@@ -359,11 +359,12 @@ def _windowing_json(windowing: Any) -> dict[str, Any]:
 
 
 def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructType, *, replay: bool,
-              event_time_out: bool = False) -> DataFrame:
+              event_time_out: bool = False, initial_state: DataFrame | None = None) -> DataFrame:
     """Run the JVM operator over ``inp`` (the operator input: `NUMBER` and the presence of the
     value in ``value``) and return its output rows (``schema``: the Python operator's). With
     ``event_time_out`` (streaming, a stateful operator below) it names its rows' event time as
-    Spark's ``eventTimeColumnName`` (`streamsdsl.compiler.event_time`)."""
+    Spark's ``eventTimeColumnName`` (`streamsdsl.compiler.event_time`). ``initial_state``
+    (streaming continuing a backfill): rows ``(key, state)`` the operator starts from."""
     spec = {
         "node": config.node, "state_name": config.state_name, "replay": replay, "event_time_out": event_time_out, "emit_on_close": config.emit_on_close,
         "windowed_key": config.key.windowed, "key_kind": _key_kind(config.key.serde),
@@ -371,12 +372,20 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
         "repartitioned": [i.repartitioned for i in config.inputs],
         "idle_close_ms": getattr(config, "idle_close_ms", None),
+        "stream_time_floor": getattr(config, "stream_time_floor", -1),
     }
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     spark = inp.sparkSession
     if _connect(spark):  # no py4j: the server's SQL extension replaces the hint by the operator
+        if initial_state is not None:
+            raise JvmOperatorError(f"{config.node}: continuing a backfill over Spark Connect runs on the Python "
+                                   "operator (the JVM operator's hint takes no initial state): set "
+                                   "streamsdsl.operator=python.")
         out = inp.hint(OPERATOR_HINT, json.dumps(spec), schema.json())
+    elif initial_state is not None:
+        out = DataFrame(getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json(),
+                                                              initial_state._jdf), spark)
     else:
         out = DataFrame(getattr(spark._jvm, JAVA_CLASS).apply(inp._jdf, json.dumps(spec), schema.json()), spark)
     return out.drop(EVENT_TIME_OUT) if event_time_out else out

@@ -139,6 +139,15 @@ class Lowering(DropMetrics):
         """The stateful processor of this mode."""
         raise NotImplementedError
 
+    def initial_state(self, spark: Any, node: str, key_type: str, state_type: str) -> Any:
+        """The state ``node``'s operator starts from (streaming continuing a backfill: its keys'
+        carried rows ``(key, state)``, `StreamingLowering.initial_state`); ``None``: none."""
+        return None
+
+    def initial_stream_time(self, node: str) -> int:
+        """The stream time ``node`` starts from (-1: none; `StreamingLowering.initial_stream_time`)."""
+        return -1
+
     def after_processor(self, out: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
         """The processor's output, completed where the mode needs it (replay: on-close records
         assigned to the record after which they are emitted)."""

@@ -44,6 +44,25 @@ class StreamingLowering(Lowering):
     mode = PlanMode.STREAMING
     rules = RULES
     counts_drops = True
+    #: A backfill's final state (`ReplayCarry`), which the query's stateful operators start from
+    #: (``transformWithState``'s initial state, read in the query's first micro-batch only).
+    initial: ReplayCarry | None = None
+
+    def initial_state(self, spark: Any, node: str, key_type: str, state_type: str) -> Any:
+        """``node``'s initial state: its keys' rows ``(key, state)`` in the replay's carried layout
+        (``transformWithState`` takes them grouped by key); ``None`` when the query starts without
+        state for it."""
+        rows = None if self.initial is None else self.initial.states.get(node)
+        if not rows:
+            return None
+        return spark.createDataFrame(list(rows), f"key {key_type}, state {state_type}")
+
+    def initial_stream_time(self, node: str) -> int:
+        """The stream time ``node`` had at the end of the backfill the query continues (-1: none):
+        its records and windows are judged by at least that time, as in Kafka Streams, where stream
+        time never goes back."""
+        times = () if self.initial is None else self.initial.stream_times.get(node, ())
+        return max(times, default=-1)
 
     def with_event_time(self, df: DataFrame) -> DataFrame:
         # The operator gets event time as a plain long so Spark drops nothing before Kafka

@@ -180,9 +180,12 @@ class CompileOptions:
     which operator runs the built-in aggregations. ``deserialization_handler``: Kafka Streams'
     ``log_and_fail`` (a record that cannot be deserialized fails the query, naming topic,
     partition and offset) or ``log_and_continue`` (it is skipped, counted in
-    ``dropped-records-total`` and becomes a dead-letter record of the output). ``carry`` (replay
-    only): what the previous run of the test driver handed on (`ReplayCarry`). ``flush``: when an
-    aggregation forwards its store writes (replay: ``statestore.cache.max.bytes``)."""
+    ``dropped-records-total`` and becomes a dead-letter record of the output). ``carry`` (replay):
+    what the previous run of the test driver handed on (`ReplayCarry`). ``flush``: when an
+    aggregation forwards its store writes (replay: ``statestore.cache.max.bytes``). In streaming mode
+    ``carry`` is the state a backfill ended with (`streamsdsl.runtime.backfill`): the query's
+    stateful operators start from it (``transformWithState``'s initial state,
+    `StreamingLowering.initial_state`)."""
 
     mode: PlanMode = attrs.field(default=PlanMode.STREAMING, converter=PlanMode)
     operator: Operator | None = attrs.field(default=None, converter=attrs.converters.optional(Operator))
@@ -228,6 +231,8 @@ def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions)
         lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices)
     else:
         lowering = lowering_for(options.mode)(raw_source, handler, choices)
+        if options.carry is not None:
+            lowering.initial = options.carry  # type: ignore[attr-defined]
     lowering.flush = options.flush
     lowering.observed_points = options.observed_points
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)

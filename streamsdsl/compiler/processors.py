@@ -113,6 +113,9 @@ class AggregateConfig:
     #: output position element of what the idle close emits (``idle_at``: the run's position).
     wall_clock: int | None = None
     idle_at: tuple[int, int] | None = None
+    #: Streaming continuing a backfill: the aggregation's stream time at the backfill's end, below
+    #: which its stream time does not start in any micro-batch (-1: none).
+    stream_time_floor: int = -1
 
     def key_order(self, key: Any) -> str:
         """How on-close records of one stream-time step and one window order by key: the key's
@@ -457,9 +460,21 @@ class StreamingAggregateProcessor(AggregateProcessor):
     batched = True
 
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
-        watermark = timer_values.getCurrentWatermarkInMs()
+        watermark = max(timer_values.getCurrentWatermarkInMs(), self.config.stream_time_floor)
         kernel.stream_times = [watermark] * len(kernel.stream_times)
         self._cache = InputRecordCache()
+
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
+        """A continued backfill's state of the key (its windows as the replay carries them):
+        stored as this operator stores what it aggregated itself, with the key's timer, so that
+        its open windows go on and close when stream time passes them."""
+        kcell = key[0]
+        self._at = (kcell, -1)
+        state = self._decode_state([c for c in initialState["state"]
+                                    if (c["start"] if isinstance(c, dict) else c[0]) != IDLE_MARK])
+        self._timer_before = None
+        self._save(state)
+        self._set_timer(state)
 
     def _cache_for(self, kcell: Any, key: Any, r: tuple[Any, ...],
                    source: int) -> tuple[Iterable[Row], InputRecordCache | None]:
@@ -515,7 +530,7 @@ class StreamingAggregateProcessor(AggregateProcessor):
         state = StreamingAggregateProcessor._load(self, [])
         self._timer_before = self._timer(state)
         kernel = self._hand_to_kernel(k, state)
-        step = kernel.advance_to(timerValues.getCurrentWatermarkInMs())
+        step = kernel.advance_to(max(timerValues.getCurrentWatermarkInMs(), cfg.stream_time_floor))
         for o, latency in zip(step.outputs, step.final_latencies):
             yield from self._emitted(kcell, k, o, latency, None)
         state = kernel.states.get(k) or KeyState()

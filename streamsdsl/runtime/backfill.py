@@ -25,9 +25,11 @@ the topic's position in ``sources``, the partition and the offset; records witho
 Like the driver, the backfill is one task: stream time is the whole input's.
 
 **Continuing.** `Backfill.continue_streaming` returns a `KafkaStreams` that starts reading each
-source where the backfill's Kafka range ended, for a topology without state. A stateful
-topology is refused with the reason (`ContinuationError`): its state lives in the Spark state
-store of the streaming query's checkpoint, which a batch job cannot write.
+source where the backfill's Kafka range ended, with the state the backfill ended with
+(`Backfill.final_state`): each stateful operator of the streaming query stores its keys' state
+in its first micro-batch (``transformWithState``'s initial state, re-registering the timers of
+the windows still open) and starts from the backfill's stream time. What the backfill cannot hand
+on is refused per node, with the reason (`check_continuable`, `ContinuationError`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from streamsdsl.compiler import CompiledTopology
+    from streamsdsl.compiler.modes import ReplayCarry
     from streamsdsl.runtime.app import KafkaStreams
     from streamsdsl.runtime.config import DriverConfig
 
@@ -193,6 +196,7 @@ class Backfill(dict):  # type: ignore[type-arg]
         self.compiled = compiled
         self.end_offsets = {t: dict(o) for t, o in end_offsets.items()}
         self._cached = cached
+        self._final: ReplayCarry | None = None
 
     def write(self, bootstrap_servers: str, *, topics: Mapping[str, str] | None = None,
               config: Mapping[str, str] | None = None) -> None:
@@ -209,26 +213,39 @@ class Backfill(dict):  # type: ignore[type-arg]
              .options(**{f"kafka.{k}": v for k, v in (config or {}).items()})
              .option("topic", target).mode("append").save())
 
+    def final_state(self) -> ReplayCarry:
+        """The state the backfill ended with (runs the plan if no DataFrame was used yet): per
+        stateful operator its keys' state, as the driver's replay carries it from one run to the
+        next (a native aggregation's as the one window its operator stores), and its stream time."""
+        if self._final is None:
+            self._final = _final_state(self.compiled)
+        return self._final
+
     def continue_streaming(self, config: Mapping[str, Any], *, spark: SparkSession | None = None) -> KafkaStreams:
         """A `KafkaStreams` of the same topology whose sources start where the backfill's Kafka
-        ranges ended (``end_offsets``; not started: call ``start()``).
+        ranges ended (``end_offsets``) and whose stateful operators start from the backfill's
+        final state (`final_state`) and stream time (not started: call ``start()``).
 
-        Raises `ContinuationError` when that would not continue the backfill: a topology that
-        keeps state (its streaming query would start with none), a source the backfill read
-        from a DataFrame (no Kafka offset follows it), or an application that already has a
-        checkpoint (it resumes from there, whatever the backfill read)."""
+        Raises `ContinuationError` when that would not continue the backfill: a stateful node whose
+        state the streaming operator cannot take (`check_continuable` names it and what is
+        missing), a source the backfill read from a DataFrame (no Kafka offset follows it), or an
+        application that already has a checkpoint (it resumes from there, whatever the backfill
+        read)."""
         import os
 
         from streamsdsl.runtime.app import KafkaStreams
 
         check_continuable(self.topology, self.end_offsets)
         app = KafkaStreams(self.topology, config, spark=spark)
+        check_continuable(self.topology, self.end_offsets, idle_close_ms=app.config.idle_close_ms)
         if os.path.exists(app.config.checkpoint_location):
             raise ContinuationError(
                 f"application {app.config.application_id!r} already has a checkpoint ({app.config.checkpoint_location}): "
-                "it resumes from its own offsets. Use a new 'application.id' (or 'state.dir') to continue the backfill.")
+                "it resumes from its own offsets and state. Use a new 'application.id' (or 'state.dir') to continue the "
+                "backfill.")
         offsets = {t: {str(p): o for p, o in parts.items()} for t, parts in self.end_offsets.items()}
-        app.config = attrs.evolve(app.config, starting_offsets=offsets)
+        initial = self.final_state() if any(_stateful(n) for n in self.topology.nodes) else None
+        app.config = attrs.evolve(app.config, starting_offsets=offsets, initial_state=initial)
         return app
 
     def release(self) -> None:
@@ -238,20 +255,76 @@ class Backfill(dict):  # type: ignore[type-arg]
         self.compiled.release()
 
 
-def check_continuable(topology: Topology, end_offsets: Mapping[str, Any]) -> None:
-    """Raise `ContinuationError` unless a streaming application can continue a backfill of
-    ``topology`` whose Kafka ranges ended at ``end_offsets`` (see `Backfill.continue_streaming`)."""
+#: What a refused node lacks, by node type (`not_continuable`).
+_INSTEAD = ("Run the application itself over the history instead: KafkaStreams with 'auto.offset.reset' = "
+            "'earliest' and a new application.id replays the topics, builds the state and goes on streaming "
+            "(docs/backfill.md).")
+
+
+def _stateful(node: Any) -> bool:
     from streamsdsl.compiler.event_time import stateful
 
-    holding = [n.name for n in topology.nodes if stateful(n)]
-    if holding:
+    return stateful(node)
+
+
+def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
+    """Why the streaming operator of stateful ``node`` cannot start from a backfill's state
+    (``None``: it can; ``idle_close_ms``: the application's ``streamsdsl.window.idle.close.ms``)."""
+    from streamsdsl import ir
+    from streamsdsl.compiler.aggregations import _native_column
+
+    if isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode)):
+        agg = getattr(node, "agg", None)
+        if agg is not None and not isinstance(agg, ir.CountAgg) and _native_column(agg) is not None:
+            return ("a pyspark Column aggregation runs as Spark's own streaming aggregation, which takes no initial "
+                    "state; aggregate with Python functions (or count()) to continue a backfill")
+        emit = getattr(node, "emit", None)
+        on_close = emit is not None and emit.emits_on_close
+        if on_close and (emit.idle_close_ms is not None or idle_close_ms is not None):
+            return ("idle close closes a key's windows by the wall-clock time of its last record, which a backfill "
+                    "(no wall clock) does not have; continue without idle close")
+        return None
+    if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
+        if getattr(node, "history_retention_ms", None) is not None:
+            return "a versioned table's versions are not handed to the streaming operator yet"
+        return None
+    if isinstance(node, ir.StreamTableJoinNode):
+        if node.grace_ms is not None:
+            return ("a stream-table join with a grace period: its buffer of waiting stream records is not handed to "
+                    "the streaming operator yet")
+        return None
+    missing = {
+        ir.StreamStreamJoinNode: "a stream-stream join's window stores (each side's records within the join window) "
+                                 "are not handed to the streaming operator yet",
+        ir.SuppressNode: "suppress's buffer (the records it holds until their window closes or the time limit "
+                         "passes) is not handed to the streaming operator yet",
+        ir.TableTableJoinNode: "a table-table join's state (both tables' values per key) is not handed to the "
+                               "streaming operator yet",
+        ir.ForeignKeyJoinNode: "a foreign-key join's subscription and response stores are not handed to the "
+                               "streaming operators yet",
+        ir.GlobalTableJoinNode: "a global table's store is not handed to the streaming operator yet",
+        ir.TableGroupByNode: "a grouped table's re-keyed rows are not handed to the streaming operator yet",
+        ir.GroupedTableAggregateNode: "a table aggregation's state (the aggregate and each key's last value) is not "
+                                      "handed to the streaming operator yet",
+        ir.ProcessNode: "a processor's task stores and punctuation schedule are not handed to the streaming operator "
+                        "yet",
+    }
+    for kind, reason in missing.items():
+        if isinstance(node, kind):
+            return reason
+    return "its state is not handed to the streaming operator yet"
+
+
+def check_continuable(topology: Topology, end_offsets: Mapping[str, Any], *, idle_close_ms: int | None = None) -> None:
+    """Raise `ContinuationError` unless a streaming application can continue a backfill of
+    ``topology`` whose Kafka ranges ended at ``end_offsets`` (see `Backfill.continue_streaming`):
+    it names each stateful node whose state its streaming operator cannot take, and why."""
+    refused = [(n.name, reason) for n in topology.nodes if _stateful(n)
+               for reason in [not_continuable(n, idle_close_ms)] if reason is not None]
+    if refused:
         raise ContinuationError(
-            f"a streaming application cannot continue this backfill: {', '.join(holding)} keep(s) state, which the "
-            "streaming query holds in the Spark state store of its checkpoint, and a batch job cannot write a "
-            "checkpoint's state store (Spark's state data source only reads it; streamsdsl's operators do not take "
-            "an initial state). Instead run the application itself over the history: KafkaStreams with "
-            "'auto.offset.reset' = 'earliest' (or a new application.id) replays the topics, builds the state and "
-            "goes on streaming; or keep the backfill for a topic the application does not write (docs/backfill.md).")
+            "a streaming application cannot continue this backfill: "
+            + "; ".join(f"{name}: {reason}" for name, reason in refused) + ". " + _INSTEAD)
     missing = [t for t in topology.source_topics if t not in end_offsets]
     if missing:
         raise ContinuationError(
@@ -437,6 +510,26 @@ def _coordinates(raw: DataFrame) -> dict[int, tuple[str, int]]:
     from streamsdsl.compiler.columns import SOURCE_POSITION
 
     return {r[0]: (r[1], r[2]) for r in raw.select(SOURCE_POSITION, "topic", "offset").collect()}
+
+
+def _final_state(compiled: CompiledTopology) -> ReplayCarry:
+    """The state the replay of ``compiled`` ended with (`Backfill.final_state`)."""
+    from streamsdsl.compiler.modes import ReplayCarry, native_store
+    from streamsdsl.runtime.engines import next_carry
+    from streamsdsl.runtime.metrics import observed_metrics
+
+    assert compiled.output is not None
+    compiled.output.count()  # (cached) the observations of its run: carried states, stream times
+    carry = next_carry(compiled, observed_metrics(compiled.output), ReplayCarry(), 0)
+    spark = compiled.output.sparkSession
+    states = dict(carry.states)
+    for name in carry.native_inputs:
+        # a native aggregation (Spark's own, in the replay) has no carried state: its value per
+        # key is the one window (0, 0) the operator stores for an unwindowed aggregate
+        node, frame = compiled.topology.node(name), compiled.frames[name]
+        states[name] = [(r["key"], [(0, 0, r["value"], r["timestamp"], False)])
+                        for r in native_store(spark, carry, node, frame.value.spark_type)]
+    return ReplayCarry(0, states, carry.stream_times)
 
 
 def _by_topic(compiled: CompiledTopology, output: DataFrame, config: DriverConfig) -> dict[str, DataFrame]:

@@ -492,6 +492,8 @@ class StreamsConfig:
     #: instead of ``auto.offset.reset``: set by `streamsdsl.runtime.backfill.Backfill.continue_streaming`
     #: (not a configuration key).
     starting_offsets: dict[str, dict[str, int]] | None = None
+    #: A backfill's final state (`ReplayCarry`) the query starts from (set by ``continue_streaming``).
+    initial_state: Any = attrs.field(default=None, repr=False, eq=False)
 
     @property
     def flush(self) -> FlushPolicy:

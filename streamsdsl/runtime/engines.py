@@ -285,7 +285,7 @@ class SparkDriverEngine:
         try:
             collected = compiled.output.collect()
             observed = observed_metrics(compiled.output)
-            carry = _next_carry(compiled, observed, self._carry, end)
+            carry = next_carry(compiled, observed, self._carry, end)
         except Exception as exc:
             error = RecordError.find(exc)
             if error is None:
@@ -669,7 +669,7 @@ def _table_entries(key: Any, value: Any, carried: Sequence[Any]) -> list[StoreEn
     return out
 
 
-def _next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,
+def next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,
                 first_position: int) -> Any:
     """What the next run starts from: each processor's keys' state and stream time, and each
     native aggregation's input rows, as this run left them."""

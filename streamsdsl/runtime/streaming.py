@@ -90,6 +90,7 @@ def start_streaming(
     before_start: Callable[[dict[str, Any]], None] | None = None,
     flush: FlushPolicy = FlushPolicy.PER_RECORD,
     application_id: str | None = None,
+    initial_state: Any = None,
 ) -> tuple[StreamingQuery, CompiledTopology, QueryMetrics]:
     """Compile ``topology`` in streaming mode and start it as one query.
 
@@ -100,7 +101,9 @@ def start_streaming(
     (``{stateful node: which operator runs it}``) after the plan compiled and the checkpoint's
     operators were checked, before the query starts (`KafkaStreams` checks the topology's
     fingerprint there). ``application_id``: what a user processor's ``context.application_id()``
-    returns (None: ``query_name``, else the test driver's default).
+    returns (None: ``query_name``, else the test driver's default). ``initial_state``: the state a
+    backfill ended with (a `streamsdsl.compiler.modes.ReplayCarry`), which the stateful operators
+    start from in the query's first micro-batch (`streamsdsl.runtime.backfill`).
     """
     from pyspark import StorageLevel
 
@@ -109,7 +112,7 @@ def start_streaming(
 
     compiled = compile_topology(topology, raw_source,
                                 CompileOptions(PlanMode.STREAMING, operator, deserialization_handler, flush=flush,
-                                               application_id=application_id or query_name))
+                                               application_id=application_id or query_name, carry=initial_state))
     operators = compiled.operators
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:

@@ -4,6 +4,7 @@ sources its query reads (`raw_source`) and the query itself (`start_query`): the
 
 from __future__ import annotations
 
+import os
 import json
 import logging
 from collections.abc import Callable
@@ -137,5 +138,32 @@ def start_query(spark: SparkSession, topology: Topology, config: StreamsConfig, 
         flush=config.flush,
         operator=config.operator,
         before_start=before_start,
+        initial_state=continuation(config),
     )
     return query, compiled
+
+
+#: The file in a continued backfill's checkpoint that keeps its stream times (`continuation`).
+CONTINUATION_FILE = "streamsdsl-backfill-continuation.json"
+
+
+def continuation(config: StreamsConfig) -> Any:
+    """What a query continuing a backfill compiles with (`CompileOptions.carry`): on its first start
+    the backfill's final state (``config.initial_state``), recorded in the checkpoint
+    (`CONTINUATION_FILE`: the operators' stream times); on a restart from that checkpoint the
+    recorded stream times without state (Spark reads an initial state in a query's first batch
+    only), so that the plan and the operators' stream-time floors stay those of its first start."""
+    import json
+
+    from streamsdsl.compiler.modes import ReplayCarry
+
+    path = os.path.join(config.checkpoint_location, CONTINUATION_FILE)
+    if config.initial_state is not None:
+        os.makedirs(config.checkpoint_location, exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({node: list(times) for node, times in config.initial_state.stream_times.items()}, f)
+        return config.initial_state
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return ReplayCarry(stream_times={node: tuple(times) for node, times in json.load(f).items()})
+    return None

@@ -81,14 +81,35 @@ def _copy() -> Any:
 
 
 class TestContinuation:
-    def test_a_stateful_topology_is_refused_with_the_reason(self) -> None:
-        """The state of a streaming query is in its checkpoint's state store, which no batch job writes."""
+    def test_only_the_nodes_whose_state_cannot_be_handed_on_are_refused(self) -> None:
+        """An aggregation's and a table's state are handed to the streaming operators; a node whose
+        state is not (here a suppress buffer, a stream-stream join's windows, idle
+        close) is refused by name, with what is missing."""
+        from datetime import timedelta
+
+        from streamsdsl import EmitStrategy, JoinWindows, Suppressed, TimeWindows
+
+        check_continuable(_counts(), {"orders": {0: 10}})
+        b = StreamsBuilder()
+        orders = b.stream("orders", STRINGS)
+        grouped = orders.group_by_key()
+        grouped.count().to_stream().to("counts")
+        windowed = grouped.windowed_by(TimeWindows.of_size_with_no_grace(10))
+        windowed.count().suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).to_stream().to("s")
+        windowed.emit_strategy(EmitStrategy.on_window_close(idle_close=timedelta(seconds=1))).count().to_stream().to("i")
+        orders.join(b.stream("other", STRINGS), lambda a, o: a, JoinWindows.of_time_difference_with_no_grace(5)).to("j")
         with pytest.raises(ContinuationError) as info:
-            check_continuable(_counts(), {"orders": {0: 10}})
-        assert str(info.value).startswith(
-            "a streaming application cannot continue this backfill: KSTREAM-AGGREGATE-0000000002 keep(s) state, "
-            "which the streaming query holds in the Spark state store of its checkpoint, and a batch job cannot "
-            "write a checkpoint's state store")
+            check_continuable(b.build(), {"orders": {0: 10}, "other": {0: 1}})
+        assert str(info.value) == (
+            "a streaming application cannot continue this backfill: "
+            "KTABLE-SUPPRESS-0000000007: suppress's buffer (the records it holds until their window closes or the "
+            "time limit passes) is not handed to the streaming operator yet; "
+            "KSTREAM-AGGREGATE-0000000012: idle close closes a key's windows by the wall-clock time of its last "
+            "record, which a backfill (no wall clock) does not have; continue without idle close; "
+            "KSTREAM-MERGE-0000000020: a stream-stream join's window stores (each side's records within the join "
+            "window) are not handed to the streaming operator yet. Run the application itself over the history "
+            "instead: KafkaStreams with 'auto.offset.reset' = 'earliest' and a new application.id replays the "
+            "topics, builds the state and goes on streaming (docs/backfill.md).")
 
     def test_a_dataframe_source_has_no_offset_to_continue_from(self) -> None:
         """A stateless topology continues only from Kafka ranges: their end offsets."""
@@ -113,3 +134,90 @@ class TestValidation:
             backfill(_copy(), {"orders": df, "payments": df})
         with pytest.raises(InvalidArgumentError, match=r"sources\['orders'\] lacks the column\(s\) timestamp"):
             backfill(_copy(), {"orders": df.drop("timestamp")})
+
+
+def _continued_topology() -> Any:
+    """Every family a continued backfill hands state to: an unwindowed count (Spark's own
+    aggregation in the backfill, the operator's state in streaming), a Python aggregate over
+    time windows emitted on close, session windows in update mode, and a stream–table join."""
+    from streamsdsl import EmitStrategy, Produced, SessionWindows, TimeWindows
+
+    b = StreamsBuilder()
+    longs = Consumed.with_serdes(Serdes.String(), Serdes.Long())
+    orders = b.stream("orders", longs)
+    grouped = orders.group_by_key()
+    grouped.count().to_stream().to("counts", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    grouped.windowed_by(TimeWindows.of_size_and_grace(10, 5)).emit_strategy(EmitStrategy.on_window_close()).aggregate(
+        lambda: 0, lambda k, v, agg: agg + v).to_stream().map(lambda w, v: (f"{w.key}@{w.window.start}", v)).to(
+        "sums", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    grouped.windowed_by(SessionWindows.with_gap(10)).count().to_stream().map(
+        lambda w, v: (f"{w.key}@{w.window.start}-{w.window.end}", v)).to(
+        "sessions", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    customers = b.table("customers", STRINGS)
+    orders.join(customers, lambda amount, name: f"{name}:{amount}").to(
+        "enriched", Produced.with_serdes(Serdes.String(), Serdes.String()))
+    return b.build()
+
+
+#: ``(topic, key, value, ts)``: what the backfill reads; stream time at its end is 1015, which
+#: closed the window [1000, 1010) (grace 5) and left [1010, 1020) open.
+_HISTORY = [("customers", "a", "Ann", 990), ("customers", "b", "Bob", 995), ("orders", "a", 1, 1000),
+            ("orders", "b", 2, 1003), ("orders", "a", 3, 1008), ("orders", "b", 4, 1012), ("orders", "a", 5, 1015)]
+#: The records after it, one micro-batch (one record per key: its net change is the driver's
+#: record): b at 1009 is late for [1000, 1010) (stream time 1015 - grace) though the continued
+#: query's first watermark is 0; c at 1026 closes [1010, 1020).
+_REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1026)]
+
+
+@pytest.mark.spark
+@pytest.mark.usefixtures("operator")
+def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: Any) -> None:
+    """A backfill of the first records, then a streaming query over the rest that starts from the
+    backfill's final state and stream time, writes what the driver writes over all records: the
+    count goes on from the backfill's, the window open at the backfill's end gets the later
+    records and closes (its timer re-registered), a record late by the backfill's stream time is
+    dropped, a session grows, and the join finds the table values the backfill read."""
+    from streamsdsl.runtime.streaming import start_streaming
+    from streamsdsl.testing.files import FileTopic
+    from tests._support import Collect
+
+    topology = _continued_topology()
+    want: dict[str, list[tuple[Any, ...]]] = {}
+    with TopologyTestDriver(topology, engine="direct") as d:
+        inputs = {"orders": d.create_input_topic("orders", Serdes.String(), Serdes.Long()),
+                  "customers": d.create_input_topic("customers", Serdes.String(), Serdes.String())}
+        outs = {t: d.create_output_topic(t, Serdes.String(), Serdes.String() if t == "enriched" else Serdes.Long())
+                for t in topology.sink_topics}
+        for topic, k, v, ts in [*_HISTORY, *_REST]:
+            inputs[topic].pipe_input(k, v, ts)
+        want = {t: [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] for t, o in outs.items()}
+
+    sources = {t: spark.createDataFrame([(k, v, ts) for topic, k, v, ts in _HISTORY if topic == t],
+                                        f"key string, value {'long' if t == 'orders' else 'string'}, timestamp long")
+               for t in ("orders", "customers")}
+    out = backfill(topology, sources, spark=spark)
+    try:
+        got = {t: [(r.key, r.value, r.timestamp) for r in _decoded(out, t)] for t in topology.sink_topics}
+        initial = out.final_state()
+    finally:
+        out.release()
+    topic = FileTopic(str(tmp_path / "in"))
+    topic.append_topics(_REST, Serdes.String(), Serdes.Long())  # one micro-batch (its timers fire in the next)
+    sink = Collect()
+    q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), sink,
+                              checkpoint_location=str(tmp_path / "cp"), initial_state=initial)
+    q.processAllAvailable()
+    q.stop()
+    for t, records in sink.by_topic.items():
+        got[t] = got.get(t, []) + [(k, v, ts) for _, k, v, ts in records]
+    assert {t: sorted(r, key=repr) for t, r in got.items() if r} == {t: sorted(r, key=repr) for t, r in want.items() if r}
+    # b's 1009 late; the windows open at the backfill's end closed by c's 1026
+    assert sorted(want["sums"]) == [("a@1000", 4, 1008), ("a@1010", 11, 1018), ("b@1000", 2, 1003), ("b@1010", 4, 1012)]
+
+
+def _decoded(out: Any, topic: str) -> list[Any]:
+    sink = out.compiled.sink_for_topic(topic)
+    key, value = sink.key_serde, sink.value_serde
+    return [type("R", (), {"key": key.deserialize(bytes(r.key)), "value": None if r.value is None else
+                           value.deserialize(bytes(r.value)), "timestamp": r.timestamp})
+            for r in out[topic].collect()]

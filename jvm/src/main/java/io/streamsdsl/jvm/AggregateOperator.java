@@ -3,6 +3,7 @@ package io.streamsdsl.jvm;
 import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.OutputMode;
@@ -28,6 +29,16 @@ public final class AggregateOperator {
     }
 
     public static Dataset<Row> apply(Dataset<Row> df, String specJson, String outputSchemaJson) throws Exception {
+        return apply(df, specJson, outputSchemaJson, null);
+    }
+
+    /**
+     * {@link #apply(Dataset, String, String)} of a streaming query that starts from {@code initial}
+     * (a continued backfill's state: rows {@code (key, state)}, the state in the replay's carried
+     * layout), which {@link AggregateProcessor#handleInitialState} stores in the query's first batch.
+     */
+    public static Dataset<Row> apply(Dataset<Row> df, String specJson, String outputSchemaJson, Dataset<Row> initial)
+            throws Exception {
         StructType input = df.schema();
         Spec spec = new Spec(specJson, input);
         StructType output = (StructType) DataType.fromJson(outputSchemaJson);
@@ -47,15 +58,28 @@ public final class AggregateOperator {
             throw new IllegalArgumentException(spec.node + ": idle close runs here only in a streaming query without a "
                 + "stateful operator below (the Python operator runs the others)");
         }
+        if (initial != null && (spec.replay || spec.idleCloseMs > 0)) {
+            throw new IllegalArgumentException(spec.node + ": an initial state is taken by a streaming query without "
+                + "idle close only");
+        }
+        KeyValueGroupedDataset<Row, Row> grouped = df.groupByKey(keyOf, Encoders.row(keySchema));
+        KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null
+            : initial.groupByKey((MapFunction<Row, Row>) r -> RowFactory.create(r.get(0)), Encoders.row(keySchema));
         if (spec.eventTimeOut) {
             // the operators below see a watermark again (the rows' output event time)
-            return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
+            if (initialGrouped != null) {
+                return grouped.transformWithState(new AggregateProcessor(spec), OutputMode.Update(), initialGrouped,
+                    Contract.EVENT_TIME_OUT, Encoders.row(output), Encoders.row(initial.schema()),
+                    Encoders.row(output), Encoders.row(initial.schema()));
+            }
+            return grouped.transformWithState(
                 new AggregateProcessor(spec), Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
         }
-        return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
-            new AggregateProcessor(spec),
-            spec.replay ? TimeMode.None() : spec.idleCloseMs > 0 ? TimeMode.ProcessingTime() : TimeMode.EventTime(),
-            OutputMode.Update(),
-            Encoders.row(output));
+        TimeMode mode = spec.replay ? TimeMode.None() : spec.idleCloseMs > 0 ? TimeMode.ProcessingTime() : TimeMode.EventTime();
+        if (initialGrouped != null) {
+            return grouped.transformWithState(new AggregateProcessor(spec), mode, OutputMode.Update(), initialGrouped,
+                Encoders.row(output), Encoders.row(initial.schema()));
+        }
+        return grouped.transformWithState(new AggregateProcessor(spec), mode, OutputMode.Update(), Encoders.row(output));
     }
 }

@@ -13,7 +13,7 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.ExpiredTimerInfo;
 import org.apache.spark.sql.streaming.OutputMode;
-import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.StatefulProcessorWithInitialState;
 import org.apache.spark.sql.streaming.TTLConfig;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
@@ -40,7 +40,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * {@link #IDLE_STATE_VERSION}: the same, then the key's floor and its last record's processing time
  * (longs), and the timer is a processing-time timer at that time plus the idle close.
  */
-public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
+public final class AggregateProcessor extends StatefulProcessorWithInitialState<Row, Row, Row, Row> {
     private static final long serialVersionUID = 1L;
 
     /** The version of the state layout this class writes and reads. */
@@ -336,6 +336,21 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         return out;
     }
 
+    /**
+     * A continued backfill's state of the key (a row {@code (key, windows)} in the replay's carried
+     * layout): stored as this operator stores what it aggregated itself, with the key's timer, so
+     * that its open windows go on and close when stream time passes them.
+     */
+    @Override
+    public void handleInitialState(Row key, Row initial, TimerValues timerValues) {
+        save(decodeCarried(initial.getList(1)), Long.MIN_VALUE);
+    }
+
+    /** The watermark, raised to the backfill's stream time when continuing one. */
+    private long streamTimeAt(TimerValues timerValues) {
+        return Math.max(timerValues.getCurrentWatermarkInMs(), spec.streamTimeFloor);
+    }
+
     // -- the record loop --------------------------------------------------------------------------
     @Override
     public Iterator<Row> handleInputRows(Row key, Iterator<Row> rows, TimerValues timerValues) {
@@ -357,7 +372,7 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
             loaded = load();
             st = new Windowing.KeyState(stored(new ArrayList<>(loaded.state.windows)), loaded.state.finals);
         }
-        long streamTime = timerValues.getCurrentWatermarkInMs();
+        long streamTime = spec.replay ? timerValues.getCurrentWatermarkInMs() : streamTimeAt(timerValues);
         long floor = loaded == null ? -1 : loaded.floor;
         ChangeBuffer batch = !spec.replay && !spec.emitOnClose ? new ChangeBuffer(st.windows) : null;
         // replay: the record cache of the key's current source position, flushed at its last row
@@ -435,9 +450,10 @@ public final class AggregateProcessor extends StatefulProcessor<Row, Row, Row> {
         watermark = timerValues.getCurrentWatermarkInMs();
         Loaded loaded = load();
         if (spec.idleCloseMs > 0) return idleTimer(key.get(0), loaded, timerValues, expiredTimerInfo);
-        Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
+        long streamTime = streamTimeAt(timerValues);
+        Windowing.CloseStep close = windowing.closeStep(loaded.state, streamTime);
         List<Row> out = new ArrayList<>();
-        if (spec.emitOnClose && !close.closed.isEmpty()) finals(out, key.get(0), close.closed, watermark, -1, new long[0]);
+        if (spec.emitOnClose && !close.closed.isEmpty()) finals(out, key.get(0), close.closed, streamTime, -1, new long[0]);
         long fired = loaded.timer == expiredTimerInfo.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
         save(close.state, fired);
         return CollectionConverters.asScala(out.iterator());
