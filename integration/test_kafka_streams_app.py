@@ -320,3 +320,36 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
         assert app.close(60)
     written = sorted((r.key, r.value, r.timestamp - T) for r in kafka.consume_all(sink))
     assert written == sorted([*records, (b"a", b"A3", 30), (b"b", b"B3", 31)])
+
+    # a stateful topology: the continued application starts from the backfill's state and stream
+    # time, and writes (with the backfill) what the driver writes over all records
+    from tests.runtime.test_backfill import HISTORY, REST, continued_topology, driver_output
+
+    names = {t: new_topic(1) for t in ("orders", "customers", "counts", "sums", "sessions", "enriched")}
+    stateful = continued_topology(names.__getitem__)
+
+    def encoded(records: list[tuple[str, Any, Any, int]]) -> Callable[[str], list[tuple[bytes, bytes, int, int]]]:
+        def of(topic: str) -> list[tuple[bytes, bytes, int, int]]:
+            return [(k.encode(), struct.pack(">q", v) if topic == "orders" else v.encode(), T + ts, 0)
+                    for t, k, v, ts in records if t == topic]
+        return of
+
+    for topic in ("customers", "orders"):
+        kafka.produce(names[topic], encoded(HISTORY)(topic))
+    ranges = {names[t]: KafkaRange.offsets(kafka.bootstrap_servers) for t in ("orders", "customers")}
+    history = backfill(stateful, ranges, spark=spark)
+    history.write(kafka.bootstrap_servers)
+    kafka.produce(names["orders"], encoded(REST)("orders"))
+    app = history.continue_streaming(make_streams_config(kafka, tmp_path_factory, "backfill-stateful"), spark=spark)
+    history.release()
+    app.start()
+    try:
+        app.process_all_available()
+    finally:
+        assert app.close(60)
+    want = driver_output(stateful, [(t, k, v, T + ts) for t, k, v, ts in [*HISTORY, *REST]], names.__getitem__)
+    for topic, records in want.items():
+        decode = (lambda b: b.decode()) if topic == "enriched" else (lambda b: struct.unpack(">q", b)[0])
+        written = [(r.key.decode(), None if r.value is None else decode(r.value), r.timestamp)
+                   for r in kafka.consume_all(names[topic])]
+        assert sorted(written, key=repr) == sorted(records, key=repr), topic

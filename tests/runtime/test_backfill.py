@@ -136,42 +136,55 @@ class TestValidation:
             backfill(_copy(), {"orders": df.drop("timestamp")})
 
 
-def _continued_topology() -> Any:
+def continued_topology(topic: Any = str) -> Any:
     """Every family a continued backfill hands state to: an unwindowed count (Spark's own
     aggregation in the backfill, the operator's state in streaming), a Python aggregate over
-    time windows emitted on close, session windows in update mode, and a stream–table join."""
+    time windows emitted on close, session windows in update mode, and a stream–table join.
+    ``topic``: each topic's name from its name here (the integration test's are generated)."""
     from streamsdsl import EmitStrategy, Produced, SessionWindows, TimeWindows
 
     b = StreamsBuilder()
     longs = Consumed.with_serdes(Serdes.String(), Serdes.Long())
-    orders = b.stream("orders", longs)
+    orders = b.stream(topic("orders"), longs)
     grouped = orders.group_by_key()
-    grouped.count().to_stream().to("counts", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    grouped.count().to_stream().to(topic("counts"), Produced.with_serdes(Serdes.String(), Serdes.Long()))
     grouped.windowed_by(TimeWindows.of_size_and_grace(10, 5)).emit_strategy(EmitStrategy.on_window_close()).aggregate(
         lambda: 0, lambda k, v, agg: agg + v).to_stream().map(lambda w, v: (f"{w.key}@{w.window.start}", v)).to(
-        "sums", Produced.with_serdes(Serdes.String(), Serdes.Long()))
+        topic("sums"), Produced.with_serdes(Serdes.String(), Serdes.Long()))
     grouped.windowed_by(SessionWindows.with_gap(10)).count().to_stream().map(
         lambda w, v: (f"{w.key}@{w.window.start}-{w.window.end}", v)).to(
-        "sessions", Produced.with_serdes(Serdes.String(), Serdes.Long()))
-    customers = b.table("customers", STRINGS)
+        topic("sessions"), Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    customers = b.table(topic("customers"), STRINGS)
     orders.join(customers, lambda amount, name: f"{name}:{amount}").to(
-        "enriched", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        topic("enriched"), Produced.with_serdes(Serdes.String(), Serdes.String()))
     return b.build()
+
+
+def driver_output(topology: Any, records: list[tuple[str, Any, Any, int]], topic: Any = str) -> dict[str, list[Any]]:
+    """What the driver writes for ``records`` (``(topic, key, value, ts)``) piped into
+    `continued_topology`: per sink topic ``(key, value, ts)``, decoded."""
+    with TopologyTestDriver(topology, engine="direct") as d:
+        inputs = {"orders": d.create_input_topic(topic("orders"), Serdes.String(), Serdes.Long()),
+                  "customers": d.create_input_topic(topic("customers"), Serdes.String(), Serdes.String())}
+        outs = {t: d.create_output_topic(topic(t), Serdes.String(), Serdes.String() if t == "enriched" else Serdes.Long())
+                for t in ("counts", "sums", "sessions", "enriched")}
+        for t, k, v, ts in records:
+            inputs[t].pipe_input(k, v, ts)
+        return {t: [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] for t, o in outs.items()}
 
 
 #: ``(topic, key, value, ts)``: what the backfill reads; stream time at its end is 1015, which
 #: closed the window [1000, 1010) (grace 5) and left [1010, 1020) open.
-_HISTORY = [("customers", "a", "Ann", 990), ("customers", "b", "Bob", 995), ("orders", "a", 1, 1000),
+HISTORY = [("customers", "a", "Ann", 990), ("customers", "b", "Bob", 995), ("orders", "a", 1, 1000),
             ("orders", "b", 2, 1003), ("orders", "a", 3, 1008), ("orders", "b", 4, 1012), ("orders", "a", 5, 1015)]
 #: The records after it, one micro-batch (one record per key: its net change is the driver's
 #: record): b at 1009 is late for [1000, 1010) (stream time 1015 - grace) though the continued
 #: query's first watermark is 0; c at 1026 closes [1010, 1020).
-_REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1026)]
+REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1026)]
 
 
 @pytest.mark.spark
-@pytest.mark.usefixtures("operator")
-def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: Any) -> None:
+def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: Any, operator: str) -> None:
     """A backfill of the first records, then a streaming query over the rest that starts from the
     backfill's final state and stream time, writes what the driver writes over all records: the
     count goes on from the backfill's, the window open at the backfill's end gets the later
@@ -181,18 +194,10 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
 
-    topology = _continued_topology()
-    want: dict[str, list[tuple[Any, ...]]] = {}
-    with TopologyTestDriver(topology, engine="direct") as d:
-        inputs = {"orders": d.create_input_topic("orders", Serdes.String(), Serdes.Long()),
-                  "customers": d.create_input_topic("customers", Serdes.String(), Serdes.String())}
-        outs = {t: d.create_output_topic(t, Serdes.String(), Serdes.String() if t == "enriched" else Serdes.Long())
-                for t in topology.sink_topics}
-        for topic, k, v, ts in [*_HISTORY, *_REST]:
-            inputs[topic].pipe_input(k, v, ts)
-        want = {t: [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] for t, o in outs.items()}
+    topology = continued_topology()
+    want = driver_output(topology, [*HISTORY, *REST])
 
-    sources = {t: spark.createDataFrame([(k, v, ts) for topic, k, v, ts in _HISTORY if topic == t],
+    sources = {t: spark.createDataFrame([(k, v, ts) for topic, k, v, ts in HISTORY if topic == t],
                                         f"key string, value {'long' if t == 'orders' else 'string'}, timestamp long")
                for t in ("orders", "customers")}
     out = backfill(topology, sources, spark=spark)
@@ -202,15 +207,18 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     finally:
         out.release()
     topic = FileTopic(str(tmp_path / "in"))
-    topic.append_topics(_REST, Serdes.String(), Serdes.Long())  # one micro-batch (its timers fire in the next)
+    topic.append_topics(REST, Serdes.String(), Serdes.Long())  # one micro-batch (its timers fire in the next)
     sink = Collect()
-    q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), sink,
-                              checkpoint_location=str(tmp_path / "cp"), initial_state=initial)
+    q, compiled, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), sink,
+                                     checkpoint_location=str(tmp_path / "cp"), initial_state=initial)
     q.processAllAvailable()
     q.stop()
     for t, records in sink.by_topic.items():
         got[t] = got.get(t, []) + [(k, v, ts) for _, k, v, ts in records]
     assert {t: sorted(r, key=repr) for t, r in got.items() if r} == {t: sorted(r, key=repr) for t, r in want.items() if r}
+    # the count and the session count run on the operator asked for (the count: Spark's own in the backfill)
+    assert {compiled.operators[n].backend.value for n in ("KSTREAM-AGGREGATE-0000000002", "KSTREAM-AGGREGATE-0000000011")
+            } == {operator}
     # b's 1009 late; the windows open at the backfill's end closed by c's 1026
     assert sorted(want["sums"]) == [("a@1000", 4, 1008), ("a@1010", 11, 1018), ("b@1000", 2, 1003), ("b@1010", 4, 1012)]
 
