@@ -325,7 +325,8 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
     # time, and writes (with the backfill) what the driver writes over all records
     from tests.runtime.test_backfill import HISTORY, REST, continued_topology, driver_output
 
-    names = {t: new_topic(1) for t in ("orders", "customers", "counts", "sums", "sessions", "enriched")}
+    names = {t: new_topic(1) for t in ("orders", "customers", "counts", "sums", "sessions", "enriched", "finals",
+                                       "limited")}
     stateful = continued_topology(names.__getitem__)
 
     def encoded(records: list[tuple[str, Any, Any, int]]) -> Callable[[str], list[tuple[bytes, bytes, int, int]]]:

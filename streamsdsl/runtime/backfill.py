@@ -255,7 +255,7 @@ class Backfill(dict):  # type: ignore[type-arg]
         self.compiled.release()
 
 
-#: What a refused node lacks, by node type (`not_continuable`).
+#: What to do instead, at the end of a `ContinuationError` that refuses stateful nodes.
 _INSTEAD = ("Run the application itself over the history instead: KafkaStreams with 'auto.offset.reset' = "
             "'earliest' and a new application.id replays the topics, builds the state and goes on streaming "
             "(docs/backfill.md).")
@@ -271,11 +271,11 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
     """Why the streaming operator of stateful ``node`` cannot start from a backfill's state
     (``None``: it can; ``idle_close_ms``: the application's ``streamsdsl.window.idle.close.ms``)."""
     from streamsdsl import ir
-    from streamsdsl.compiler.aggregations import _native_column
 
     if isinstance(node, (ir.AggregateNode, ir.CogroupAggregateNode)):
         agg = getattr(node, "agg", None)
-        if agg is not None and not isinstance(agg, ir.CountAgg) and _native_column(agg) is not None:
+        if isinstance(getattr(agg, "reducer", None), ir.ColumnFn) or isinstance(getattr(agg, "aggregator", None),
+                                                                              ir.ColumnFn):
             return ("a pyspark Column aggregation runs as Spark's own streaming aggregation, which takes no initial "
                     "state; aggregate with Python functions (or count()) to continue a backfill")
         emit = getattr(node, "emit", None)
@@ -288,6 +288,8 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
         if getattr(node, "history_retention_ms", None) is not None:
             return "a versioned table's versions are not handed to the streaming operator yet"
         return None
+    if isinstance(node, ir.SuppressNode):
+        return None
     if isinstance(node, ir.StreamTableJoinNode):
         if node.grace_ms is not None:
             return ("a stream-table join with a grace period: its buffer of waiting stream records is not handed to "
@@ -296,8 +298,6 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
     missing = {
         ir.StreamStreamJoinNode: "a stream-stream join's window stores (each side's records within the join window) "
                                  "are not handed to the streaming operator yet",
-        ir.SuppressNode: "suppress's buffer (the records it holds until their window closes or the time limit "
-                         "passes) is not handed to the streaming operator yet",
         ir.TableTableJoinNode: "a table-table join's state (both tables' values per key) is not handed to the "
                                "streaming operator yet",
         ir.ForeignKeyJoinNode: "a foreign-key join's subscription and response stores are not handed to the "

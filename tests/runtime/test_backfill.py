@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,11 +84,11 @@ def _copy() -> Any:
 class TestContinuation:
     def test_only_the_nodes_whose_state_cannot_be_handed_on_are_refused(self) -> None:
         """An aggregation's and a table's state are handed to the streaming operators; a node whose
-        state is not (here a suppress buffer, a stream-stream join's windows, idle
-        close) is refused by name, with what is missing."""
+        state is not (here a table-table join's, a stream-stream join's windows, idle close) is
+        refused by name, with what is missing."""
         from datetime import timedelta
 
-        from streamsdsl import EmitStrategy, JoinWindows, Suppressed, TimeWindows
+        from streamsdsl import EmitStrategy, JoinWindows, TimeWindows
 
         check_continuable(_counts(), {"orders": {0: 10}})
         b = StreamsBuilder()
@@ -95,18 +96,18 @@ class TestContinuation:
         grouped = orders.group_by_key()
         grouped.count().to_stream().to("counts")
         windowed = grouped.windowed_by(TimeWindows.of_size_with_no_grace(10))
-        windowed.count().suppress(Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())).to_stream().to("s")
+        b.table("left", STRINGS).join(b.table("right", STRINGS), lambda a, o: a).to_stream().to("tables")
         windowed.emit_strategy(EmitStrategy.on_window_close(idle_close=timedelta(seconds=1))).count().to_stream().to("i")
         orders.join(b.stream("other", STRINGS), lambda a, o: a, JoinWindows.of_time_difference_with_no_grace(5)).to("j")
         with pytest.raises(ContinuationError) as info:
-            check_continuable(b.build(), {"orders": {0: 10}, "other": {0: 1}})
+            check_continuable(b.build(), {"orders": {0: 10}, "other": {0: 1}, "left": {0: 1}, "right": {0: 1}})
         assert str(info.value) == (
             "a streaming application cannot continue this backfill: "
-            "KTABLE-SUPPRESS-0000000007: suppress's buffer (the records it holds until their window closes or the "
-            "time limit passes) is not handed to the streaming operator yet; "
-            "KSTREAM-AGGREGATE-0000000012: idle close closes a key's windows by the wall-clock time of its last "
+            "KTABLE-MERGE-0000000011: a table-table join's state (both tables' values per key) is not handed to the "
+            "streaming operator yet; "
+            "KSTREAM-AGGREGATE-0000000017: idle close closes a key's windows by the wall-clock time of its last "
             "record, which a backfill (no wall clock) does not have; continue without idle close; "
-            "KSTREAM-MERGE-0000000020: a stream-stream join's window stores (each side's records within the join "
+            "KSTREAM-MERGE-0000000025: a stream-stream join's window stores (each side's records within the join "
             "window) are not handed to the streaming operator yet. Run the application itself over the history "
             "instead: KafkaStreams with 'auto.offset.reset' = 'earliest' and a new application.id replays the "
             "topics, builds the state and goes on streaming (docs/backfill.md).")
@@ -139,9 +140,10 @@ class TestValidation:
 def continued_topology(topic: Any = str) -> Any:
     """Every family a continued backfill hands state to: an unwindowed count (Spark's own
     aggregation in the backfill, the operator's state in streaming), a Python aggregate over
-    time windows emitted on close, session windows in update mode, and a stream–table join.
+    time windows emitted on close, session windows in update mode, suppress (until the window
+    closes, and until a time limit), and a stream–table join.
     ``topic``: each topic's name from its name here (the integration test's are generated)."""
-    from streamsdsl import EmitStrategy, Produced, SessionWindows, TimeWindows
+    from streamsdsl import EmitStrategy, Produced, SessionWindows, Suppressed, TimeWindows
 
     b = StreamsBuilder()
     longs = Consumed.with_serdes(Serdes.String(), Serdes.Long())
@@ -154,6 +156,13 @@ def continued_topology(topic: Any = str) -> Any:
     grouped.windowed_by(SessionWindows.with_gap(10)).count().to_stream().map(
         lambda w, v: (f"{w.key}@{w.window.start}-{w.window.end}", v)).to(
         topic("sessions"), Produced.with_serdes(Serdes.String(), Serdes.Long()))
+    fold = Suppressed.until_window_closes(Suppressed.BufferConfig.unbounded())
+    grouped.windowed_by(TimeWindows.of_size_and_grace(10, 5)).count().suppress(fold).to_stream().map(
+        lambda w, v: (f"{w.key}@{w.window.start}", v)).to(topic("finals"), Produced.with_serdes(Serdes.String(),
+                                                                                               Serdes.Long()))
+    grouped.reduce(lambda a, v: a + v).suppress(Suppressed.until_time_limit(5, Suppressed.BufferConfig.unbounded())
+                                                ).to_stream().to(topic("limited"), Produced.with_serdes(
+                                                    Serdes.String(), Serdes.Long()))
     customers = b.table(topic("customers"), STRINGS)
     orders.join(customers, lambda amount, name: f"{name}:{amount}").to(
         topic("enriched"), Produced.with_serdes(Serdes.String(), Serdes.String()))
@@ -167,7 +176,7 @@ def driver_output(topology: Any, records: list[tuple[str, Any, Any, int]], topic
         inputs = {"orders": d.create_input_topic(topic("orders"), Serdes.String(), Serdes.Long()),
                   "customers": d.create_input_topic(topic("customers"), Serdes.String(), Serdes.String())}
         outs = {t: d.create_output_topic(topic(t), Serdes.String(), Serdes.String() if t == "enriched" else Serdes.Long())
-                for t in ("counts", "sums", "sessions", "enriched")}
+                for t in ("counts", "sums", "sessions", "enriched", "finals", "limited")}
         for t, k, v, ts in records:
             inputs[t].pipe_input(k, v, ts)
         return {t: [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] for t, o in outs.items()}
@@ -184,12 +193,13 @@ REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1
 
 
 @pytest.mark.spark
-def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: Any, operator: str) -> None:
+def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: Any, jvm_operator: str) -> None:
     """A backfill of the first records, then a streaming query over the rest that starts from the
     backfill's final state and stream time, writes what the driver writes over all records: the
     count goes on from the backfill's, the window open at the backfill's end gets the later
     records and closes (its timer re-registered), a record late by the backfill's stream time is
-    dropped, a session grows, and the join finds the table values the backfill read."""
+    dropped, a session grows, both suppress modes release what they held, and the join finds the
+    table values the backfill read."""
     from streamsdsl.runtime.streaming import start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
@@ -216,9 +226,15 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     for t, records in sink.by_topic.items():
         got[t] = got.get(t, []) + [(k, v, ts) for _, k, v, ts in records]
     assert {t: sorted(r, key=repr) for t, r in got.items() if r} == {t: sorted(r, key=repr) for t, r in want.items() if r}
-    # the count and the session count run on the operator asked for (the count: Spark's own in the backfill)
-    assert {compiled.operators[n].backend.value for n in ("KSTREAM-AGGREGATE-0000000002", "KSTREAM-AGGREGATE-0000000011")
-            } == {operator}
+    # both operators start from the backfill's state: the built-in counts on the JVM one (the
+    # unwindowed count: Spark's own in the backfill; suppress(until_window_closes) of time windows:
+    # the count emitted on close), the Python aggregate, reduce and suppress(until_time_limit) on
+    # the Python one
+    assert {n: c.backend.value for n, c in compiled.operators.items()} == {
+        "KSTREAM-AGGREGATE-0000000002": "jvm", "KSTREAM-AGGREGATE-0000000006": "python",
+        "KSTREAM-AGGREGATE-0000000011": "jvm", "KTABLE-SUPPRESS-0000000017": "jvm",
+        "KSTREAM-REDUCE-0000000023": "python", "KTABLE-SUPPRESS-0000000024": "python",
+        "KTABLE-SOURCE-0000000030": "python", "KSTREAM-JOIN-0000000031": "python"}
     # b's 1009 late; the windows open at the backfill's end closed by c's 1026
     assert sorted(want["sums"]) == [("a@1000", 4, 1008), ("a@1010", 11, 1018), ("b@1000", 2, 1003), ("b@1010", 4, 1012)]
 
@@ -229,3 +245,19 @@ def _decoded(out: Any, topic: str) -> list[Any]:
     return [type("R", (), {"key": key.deserialize(bytes(r.key)), "value": None if r.value is None else
                            value.deserialize(bytes(r.value)), "timestamp": r.timestamp})
             for r in out[topic].collect()]
+
+
+def test_a_continued_application_restarts_with_the_backfills_stream_times(tmp_path: Any) -> None:
+    """The first start of a continued application records the backfill's stream times in its
+    checkpoint; a restart (no initial state: Spark reads one in a query's first batch only)
+    compiles with them, so its plan and its operators' stream-time floors stay the first start's."""
+    from streamsdsl.compiler.modes import ReplayCarry
+    from streamsdsl.runtime.config import StreamsConfig
+    from streamsdsl.runtime.wiring import continuation
+
+    config = StreamsConfig.from_mapping({"application.id": "continued", "bootstrap.servers": "b:9092",
+                                         "state.dir": str(tmp_path)})
+    assert continuation(config) is None
+    first = ReplayCarry(states={"n": [("a", [])]}, stream_times={"n": (1015,), "m": (3, 7)})
+    assert continuation(attrs.evolve(config, initial_state=first)) is first
+    assert continuation(config) == ReplayCarry(stream_times={"n": (1015,), "m": (3, 7)})
