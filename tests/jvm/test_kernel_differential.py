@@ -6,7 +6,9 @@ the same drops and the same forwarded records (the record cache flushed after ev
 emit on close). The stream-stream join likewise: `streamsdsl.semantics.stream_stream.StreamJoinKernel`
 beside ``StreamJoin`` (driven by ``JoinReplay``), under each host of the kernel (the whole task with
 Kafka's scan of held records, the driver's operator, the streaming operator): per record the same
-expired held records, drops and forwarded pairs, in the same order."""
+expired held records, drops and forwarded pairs, in the same order. The stream-table, table-table
+and global-table joins' ports (``StreamTableJoin``, ``TableTableJoin``, the global join's step)
+beside the Python kernels' steps: per record the same drop, pair or delete."""
 
 from __future__ import annotations
 
@@ -483,3 +485,152 @@ def test_java_stream_table_port_joins_as_the_python_kernel(table_replay: StreamT
     null keys and values on both sides; per record the same drop or pair (with the stream
     record's key and timestamp and the table's value when it was processed)."""
     assert table_replay.join(kind, records) == python_stream_table(kind, records)
+
+
+# --- the table-table join and the global-table join -----------------------------------------------
+
+#: A table-table join record: side, key, value (``None``: a null key, a tombstone or a mapped
+#: ``None``), whether the source's value was a tombstone (``None``: the value says it), timestamp.
+TableTableRecord = tuple[str, str | None, str | None, bool | None, int]
+#: A global-table join record: ``("table", key, value, ts)`` or ``("stream", key, table_key, value, ts)``.
+GlobalRecord = tuple[Any, ...]
+
+
+class TableTableReplay(Replay):
+    """One ``TableTableReplay`` JVM: a table-table or global-table join in, per record its drop,
+    pair or delete out."""
+
+    main = "io.streamsdsl.jvm.TableTableReplay"
+
+    def ask(self, head: str, lines: list[str]) -> list[tuple[Any, ...]]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("\n".join([head, *lines, "end"]) + "\n")
+        self.proc.stdin.flush()
+        got: list[tuple[Any, ...]] = []
+        for line in iter(self.proc.stdout.readline, "done\n"):
+            f = [None if x == "null" else x for x in line.split()]
+            if f[0] == "drop":
+                got.append(("drop",))
+            elif f[0] == "delete":
+                got.append((f[1], None, int(f[2])))  # type: ignore[arg-type]
+            else:
+                got.append((f[1], (f[2], f[3]), int(f[4])))  # type: ignore[arg-type]
+        return got
+
+
+def _cell(x: Any) -> str:
+    return "null" if x is None else ("1" if x is True else "0" if x is False else str(x))
+
+
+@pytest.fixture(scope="module")
+def tt_replay(compiled: tuple[str, str]) -> Iterator[TableTableReplay]:
+    r = TableTableReplay(compiled)
+    yield r
+    r.close()
+
+
+def python_table_table(spec: Any, records: list[TableTableRecord]) -> list[tuple[Any, ...]]:
+    """The records through `table_join_step` (the joiner ``(left, right)``, no old values, as the
+    operator runs it): per record its drop, or its forwarded change (``None``: a delete)."""
+    from streamsdsl.semantics.table_table import table_join_step
+
+    states: dict[Any, Any] = {}
+    got: list[tuple[Any, ...]] = []
+    for side, key, value, tombstone, ts in records:
+        step = table_join_step(spec, states.get(key), side, key, value, ts, lambda left, right: (left, right),
+                               tombstone=tombstone)
+        if step.dropped:
+            got.append(("drop",))
+            continue
+        s = step.state
+        if s.left is None and s.right is None and not s.has_result:
+            states.pop(key, None)
+        else:
+            states[key] = s
+        if step.output is not None:
+            got.append((key, step.output.change.new, step.output.timestamp))
+    return got
+
+
+@st.composite
+def _table_table_records(draw: st.DrawFn) -> list[TableTableRecord]:
+    """Up to 16 records of both sides, two keys and a null one; a null value a tombstone, a
+    ``map_values`` ``None`` (not a tombstone) or one the value alone says."""
+    records: list[TableTableRecord] = []
+    for i in range(draw(st.integers(0, 16))):
+        side = draw(st.sampled_from(["left", "right"]))
+        key = draw(st.sampled_from([None, "a", "b", "a"]))
+        value = None if draw(st.integers(0, 2)) == 0 else f"{side[0]}{i}"
+        tombstone = draw(st.sampled_from([None, True, False])) if value is None else draw(st.sampled_from([None, False]))
+        records.append((side, key, value, tombstone, draw(st.integers(0, 20))))
+    return records
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["inner", "left", "outer"]), materialized=st.booleans(), cached=st.booleans(),
+       filtered=st.sampled_from([(), ("left",), ("right",), ("left", "right")]), records=_table_table_records())
+# Kafka's KTableKTableOuterJoinTest: deleting the last side deletes the row; a mapped None is not absent
+@example(kind="outer", materialized=True, cached=True, filtered=(),
+         records=[("right", "a", "x", None, 53), ("left", "a", None, False, 56), ("left", "a", None, None, 57),
+                  ("right", "a", None, None, 58), ("right", "a", None, None, 59)])
+# without the record cache a materialized result forwards the delete of a row it never held
+@example(kind="inner", materialized=True, cached=False, filtered=(),
+         records=[("right", "a", "y", None, 1), ("left", "a", None, None, 2), ("left", "b", None, None, 3)])
+def test_java_table_table_port_joins_as_the_python_kernel(tt_replay: TableTableReplay, kind: str, materialized: bool,
+                                                          cached: bool, filtered: tuple[str, ...],
+                                                          records: list[TableTableRecord]) -> None:
+    """Inner, left and outer table-table joins, materialized or not, with and without the record
+    cache, either side read through a filter: tombstones (of a held key, of an absent one), a
+    ``map_values`` ``None``, null keys, out-of-order timestamps; per record the same drop, pair
+    (at the later of the two sides' timestamps) or delete."""
+    from streamsdsl.semantics.table_table import TableJoinSpec
+
+    spec = TableJoinSpec(kind, materialized=materialized, cached=cached, filtered_sides=frozenset(filtered))  # type: ignore[arg-type]
+    head = (f"case table {kind} {int(materialized)} {int(cached)} {int('left' in filtered)} "
+            f"{int('right' in filtered)}")
+    lines = [f"rec {side} {_cell(k)} {_cell(v)} {_cell(t)} {ts}" for side, k, v, t, ts in records]
+    assert tt_replay.ask(head, lines) == python_table_table(spec, records)
+
+
+def python_global(kind: str, records: list[GlobalRecord]) -> list[tuple[Any, ...]]:
+    """The records through `table_update` and `global_join_step` (the joiner ``(value, table value)``)
+    in order, a null-key table record dropped by the source: per stream record its drop or pair."""
+    from streamsdsl.semantics.stream_table import StreamTableJoin, global_join_step, table_update
+
+    spec, table, got = StreamTableJoin(kind), {}, []  # type: ignore[arg-type]
+    for rec in records:
+        if rec[0] == "table":
+            _, key, value, ts = rec
+            if key is None:
+                continue
+            step = table_update(table.get(key), key, value, ts)
+            if step.state is None:
+                table.pop(key, None)
+            else:
+                table[key] = step.state
+            continue
+        _, key, table_key, value, ts = rec
+        result = global_join_step(spec, table.get(table_key) if table_key is not None else None, key, table_key,
+                                  value, ts, lambda v, t: (v, t))
+        if result.dropped:
+            got.append(("drop",))
+        if result.output is not None:
+            got.append((result.output.key, result.output.value, result.output.timestamp))
+    return got
+
+
+_KEY = st.sampled_from([None, "a", "b"])
+_VALUE = st.sampled_from([None, "x", "y"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(["inner", "left"]),
+       records=st.lists(st.one_of(st.tuples(st.just("table"), _KEY, _VALUE, st.integers(0, 20)),
+                                  st.tuples(st.just("stream"), _KEY, _KEY, _VALUE, st.integers(0, 20))), max_size=14))
+def test_java_global_table_port_joins_as_the_python_kernel(tt_replay: TableTableReplay, kind: str,
+                                                           records: list[GlobalRecord]) -> None:
+    """Inner and left stream-global-table joins: table updates and deletes, a null selected table
+    key (dropped, but joined with None by the left join of a null-key record, KIP-962), null
+    stream values; per stream record the same drop or pair (the stream's key and timestamp)."""
+    lines = [" ".join(["rec", *map(_cell, rec)]) for rec in records]
+    assert tt_replay.ask(f"case global {kind}", lines) == python_global(kind, records)

@@ -40,6 +40,10 @@ public final class JoinOperator {
                 return new StreamTableJoinProcessor(spec);
             case "stream_stream":
                 return new StreamStreamJoinProcessor(spec);
+            case "table_table":
+                return new TableTableJoinProcessor(spec);
+            case "global_table":
+                return new GlobalTableJoinProcessor(spec);
             default:
                 throw new IllegalArgumentException(spec.node + ": this jar has no JVM operator for a " + spec.join
                     + " join (a jar of another streamsdsl version?)");

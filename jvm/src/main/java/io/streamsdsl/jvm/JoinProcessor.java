@@ -47,6 +47,8 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
         Object headers;
         int input;
         Object value;
+        /** The input's {@code value} struct (both sides' fields, and any a join kind adds). */
+        Row valueRow;
         Row carried;
     }
 
@@ -66,6 +68,7 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
         rec.headers = r.get(s.headersIdx);
         rec.input = r.getInt(s.inputIdx);
         Row pair = r.getStruct(s.valueIdx);
+        rec.valueRow = pair;
         rec.value = pair == null ? null : pair.get(rec.input);
         return rec;
     }
@@ -81,9 +84,14 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
 
     /** The key's rows, read and in the order the join processes them. */
     List<Rec> rows(Iterator<Row> rows) {
+        return rows(rows, spec.replay ? PIPE_ORDER : TIME_ORDER);
+    }
+
+    /** The key's rows, read and in {@code order}. */
+    List<Rec> rows(Iterator<Row> rows, Comparator<Rec> order) {
         List<Rec> data = new ArrayList<>();
         while (rows.hasNext()) data.add(read(rows.next()));
-        data.sort(spec.replay ? PIPE_ORDER : TIME_ORDER);
+        data.sort(order);
         return data;
     }
 
