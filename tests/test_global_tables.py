@@ -168,6 +168,39 @@ class TestGlobalTableApi:
             out = d.create_output_topic("out", Serdes.String(), Serdes.String())
             assert out.read_records_to_list() == [R("o1", "o1:c1:Ann", 2)]
 
+    def test_explain_and_a_joiner_with_key_on_both_operators(self, spark: Any, operator: str) -> None:
+        """explain() names the join's operator (the JVM operator: the joiner per Arrow batch after
+        it, a built-in joiner as Spark columns; ``streamsdsl.operator = python`` keeps the Python
+        operator); a joiner with the key gets the stream record's key on either operator."""
+        from streamsdsl import Joiners, explain
+
+        b = StreamsBuilder()
+        g = b.global_table("g", STR_STR)
+        s = b.stream("s", STR_STR)
+        s.left_join(g, lambda k, v: v, lambda k, v, t: f"{k}:{v}:{t}").to(
+            "out", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        s.join(g, lambda k, v: v, Joiners.right()).to("right", Produced.with_serdes(Serdes.String(), Serdes.String()))
+        topology = b.build()
+        text = explain(topology, spark, mode="simple").split("== streamsdsl operators ==")[1]
+        assert text.strip() == {
+            "jvm": "KSTREAM-LEFTJOIN-0000000004: JVM operator (global-table join, left; "
+                   "Python joiner per Arrow batch)\n"
+                   "KSTREAM-LEFTJOIN-0000000006: JVM operator (global-table join, inner; "
+                   "Joiners.right() as Spark columns)",
+            "python": "KSTREAM-LEFTJOIN-0000000004: Python operator (global-table join, left; "
+                      "streamsdsl.operator=python)\n"
+                      "KSTREAM-LEFTJOIN-0000000006: Python operator (global-table join, inner; "
+                      "streamsdsl.operator=python)",
+        }[operator]
+        with TopologyTestDriver(topology, spark=spark) as d:
+            d.create_input_topic("g", Serdes.String(), Serdes.String()).pipe_input("c1", "Ann", 1)
+            orders = d.create_input_topic("s", Serdes.String(), Serdes.String())
+            orders.pipe_key_value_list([("o1", "c1"), ("o2", "c2")], 2)
+            assert d.create_output_topic("out", Serdes.String(), Serdes.String()).read_key_values_to_list() == [
+                ("o1", "o1:c1:Ann"), ("o2", "o2:c2:None")]
+            assert d.create_output_topic("right", Serdes.String(), Serdes.String()).read_key_values_to_list() == [
+                ("o1", "Ann")]
+
 
 def left_topology() -> Any:
     """KStreamGlobalKTable(Left)JoinTest's topology: an Integer/String stream joined with a
@@ -350,3 +383,37 @@ class TestStreamingGlobalTable:
         assert _global_table_app.run(spark) == {"enriched": _global_table_app.ENRICHED,
                                                 "counts": _global_table_app.COUNTS,
                                                 "store": _global_table_app.STORE}
+
+    def test_python_operator_and_a_restart_on_the_other(self, spark: Any, tmp_path: Any) -> None:
+        """The join on the Python operator (``streamsdsl.operator = python``; the query above runs
+        the JVM operator) gives the same records: the first micro-batch bootstraps the table, an
+        update and a delete are seen from their own batch on; a restart of its checkpoint on the
+        JVM operator is refused with the fix."""
+        from streamsdsl.io.files import FileTopic
+        from streamsdsl.jvm import CheckpointOperatorError
+        from streamsdsl.runtime.streaming import start_streaming
+        from tests import _global_table_app
+        from tests._support import Collect
+
+        s = Serdes.String()
+        b = StreamsBuilder()
+        customers = b.global_table("customers", STR_STR)
+        b.stream("orders", STR_STR).left_join(customers, lambda order, customer: customer,
+                                              lambda customer, name: f"{customer}:{name}").to("enriched")
+        topic, cp = FileTopic(str(tmp_path / "in")), str(tmp_path / "checkpoint")
+
+        def run(operator: str) -> list[tuple[Any, Any, int]]:
+            out = Collect()
+            query, _, _ = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+                                          checkpoint_location=cp, operator=operator)
+            try:
+                for batch in _global_table_app.BATCHES[:3]:
+                    topic.append_topics(batch, s, s)
+                    query.processAllAvailable()
+            finally:
+                query.stop()
+            return [(k, v, ts) for _, k, v, ts in out.records]
+
+        assert run("python") == _global_table_app.ENRICHED[:4]
+        with pytest.raises(CheckpointOperatorError, match="set streamsdsl.operator to 'python'"):
+            run("jvm")

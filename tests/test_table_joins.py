@@ -12,6 +12,7 @@ import pytest
 from streamsdsl import (
     Consumed,
     InvalidTypeError,
+    Joiners,
     Materialized,
     Produced,
     Serdes,
@@ -219,12 +220,26 @@ class TestApi:
         with pytest.raises(InvalidArgumentError, match="exactly 2 node"):
             ir.TableTableJoinNode("j", ("a",), **ok)
 
-    def test_explain_says_python_operator(self, spark: Any) -> None:
-        """explain() names the Python operator for the join."""
+    def test_explain_names_the_operator(self, spark: Any, operator: str) -> None:
+        """explain() names the join's operator: the JVM operator with the joiner run per Arrow batch
+        after it (a built-in joiner as Spark columns); ``streamsdsl.operator=python`` keeps the
+        Python operator; a materialized join whose joiner may return None stays on the Python
+        operator, where the joiner's result decides the store's row."""
         b, t1, t2 = two_tables()
         t1.join(t2, joiner).to_stream().to("out", OUT)
-        text = explain(b.build(), spark, mode="simple")
-        assert "KTABLE-MERGE-0000000006: Python operator (joins run on the Python operator" in text
+        t1.outer_join(t2, Joiners.pair(), materialized=Materialized.as_("pairs")).to_stream().to("pairs")
+        t1.left_join(t2, joiner, materialized=Materialized.as_("left")).to_stream().to("left", OUT)
+        text = explain(b.build(), spark, mode="simple").split("== streamsdsl operators ==")[1]
+        python = ("KTABLE-MERGE-0000000006: Python operator (table-table join, inner; streamsdsl.operator=python)\n"
+                  "KTABLE-MERGE-0000000011: Python operator (table-table join, outer; streamsdsl.operator=python)")
+        jvm = ("KTABLE-MERGE-0000000006: JVM operator (table-table join, inner; Python joiner per Arrow batch)\n"
+               "KTABLE-MERGE-0000000011: JVM operator (table-table join, outer; Joiners.pair() as Spark columns)")
+        sources = ("KTABLE-SOURCE-0000000002: Python operator (tables run on the Python operator)\n"
+                   "KTABLE-SOURCE-0000000005: Python operator (tables run on the Python operator)\n")
+        assert text.strip() == sources + (jvm if operator == "jvm" else python) + (
+            "\nKTABLE-MERGE-0000000016: Python operator (table-table join, left; materialized, and its joiner may "
+            "return None: the joiner's result decides whether the store holds a row, and the JVM operator runs "
+            "the joiner after the join (Joiners.pair() and merge() never return None))")
 
 
 def kafka_batches() -> list[list[tuple[str, Any, Any, int]]]:
@@ -360,10 +375,12 @@ class TestJoinedTableDownstream:
 
 @pytest.mark.spark
 class TestStreamingTableJoin:
-    def test_micro_batches_and_restart(self, spark: Any, tmp_path: Any) -> None:
+    def test_micro_batches_and_restart(self, spark: Any, tmp_path: Any, operator: str) -> None:
         """On a streaming query (one micro-batch per appended file): both tables' values survive
         micro-batches and a restart from the checkpoint; an outer join forwards every update of
-        either side, ts = max of both sides, and a delete when the last side goes."""
+        either side, ts = max of both sides, and a delete when the last side goes. Both operators
+        forward the same records; a restart on the other operator is refused with the fix."""
+        from streamsdsl.jvm import CheckpointOperatorError
         from streamsdsl.runtime.streaming import start_streaming
         from streamsdsl.testing.files import FileTopic
         from tests._support import Collect
@@ -375,10 +392,10 @@ class TestStreamingTableJoin:
         t1.outer_join(t2, joiner).to_stream().to("out", OUT)
         topology = b.build()
 
-        def run() -> list[tuple[Any, Any, int]]:
+        def run(on: str = operator) -> list[tuple[Any, Any, int]]:
             out = Collect()
             q, _, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), out,
-                                      checkpoint_location=cp)
+                                      checkpoint_location=cp, operator=on)
             q.processAllAvailable()
             q.stop()
             return [(k, v, ts) for _, k, v, ts in out.records]
@@ -390,3 +407,5 @@ class TestStreamingTableJoin:
         topic.append("t1", [(1, None, 20), (3, "A3", 21)], i, s)
         topic.append("t2", [(2, "B2", 5), (1, None, 30)], i, s)
         assert run() == [(1, "null+B1", 20), (3, "A3+B3", 21), (2, "A2+B2", 11), (1, None, 30)]
+        with pytest.raises(CheckpointOperatorError, match=f"set streamsdsl.operator to '{operator}'"):
+            run(on="python" if operator == "jvm" else "jvm")

@@ -20,6 +20,11 @@ checkpointed with the query's (a restart does not re-read the table).
   window, grace or join; the operator's output carries the stream records' timestamps only.
 * **The test driver** (replay): records in pipe order, as Kafka's TopologyTestDriver applies a
   global record as soon as it is piped.
+
+The operator is the JVM operator (`streamsdsl.compiler.jvm_joins`: its Java port of the rules,
+the Python operator's state row, the matched pairs out and the joiner afterwards a batch at a
+time, a built-in joiner as Spark columns) when ``streamsdsl.operator`` allows it; the key
+selector runs before it, as the Python operator's.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import attrs
-from pyspark.sql import DataFrame, Row
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from streamsdsl import ir
@@ -35,14 +40,14 @@ from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, INPUT_IND
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import STREAM_SIDE, TABLE_SIDE, KeyedOperator, KeyedOperatorConfig, _operator_input
 from streamsdsl.compiler.joins import _table_records, run_keyed_operator, table_state_at_start
-from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, run_jvm_join
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.lowering import Lowering
 from streamsdsl.compiler.python_ops import apply_python, result_error
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.operators.descriptions import GlobalTableJoinDescription, description_of
 from streamsdsl.semantics.stream_table import StreamTableJoin, global_join_step, table_update
-from streamsdsl.semantics.tables import TableValue
-from streamsdsl.values.serdes import PlanSerde
+from streamsdsl.values.serdes import JsonSerde, PlanSerde
 
 __all__ = ["GlobalJoinConfig", "GlobalJoinOperator"]
 
@@ -140,7 +145,6 @@ def _global_table_join(self: Lowering, node: ir.GlobalTableJoinNode) -> Frame:
     config = GlobalJoinConfig(node.name, node.kind, d.table_key, value_out=d.value, stream_key=stream.key,
                               stream_value=d.stream_value, table_value=d.table_value, joiner=d.joiner,
                               state_name=table_node.store)
-    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     selector = d.key_selector
     keyed = apply_python(stream.with_df(stream.df.withColumn(_STREAM_KEY, F.col("key"))), node.name,
                          lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(d.table_key), function="key selector")
@@ -152,6 +156,42 @@ def _global_table_join(self: Lowering, node: ir.GlobalTableJoinNode) -> Frame:
     table_df: DataFrame = table.table_records if table.table_records is not None else table.df
     table_in = _operator_input(table.with_df(table_df), TABLE_SIDE, d.table_key, config.stream_type,
                                d.table_value.spark_type)
-    out = run_keyed_operator(self, stream_in.unionByName(table_in), config, GlobalJoinOperator, TABLE_SIDE,
-                             out_key_type=stream.key.spark_type, carried_key=F.col(CARRIED_STATE)["table_key"])
-    return Frame(out, stream.key, d.value)
+    inp = stream_in.unionByName(table_in)
+    form = JvmJoin("global_table", node.kind, {"stream_key_json": isinstance(stream.key.serde, JsonSerde)})
+    if stream.key.windowed:  # the joiner's key is a window (KeyCodec.from_cell), known to the Python operator
+        jvm = None
+        self.choices.record(node.name, Backend.PYTHON, f"{form.label}, {node.kind}; a windowed stream's keys")
+    else:
+        jvm = self.choices.choose(node.name, form, inp.sparkSession, node.kind)
+    if jvm is None:
+        out = run_keyed_operator(self, inp, config, GlobalJoinOperator, TABLE_SIDE,
+                                 out_key_type=stream.key.spark_type, carried_key=F.col(CARRIED_STATE)["table_key"])
+        return Frame(out, stream.key, d.value)
+    how = joiner_label(d.joiner, node.name, key=stream.key.serde, left=d.stream_value, right=d.table_value,
+                       value_out=d.value)
+    self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {how}")
+    pairs = run_jvm_join(self, _null_json(inp, d.table_key, d.stream_value, d.table_value), node.name, jvm,
+                         key_type=d.table_key.spark_type, left_type=d.stream_value.spark_type,
+                         right_type=d.table_value.spark_type, state_type=config.state_type,
+                         state_name=config.state_name, carried_side=TABLE_SIDE, out_key_type=stream.key.spark_type,
+                         carried_key=F.col(CARRIED_STATE)["table_key"],
+                         stored_type=f"struct<value:{d.table_value.spark_type},ts:bigint>")
+    return Frame(apply_joiner(pairs, node.name, d.joiner, key=stream.key.serde, left=d.stream_value,
+                              right=d.table_value, value_out=d.value), stream.key, d.value)
+
+
+def _null_json(inp: DataFrame, table_key: PlanSerde, stream_value: PlanSerde, table_value: PlanSerde) -> DataFrame:
+    """The JVM operator's input with JSON's ``null`` (the text) a null cell where the Python
+    operator decodes it to ``None``: the selected table key, the stream record's value (dropped),
+    the table's value (a delete); the stream's own key stays as it is (the output keeps it; the
+    operator reads a JSON ``null`` key as null itself: ``stream_key_json``)."""
+    from streamsdsl.compiler.jvm_joins import _not_json_null
+
+    def cell(column: Column, serde: PlanSerde) -> Column:
+        return _not_json_null(column) if isinstance(serde, JsonSerde) else column
+
+    stream = F.col("value")["s"]
+    value = F.struct(F.when(stream.isNotNull(), F.struct(stream["k"].alias("k"), cell(stream["v"], stream_value)
+                                                         .alias("v"))).alias("s"),
+                     cell(F.col("value")["t"], table_value).alias("t"))
+    return inp.withColumn("key", cell(F.col("key"), table_key)).withColumn("value", value)

@@ -96,7 +96,8 @@ def _not_json_null(cell: Column) -> Column:
 
 def null_json_values(inp: DataFrame, left: PlanSerde, right: PlanSerde, *, key: PlanSerde | None = None) -> DataFrame:
     """The join's input with a JSON ``null`` value (the text of a JSON value that is null) made a
-    null cell on each JSON side: the Python operator decodes it to ``None``, a null value (a
+    null cell on each JSON side (a field of the value struct after the two sides' is kept as it
+    is): the Python operator decodes it to ``None``, a null value (a
     dropped stream record, a table's tombstone); the JVM operator sees only the cell. With a
     JSON ``key`` serde, a JSON ``null`` key too (a null key: Kafka's rules for it)."""
     pair = F.col("value")
@@ -109,6 +110,7 @@ def null_json_values(inp: DataFrame, left: PlanSerde, right: PlanSerde, *, key: 
     for name, serde in zip(names, (left, right)):
         cell = pair.getField(name)
         fields.append((_not_json_null(cell) if isinstance(serde, JsonSerde) else cell).alias(name))
+    fields += [pair.getField(name).alias(name) for name in names[2:]]  # a join kind's own fields, unchanged
     return inp.withColumn("value", F.when(pair.isNotNull(), F.struct(*fields)))
 
 
@@ -134,22 +136,30 @@ def apply_jvm_join(inp: DataFrame, node: str, join: JvmJoin, schema: StructType,
 
 def run_jvm_join(lowering: Any, inp: DataFrame, node: str, join: JvmJoin, *, key_type: str, left_type: str,
                  right_type: str, state_type: str, state_name: str, carried_side: int,
-                 stateful_below: bool | None = None) -> DataFrame:
+                 stateful_below: bool | None = None, out_key_type: str | None = None,
+                 carried_key: Column | None = None, stored_type: str | None = None) -> DataFrame:
     """The matched pairs of the join ``node`` (frame columns, ``value`` the pair): the operator
     over ``inp``, in the driver's replay with the key states carried from the previous run (on
     input side ``carried_side``) and handed to the next; its drops counted (and logged) at the
-    node's ``input`` point, as the Python operator's."""
+    node's ``input`` point, as the Python operator's.
+
+    ``out_key_type``: the type of the output's keys when they are not the operator's (a
+    global-table join outputs the stream's keys); then ``carried_key`` is the Column of a carry
+    row that holds the operator's key. ``stored_type``: the streaming state row's type when it
+    is not the carried state's (``state_type``)."""
     from streamsdsl.compiler.lowering import PlanMode
 
     replay = lowering.mode is PlanMode.REPLAY
     below = stateful_downstream(lowering.topology, node) if stateful_below is None else stateful_below
     if replay:
         inp = with_carried_states(lowering, inp, node, key_type, state_type, **{INPUT_INDEX: F.lit(carried_side)})
-    schema = pair_schema(key_type, left_type, right_type, state_type=state_type if replay else None,
+    schema = pair_schema(out_key_type or key_type, left_type, right_type, state_type=state_type if replay else None,
                          event_time_out=not replay and below)
-    out = apply_jvm_join(inp, node, join, schema, replay=replay, state_name=state_name, state_type=state_type)
+    out = apply_jvm_join(inp, node, join, schema, replay=replay, state_name=state_name,
+                         state_type=stored_type or state_type)
     if replay:
-        out = carry_out(lowering, out, node, F.col("key"), key_type, state_type)
+        out = carry_out(lowering, out, node, F.col("key") if carried_key is None else carried_key, key_type,
+                        state_type)
     metric = F.col(EVENT_METRIC)
     out = lowering.observe(out, node, "input", dropped=F.when(metric == DROPPED, F.col(EVENT_VALUE)))
     return out.filter(metric.isNull()).select(*FRAME_COLUMNS)

@@ -9,6 +9,12 @@ whether the result store has a row); each record goes through
 joined change under the record's key (Kafka Streams' ``KTableKTable*Join`` processors and the
 ``KTableKTableJoinMerger``).
 
+The JVM operator (`streamsdsl.compiler.jvm_joins`) runs the join when ``streamsdsl.operator``
+allows it: its Java port of the rules (the Python operator's state row) finds the matched pairs
+and the tombstones, the joiner runs afterwards over the pairs a batch at a time (a built-in joiner
+as Spark columns). A materialized join whose joiner may return ``None`` stays on the Python
+operator: there the joiner's result decides whether the result store holds the key's row.
+
 Order within a key: the test driver's replay processes records in pipe order and carries the
 state rows from one run to the next (`CARRIED_STATE` / `CARRY`); streaming processes a
 micro-batch's records of a key by (timestamp, source position) and keeps the state in the
@@ -32,7 +38,8 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle
 from streamsdsl import ir
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED
 from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, SOURCE_TOMBSTONE
-from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
+from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, null_json_values, run_jvm_join
+from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.joins import KeyedOperator, KeyedOperatorConfig, run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
@@ -45,7 +52,7 @@ from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.semantics.table_table import LEFT, RIGHT, TableJoinSpec, TableJoinState, table_join_step
 from streamsdsl.semantics.tables import TableValue
 
-__all__ = ["TableJoinConfig", "TableJoinOperator"]
+__all__ = ["MATERIALIZED_ON_PYTHON", "TableJoinConfig", "TableJoinOperator", "joiner_may_return_none"]
 
 #: `INPUT_INDEX` of a record of this (left) table and of the other (right) table.
 LEFT_SIDE = 0
@@ -184,8 +191,49 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     config = TableJoinConfig(node.name, node.kind, key, value_out, d.left_value, d.right_value, d.joiner,
                              cached=self.flush is FlushPolicy.PER_RECORD, materialized=d.materialized,
                              filtered_sides=d.filtered_sides, state_name=node.store or "join")
-    self.choices.record(node.name, Backend.PYTHON, JOINS_ON_PYTHON)
     types = (left.value.spark_type, right.value.spark_type)
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))
-    out = _run(self, inp, config)
+    form = JvmJoin("table_table", node.kind, {"materialized": config.materialized, "cached": config.cached,
+                                              "filtered_sides": sorted(config.filtered_sides)})
+    if config.materialized and joiner_may_return_none(d.joiner, node.kind):
+        jvm = None
+        self.choices.record(node.name, Backend.PYTHON, f"{form.label}, {node.kind}; {MATERIALIZED_ON_PYTHON}")
+    else:
+        jvm = self.choices.choose(node.name, form, inp.sparkSession, node.kind)
+    if jvm is not None:
+        how = joiner_label(d.joiner, node.name, key=key, left=d.left_value, right=d.right_value, value_out=value_out)
+        self.choices.record(node.name, Backend.JVM, f"{jvm.label}, {node.kind}; {how}")
+        pairs = run_jvm_join(self, null_json_values(inp, d.left_value, d.right_value, key=key), node.name, jvm,
+                             key_type=key.spark_type, left_type=types[0], right_type=types[1],
+                             state_type=config.state_type, state_name=config.state_name, carried_side=LEFT_SIDE)
+        out = apply_joiner(pairs, node.name, d.joiner, key=key, left=d.left_value, right=d.right_value,
+                           value_out=value_out)
+    else:
+        out = _run(self, inp, config)
     return Frame(out, d.key, value_out, is_table=True, table_records=out)
+
+
+#: Why a materialized table–table join with a joiner that may return ``None`` runs on the Python operator.
+MATERIALIZED_ON_PYTHON = ("materialized, and its joiner may return None: the joiner's result decides whether the "
+                          "store holds a row, and the JVM operator runs the joiner after the join (Joiners.pair() "
+                          "and merge() never return None)")
+
+
+def joiner_may_return_none(joiner: Any, kind: str) -> bool:
+    """Whether a table–table join's joiner might return ``None`` for a pair the join forwards (a
+    side without a value is ``None`` in a left or outer join): a Python joiner might; a built-in
+    joiner's result is known (`streamsdsl.dsl.joiners.BuiltinJoiner`).
+
+    Examples
+    --------
+    >>> from streamsdsl.dsl.joiners import Joiners
+    >>> [joiner_may_return_none(Joiners.left(), k) for k in ("inner", "left", "outer")]
+    [False, False, True]
+    >>> joiner_may_return_none(Joiners.merge(), "outer"), joiner_may_return_none(lambda v, o: v, "inner")
+    (False, True)
+    """
+    from streamsdsl.dsl.joiners import BuiltinJoiner
+
+    if not isinstance(joiner, BuiltinJoiner):
+        return True
+    return {"pair": False, "merge": False, "left": kind == "outer", "right": kind != "inner"}[joiner.op]

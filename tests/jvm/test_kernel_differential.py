@@ -561,7 +561,7 @@ def _table_table_records(draw: st.DrawFn) -> list[TableTableRecord]:
         side = draw(st.sampled_from(["left", "right"]))
         key = draw(st.sampled_from([None, "a", "b", "a"]))
         value = None if draw(st.integers(0, 2)) == 0 else f"{side[0]}{i}"
-        tombstone = draw(st.sampled_from([None, True, False])) if value is None else draw(st.sampled_from([None, False]))
+        tombstone = draw(st.sampled_from([None, True, False] if value is None else [None, False]))
         records.append((side, key, value, tombstone, draw(st.integers(0, 20))))
     return records
 
@@ -585,7 +585,8 @@ def test_java_table_table_port_joins_as_the_python_kernel(tt_replay: TableTableR
     (at the later of the two sides' timestamps) or delete."""
     from streamsdsl.semantics.table_table import TableJoinSpec
 
-    spec = TableJoinSpec(kind, materialized=materialized, cached=cached, filtered_sides=frozenset(filtered))  # type: ignore[arg-type]
+    spec = TableJoinSpec(kind, materialized=materialized, cached=cached,  # type: ignore[arg-type]
+                         filtered_sides=frozenset(filtered))
     head = (f"case table {kind} {int(materialized)} {int(cached)} {int('left' in filtered)} "
             f"{int('right' in filtered)}")
     lines = [f"rec {side} {_cell(k)} {_cell(v)} {_cell(t)} {ts}" for side, k, v, t, ts in records]

@@ -322,3 +322,18 @@ def test_builtin_joiners_agree_with_kafka_streams(kafka: KafkaOracle, spark: Any
     for engine in ("direct", "spark"):
         k, s = outcomes(kafka, case, engine, spark)
         assert compare(k, s, case.recipe) == [], engine
+
+
+@pytest.mark.spark
+def test_table_and_global_table_joins_on_the_jvm_operator(kafka: KafkaOracle, spark: Any,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three of seed 1's table-table join cases (inner, left, outer) and two of its global-table join
+    cases on the JVM operator (the Spark plan) agree with Kafka Streams."""
+    from streamsdsl.jvm import OPERATOR_ENV
+
+    monkeypatch.setenv(OPERATOR_ENV, "jvm")
+    cases = [generate(SEED, i) for i in (70, 14, 12)] + [generate(SEED, i, shape="global_table") for i in range(2)]
+    assert [(c.recipe["shape"], c.recipe["op"]["kind"]) for c in cases[:3]] == [
+        ("table_table", "inner"), ("table_table", "left"), ("table_table", "outer")]
+    for case in cases:
+        assert compare(*outcomes(kafka, case, "spark", spark), case.recipe) == [], case.recipe

@@ -12,7 +12,7 @@ import org.apache.spark.unsafe.types.UTF8String;
  * merged, the right one's members over the left one's, as Python's {@code {**left, **right}} of
  * the decoded objects: the left's members in their order (a duplicate key once, at its first
  * place, with its last value), a right member replacing the value of the same key in place, the
- * right's other members after them. A null side gives the other one. Each member's JSON text is
+ * right's other members after them. A null side gives the other one (re-written as below). Each member's JSON text is
  * copied without its insignificant white space (the Python joiner re-encodes the decoded values:
  * the same text for the compact JSON streamsdsl writes). A side that is not an object is the
  * joiner's error ({@link #mergeError}). The input is valid JSON (a source checks it,
@@ -39,9 +39,9 @@ public final class JsonJoin {
     }
 
     public static UTF8String mergeOrNull(UTF8String left, UTF8String right) {
-        if (left == null) return right;
-        if (right == null) return left;
-        String l = left.toString(), r = right.toString();
+        if (left == null && right == null) return null;
+        // a null side gives the other, its members' text compact as the Python joiner writes it
+        String l = left == null ? "{}" : left.toString(), r = right == null ? "{}" : right.toString();
         if (typeOf(l) != null || typeOf(r) != null) return null;
         Map<String, String[]> members = new LinkedHashMap<>();
         members(l, members);

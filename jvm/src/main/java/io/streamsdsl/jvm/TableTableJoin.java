@@ -27,7 +27,8 @@ final class TableTableJoin {
 
     /** The join: its kind, whether its result is materialized, whether the stores have a record
      * cache, and whether each side reads through a {@code KTable.filter}. */
-    record Spec(Kind kind, boolean materialized, boolean cached, boolean leftFiltered, boolean rightFiltered) {
+    record Spec(Kind kind, boolean materialized, boolean cached, boolean leftFiltered, boolean rightFiltered)
+        implements java.io.Serializable {
         static Kind kind(String name) {
             return switch (name) {
                 case "inner" -> Kind.INNER;
