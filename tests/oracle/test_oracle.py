@@ -327,13 +327,14 @@ def test_builtin_joiners_agree_with_kafka_streams(kafka: KafkaOracle, spark: Any
 @pytest.mark.spark
 def test_table_and_global_table_joins_on_the_jvm_operator(kafka: KafkaOracle, spark: Any,
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three of seed 1's table-table join cases (inner, left, outer) and two of its global-table join
-    cases on the JVM operator (the Spark plan) agree with Kafka Streams."""
+    """One of seed 1's table-table join cases (an outer join) and one of its global-table join
+    cases on the JVM operator (the Spark plan) agree with Kafka Streams (the conformance suites'
+    spark-jvm host runs Kafka's join tests there, tests/jvm/test_kernel_differential.py the rules)."""
     from streamsdsl.jvm import OPERATOR_ENV
 
     monkeypatch.setenv(OPERATOR_ENV, "jvm")
-    cases = [generate(SEED, i) for i in (70, 14, 12)] + [generate(SEED, i, shape="global_table") for i in range(2)]
-    assert [(c.recipe["shape"], c.recipe["op"]["kind"]) for c in cases[:3]] == [
-        ("table_table", "inner"), ("table_table", "left"), ("table_table", "outer")]
+    cases = [generate(SEED, 12), generate(SEED, 0, shape="global_table")]
+    assert [c.recipe["shape"] for c in cases] == ["table_table", "global_table"]
+    assert cases[0].recipe["op"]["kind"] == "outer"
     for case in cases:
         assert compare(*outcomes(kafka, case, "spark", spark), case.recipe) == [], case.recipe
