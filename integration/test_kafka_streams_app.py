@@ -323,10 +323,10 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
 
     # a stateful topology: the continued application starts from the backfill's state and stream
     # time, and writes (with the backfill) what the driver writes over all records
-    from tests.runtime.test_backfill import HISTORY, REST, continued_topology, driver_output
+    from tests.runtime.test_backfill import HISTORY, REST, STRING_SINKS, continued_topology, driver_output
 
-    names = {t: new_topic(1) for t in ("orders", "customers", "counts", "sums", "sessions", "enriched", "finals",
-                                       "limited")}
+    names = {t: new_topic(1) for t in ("orders", "customers", "regions", "counts", "sums", "sessions", "enriched",
+                                       "finals", "limited", "cogrouped", "placed")}
     stateful = continued_topology(names.__getitem__)
 
     def encoded(records: list[tuple[str, Any, Any, int]]) -> Callable[[str], list[tuple[bytes, bytes, int, int]]]:
@@ -335,12 +335,13 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
                     for t, k, v, ts in records if t == topic]
         return of
 
-    for topic in ("customers", "orders"):
+    sources = ("orders", "customers", "regions")
+    for topic in sources:
         kafka.produce(names[topic], encoded(HISTORY)(topic))
-    ranges = {names[t]: KafkaRange.offsets(kafka.bootstrap_servers) for t in ("orders", "customers")}
-    history = backfill(stateful, ranges, spark=spark)
+    history = backfill(stateful, {names[t]: KafkaRange.offsets(kafka.bootstrap_servers) for t in sources}, spark=spark)
     history.write(kafka.bootstrap_servers)
-    kafka.produce(names["orders"], encoded(REST)("orders"))
+    for topic in sources:
+        kafka.produce(names[topic], encoded(REST)(topic))
     app = history.continue_streaming(make_streams_config(kafka, tmp_path_factory, "backfill-stateful"), spark=spark)
     history.release()
     app.start()
@@ -350,7 +351,7 @@ def test_backfill_of_a_kafka_range_then_the_application_continues_at_its_end(
         assert app.close(60)
     want = driver_output(stateful, [(t, k, v, T + ts) for t, k, v, ts in [*HISTORY, *REST]], names.__getitem__)
     for topic, records in want.items():
-        decode = (lambda b: b.decode()) if topic == "enriched" else (lambda b: struct.unpack(">q", b)[0])
+        decode = (lambda b: b.decode()) if topic in STRING_SINKS else (lambda b: struct.unpack(">q", b)[0])
         written = [(r.key.decode(), None if r.value is None else decode(r.value), r.timestamp)
                    for r in kafka.consume_all(names[topic])]
         assert sorted(written, key=repr) == sorted(records, key=repr), topic

@@ -160,6 +160,11 @@ class TableJoinOperator(KeyedOperator):
         else:
             self.state.update(self._encode(state))
 
+    def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
+        c = initialState["state"]
+        self.state.update(self._encode(self._decode(c["left_value"], c["left_ts"], c["right_value"], c["right_ts"],
+                                                    c["has_result"])))
+
 
 
 def _side_input(frame: Frame, side: int, key: PlanSerde, left_type: str, right_type: str) -> DataFrame:

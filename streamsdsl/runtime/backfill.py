@@ -288,7 +288,7 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
         if getattr(node, "history_retention_ms", None) is not None:
             return "a versioned table's versions are not handed to the streaming operator yet"
         return None
-    if isinstance(node, ir.SuppressNode):
+    if isinstance(node, (ir.SuppressNode, ir.TableTableJoinNode)):
         return None
     if isinstance(node, ir.StreamTableJoinNode):
         if node.grace_ms is not None:
@@ -298,14 +298,13 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
     missing = {
         ir.StreamStreamJoinNode: "a stream-stream join's window stores (each side's records within the join window) "
                                  "are not handed to the streaming operator yet",
-        ir.TableTableJoinNode: "a table-table join's state (both tables' values per key) is not handed to the "
-                               "streaming operator yet",
         ir.ForeignKeyJoinNode: "a foreign-key join's subscription and response stores are not handed to the "
                                "streaming operators yet",
         ir.GlobalTableJoinNode: "a global table's store is not handed to the streaming operator yet",
-        ir.TableGroupByNode: "a grouped table's re-keyed rows are not handed to the streaming operator yet",
-        ir.GroupedTableAggregateNode: "a table aggregation's state (the aggregate and each key's last value) is not "
-                                      "handed to the streaming operator yet",
+        ir.TableGroupByNode: "a table group-by's state (each key's current value, whose old value a change "
+                             "subtracts) is not handed to the streaming operator yet",
+        ir.GroupedTableAggregateNode: "a table aggregation's state (each group's aggregate) is not handed to the "
+                                      "streaming operator yet",
         ir.ProcessNode: "a processor's task stores and punctuation schedule are not handed to the streaming operator "
                         "yet",
     }

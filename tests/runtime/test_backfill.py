@@ -84,7 +84,7 @@ def _copy() -> Any:
 class TestContinuation:
     def test_only_the_nodes_whose_state_cannot_be_handed_on_are_refused(self) -> None:
         """An aggregation's and a table's state are handed to the streaming operators; a node whose
-        state is not (here a table-table join's, a stream-stream join's windows, idle close) is
+        state is not (here a grouped table's, a stream-stream join's windows, idle close) is
         refused by name, with what is missing."""
         from datetime import timedelta
 
@@ -96,18 +96,20 @@ class TestContinuation:
         grouped = orders.group_by_key()
         grouped.count().to_stream().to("counts")
         windowed = grouped.windowed_by(TimeWindows.of_size_with_no_grace(10))
-        b.table("left", STRINGS).join(b.table("right", STRINGS), lambda a, o: a).to_stream().to("tables")
+        b.table("left", STRINGS).group_by(lambda k, v: (v, v)).count().to_stream().to("tables")
         windowed.emit_strategy(EmitStrategy.on_window_close(idle_close=timedelta(seconds=1))).count().to_stream().to("i")
         orders.join(b.stream("other", STRINGS), lambda a, o: a, JoinWindows.of_time_difference_with_no_grace(5)).to("j")
         with pytest.raises(ContinuationError) as info:
-            check_continuable(b.build(), {"orders": {0: 10}, "other": {0: 1}, "left": {0: 1}, "right": {0: 1}})
+            check_continuable(b.build(), {"orders": {0: 10}, "other": {0: 1}, "left": {0: 1}})
         assert str(info.value) == (
             "a streaming application cannot continue this backfill: "
-            "KTABLE-MERGE-0000000011: a table-table join's state (both tables' values per key) is not handed to the "
+            "KTABLE-SELECT-0000000008: a table group-by's state (each key's current value, whose old value a change "
+            "subtracts) is not handed to the streaming operator yet; "
+            "KTABLE-AGGREGATE-0000000012: a table aggregation's state (each group's aggregate) is not handed to the "
             "streaming operator yet; "
-            "KSTREAM-AGGREGATE-0000000017: idle close closes a key's windows by the wall-clock time of its last "
+            "KSTREAM-AGGREGATE-0000000016: idle close closes a key's windows by the wall-clock time of its last "
             "record, which a backfill (no wall clock) does not have; continue without idle close; "
-            "KSTREAM-MERGE-0000000025: a stream-stream join's window stores (each side's records within the join "
+            "KSTREAM-MERGE-0000000024: a stream-stream join's window stores (each side's records within the join "
             "window) are not handed to the streaming operator yet. Run the application itself over the history "
             "instead: KafkaStreams with 'auto.offset.reset' = 'earliest' and a new application.id replays the "
             "topics, builds the state and goes on streaming (docs/backfill.md).")
@@ -141,7 +143,7 @@ def continued_topology(topic: Any = str) -> Any:
     """Every family a continued backfill hands state to: an unwindowed count (Spark's own
     aggregation in the backfill, the operator's state in streaming), a Python aggregate over
     time windows emitted on close, session windows in update mode, suppress (until the window
-    closes, and until a time limit), and a stream–table join.
+    closes, and until a time limit), a cogroup, a stream–table and a table–table join.
     ``topic``: each topic's name from its name here (the integration test's are generated)."""
     from streamsdsl import EmitStrategy, Produced, SessionWindows, Suppressed, TimeWindows
 
@@ -163,20 +165,28 @@ def continued_topology(topic: Any = str) -> Any:
     grouped.reduce(lambda a, v: a + v).suppress(Suppressed.until_time_limit(5, Suppressed.BufferConfig.unbounded())
                                                 ).to_stream().to(topic("limited"), Produced.with_serdes(
                                                     Serdes.String(), Serdes.Long()))
+    grouped.cogroup(lambda k, v, agg: agg + v).aggregate(lambda: 0).to_stream().to(
+        topic("cogrouped"), Produced.with_serdes(Serdes.String(), Serdes.Long()))
     customers = b.table(topic("customers"), STRINGS)
     orders.join(customers, lambda amount, name: f"{name}:{amount}").to(
         topic("enriched"), Produced.with_serdes(Serdes.String(), Serdes.String()))
+    customers.join(b.table(topic("regions"), STRINGS), lambda name, region: f"{name}/{region}").to_stream().to(
+        topic("placed"), Produced.with_serdes(Serdes.String(), Serdes.String()))
     return b.build()
+
+
+#: The sink topics of `continued_topology` whose values are strings (the others': longs).
+STRING_SINKS = ("enriched", "placed")
 
 
 def driver_output(topology: Any, records: list[tuple[str, Any, Any, int]], topic: Any = str) -> dict[str, list[Any]]:
     """What the driver writes for ``records`` (``(topic, key, value, ts)``) piped into
     `continued_topology`: per sink topic ``(key, value, ts)``, decoded."""
     with TopologyTestDriver(topology, engine="direct") as d:
-        inputs = {"orders": d.create_input_topic(topic("orders"), Serdes.String(), Serdes.Long()),
-                  "customers": d.create_input_topic(topic("customers"), Serdes.String(), Serdes.String())}
-        outs = {t: d.create_output_topic(topic(t), Serdes.String(), Serdes.String() if t == "enriched" else Serdes.Long())
-                for t in ("counts", "sums", "sessions", "enriched", "finals", "limited")}
+        inputs = {t: d.create_input_topic(topic(t), Serdes.String(), Serdes.Long() if t == "orders" else Serdes.String())
+                  for t in ("orders", "customers", "regions")}
+        outs = {t: d.create_output_topic(topic(t), Serdes.String(), Serdes.String() if t in STRING_SINKS else Serdes.Long())
+                for t in ("counts", "sums", "sessions", "enriched", "finals", "limited", "cogrouped", "placed")}
         for t, k, v, ts in records:
             inputs[t].pipe_input(k, v, ts)
         return {t: [(r.key, r.value, r.timestamp) for r in o.read_records_to_list()] for t, o in outs.items()}
@@ -184,12 +194,13 @@ def driver_output(topology: Any, records: list[tuple[str, Any, Any, int]], topic
 
 #: ``(topic, key, value, ts)``: what the backfill reads; stream time at its end is 1015, which
 #: closed the window [1000, 1010) (grace 5) and left [1010, 1020) open.
-HISTORY = [("customers", "a", "Ann", 990), ("customers", "b", "Bob", 995), ("orders", "a", 1, 1000),
+HISTORY = [("customers", "a", "Ann", 990), ("regions", "a", "North", 992), ("customers", "b", "Bob", 995),
+            ("regions", "b", "South", 996), ("orders", "a", 1, 1000),
             ("orders", "b", 2, 1003), ("orders", "a", 3, 1008), ("orders", "b", 4, 1012), ("orders", "a", 5, 1015)]
 #: The records after it, one micro-batch (one record per key: its net change is the driver's
 #: record): b at 1009 is late for [1000, 1010) (stream time 1015 - grace) though the continued
 #: query's first watermark is 0; c at 1026 closes [1010, 1020).
-REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1026)]
+REST = [("orders", "b", 7, 1009), ("orders", "a", 6, 1018), ("orders", "c", 8, 1026), ("regions", "a", "East", 1030)]
 
 
 @pytest.mark.spark
@@ -198,8 +209,9 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     backfill's final state and stream time, writes what the driver writes over all records: the
     count goes on from the backfill's, the window open at the backfill's end gets the later
     records and closes (its timer re-registered), a record late by the backfill's stream time is
-    dropped, a session grows, both suppress modes release what they held, and the join finds the
-    table values the backfill read."""
+    dropped, a session grows, both suppress modes release what they held, the cogroup goes on,
+    the stream-table join finds the table values the backfill read and the table-table join the
+    other table's."""
     from streamsdsl.runtime.streaming import start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
@@ -209,7 +221,7 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
 
     sources = {t: spark.createDataFrame([(k, v, ts) for topic, k, v, ts in HISTORY if topic == t],
                                         f"key string, value {'long' if t == 'orders' else 'string'}, timestamp long")
-               for t in ("orders", "customers")}
+               for t in ("orders", "customers", "regions")}
     out = backfill(topology, sources, spark=spark)
     try:
         got = {t: [(r.key, r.value, r.timestamp) for r in _decoded(out, t)] for t in topology.sink_topics}
@@ -217,7 +229,9 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     finally:
         out.release()
     topic = FileTopic(str(tmp_path / "in"))
-    topic.append_topics(REST, Serdes.String(), Serdes.Long())  # one micro-batch (its timers fire in the next)
+    # one micro-batch (the timers fire in the next)
+    topic.append_raw([(t, Serdes.String().serialize(k), (Serdes.Long() if t == "orders" else Serdes.String()).serialize(v),
+                       ts, []) for t, k, v, ts in REST])
     sink = Collect()
     q, compiled, _ = start_streaming(topology, lambda n: topic.read_stream(spark, n.topics), sink,
                                      checkpoint_location=str(tmp_path / "cp"), initial_state=initial)
@@ -228,13 +242,14 @@ def test_a_streaming_query_continues_a_stateful_backfill(spark: Any, tmp_path: A
     assert {t: sorted(r, key=repr) for t, r in got.items() if r} == {t: sorted(r, key=repr) for t, r in want.items() if r}
     # both operators start from the backfill's state: the built-in counts on the JVM one (the
     # unwindowed count: Spark's own in the backfill; suppress(until_window_closes) of time windows:
-    # the count emitted on close), the Python aggregate, reduce and suppress(until_time_limit) on
-    # the Python one
+    # the count emitted on close), the Python aggregate, reduce, suppress(until_time_limit), the
+    # cogroup and the joins on the Python one
     assert {n: c.backend.value for n, c in compiled.operators.items()} == {
         "KSTREAM-AGGREGATE-0000000002": "jvm", "KSTREAM-AGGREGATE-0000000006": "python",
         "KSTREAM-AGGREGATE-0000000011": "jvm", "KTABLE-SUPPRESS-0000000017": "jvm",
         "KSTREAM-REDUCE-0000000023": "python", "KTABLE-SUPPRESS-0000000024": "python",
-        "KTABLE-SOURCE-0000000030": "python", "KSTREAM-JOIN-0000000031": "python"}
+        "COGROUPKSTREAM-MERGE-0000000030": "python", "KTABLE-SOURCE-0000000035": "python",
+        "KSTREAM-JOIN-0000000036": "python", "KTABLE-SOURCE-0000000040": "python", "KTABLE-MERGE-0000000041": "python"}
     # b's 1009 late; the windows open at the backfill's end closed by c's 1026
     assert sorted(want["sums"]) == [("a@1000", 4, 1008), ("a@1010", 11, 1018), ("b@1000", 2, 1003), ("b@1010", 4, 1012)]
 
