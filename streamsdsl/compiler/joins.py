@@ -35,7 +35,7 @@ from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, EVENT_MET
 from streamsdsl.compiler.columns import FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION, POSITION_TYPE
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, null_json_values, run_jvm_join
-from streamsdsl.compiler.jvm_operator import JOINS_ON_PYTHON, Backend
+from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
 from streamsdsl.compiler.python_ops import apply_python, result_error
@@ -301,10 +301,8 @@ def _stream_table_join(self: Lowering, node: ir.StreamTableJoinNode) -> Frame:
                                  table_value=d.table_value, joiner=d.joiner)
     inp = _operator_input(stream, STREAM_SIDE, key, stream.value.spark_type, table.value.spark_type).unionByName(
         _operator_input(table.with_df(table_df), TABLE_SIDE, key, stream.value.spark_type, table.value.spark_type))
-    if d.history_retention_ms is None and self.initial_state(inp.sparkSession, node.name, key.spark_type,
-                                                             config.state_type) is not None:
-        # the JVM join operator takes no initial state: the Python one continues the backfill
-        self.choices.record(node.name, Backend.PYTHON, "stream-table join continuing a backfill: " + JOINS_ON_PYTHON)
+    if d.history_retention_ms is None and self.continues(node.name):
+        self.choices.record(node.name, Backend.PYTHON, CONTINUES_ON_PYTHON)
     elif d.history_retention_ms is None:
         jvm = self.choices.choose(node.name, JvmJoin("stream_table", node.kind), inp.sparkSession, node.kind)
         if jvm is not None:

@@ -38,7 +38,7 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, OUTPUT_POSITION, PAIR_FIELDS, POSITION_TYPE
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.event_time import stateful_downstream
-from streamsdsl.compiler.jvm_operator import OPERATOR_HINT, _connect, _jar_column
+from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, OPERATOR_HINT, _connect, _jar_column
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.operators.functions import result_error
 from streamsdsl.semantics.joiners import JoinerWithKey
@@ -147,6 +147,8 @@ def run_jvm_join(lowering: Any, inp: DataFrame, node: str, join: JvmJoin, *, key
     global-table join outputs the stream's keys); then ``carried_key`` is the Column of a carry
     row that holds the operator's key. ``stored_type``: the streaming state row's type when it
     is not the carried state's (``state_type``)."""
+    if lowering.continues(node):  # a lowering's bug: its state would be lost
+        raise AssertionError(f"{node}: the JVM join operator takes no initial state; {CONTINUES_ON_PYTHON}")
     from streamsdsl.compiler.lowering import PlanMode
 
     replay = lowering.mode is PlanMode.REPLAY

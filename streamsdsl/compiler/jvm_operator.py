@@ -86,6 +86,9 @@ class Backend(enum.Enum):
 
 #: Why the joins run on the Python operator.
 JOINS_ON_PYTHON = "joins run on the Python operator; the JVM operator has no port of this join yet"
+#: Why a join continuing a backfill runs on the Python operator.
+CONTINUES_ON_PYTHON = ("continuing a backfill: the Python operator's joins start from its state (the JVM join "
+                       "operator takes no initial state)")
 
 _LABELS = {Backend.JVM: "JVM operator", Backend.PYTHON: "Python operator", Backend.NATIVE: "Spark native aggregation"}
 

@@ -144,6 +144,12 @@ class Lowering(DropMetrics):
         carried rows ``(key, state)``, `StreamingLowering.initial_state`); ``None``: none."""
         return None
 
+    def continues(self, node: str) -> bool:
+        """Whether ``node``'s operator starts from a backfill's state (`initial_state`): a join then
+        runs on the Python operator, the one whose join operators take an initial state."""
+        initial = getattr(self, "initial", None)
+        return initial is not None and bool(initial.states.get(node))
+
     def initial_stream_time(self, node: str) -> int:
         """The stream time ``node`` starts from (-1: none; `StreamingLowering.initial_stream_time`)."""
         return -1

@@ -39,7 +39,7 @@ from streamsdsl import ir
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED
 from streamsdsl.compiler.columns import INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION, SOURCE_TOMBSTONE
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, null_json_values, run_jvm_join
-from streamsdsl.compiler.jvm_operator import Backend
+from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.joins import KeyedOperator, KeyedOperatorConfig, run_keyed_operator
 from streamsdsl.compiler.lowering import Lowering
@@ -200,7 +200,10 @@ def _table_table_join(self: Lowering, node: ir.TableTableJoinNode) -> Frame:
     inp = _side_input(left, LEFT_SIDE, key, *types).unionByName(_side_input(right, RIGHT_SIDE, key, *types))
     form = JvmJoin("table_table", node.kind, {"materialized": config.materialized, "cached": config.cached,
                                               "filtered_sides": sorted(config.filtered_sides)})
-    if config.materialized and joiner_may_return_none(d.joiner, node.kind):
+    if self.continues(node.name):
+        jvm = None
+        self.choices.record(node.name, Backend.PYTHON, CONTINUES_ON_PYTHON)
+    elif config.materialized and joiner_may_return_none(d.joiner, node.kind):
         jvm = None
         self.choices.record(node.name, Backend.PYTHON, f"{form.label}, {node.kind}; {MATERIALIZED_ON_PYTHON}")
     else:
