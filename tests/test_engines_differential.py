@@ -170,3 +170,18 @@ def test_every_shape_agrees_on_a_fixed_input(spark: Any, shape: str) -> None:
     on_spark = _run("spark", shape, FIXED, spark, 2)
     assert direct[0] == on_spark[0]
     assert _metrics(direct[1]) == _metrics(on_spark[1])
+
+
+@pytest.mark.parametrize("shape, block", [("cogroup-windowed", 1), ("session-0-close", 2), ("tumbling-3-close", 2)])
+def test_a_run_in_blocks_agrees(spark: Any, shape: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run over more records than `modes.SCAN_BLOCK` computes stream time per block of records
+    (a parallel prefix scan) and finds the record that closes each window per block: with blocks
+    of one or two records, the same records as the direct engine (per-input stream time of a
+    cogroup, windows emitted on close, state and stream time carried between runs)."""
+    from streamsdsl.compiler import modes
+
+    monkeypatch.setattr(modes, "SCAN_BLOCK", block)
+    direct = _run("direct", shape, FIXED, None, 2)
+    on_spark = _run("spark", shape, FIXED, spark, 2)
+    assert direct[0] == on_spark[0]
+    assert _metrics(direct[1]) == _metrics(on_spark[1])

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -35,7 +35,55 @@ from streamsdsl.compiler.idle_close import IdleCloseAggregateProcessor
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
 
-__all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
+__all__ = ["SCAN_BLOCK", "ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store",
+           "running_maxima"]
+
+#: Replay: a run over more source positions than this computes its running maxima (stream time)
+#: and the records that pass each on-close window's threshold per block of this many positions,
+#: a block per window partition (`running_maxima`); a smaller run computes them in one window, in
+#: one task. One window partition is buffered whole by Spark's window operator (spilled past a few
+#: thousand rows, each spill file read back through a buffer of its own): a global window over
+#: millions of records runs out of heap.
+SCAN_BLOCK = 1 << 14
+
+_BLOCK = "_block"
+
+
+def running_maxima(df: DataFrame, order: Sequence[Any], block: Column, maxima: Mapping[str, tuple[Column, bool]],
+                   cache: Callable[[DataFrame], DataFrame], by: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
+    """``df`` with a column per entry of ``maxima`` (name → (value, inclusive)): the largest value
+    of the rows before each row in ``order`` (per ``by``), the row's own included when
+    ``inclusive``: what ``F.max(value).over(Window.partitionBy(*by).orderBy(*order)
+    .rowsBetween(Window.unboundedPreceding, 0 if inclusive else -1))`` computes, without putting all
+    rows of a ``by`` group into one window partition (one task). ``block`` (non-decreasing in
+    ``order``) cuts each group into blocks: a block's running maxima are computed in a window
+    partition of its own, and the largest value of the group's earlier blocks (a table of one row
+    per block, broadcast) is added — the same values (a parallel prefix scan).
+
+    ``cache`` persists ``df`` (it is read twice: for the blocks' maxima and for the rows). Also
+    returns the blocks' table: ``by`` columns, ``_block`` and each name (the block's largest value).
+    """
+    values = {f"_value{i}": v for i, (v, _) in enumerate(maxima.values())}
+    df = cache(df.withColumn(_BLOCK, block).withColumns(values))
+    local = Window.partitionBy(*by, _BLOCK).orderBy(*order)
+    frames = {True: local.rowsBetween(Window.unboundedPreceding, Window.currentRow),
+              False: local.rowsBetween(Window.unboundedPreceding, -1)}
+    names = list(maxima)
+    blocks = df.groupBy(*by, _BLOCK).agg(*[F.max(v).alias(n) for n, v in zip(names, values)])
+    earlier = Window.partitionBy(*by).orderBy(_BLOCK).rowsBetween(Window.unboundedPreceding, -1)
+    before = blocks.select(*[F.col(c).alias(f"_by{i}") for i, c in enumerate(by)], F.col(_BLOCK).alias("_earlier_block"),
+                           *[F.max(n).over(earlier).alias(f"_earlier{i}") for i, n in enumerate(names)])
+    out = df.withColumns({n: F.max(v).over(frames[maxima[n][1]]) for n, v in zip(names, values)})
+    on = [out[c].eqNullSafe(before[f"_by{i}"]) for i, c in enumerate(by)] + [out[_BLOCK].eqNullSafe(before["_earlier_block"])]
+    out = out.join(F.broadcast(before), on, "inner")
+    out = out.withColumns({n: F.greatest(F.col(n), F.col(f"_earlier{i}")) for i, n in enumerate(names)})
+    return out.drop(_BLOCK, "_earlier_block", *values, *[f"_by{i}" for i in range(len(by))],
+                    *[f"_earlier{i}" for i in range(len(names))]), blocks
+
+
+def position_block() -> Column:
+    """The block of `SCAN_BLOCK` source positions a record is in (`running_maxima`)."""
+    return F.floor(F.col(SOURCE_POSITION) / F.lit(SCAN_BLOCK))
 
 
 class StreamingLowering(Lowering):
@@ -138,9 +186,15 @@ class ReplayLowering(Lowering):
     native_per_record = True
 
     def __init__(self, raw_source: RawSource, handler: DeserializationHandler = DeserializationHandler.LOG_AND_FAIL,
-                 carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None) -> None:
+                 carry: ReplayCarry | None = None, *, choices: OperatorChoices | None = None,
+                 positions: int | None = None) -> None:
         super().__init__(raw_source, handler, choices)
         self.carry = carry or ReplayCarry()
+        #: a run over more than `SCAN_BLOCK` source positions computes stream time per block
+        #: (`running_maxima`), a smaller one (``positions`` None: the test driver's runs) in one window
+        self.scanned = positions is not None and positions > SCAN_BLOCK
+        #: per stateful node, whether its stream time is per input (a cogroup's)
+        self._per_input: dict[str, bool] = {}
         #: What the driver collects after the run for the next one: per node, a DataFrame of
         #: its carried state rows (processors) or of its input rows (native aggregations).
         self.carried_states: dict[str, DataFrame] = {}
@@ -163,10 +217,8 @@ class ReplayLowering(Lowering):
         carrying the key's state from the previous run."""
         node = config.node
         inputs = len(config.inputs)
-        w = (Window.partitionBy(partition_by) if partition_by else Window).orderBy(SOURCE_POSITION, OUTPUT_POSITION)
-        w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+        self._per_input[node] = partition_by is not None
         advances = F.col("value").isNotNull() if config.windowing.drops_null_values else F.lit(True)
-        st = F.max(F.when(advances, F.col("timestamp"))).over(w)
         before = list(self.carry.stream_times.get(node, ())) or [-1] * inputs
         if partition_by:
             initial = F.lit(before[0])
@@ -174,15 +226,35 @@ class ReplayLowering(Lowering):
                 initial = F.when(F.col(partition_by) == i, F.lit(t)).otherwise(initial)
         else:
             initial = F.lit(max(before))
-        df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
-        everyone = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION)
-        # the clock the processor's kernel reads: every input's stream time before the record
-        prior = everyone.rowsBetween(Window.unboundedPreceding, -1)
         inputs_before = [(advances & (F.col(partition_by) == i), t) for i, t in enumerate(before)] if partition_by \
             else [(advances, max(before))]
-        df = df.withColumn(STREAM_TIMES_BEFORE, F.array(*[
-            F.greatest(F.coalesce(F.max(F.when(c, F.col("timestamp"))).over(prior), F.lit(-1)), F.lit(t)).cast("bigint")
-            for c, t in inputs_before]))
+        ts = F.col("timestamp")
+        if self.scanned:
+            # the same maxima, per input over the pipe order, computed per block of positions
+            maxima = {f"_st_after{i}": (F.when(c, ts), True) for i, (c, _) in enumerate(inputs_before)}
+            maxima.update({f"_st_before{i}": (F.when(c, ts), False) for i, (c, _) in enumerate(inputs_before)})
+            if partition_by and config.emit_on_close:  # which inputs have records (the run's stream time)
+                maxima.update({f"_st_has{i}": (F.when(F.col(partition_by) == i, F.lit(0)), True) for i in range(inputs)})
+            df, blocks = running_maxima(df, [SOURCE_POSITION, OUTPUT_POSITION], position_block(), maxima, self.cached)
+            st: Column = F.col("_st_after0")
+            if partition_by:
+                st = F.when(F.col(partition_by) == 0, st)
+                for i in range(1, len(inputs_before)):
+                    st = st.when(F.col(partition_by) == i, F.col(f"_st_after{i}"))
+            df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
+            df = df.withColumn(STREAM_TIMES_BEFORE, F.array(*[
+                F.greatest(F.coalesce(F.col(f"_st_before{i}"), F.lit(-1)), F.lit(t)).cast("bigint")
+                for i, (_, t) in enumerate(inputs_before)])).drop(*maxima)
+        else:
+            w = (Window.partitionBy(partition_by) if partition_by else Window).orderBy(SOURCE_POSITION, OUTPUT_POSITION)
+            w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+            st = F.max(F.when(advances, ts)).over(w)
+            df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(st, F.lit(-1)), initial).cast("bigint"))
+            # the clock the processor's kernel reads: every input's stream time before the record
+            prior = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION).rowsBetween(Window.unboundedPreceding, -1)
+            df = df.withColumn(STREAM_TIMES_BEFORE, F.array(*[
+                F.greatest(F.coalesce(F.max(F.when(c, ts)).over(prior), F.lit(-1)), F.lit(t)).cast("bigint")
+                for c, t in inputs_before]))
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)
@@ -190,8 +262,22 @@ class ReplayLowering(Lowering):
         if config.emit_on_close:
             # every key closes its windows at the run's end, so that nothing emitted in this run
             # is still open in the state the next run starts from
-            run = F.max(STREAM_TIME).over(Window.partitionBy())
-            df = df.withColumn(RUN_STREAM_TIME, F.greatest(F.coalesce(run, F.lit(-1)), initial).cast("bigint"))
+            if not self.scanned:
+                run = F.max(STREAM_TIME).over(Window.partitionBy())
+                return df.withColumn(RUN_STREAM_TIME, F.greatest(F.coalesce(run, F.lit(-1)), initial).cast("bigint"))
+            # the largest stream time of the run's records, from the blocks' maxima: per input
+            # that has records, its largest timestamp or its stream time before the run
+            totals = blocks.agg(*[F.max(c).alias(c) for c in blocks.columns if c.startswith("_st_")])
+            if partition_by:
+                run = F.greatest(*[F.when(F.col(f"_st_has{i}").isNotNull(), F.greatest(
+                    F.coalesce(F.col(f"_st_after{i}"), F.lit(-1)), F.lit(t))) for i, (_, t) in enumerate(inputs_before)],
+                    F.lit(None).cast("bigint"))
+            else:
+                run = F.greatest(F.coalesce(F.col("_st_after0"), F.lit(-1)), F.lit(max(before)))
+            total = totals.select(run.alias("_run"))
+            df = df.crossJoin(F.broadcast(total))
+            df = df.withColumn(RUN_STREAM_TIME, F.greatest(F.coalesce(F.col("_run"), F.lit(-1)), initial).cast("bigint"))
+            df = df.drop("_run")
         return df
 
     def processor(self, config: AggregateConfig, state_type: str) -> AggregateProcessor:
@@ -212,13 +298,16 @@ class ReplayLowering(Lowering):
             key.alias("key"), F.col(CARRIED_STATE).alias("state"))
         out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
         inp = self.cached(inp.filter(F.col(CARRIED_STATE).isNull()))
-        times = inp.select(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
-                           F.col(STREAM_TIME).alias("_at_stream_time"))
         pending = out.filter(F.col(CLOSE_THRESHOLD).isNotNull()).withColumn("_pending", F.monotonically_increasing_id())
         rest = out.filter(F.col(CLOSE_THRESHOLD).isNull()).drop(CLOSE_THRESHOLD)
-        matched = pending.join(times, F.col("_at_stream_time") > F.col(CLOSE_THRESHOLD), "inner")
-        first = matched.groupBy("_pending").agg(
-            F.min(F.struct("_at_position", "_at_output", "_at_stream_time")).alias("_at"))
+        if self.scanned and not self._per_input.get(config.node, False):
+            first = self._first_passing(pending, inp, config)
+        else:
+            times = inp.select(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
+                               F.col(STREAM_TIME).alias("_at_stream_time"))
+            matched = pending.join(times, F.col("_at_stream_time") > F.col(CLOSE_THRESHOLD), "inner")
+            first = matched.groupBy("_pending").agg(
+                F.min(F.struct("_at_position", "_at_output", "_at_stream_time")).alias("_at"))
         finals = pending.join(first, "_pending").withColumn(SOURCE_POSITION, F.col("_at._at_position")).withColumn(
             OUTPUT_POSITION, F.concat(F.col("_at._at_output"), F.col(OUTPUT_POSITION)))
         data = finals.select(*rest.columns)
@@ -230,6 +319,36 @@ class ReplayLowering(Lowering):
             (F.col("_at._at_stream_time") - F.col(CLOSE_THRESHOLD) - 1).cast("double").alias(EVENT_VALUE),
         )
         return rest.unionByName(data).unionByName(events)
+
+    def _first_passing(self, pending: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
+        """Per pending on-close record (``_pending``), the first input record whose stream time
+        passes its threshold (``_at``: its positions and stream time), as the join of every
+        pending record with every input record finds it, without that join: stream time never
+        decreases in pipe order, so that record is the one that moved stream time from at most
+        the threshold to past it (a step ``[stream time before, stream time after)`` holding the
+        threshold; a threshold below the run's first stream time: the run's first record). The
+        steps are matched per block of positions (the block whose steps' range holds the threshold)."""
+        at = F.struct(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
+                      F.col(STREAM_TIME).alias("_at_stream_time"))
+        before = F.col(STREAM_TIMES_BEFORE)[0]
+        steps = self.cached(inp.filter(F.col(STREAM_TIME) > before).select(
+            position_block().alias(_BLOCK), before.alias("_value"), F.lit(0).alias("_kind"),
+            F.lit(None).cast("bigint").alias("_pending"), at.alias("_at"), F.col(STREAM_TIME).alias("_to")))
+        ranges = steps.groupBy(_BLOCK).agg(F.min("_value").alias("_from"), F.max("_to").alias("_to"))
+        threshold = F.col(CLOSE_THRESHOLD)
+        placed = pending.select("_pending", threshold.alias("_value")).join(
+            F.broadcast(ranges), (F.col("_value") >= F.col("_from")) & (F.col("_value") < F.col("_to")), "inner")
+        placed = placed.select(_BLOCK, "_value", F.lit(1).alias("_kind"), "_pending",
+                               F.lit(None).cast(steps.schema["_at"].dataType).alias("_at"))
+        upto = Window.partitionBy(_BLOCK).orderBy("_value", "_kind").rowsBetween(Window.unboundedPreceding,
+                                                                                Window.currentRow)
+        last = F.max(F.when(F.col("_kind") == 0, F.struct("_value", "_at"))).over(upto)
+        stepped = steps.drop("_to").unionByName(placed).withColumn("_last", last).filter(F.col("_kind") == 1)
+        stepped = stepped.select("_pending", F.col("_last._at").alias("_at"))
+        initial = max(list(self.carry.stream_times.get(config.node, ())) or [-1])
+        first = inp.agg(F.min(at).alias("_at"))
+        early = pending.filter(threshold < F.lit(initial)).select("_pending").crossJoin(F.broadcast(first))
+        return stepped.unionByName(early.filter(F.col("_at").isNotNull()))
 
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
                          per_source_record: bool = False) -> DataFrame:

@@ -193,6 +193,9 @@ class CompileOptions:
         default=DeserializationHandler.LOG_AND_FAIL, converter=DeserializationHandler.parse)
     carry: ReplayCarry | None = None
     flush: FlushPolicy = FlushPolicy.PER_RECORD
+    #: Replay: how many source positions the run spans (None: a few): a run over more than
+    #: `modes.SCAN_BLOCK` computes stream time per block of positions, in parallel.
+    positions: int | None = None
     #: Streaming: drop points (observation names) to observe with ``observe`` although the jar's
     #: counters could count them (`compile_topology` sets it for a point the plan holds twice).
     observed_points: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
@@ -228,7 +231,8 @@ def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions)
     handler = options.deserialization_handler
     choices = OperatorChoices(options.operator)
     if options.mode is PlanMode.REPLAY:
-        lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices)
+        lowering: Lowering = ReplayLowering(raw_source, handler, options.carry or ReplayCarry(), choices=choices,
+                                            positions=options.positions)
     else:
         lowering = lowering_for(options.mode)(raw_source, handler, choices)
         if options.carry is not None:

@@ -378,11 +378,13 @@ def backfill(topology: Topology, sources: Mapping[str, Source], config: Mapping[
     driver_config = DriverConfig.from_mapping(config)
     engine = SparkDriverEngine(topology, driver_config, spark, int(time.time() * 1000))
     spark = engine.spark
-    raw, end_offsets = _raw_records(spark, topology, sources)
+    cached: list[DataFrame] = []
+    raw, end_offsets = _raw_records(spark, topology, sources, cached)
     raw = raw.persist()
-    cached = [raw]
+    cached.append(raw)
+    positions = raw.count()
     processors = any(isinstance(n, ProcessNode) for n in topology.nodes)  # they read each record's coordinates
-    compiled = engine.plan(raw, list(sources), _coordinates(raw) if processors else {})
+    compiled = engine.plan(raw, list(sources), _coordinates(raw) if processors else {}, positions)
     frames: dict[str, DataFrame] = {}
     if compiled.output is not None:
         output = compiled.output.persist()
@@ -419,13 +421,22 @@ def _check_topics(topology: Topology, sources: Mapping[str, Any]) -> None:
             "for no records) or a KafkaRange for every source topic.")
 
 
-def _raw_records(spark: SparkSession, topology: Topology,
-                 sources: Mapping[str, Source]) -> tuple[DataFrame, dict[str, dict[int, int]]]:
-    """Every source's records as raw records (`RAW_RECORD_DDL`) in processing order (`SOURCE_POSITION`)."""
+def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, Source],
+                 cached: list[DataFrame]) -> tuple[DataFrame, dict[str, dict[int, int]]]:
+    """Every source's records as raw records (`RAW_RECORD_DDL`) in processing order
+    (`SOURCE_POSITION`); what it persists on the way is appended to ``cached``. Nothing puts all
+    records into one task: the largest timestamp so far of each partition is a parallel prefix
+    scan per block of offsets (`running_maxima`), the order one sort over all partitions (`_numbered`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler.columns import SOURCE_POSITION
+    from streamsdsl.compiler.modes import SCAN_BLOCK, running_maxima
+
+    def cache(df: DataFrame) -> DataFrame:
+        df = df.persist()
+        cached.append(df)
+        return df
 
     parts, ends = [], {}
     for index, (topic, source) in enumerate(sources.items()):
@@ -441,21 +452,42 @@ def _raw_records(spark: SparkSession, topology: Topology,
         union = union.unionByName(df)
     with_offsets = [isinstance(s, KafkaRange) or "offset" in s.columns for s in sources.values()]
     if any(with_offsets):
-        in_partition = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
-            Window.unboundedPreceding, Window.currentRow)
-        order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(
-            F.max("timestamp").over(in_partition))
+        # per (topic, partition) in offset order (records without one first), the largest timestamp so far
+        block = F.coalesce(F.floor(F.col("offset") / F.lit(SCAN_BLOCK)), F.lit(-1))
+        union, _ = running_maxima(union, [F.col("offset").asc_nulls_first()], block,
+                                  {"_partition_time": (F.col("timestamp"), True)}, cache, ("topic", "partition"))
+        order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(F.col("_partition_time"))
+        union = union.withColumn("_order_time", order_time).drop("_partition_time")
     else:
-        order_time = F.col("timestamp")
-    union = union.withColumn("_order_time", order_time)
+        union = union.withColumn("_order_time", F.col("timestamp"))
     order = ["_order_time", "_topic_index", "partition", "offset", "timestamp", "_row"]
-    union = union.withColumn(SOURCE_POSITION, F.row_number().over(Window.orderBy(*order)) - 1)
+    union = _numbered(union, order, cache)
     if not all(with_offsets):
         # a record without an offset gets its place in its (topic, partition), as the driver numbers them
         numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
         union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
     return union.select("key", "value", "topic", "partition", "offset", "timestamp", "headers",
                         F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends
+
+
+def _numbered(df: DataFrame, order: list[str], cache: Any) -> DataFrame:
+    """``df`` with `SOURCE_POSITION`: each row's place in ``order`` from 0 (what ``row_number()``
+    over a window of all rows gives, less one), without one task holding all rows: Spark's sort
+    ranges the rows over its partitions in order, and a row's place is its place in its partition
+    plus the rows of the partitions before it (a table of one row per partition, broadcast)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.columns import SOURCE_POSITION
+
+    rows = df.orderBy(*order).withColumn("_id", F.monotonically_increasing_id())  # partition << 33 | index
+    rows = cache(rows.select("*", F.shiftrightunsigned("_id", 33).alias("_part"),
+                             F.col("_id").bitwiseAND((1 << 33) - 1).alias("_index")))
+    earlier = Window.orderBy("_part").rowsBetween(Window.unboundedPreceding, -1)
+    starts = rows.groupBy("_part").count().select(
+        "_part", F.coalesce(F.sum("count").over(earlier), F.lit(0)).alias("_start"))
+    return rows.join(F.broadcast(starts), "_part").withColumn(
+        SOURCE_POSITION, F.col("_start") + F.col("_index")).drop("_id", "_part", "_index", "_start")
 
 
 def _typed_source(topology: Topology, topic: str, df: DataFrame) -> DataFrame:

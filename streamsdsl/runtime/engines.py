@@ -221,9 +221,10 @@ class SparkDriverEngine:
         return f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 
     @quiet_global_windows
-    def compile(self, records: DataFrame | None = None, clock: Any = None) -> CompiledTopology:
+    def compile(self, records: DataFrame | None = None, clock: Any = None, positions: int | None = None) -> CompiledTopology:
         """The plan of a run over ``records`` (the records piped since the previous run), or
-        without records the plan's sinks and serdes; ``clock``: the processors' (`ProcessorClock`)."""
+        without records the plan's sinks and serdes; ``clock``: the processors' (`ProcessorClock`);
+        ``positions``: how many records ``records`` holds (`CompileOptions.positions`)."""
         from pyspark.sql import functions as F
 
         from streamsdsl.compiler import PlanMode, compile_topology
@@ -235,14 +236,16 @@ class SparkDriverEngine:
             return self._compiled
         options = CompileOptions(PlanMode.REPLAY, self.config.operator, self.config.deserialization_handler,
                                  self._carry, self.config.flush, application_id=self.config.application_id,
-                                 processor_clock=clock or self._clock())
+                                 processor_clock=clock or self._clock(), positions=positions)
         return compile_topology(self.topology, lambda n: records.filter(reads_topic(n, self._topics)), options)
 
-    def plan(self, records: DataFrame, topics: Iterable[str], coordinates: Any = None) -> CompiledTopology:
+    def plan(self, records: DataFrame, topics: Iterable[str], coordinates: Any = None,
+             positions: int | None = None) -> CompiledTopology:
         """The replay of ``records`` (raw records of ``topics`` with their `SOURCE_POSITION`) in one run from no
-        state: a backfill (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (`ProcessorClock`)."""
+        state: a backfill (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (`ProcessorClock`);
+        ``positions``: how many records there are (a large run computes stream time in parallel)."""
         self._topics.update(topics)
-        return self.compile(records, self._clock(coordinates))
+        return self.compile(records, self._clock(coordinates), positions)
 
     def _clock(self, coordinates: Any = None, advance: bool = False) -> Any:
         """The processors' clock of a run (`ProcessorClock`): the driver's wall clock."""
@@ -277,7 +280,7 @@ class SparkDriverEngine:
         from streamsdsl.runtime.errors import StreamsError
         from streamsdsl.runtime.metrics import log_dropped, observed_metrics
 
-        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()), clock)
+        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()), clock, len(rows))
         if self._compiled is None:
             self._compiled = compiled  # its sinks, serdes and frames serve `compile()`
         if compiled.output is None:

@@ -15,7 +15,7 @@ from streamsdsl import Consumed, KafkaRange, Serdes, StreamsBuilder, backfill
 from streamsdsl.errors import InvalidArgumentError, InvalidTypeError
 from streamsdsl.runtime.backfill import ContinuationError, check_continuable
 from streamsdsl.runtime.driver import TopologyTestDriver
-from tests.test_engines_differential import RECORDS, SHAPES
+from tests.test_engines_differential import FIXED, RECORDS, SHAPES
 
 STRINGS = Consumed.with_serdes(Serdes.String(), Serdes.String())
 
@@ -276,3 +276,21 @@ def test_a_continued_application_restarts_with_the_backfills_stream_times(tmp_pa
     first = ReplayCarry(states={"n": [("a", [])]}, stream_times={"n": (1015,), "m": (3, 7)})
     assert continuation(attrs.evolve(config, initial_state=first)) is first
     assert continuation(config) == ReplayCarry(stream_times={"n": (1015,), "m": (3, 7)})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("shape", ["hopping-3-close", "stream-table-left"])
+def test_a_backfill_in_blocks_writes_what_the_driver_writes(spark: Any, shape: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """More records than `modes.SCAN_BLOCK` (here blocks of two): the largest timestamp of each
+    partition so far, the records' order, stream time and the record that closes each window
+    are computed per block, and the backfill still writes what the driver writes."""
+    from streamsdsl.compiler import modes
+
+    monkeypatch.setattr(modes, "SCAN_BLOCK", 2)
+    b = StreamsBuilder()
+    SHAPES[shape](b)
+    topology = b.build()
+    records = [(t if t in topology.source_topics else topology.source_topics[0], k, v, ts) for t, k, v, ts in FIXED]
+    ordered = _in_backfill_order(records, list(topology.source_topics))
+    assert _backfill(spark, topology, ordered) == _driver(topology, ordered)
