@@ -22,7 +22,8 @@ one whose next record has the smallest timestamp. The backfill does the same: re
 partition so far (which is the order of Kafka's choice by the next record's timestamp), ties by
 the topic's position in ``sources``, the partition and the offset; records without an offset
 (a table of past events) in timestamp order, ties in the order the DataFrame's rows are read.
-Like the driver, the backfill is one task: stream time is the whole input's.
+Like the driver, the backfill has one stream time, the whole input's (computed per block of
+records in parallel: `streamsdsl.compiler.modes.running_maxima`).
 
 **Continuing.** `Backfill.continue_streaming` returns a `KafkaStreams` that starts reading each
 source where the backfill's Kafka range ended, with the state the backfill ended with

@@ -239,11 +239,9 @@ class SparkDriverEngine:
                                  processor_clock=clock or self._clock(), positions=positions)
         return compile_topology(self.topology, lambda n: records.filter(reads_topic(n, self._topics)), options)
 
-    def plan(self, records: DataFrame, topics: Iterable[str], coordinates: Any = None,
-             positions: int | None = None) -> CompiledTopology:
-        """The replay of ``records`` (raw records of ``topics`` with their `SOURCE_POSITION`) in one run from no
-        state: a backfill (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' (`ProcessorClock`);
-        ``positions``: how many records there are (a large run computes stream time in parallel)."""
+    def plan(self, records: DataFrame, topics: Iterable[str], coordinates: Any = None, positions: int | None = None) -> CompiledTopology:
+        """The replay of ``records`` (raw records of ``topics`` with their `SOURCE_POSITION`, ``positions`` of them) in
+        one run from no state: a backfill (`streamsdsl.runtime.backfill`); ``coordinates``: the processors' clock's."""
         self._topics.update(topics)
         return self.compile(records, self._clock(coordinates), positions)
 
