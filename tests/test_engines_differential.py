@@ -172,15 +172,17 @@ def test_every_shape_agrees_on_a_fixed_input(spark: Any, shape: str) -> None:
     assert _metrics(direct[1]) == _metrics(on_spark[1])
 
 
-@pytest.mark.parametrize("shape, block", [("cogroup-windowed", 1), ("session-0-close", 2), ("tumbling-3-close", 2)])
+@pytest.mark.parametrize("shape, block", [("cogroup-windowed", 1), ("session-0-close", 2), ("tumbling-3-close", 2),
+                                          ("stream-stream-outer", 2)])
 def test_a_run_in_blocks_agrees(spark: Any, shape: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run over more records than `modes.SCAN_BLOCK` computes stream time per block of records
-    (a parallel prefix scan) and finds the record that closes each window per block: with blocks
-    of one or two records, the same records as the direct engine (per-input stream time of a
-    cogroup, windows emitted on close, state and stream time carried between runs)."""
-    from streamsdsl.compiler import modes
+    """A run over more records than `scan.SCAN_BLOCK` computes stream time per block of records
+    (a parallel prefix scan) and finds the record that closes each window (or releases a held
+    join record) per block: with blocks of one or two records, the same records as the direct
+    engine (per-input stream time of a cogroup, windows emitted on close, an outer join's held
+    records, state and stream time carried between runs)."""
+    from streamsdsl.compiler import scan
 
-    monkeypatch.setattr(modes, "SCAN_BLOCK", block)
+    monkeypatch.setattr(scan, "SCAN_BLOCK", block)
     direct = _run("direct", shape, FIXED, None, 2)
     on_spark = _run("spark", shape, FIXED, spark, 2)
     assert direct[0] == on_spark[0]

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, F
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
 from streamsdsl.compiler.rules import RULES
+from streamsdsl.compiler.scan import first_passing, in_blocks, position_block, running_maxima
 from streamsdsl.compiler.carry import carry_out, with_carried_states
 from streamsdsl.compiler.lowering import Lowering, PlanMode, RawSource
 from streamsdsl.compiler.processors import (
@@ -35,55 +36,8 @@ from streamsdsl.compiler.idle_close import IdleCloseAggregateProcessor
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.dsl.options import DeserializationHandler
 
-__all__ = ["SCAN_BLOCK", "ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store",
-           "running_maxima"]
+__all__ = ["ReplayCarry", "ReplayLowering", "StreamingLowering", "lowering_for", "native_store"]
 
-#: Replay: a run over more source positions than this computes its running maxima (stream time)
-#: and the records that pass each on-close window's threshold per block of this many positions,
-#: a block per window partition (`running_maxima`); a smaller run computes them in one window, in
-#: one task. One window partition is buffered whole by Spark's window operator (spilled past a few
-#: thousand rows, each spill file read back through a buffer of its own): a global window over
-#: millions of records runs out of heap.
-SCAN_BLOCK = 1 << 14
-
-_BLOCK = "_block"
-
-
-def running_maxima(df: DataFrame, order: Sequence[Any], block: Column, maxima: Mapping[str, tuple[Column, bool]],
-                   cache: Callable[[DataFrame], DataFrame], by: Sequence[str] = ()) -> tuple[DataFrame, DataFrame]:
-    """``df`` with a column per entry of ``maxima`` (name → (value, inclusive)): the largest value
-    of the rows before each row in ``order`` (per ``by``), the row's own included when
-    ``inclusive``: what ``F.max(value).over(Window.partitionBy(*by).orderBy(*order)
-    .rowsBetween(Window.unboundedPreceding, 0 if inclusive else -1))`` computes, without putting all
-    rows of a ``by`` group into one window partition (one task). ``block`` (non-decreasing in
-    ``order``) cuts each group into blocks: a block's running maxima are computed in a window
-    partition of its own, and the largest value of the group's earlier blocks (a table of one row
-    per block, broadcast) is added — the same values (a parallel prefix scan).
-
-    ``cache`` persists ``df`` (it is read twice: for the blocks' maxima and for the rows). Also
-    returns the blocks' table: ``by`` columns, ``_block`` and each name (the block's largest value).
-    """
-    values = {f"_value{i}": v for i, (v, _) in enumerate(maxima.values())}
-    df = cache(df.withColumn(_BLOCK, block).withColumns(values))
-    local = Window.partitionBy(*by, _BLOCK).orderBy(*order)
-    frames = {True: local.rowsBetween(Window.unboundedPreceding, Window.currentRow),
-              False: local.rowsBetween(Window.unboundedPreceding, -1)}
-    names = list(maxima)
-    blocks = df.groupBy(*by, _BLOCK).agg(*[F.max(v).alias(n) for n, v in zip(names, values)])
-    earlier = Window.partitionBy(*by).orderBy(_BLOCK).rowsBetween(Window.unboundedPreceding, -1)
-    before = blocks.select(*[F.col(c).alias(f"_by{i}") for i, c in enumerate(by)], F.col(_BLOCK).alias("_earlier_block"),
-                           *[F.max(n).over(earlier).alias(f"_earlier{i}") for i, n in enumerate(names)])
-    out = df.withColumns({n: F.max(v).over(frames[maxima[n][1]]) for n, v in zip(names, values)})
-    on = [out[c].eqNullSafe(before[f"_by{i}"]) for i, c in enumerate(by)] + [out[_BLOCK].eqNullSafe(before["_earlier_block"])]
-    out = out.join(F.broadcast(before), on, "inner")
-    out = out.withColumns({n: F.greatest(F.col(n), F.col(f"_earlier{i}")) for i, n in enumerate(names)})
-    return out.drop(_BLOCK, "_earlier_block", *values, *[f"_by{i}" for i in range(len(by))],
-                    *[f"_earlier{i}" for i in range(len(names))]), blocks
-
-
-def position_block() -> Column:
-    """The block of `SCAN_BLOCK` source positions a record is in (`running_maxima`)."""
-    return F.floor(F.col(SOURCE_POSITION) / F.lit(SCAN_BLOCK))
 
 
 class StreamingLowering(Lowering):
@@ -190,9 +144,9 @@ class ReplayLowering(Lowering):
                  positions: int | None = None) -> None:
         super().__init__(raw_source, handler, choices)
         self.carry = carry or ReplayCarry()
-        #: a run over more than `SCAN_BLOCK` source positions computes stream time per block
-        #: (`running_maxima`), a smaller one (``positions`` None: the test driver's runs) in one window
-        self.scanned = positions is not None and positions > SCAN_BLOCK
+        #: a run over more than `scan.SCAN_BLOCK` source positions computes stream time per block
+        #: (`streamsdsl.compiler.scan`), a smaller one (``positions`` None: a few) in one window
+        self.scanned = in_blocks(positions)
         #: per stateful node, whether its stream time is per input (a cogroup's)
         self._per_input: dict[str, bool] = {}
         #: What the driver collects after the run for the next one: per node, a DataFrame of
@@ -301,7 +255,11 @@ class ReplayLowering(Lowering):
         pending = out.filter(F.col(CLOSE_THRESHOLD).isNotNull()).withColumn("_pending", F.monotonically_increasing_id())
         rest = out.filter(F.col(CLOSE_THRESHOLD).isNull()).drop(CLOSE_THRESHOLD)
         if self.scanned and not self._per_input.get(config.node, False):
-            first = self._first_passing(pending, inp, config)
+            # one stream time for all inputs: it never decreases in pipe order
+            at = F.struct(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
+                          F.col(STREAM_TIME).alias("_at_stream_time"))
+            initial = max(list(self.carry.stream_times.get(config.node, ())) or [-1])
+            first = first_passing(self.cached, pending, inp, at, F.col(STREAM_TIMES_BEFORE)[0], initial)
         else:
             times = inp.select(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
                                F.col(STREAM_TIME).alias("_at_stream_time"))
@@ -319,36 +277,6 @@ class ReplayLowering(Lowering):
             (F.col("_at._at_stream_time") - F.col(CLOSE_THRESHOLD) - 1).cast("double").alias(EVENT_VALUE),
         )
         return rest.unionByName(data).unionByName(events)
-
-    def _first_passing(self, pending: DataFrame, inp: DataFrame, config: AggregateConfig) -> DataFrame:
-        """Per pending on-close record (``_pending``), the first input record whose stream time
-        passes its threshold (``_at``: its positions and stream time), as the join of every
-        pending record with every input record finds it, without that join: stream time never
-        decreases in pipe order, so that record is the one that moved stream time from at most
-        the threshold to past it (a step ``[stream time before, stream time after)`` holding the
-        threshold; a threshold below the run's first stream time: the run's first record). The
-        steps are matched per block of positions (the block whose steps' range holds the threshold)."""
-        at = F.struct(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
-                      F.col(STREAM_TIME).alias("_at_stream_time"))
-        before = F.col(STREAM_TIMES_BEFORE)[0]
-        steps = self.cached(inp.filter(F.col(STREAM_TIME) > before).select(
-            position_block().alias(_BLOCK), before.alias("_value"), F.lit(0).alias("_kind"),
-            F.lit(None).cast("bigint").alias("_pending"), at.alias("_at"), F.col(STREAM_TIME).alias("_to")))
-        ranges = steps.groupBy(_BLOCK).agg(F.min("_value").alias("_from"), F.max("_to").alias("_to"))
-        threshold = F.col(CLOSE_THRESHOLD)
-        placed = pending.select("_pending", threshold.alias("_value")).join(
-            F.broadcast(ranges), (F.col("_value") >= F.col("_from")) & (F.col("_value") < F.col("_to")), "inner")
-        placed = placed.select(_BLOCK, "_value", F.lit(1).alias("_kind"), "_pending",
-                               F.lit(None).cast(steps.schema["_at"].dataType).alias("_at"))
-        upto = Window.partitionBy(_BLOCK).orderBy("_value", "_kind").rowsBetween(Window.unboundedPreceding,
-                                                                                Window.currentRow)
-        last = F.max(F.when(F.col("_kind") == 0, F.struct("_value", "_at"))).over(upto)
-        stepped = steps.drop("_to").unionByName(placed).withColumn("_last", last).filter(F.col("_kind") == 1)
-        stepped = stepped.select("_pending", F.col("_last._at").alias("_at"))
-        initial = max(list(self.carry.stream_times.get(config.node, ())) or [-1])
-        first = inp.agg(F.min(at).alias("_at"))
-        early = pending.filter(threshold < F.lit(initial)).select("_pending").crossJoin(F.broadcast(first))
-        return stepped.unionByName(early.filter(F.col("_at").isNotNull()))
 
     def native_aggregate(self, node: str, df: DataFrame, column: Column, value_type: str, *,
                          per_source_record: bool = False) -> DataFrame:

@@ -194,7 +194,7 @@ class CompileOptions:
     carry: ReplayCarry | None = None
     flush: FlushPolicy = FlushPolicy.PER_RECORD
     #: Replay: how many source positions the run spans (None: a few): a run over more than
-    #: `modes.SCAN_BLOCK` computes stream time per block of positions, in parallel.
+    #: `scan.SCAN_BLOCK` computes stream time per block of positions, in parallel.
     positions: int | None = None
     #: Streaming: drop points (observation names) to observe with ``observe`` although the jar's
     #: counters could count them (`compile_topology` sets it for a point the plan holds twice).

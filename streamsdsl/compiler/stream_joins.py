@@ -46,7 +46,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 import attrs
-from pyspark.sql import DataFrame, Row, Window
+from pyspark.sql import Column, DataFrame, Row, Window
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.types import _parse_datatype_string
@@ -90,6 +90,8 @@ RUN_TIMES = "_run_times"
 #: The four times carried to the next run, in the order of the join's stream-time observation
 #: (`modes.STREAM_TIME_OBSERVATION`, fields ``t0`` .. ``t3``).
 _TIMES = (STREAM_TIME, SCAN_TIME, LEFT_TIME, RIGHT_TIME)
+#: The replay's pipe order of the operator's input rows.
+_PIPE_ORDER = (SOURCE_POSITION, OUTPUT_POSITION, INPUT_INDEX)
 
 OUTPUT_FIELDS = ("key", "value", "timestamp", "headers", SOURCE_POSITION, OUTPUT_POSITION, FINAL_KEY_ORDER,
                  EVENT_METRIC, EVENT_VALUE)
@@ -379,11 +381,12 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) 
     from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION
 
     before = list(lowering.carry.stream_times.get(config.node, ())) or [-1] * len(_TIMES)  # type: ignore[attr-defined]
-    w = Window.orderBy(SOURCE_POSITION, OUTPUT_POSITION, INPUT_INDEX).rowsBetween(Window.unboundedPreceding,
-                                                                                  Window.currentRow)
     carried = F.col(CARRIED_STATE).isNotNull()
     valid = F.col("key").isNotNull() & _has_value()
     ts = F.col("timestamp")
+    if getattr(lowering, "scanned", False):
+        return _replay_times_in_blocks(lowering, inp, config, before, carried, valid)
+    w = Window.orderBy(*_PIPE_ORDER).rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = inp.withColumn(STREAM_TIME, F.greatest(F.coalesce(F.max(ts).over(w), F.lit(-1)), F.lit(before[0])).cast("bigint"))
     in_order = F.coalesce(~carried & valid & (ts == F.col(STREAM_TIME)), F.lit(False))
     df = df.withColumn("_in_order", in_order)
@@ -397,6 +400,38 @@ def _replay_times(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig) 
     run = F.struct(*[F.greatest(F.coalesce(F.max(c).over(everything), F.lit(-1)), F.lit(before[i])).cast("bigint")
                      .alias(c) for i, c in enumerate(_TIMES)])
     return df.withColumn(RUN_TIMES, run)
+
+
+def _replay_times_in_blocks(lowering: Lowering, inp: DataFrame, config: StreamJoinConfig, before: list[int],
+                            carried: Column, valid: Column) -> DataFrame:
+    """`_replay_times` of a large run: the same times, computed per block of positions
+    (`scan.running_maxima`), and ``_held_from``: the stream time of the in-order record before
+    each (where `_place_held` finds the record that passes a held record's threshold)."""
+    from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION
+    from streamsdsl.compiler.scan import position_block, running_maxima
+
+    ts = F.col("timestamp")
+    cache = lowering.cached  # type: ignore[attr-defined]
+    sides = {f"_side{side}": (F.when(~carried & valid & (F.col(INPUT_INDEX) == side), ts), True) for side in (0, 1)}
+    df, blocks = running_maxima(inp, _PIPE_ORDER, position_block(), {"_any": (ts, True), **sides}, cache)
+    df = df.withColumn(STREAM_TIME, F.greatest(F.coalesce(F.col("_any"), F.lit(-1)), F.lit(before[0])).cast("bigint"))
+    for i, name in enumerate((LEFT_TIME, RIGHT_TIME)):
+        df = df.withColumn(name, F.greatest(F.coalesce(F.col(f"_side{i}"), F.lit(-1)), F.lit(before[i + 2])).cast("bigint"))
+    in_order = F.coalesce(~carried & valid & (ts == F.col(STREAM_TIME)), F.lit(False))
+    df = df.drop("_any", *sides).withColumn("_in_order", in_order)
+    held = F.when(F.col("_in_order"), ts)
+    df, scans = running_maxima(df, _PIPE_ORDER, position_block(), {"_scan": (held, True), "_scan_before": (held, False)},
+                               cache)
+    df = df.withColumn(SCAN_TIME, F.greatest(F.coalesce(F.col("_scan"), F.lit(-1)), F.lit(before[1])).cast("bigint"))
+    df = df.withColumn("_held_from", F.greatest(F.coalesce(F.col("_scan_before"), F.lit(-1)), F.lit(before[0])))
+    df = df.drop("_scan", "_scan_before")
+    df = df.observe(f"{STREAM_TIME_OBSERVATION}{config.node}", *[F.max(c).alias(f"t{i}") for i, c in enumerate(_TIMES)])
+    # the run's end times: the largest of each over the run, from the blocks' maxima
+    totals = blocks.agg(*[F.max(c).alias(c) for c in ("_any", *sides)]).crossJoin(scans.agg(F.max("_scan").alias("_scan")))
+    ends = dict(zip(_TIMES, ("_any", "_scan", "_side0", "_side1")))
+    run = F.struct(*[F.greatest(F.coalesce(F.col(ends[c]), F.lit(-1)), F.lit(before[i])).cast("bigint").alias(c)
+                     for i, c in enumerate(_TIMES)])
+    return df.crossJoin(F.broadcast(totals.select(run.alias(RUN_TIMES))))
 
 
 def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, config: StreamJoinConfig,
@@ -461,13 +496,21 @@ def _place_held(lowering: Lowering, out: DataFrame, inp: DataFrame, config: Stre
     lowering.carried_states[config.node] = out.filter(F.col(EVENT_METRIC) == CARRY).select(  # type: ignore[attr-defined]
         "key", F.col(CARRIED_STATE).alias("state"))
     out = out.filter(F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)).drop(CARRIED_STATE)
-    times = inp.filter(F.col("_in_order")).select(
-        F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
-        F.col(STREAM_TIME).alias("_at_stream_time"))
     pending = out.filter(F.col(CLOSE_THRESHOLD).isNotNull()).withColumn("_pending", F.monotonically_increasing_id())
     rest = out.filter(F.col(CLOSE_THRESHOLD).isNull()).drop(CLOSE_THRESHOLD)
-    first = pending.join(times, F.col("_at_stream_time") > F.col(CLOSE_THRESHOLD), "inner").groupBy("_pending").agg(
-        F.min(F.struct("_at_position", "_at_output")).alias("_at"))
+    if "_held_from" in inp.columns:  # a large run (`_replay_times_in_blocks`)
+        from streamsdsl.compiler.scan import first_passing
+
+        at = F.struct(F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"))
+        initial = (list(lowering.carry.stream_times.get(config.node, ())) or [-1])[0]  # type: ignore[attr-defined]
+        first = first_passing(lowering.cached, pending, inp.filter(F.col("_in_order")), at,  # type: ignore[attr-defined]
+                              F.col("_held_from"), initial)
+    else:
+        times = inp.filter(F.col("_in_order")).select(
+            F.col(SOURCE_POSITION).alias("_at_position"), F.col(OUTPUT_POSITION).alias("_at_output"),
+            F.col(STREAM_TIME).alias("_at_stream_time"))
+        first = pending.join(times, F.col("_at_stream_time") > F.col(CLOSE_THRESHOLD), "inner").groupBy("_pending").agg(
+            F.min(F.struct("_at_position", "_at_output")).alias("_at"))
     placed = pending.join(first, "_pending").withColumn(SOURCE_POSITION, F.col("_at._at_position")).withColumn(
         OUTPUT_POSITION, F.concat(F.col("_at._at_output"), F.col(OUTPUT_POSITION)))
     return rest.unionByName(placed.select(*rest.columns))

@@ -23,7 +23,7 @@ partition so far (which is the order of Kafka's choice by the next record's time
 the topic's position in ``sources``, the partition and the offset; records without an offset
 (a table of past events) in timestamp order, ties in the order the DataFrame's rows are read.
 Like the driver, the backfill has one stream time, the whole input's (computed per block of
-records in parallel: `streamsdsl.compiler.modes.running_maxima`).
+records in parallel: `streamsdsl.compiler.scan`).
 
 **Continuing.** `Backfill.continue_streaming` returns a `KafkaStreams` that starts reading each
 source where the backfill's Kafka range ended, with the state the backfill ended with
@@ -427,12 +427,12 @@ def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, 
     """Every source's records as raw records (`RAW_RECORD_DDL`) in processing order
     (`SOURCE_POSITION`); what it persists on the way is appended to ``cached``. Nothing puts all
     records into one task: the largest timestamp so far of each partition is a parallel prefix
-    scan per block of offsets (`running_maxima`), the order one sort over all partitions (`_numbered`)."""
+    scan per block of offsets (`scan.running_maxima`), the order one sort over all partitions (`_numbered`)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     from streamsdsl.compiler.columns import SOURCE_POSITION
-    from streamsdsl.compiler.modes import SCAN_BLOCK, running_maxima
+    from streamsdsl.compiler import scan
 
     def cache(df: DataFrame) -> DataFrame:
         df = df.persist()
@@ -454,8 +454,8 @@ def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, 
     with_offsets = [isinstance(s, KafkaRange) or "offset" in s.columns for s in sources.values()]
     if any(with_offsets):
         # per (topic, partition) in offset order (records without one first), the largest timestamp so far
-        block = F.coalesce(F.floor(F.col("offset") / F.lit(SCAN_BLOCK)), F.lit(-1))
-        union, _ = running_maxima(union, [F.col("offset").asc_nulls_first()], block,
+        block = F.coalesce(F.floor(F.col("offset") / F.lit(scan.SCAN_BLOCK)), F.lit(-1))
+        union, _ = scan.running_maxima(union, [F.col("offset").asc_nulls_first()], block,
                                   {"_partition_time": (F.col("timestamp"), True)}, cache, ("topic", "partition"))
         order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(F.col("_partition_time"))
         union = union.withColumn("_order_time", order_time).drop("_partition_time")

@@ -282,12 +282,12 @@ def test_a_continued_application_restarts_with_the_backfills_stream_times(tmp_pa
 @pytest.mark.parametrize("shape", ["hopping-3-close", "stream-table-left"])
 def test_a_backfill_in_blocks_writes_what_the_driver_writes(spark: Any, shape: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """More records than `modes.SCAN_BLOCK` (here blocks of two): the largest timestamp of each
+    """More records than `scan.SCAN_BLOCK` (here blocks of two): the largest timestamp of each
     partition so far, the records' order, stream time and the record that closes each window
     are computed per block, and the backfill still writes what the driver writes."""
-    from streamsdsl.compiler import modes
+    from streamsdsl.compiler import scan
 
-    monkeypatch.setattr(modes, "SCAN_BLOCK", 2)
+    monkeypatch.setattr(scan, "SCAN_BLOCK", 2)
     b = StreamsBuilder()
     SHAPES[shape](b)
     topology = b.build()
