@@ -380,10 +380,9 @@ def backfill(topology: Topology, sources: Mapping[str, Source], config: Mapping[
     engine = SparkDriverEngine(topology, driver_config, spark, int(time.time() * 1000))
     spark = engine.spark
     cached: list[DataFrame] = []
-    raw, end_offsets = _raw_records(spark, topology, sources, cached)
+    raw, end_offsets, positions = _raw_records(spark, topology, sources, cached)
     raw = raw.persist()
     cached.append(raw)
-    positions = raw.count()
     processors = any(isinstance(n, ProcessNode) for n in topology.nodes)  # they read each record's coordinates
     compiled = engine.plan(raw, list(sources), _coordinates(raw) if processors else {}, positions)
     frames: dict[str, DataFrame] = {}
@@ -423,11 +422,13 @@ def _check_topics(topology: Topology, sources: Mapping[str, Any]) -> None:
 
 
 def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, Source],
-                 cached: list[DataFrame]) -> tuple[DataFrame, dict[str, dict[int, int]]]:
+                 cached: list[DataFrame]) -> tuple[DataFrame, dict[str, dict[int, int]], int]:
     """Every source's records as raw records (`RAW_RECORD_DDL`) in processing order
-    (`SOURCE_POSITION`); what it persists on the way is appended to ``cached``. Nothing puts all
-    records into one task: the largest timestamp so far of each partition is a parallel prefix
-    scan per block of offsets (`scan.running_maxima`), the order one sort over all partitions (`_numbered`)."""
+    (`SOURCE_POSITION`), and how many there are; what it persists on the way is appended to
+    ``cached``. Over more than `scan.SCAN_BLOCK` records nothing puts all records into one task:
+    the largest timestamp so far of each partition is a parallel prefix scan per block of offsets
+    (`scan.running_maxima`), the order one sort over all partitions (`_numbered`); fewer are
+    numbered in one window (fewer stages)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -451,24 +452,36 @@ def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, 
     union = parts[0]
     for df in parts[1:]:
         union = union.unionByName(df)
+    union = cache(union)
+    positions = union.count()
+    large = scan.in_blocks(positions)
     with_offsets = [isinstance(s, KafkaRange) or "offset" in s.columns for s in sources.values()]
-    if any(with_offsets):
+    if any(with_offsets) and large:
         # per (topic, partition) in offset order (records without one first), the largest timestamp so far
         block = F.coalesce(F.floor(F.col("offset") / F.lit(scan.SCAN_BLOCK)), F.lit(-1))
         union, _ = scan.running_maxima(union, [F.col("offset").asc_nulls_first()], block,
-                                  {"_partition_time": (F.col("timestamp"), True)}, cache, ("topic", "partition"))
+                                       {"_partition_time": (F.col("timestamp"), True)}, lambda df: df,  # cached
+                                       ("topic", "partition"))
         order_time = F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(F.col("_partition_time"))
         union = union.withColumn("_order_time", order_time).drop("_partition_time")
+    elif any(with_offsets):
+        in_partition = Window.partitionBy("topic", "partition").orderBy("offset").rowsBetween(
+            Window.unboundedPreceding, Window.currentRow)
+        union = union.withColumn("_order_time", F.when(F.col("offset").isNull(), F.col("timestamp")).otherwise(
+            F.max("timestamp").over(in_partition)))
     else:
         union = union.withColumn("_order_time", F.col("timestamp"))
     order = ["_order_time", "_topic_index", "partition", "offset", "timestamp", "_row"]
-    union = _numbered(union, order, cache)
+    if large:
+        union = _numbered(union, order, cache)
+    else:
+        union = union.withColumn(SOURCE_POSITION, F.row_number().over(Window.orderBy(*order)) - 1)
     if not all(with_offsets):
         # a record without an offset gets its place in its (topic, partition), as the driver numbers them
         numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
         union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
     return union.select("key", "value", "topic", "partition", "offset", "timestamp", "headers",
-                        F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends
+                        F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends, positions
 
 
 def _numbered(df: DataFrame, order: list[str], cache: Any) -> DataFrame:
