@@ -172,8 +172,7 @@ def test_every_shape_agrees_on_a_fixed_input(spark: Any, shape: str) -> None:
     assert _metrics(direct[1]) == _metrics(on_spark[1])
 
 
-@pytest.mark.parametrize("shape, block", [("cogroup-windowed", 1), ("session-0-close", 2), ("tumbling-3-close", 2),
-                                          ("stream-stream-outer", 2)])
+@pytest.mark.parametrize("shape, block", [("cogroup-windowed", 1), ("tumbling-3-close", 2), ("stream-stream-outer", 2)])
 def test_a_run_in_blocks_agrees(spark: Any, shape: str, block: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run over more records than `scan.SCAN_BLOCK` computes stream time per block of records
     (a parallel prefix scan) and finds the record that closes each window (or releases a held

@@ -284,12 +284,13 @@ def test_a_continued_application_restarts_with_the_backfills_stream_times(tmp_pa
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("shape", ["hopping-3-close", "stream-table-left"])
+@pytest.mark.parametrize("shape", ["stream-stream-outer"])
 def test_a_backfill_in_blocks_writes_what_the_driver_writes(spark: Any, shape: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """More records than `scan.SCAN_BLOCK` (here blocks of two): the largest timestamp of each
-    partition so far, the records' order, stream time and the record that closes each window
-    are computed per block, and the backfill still writes what the driver writes."""
+    """More records than `scan.SCAN_BLOCK` (here blocks of two, two topics): the largest
+    timestamp of each partition so far, the records' order, the join's times and the record
+    that releases each held record are computed per block, and the backfill still writes what
+    the driver writes."""
     from streamsdsl.compiler import scan
 
     monkeypatch.setattr(scan, "SCAN_BLOCK", 2)
