@@ -478,7 +478,19 @@ def _raw_records(spark: SparkSession, topology: Topology, sources: Mapping[str, 
         union = union.withColumn(SOURCE_POSITION, F.row_number().over(Window.orderBy(*order)) - 1)
     if not all(with_offsets):
         # a record without an offset gets its place in its (topic, partition), as the driver numbers them
-        numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
+        if large:  # its place in its block of positions plus the partition's records in the blocks before
+            block = F.floor(F.col(SOURCE_POSITION) / F.lit(scan.SCAN_BLOCK))
+            union = cache(union.withColumn("_block", block))
+            earlier = Window.partitionBy("topic", "partition").orderBy("_block").rowsBetween(Window.unboundedPreceding, -1)
+            starts = union.groupBy("topic", "partition", "_block").count().select(
+                F.col("topic").alias("_topic"), F.col("partition").alias("_partition"), F.col("_block").alias("_from"),
+                F.coalesce(F.sum("count").over(earlier), F.lit(0)).alias("_start"))
+            union = union.join(F.broadcast(starts), (union["topic"] == starts["_topic"])
+                               & union["partition"].eqNullSafe(starts["_partition"]) & (union["_block"] == starts["_from"]))
+            within = Window.partitionBy("topic", "partition", "_block").orderBy(SOURCE_POSITION)
+            numbered = F.col("_start") + F.row_number().over(within) - 1
+        else:
+            numbered = F.row_number().over(Window.partitionBy("topic", "partition").orderBy(SOURCE_POSITION)) - 1
         union = union.withColumn("offset", F.coalesce(F.col("offset"), numbered.cast("bigint")))
     return union.select("key", "value", "topic", "partition", "offset", "timestamp", "headers",
                         F.col(SOURCE_POSITION).cast("bigint").alias(SOURCE_POSITION)), ends, positions

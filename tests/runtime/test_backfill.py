@@ -300,3 +300,34 @@ def test_a_backfill_in_blocks_writes_what_the_driver_writes(spark: Any, shape: s
     records = [(t if t in topology.source_topics else topology.source_topics[0], k, v, ts) for t, k, v, ts in FIXED]
     ordered = _in_backfill_order(records, list(topology.source_topics))
     assert _backfill(spark, topology, ordered) == _driver(topology, ordered)
+
+
+@pytest.mark.spark
+def test_the_input_is_ordered_and_numbered_alike_in_blocks(spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backfill's input in processing order, per block of two records (a sort over all
+    partitions, the largest timestamp of each partition so far and the places of records
+    without an offset per block) and in one window: the same positions and offsets."""
+    from streamsdsl.compiler import scan
+    from streamsdsl.runtime.backfill import _raw_records
+
+    b = StreamsBuilder()
+    b.stream("in", STRINGS).merge(b.stream("other", STRINGS)).to("out")
+    topology = b.build()
+    sources = {"in": spark.createDataFrame([("a", "x", 5, 0), ("b", "y", 3, 1), ("a", "z", 9, 2), ("c", "w", 9, 3)],
+                                           "key string, value string, timestamp long, offset long"),
+               "other": spark.createDataFrame([("a", "p", 4), ("b", "q", 9), ("c", "r", 1), ("d", "s", 9), ("e", "t", 2)],
+                                              "key string, value string, timestamp long")}
+
+    def numbered() -> list[tuple[Any, ...]]:
+        cached: list[Any] = []
+        raw, _, positions = _raw_records(spark, topology, sources, cached)
+        rows = sorted((r["_source_position"], r["topic"], r["offset"], bytes(r["key"])) for r in raw.collect())
+        for df in cached:
+            df.unpersist()
+        assert positions == len(rows)
+        return rows
+
+    whole = numbered()
+    monkeypatch.setattr(scan, "SCAN_BLOCK", 2)
+    assert numbered() == whole
+    assert [p for p, *_ in whole] == list(range(9))
