@@ -446,7 +446,7 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
     from confluent_kafka import Producer
 
     bootstrap, rate, seconds = spec["bootstrap"], spec["rate"], spec["seconds"]
-    tail = SinkTail(bootstrap, spec["sink"], PARTITIONS[spec["app"]], lambda m: m.timestamp()[1], "p9-lat")
+    tail = SinkTail(bootstrap, spec["sink"], PARTITIONS[spec["app"]], output_stamp, "p9-lat")
     tail.start()
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"})
     start = time.time()
@@ -483,6 +483,15 @@ def loadgen(spec: dict[str, Any]) -> dict[str, Any]:
             "max_ms": round(lat[-1], 1) if lat else None,
             "mean_ms": round(statistics.fmean(lat), 1) if lat else None,
             "newest_output_lag_ms": round(end_ms - last_input, 1) if samples else None}
+
+
+def output_stamp(message: Any) -> int:
+    """An output record's stamp: its timestamp, or the header ``p9.ts`` (a big-endian Long) when it
+    has one (Spark's Kafka sink, used by ``p9_latency_floor.py``'s floor, writes no timestamp)."""
+    for key, value in message.headers() or ():
+        if key == "p9.ts" and value is not None:
+            return int(struct.unpack(">q", value)[0])
+    return int(message.timestamp()[1])
 
 
 def run_loadgen(spec: dict[str, Any]) -> tuple[subprocess.Popen[str], Any]:
