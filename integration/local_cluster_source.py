@@ -95,10 +95,10 @@ def _jvm_app(bootstrap: str, topic: str, sink: str, state_dir: str) -> dict[str,
 
 
 def _eos_app(bootstrap: str, source: str, sink: str, state_dir: str, app_id: str) -> dict[str, object]:
-    from integration.test_faults import _count_topology
+    from integration.fault_app import count_topology
     from streamsdsl.runtime.app import KafkaStreams
 
-    app = KafkaStreams(_count_topology(source, sink), {
+    app = KafkaStreams(count_topology(source, sink), {
         "application.id": app_id, "bootstrap.servers": bootstrap, "state.dir": state_dir,
         "commit.interval.ms": 50, "max.offsets.per.trigger": 300, "processing.guarantee": "exactly_once_v2",
     })

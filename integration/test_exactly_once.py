@@ -3,7 +3,8 @@
 What a ``read_committed`` consumer of the sink sees, under the faults exactly-once is for:
 
 * the application SIGKILLed three times at seeded random points and restarted on its
-  checkpoint: every (key, count) once, exact final counts, counts never go back;
+  checkpoint: every (key, count) once, exact final counts, counts never go back (in
+  ``integration/test_faults.py``, whose process runs it beside the at-least-once application);
 * the broker restarted while a transaction is open: the same;
 * a second instance with the same ``application.id`` fences the first, which stops at its next
   micro-batch with `KafkaProducerFencedError` and writes nothing more;
@@ -15,21 +16,22 @@ The protocol is in ``docs/kafka.md`` (*Exactly-once*).
 
 from __future__ import annotations
 
-import random
 import re
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from integration.fault_app import AppSpec, count_topology
 from integration.test_faults import (
     _AppProcess,
-    _assert_counts_never_go_back,
-    _count_topology,
+    _assert_exactly_once,
+    _committed,
+    _committed_counts,
+    _ends,
     _produce_keyed,
     _wait_for,
 )
@@ -45,19 +47,6 @@ T = 1_700_000_000_000
 
 
 # -- read_committed helpers -------------------------------------------------------------------
-def _ends(kafka: LocalKafka, topic: str, isolation: str) -> int:
-    """Partition 0's end: the high watermark (``read_uncommitted``) or the last stable offset
-    (``read_committed``, below every open transaction)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
-                         "isolation.level": isolation})
-    try:
-        return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30, cached=False)[1])
-    finally:
-        consumer.close()
-
-
 def _transaction_open(kafka: LocalKafka, topic: str) -> bool:
     """Records of an open transaction are in partition 0 (its end is above its last stable offset)."""
     return _ends(kafka, topic, "read_uncommitted") > _ends(kafka, topic, "read_committed")
@@ -87,97 +76,6 @@ class _OpenTransactionWatch:
             consumer.close()
 
 
-def _committed(kafka: LocalKafka, topic: str, timeout: float = 60) -> list[tuple[bytes | None, bytes | None]]:
-    """Every record of partition 0 a ``read_committed`` consumer reads, as (key, value), in order."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
-                         "isolation.level": "read_committed", "enable.partition.eof": True,
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
-    out: list[tuple[bytes | None, bytes | None]] = []
-    try:
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout
-        while True:
-            assert time.monotonic() < deadline, f"read_committed of {topic} did not reach its end"
-            m = consumer.poll(0.2)
-            if m is None:
-                continue
-            if m.error() is not None:
-                if m.error().code() == KafkaError._PARTITION_EOF:
-                    return out
-                raise AssertionError(str(m.error()))
-            out.append((m.key(), m.value()))
-    finally:
-        consumer.close()
-
-
-def _committed_counts(kafka: LocalKafka, topic: str) -> list[tuple[str, int]]:
-    out = []
-    for key, value in _committed(kafka, topic):
-        assert key is not None and value is not None
-        out.append((key.decode(), int.from_bytes(value, "big", signed=True)))
-    return out
-
-
-def _assert_exactly_once(out: list[tuple[str, int]], expected: dict[str, int]) -> None:
-    """Exact final counts, every (key, count) once, counts never going back."""
-    assert {key: count for key, count in out} == expected
-    duplicates = [pair for pair, n in Counter(out).items() if n > 1]
-    assert duplicates == [], duplicates[:10]
-    _assert_counts_never_go_back(out)
-
-
-# -- SIGKILL x 3 ---------------------------------------------------------------------------------
-KEYS = 50
-RECORDS = 3_000  # 60 per key, 3 partitions
-MAX_OFFSETS = 400  # per micro-batch: 8 batches
-CRASHES = 3
-
-
-@pytest.mark.slow
-def test_sigkill_three_times_read_committed_sees_every_count_once(
-    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    """Kill -9 the exactly-once application (process group: driver, JVM, Python workers) three
-    times, each at a seeded random point after it wrote in that run (often inside a task's
-    transaction), restart it on its checkpoint, then drain. A ``read_committed`` reader of the
-    sink: 0 duplicates, 0 lost (each key's final count exact), counts never go back."""
-    rng = random.Random(27)
-    source, sink = new_topic(3), new_topic(1)
-    _produce_keyed(kafka, source, RECORDS, KEYS, 3)
-    args = [
-        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink,
-        "--app-id", f"eos-crash-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp_path / "state"),
-        "--max-offsets", str(MAX_OFFSETS), "--exactly-once",
-    ]
-    committed_at_kill = []
-    for run in range(CRASHES):
-        before = _ends(kafka, sink, "read_uncommitted")
-        app = _AppProcess(args, tmp_path / f"run-{run}.log")
-        try:
-            app.wait_running(180)
-            _wait_for(lambda: _ends(kafka, sink, "read_uncommitted") > before  # noqa: B023
-                      or app.proc.poll() is not None, 180, f"output of run {run}", poll=0.1)
-            assert app.proc.poll() is None, f"run {run} exited:\n{app.output()[-3000:]}"
-            time.sleep(rng.uniform(0.0, 1.5))
-        finally:
-            app.kill()
-        committed_at_kill.append(_ends(kafka, sink, "read_committed"))
-
-    final = _AppProcess([*args, "--drain"], tmp_path / "final.log")
-    try:
-        final.proc.wait(timeout=300)
-    finally:
-        final.kill()
-    assert final.proc.returncode == 0 and "DRAINED" in final.output(), final.output()[-3000:]
-
-    out = _committed_counts(kafka, sink)
-    _assert_exactly_once(out, {f"k{k:03d}": RECORDS // KEYS for k in range(KEYS)})
-    # the crashes hit a running stream: the last restart still had input to count
-    assert committed_at_kill[-1] < _ends(kafka, sink, "read_committed"), committed_at_kill
-
-
 # -- the broker restarted inside a transaction -----------------------------------------------------
 def _eos_config(streams_config: Callable[..., dict[str, object]], name: str, **extra: object) -> dict[str, object]:
     return streams_config(name, {"processing.guarantee": "exactly_once_v2", **extra})
@@ -195,7 +93,7 @@ def test_broker_restart_inside_a_transaction_loses_and_duplicates_nothing(
     waits or fails and its micro-batch is run again (``REPLACE_THREAD``): a ``read_committed``
     reader sees every (key, count) once and the exact final counts."""
     source, sink = new_topic(3), new_topic(1)
-    app = app_factory(_count_topology(source, sink), _eos_config(
+    app = app_factory(count_topology(source, sink), _eos_config(
         streams_config, "eos-restart", **{"max.offsets.per.trigger": 1_500, "producer.transaction.timeout.ms": 60_000}))
     app.set_uncaught_exception_handler(lambda error: StreamThreadExceptionResponse.REPLACE_THREAD)
     app.start()
@@ -242,8 +140,8 @@ def test_second_instance_fences_the_first(
     _produce_keyed(kafka, source, 600, 30, 3)
     app_id = f"eos-zombie-{uuid.uuid4().hex[:6]}"
     zombie = _AppProcess([
-        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink, "--app-id", app_id,
-        "--state-dir", str(tmp_path / "a"), "--max-offsets", "10000", "--exactly-once",
+        "--bootstrap", kafka.bootstrap_servers,
+        *AppSpec("exactly_once_v2", source, sink, app_id, str(tmp_path / "a"), 10_000).args(),
     ], tmp_path / "a.log")
     try:
         zombie.wait_running(180)
@@ -252,7 +150,7 @@ def test_second_instance_fences_the_first(
         first = _committed_counts(kafka, sink)
 
         config = {**_eos_config(streams_config, "unused"), "application.id": app_id}
-        b = app_factory(_count_topology(source, sink), config)
+        b = app_factory(count_topology(source, sink), config)
         b.start()  # fences A
         b.process_all_available()
         _produce_keyed(kafka, source, 300, 30, 3, first=600)

@@ -1,9 +1,12 @@
 """The faults a production run meets, against the test broker (issue 14).
 
 * The application process is killed (SIGKILL, the whole process group: driver, JVM, Python
-  workers) at random points and restarted on its checkpoint: exact final counts, no record
-  lost, at most one micro-batch of duplicate output per crash (at-least-once), counts never
-  go backwards.
+  workers) at random points and restarted on its checkpoint. At-least-once: exact final counts,
+  no record lost, at most one micro-batch of duplicate output per crash, counts never go
+  backwards. Exactly-once (issue 27): a ``read_committed`` reader sees every (key, count) once,
+  exact final counts, counts never go back. One process runs both applications, so that the
+  two guarantees share the kills and the process starts (each start is a Python and a Spark
+  JVM).
 * The broker is frozen for a few seconds mid-stream (``LocalKafka.pause``): nothing lost,
   nothing duplicated.
 * The broker is frozen longer than the source's poll timeout (``task.timeout.ms``): the
@@ -12,8 +15,8 @@
 * The input topic is deleted and re-created while the application runs: the next trigger fails
   with `KafkaTopicRecreatedError` (well within one poll timeout) naming the fix.
 
-The crash test runs the application in a subprocess (``integration/fault_app.py``); the other
-tests run it in the shared session. Every wait is bounded.
+The crash tests run the applications in a subprocess (``integration/fault_app.py``) and drain
+them in the shared session; the other tests run it in the shared session. Every wait is bounded.
 """
 
 from __future__ import annotations
@@ -26,13 +29,14 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from streamsdsl import Consumed, Produced, Serdes, StreamsBuilder
+from integration.fault_app import AppSpec, count_topology
 from streamsdsl.errors import StreamsDslError
 from streamsdsl.io.errors import KafkaBrokerTimeoutError, KafkaTopicRecreatedError
 from streamsdsl.runtime.app import KafkaStreams, State
@@ -40,6 +44,8 @@ from streamsdsl.runtime.lifecycle import StreamThreadExceptionResponse
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
     from streamsdsl.ir.topology import Topology
 
 pytestmark = [pytest.mark.integration]
@@ -74,27 +80,59 @@ def _assert_counts_never_go_back(out: list[tuple[str, int]]) -> None:
         last[key] = count
 
 
-def _count_topology(source: str, sink: str) -> Topology:
-    builder = StreamsBuilder()
-    (
-        builder.stream(source, Consumed.with_serdes(Serdes.String(), Serdes.String()))
-        .group_by_key()
-        .count()
-        .to_stream()
-        .to(sink, Produced.with_serdes(Serdes.String(), Serdes.Long()))
-    )
-    return builder.build()
-
-
-def _end_offset(kafka: LocalKafka, topic: str) -> int:
-    """High watermark of partition 0 (grows as the application writes)."""
+def _ends(kafka: LocalKafka, topic: str, isolation: str) -> int:
+    """Partition 0's end: the high watermark (``read_uncommitted``; it grows as the application
+    writes) or the last stable offset (``read_committed``, below every open transaction)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"faults-{uuid.uuid4().hex}"})
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"faults-{uuid.uuid4().hex}",
+                         "isolation.level": isolation})
     try:
         return int(consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30, cached=False)[1])
     finally:
         consumer.close()
+
+
+def _committed(kafka: LocalKafka, topic: str, timeout: float = 60) -> list[tuple[bytes | None, bytes | None]]:
+    """Every record of partition 0 a ``read_committed`` consumer reads, as (key, value), in order."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka.bootstrap_servers, "group.id": f"eos-{uuid.uuid4().hex}",
+                         "isolation.level": "read_committed", "enable.partition.eof": True,
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 50})
+    out: list[tuple[bytes | None, bytes | None]] = []
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while True:
+            assert time.monotonic() < deadline, f"read_committed of {topic} did not reach its end"
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            if m.error() is not None:
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    return out
+                raise AssertionError(str(m.error()))
+            out.append((m.key(), m.value()))
+    finally:
+        consumer.close()
+
+
+def _committed_counts(kafka: LocalKafka, topic: str) -> list[tuple[str, int]]:
+    """The sink's records as ``(key, count)`` as a ``read_committed`` consumer reads them."""
+    out = []
+    for key, value in _committed(kafka, topic):
+        assert key is not None and value is not None
+        out.append((key.decode(), int.from_bytes(value, "big", signed=True)))
+    return out
+
+
+def _assert_exactly_once(out: list[tuple[str, int]], expected: dict[str, int]) -> None:
+    """Exact final counts, every (key, count) once, counts never going back."""
+    assert {key: count for key, count in out} == expected
+    duplicates = [pair for pair, n in Counter(out).items() if n > 1]
+    assert duplicates == [], duplicates[:10]
+    _assert_counts_never_go_back(out)
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.25) -> float:
@@ -139,60 +177,112 @@ class _AppProcess:
         assert self.proc.poll() is None, f"the application exited:\n{self.output()[-3000:]}"
 
 
-# -- SIGKILL and restart ---------------------------------------------------------------------
+# -- SIGKILL and restart, both guarantees in one process group ---------------------------------
 KEYS = 200
 RECORDS = 12_000  # 60 per key, 3 partitions
 MAX_OFFSETS = 800  # per micro-batch: 15 batches; one batch emits at most min(800, KEYS) records
-CRASHES = 2
+EOS_KEYS = 50
+EOS_RECORDS = 3_000  # 60 per key, 3 partitions
+EOS_MAX_OFFSETS = 400  # per micro-batch: 8 batches
+CRASHES = 3
+
+
+class _CrashRun(NamedTuple):
+    """What the sinks of the two applications of `crash_run` hold, and when."""
+
+    at_least_once: list[tuple[str, int]]  #: the at-least-once sink, every record in order
+    ends_at_kill: list[int]  #: its end offset after each kill
+    exactly_once: list[tuple[str, int]]  #: the exactly-once sink as a read_committed reader sees it
+    committed_at_kill: list[int]  #: its last stable offset after each kill
+    committed_at_end: int  #: its last stable offset after the drain
+
+
+@pytest.fixture(scope="module")
+def crash_run(kafka: LocalKafka, kafka_session: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> _CrashRun:
+    """Two `count()` applications, one ``at_least_once`` and one ``exactly_once_v2`` (each with
+    its own topics, ``application.id`` and ``state.dir``), run side by side in one process
+    (``fault_app.py``: one driver, one JVM, its Python workers), killed -9 as a process group
+    CRASHES times, each time at a seeded random point after both wrote in that run (often
+    inside a task's transaction), started again on their checkpoints in a new process; after
+    the last kill, restarted on their checkpoints in this process's session and drained."""
+    rng = random.Random(14)
+    tmp = tmp_path_factory.mktemp("crash")
+    suffix = uuid.uuid4().hex[:6]
+    specs = []
+    for guarantee, name, records, keys, max_offsets in (
+        ("at_least_once", "crash", RECORDS, KEYS, MAX_OFFSETS),
+        ("exactly_once_v2", "eos-crash", EOS_RECORDS, EOS_KEYS, EOS_MAX_OFFSETS),
+    ):
+        source, sink = f"{name}-in-{suffix}", f"{name}-out-{suffix}"
+        kafka.create_topic(source, 3)
+        kafka.create_topic(sink, 1)
+        _produce_keyed(kafka, source, records, keys, 3)
+        specs.append(AppSpec(guarantee, source, sink, f"{name}-{suffix}", str(tmp / name), max_offsets))
+    at_least_once, exactly_once = specs
+    args = ["--bootstrap", kafka.bootstrap_servers, *(arg for spec in specs for arg in spec.args())]
+
+    ends_at_kill, committed_at_kill = [], []
+    for run in range(CRASHES):
+        before = [_ends(kafka, spec.sink, "read_uncommitted") for spec in specs]
+        app = _AppProcess(args, tmp / f"run-{run}.log")
+        try:
+            app.wait_running(180)
+            # Progress of both in this run (each wrote at least once), then a random point.
+            _wait_for(lambda: all(_ends(kafka, spec.sink, "read_uncommitted") > end  # noqa: B023
+                                  for spec, end in zip(specs, before, strict=True))  # noqa: B023
+                      or app.proc.poll() is not None, 180, f"output of run {run}", poll=0.1)  # noqa: B023
+            assert app.proc.poll() is None, f"run {run} exited:\n{app.output()[-3000:]}"
+            time.sleep(rng.uniform(0.0, 1.5))
+        finally:
+            app.kill()
+        ends_at_kill.append(_ends(kafka, at_least_once.sink, "read_uncommitted"))
+        committed_at_kill.append(_ends(kafka, exactly_once.sink, "read_committed"))
+
+    apps = [KafkaStreams(count_topology(spec.source, spec.sink), spec.config(kafka.bootstrap_servers),
+                         spark=kafka_session) for spec in specs]
+    try:
+        for app in apps:
+            app.start()
+        for app in apps:
+            app.process_all_available()
+    finally:
+        for app in apps:
+            if app.state() is not State.CREATED:
+                assert app.close(120) and app.state() is State.NOT_RUNNING, app.state()
+    return _CrashRun(
+        at_least_once=_counts(kafka, at_least_once.sink),
+        ends_at_kill=ends_at_kill,
+        exactly_once=_committed_counts(kafka, exactly_once.sink),
+        committed_at_kill=committed_at_kill,
+        committed_at_end=_ends(kafka, exactly_once.sink, "read_committed"),
+    )
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_points_and_restart_loses_nothing(
-    kafka: LocalKafka, new_topic: Callable[..., str], tmp_path: Path
-) -> None:
-    """Kill -9 the application CRASHES times, each at a random point after it made progress in
-    that run, restart it on its checkpoint, then let it drain. Final count of every key exact,
-    no input record lost, duplicate output records <= one micro-batch's output per crash,
-    each key's counts never go backwards in output order."""
-    rng = random.Random(14)
-    source, sink = new_topic(3), new_topic(1)
-    _produce_keyed(kafka, source, RECORDS, KEYS, 3)
-    args = [
-        "--bootstrap", kafka.bootstrap_servers, "--source", source, "--sink", sink,
-        "--app-id", f"crash-{uuid.uuid4().hex[:6]}", "--state-dir", str(tmp_path / "state"),
-        "--max-offsets", str(MAX_OFFSETS),
-    ]
-    ends_at_kill = []
-    for run in range(CRASHES):
-        before = _end_offset(kafka, sink)
-        app = _AppProcess(args, tmp_path / f"run-{run}.log")
-        try:
-            app.wait_running(180)
-            # Progress in this run (at least one micro-batch written), then a random point.
-            _wait_for(lambda: _end_offset(kafka, sink) > before or app.proc.poll() is not None, 180,  # noqa: B023
-                      f"output of run {run}", poll=0.2)
-            assert app.proc.poll() is None, f"run {run} exited:\n{app.output()[-3000:]}"
-            time.sleep(rng.uniform(0.0, 2.5))
-        finally:
-            app.kill()
-        ends_at_kill.append(_end_offset(kafka, sink))
-
-    final = _AppProcess([*args, "--drain"], tmp_path / "final.log")
-    try:
-        final.proc.wait(timeout=300)
-    finally:
-        final.kill()
-    assert final.proc.returncode == 0 and "DRAINED" in final.output(), final.output()[-3000:]
-
-    out = _counts(kafka, sink)
-    last = {key: count for key, count in out}
-    assert last == {f"k{k:03d}": RECORDS // KEYS for k in range(KEYS)}  # exact: nothing lost
+def test_sigkill_at_random_points_and_restart_loses_nothing(crash_run: _CrashRun) -> None:
+    """The at-least-once application of `crash_run`, killed -9 CRASHES times at random points
+    after it made progress in that run and restarted on its checkpoint each time, then drained.
+    Final count of every key exact, no input record lost, duplicate output records <= one
+    micro-batch's output per crash, each key's counts never go backwards in output order."""
+    out = crash_run.at_least_once
+    assert {key: count for key, count in out} == {f"k{k:03d}": RECORDS // KEYS for k in range(KEYS)}  # nothing lost
     _assert_counts_never_go_back(out)
     duplicates = len(out) - len(set(out))
     per_batch = min(MAX_OFFSETS, KEYS)
-    assert duplicates <= CRASHES * per_batch, (duplicates, ends_at_kill)
+    assert duplicates <= CRASHES * per_batch, (duplicates, crash_run.ends_at_kill)
     # The crashes hit a running stream: the last restart still had input to count.
-    assert ends_at_kill[-1] < len(out), ends_at_kill
+    assert crash_run.ends_at_kill[-1] < len(out), crash_run.ends_at_kill
+
+
+@pytest.mark.slow
+def test_sigkill_three_times_read_committed_sees_every_count_once(crash_run: _CrashRun) -> None:
+    """The exactly-once application of `crash_run` (killed -9 with the at-least-once one, three
+    times, each at a seeded random point after it wrote in that run, often inside a task's
+    transaction; restarted on its checkpoint, then drained). A ``read_committed`` reader of the
+    sink: 0 duplicates, 0 lost (each key's final count exact), counts never go back."""
+    _assert_exactly_once(crash_run.exactly_once, {f"k{k:03d}": EOS_RECORDS // EOS_KEYS for k in range(EOS_KEYS)})
+    # The crashes hit a running stream: the last restart still had input to count.
+    assert crash_run.committed_at_kill[-1] < crash_run.committed_at_end, crash_run.committed_at_kill
 
 
 # -- the broker frozen, briefly and for too long ------------------------------------------------
@@ -208,10 +298,10 @@ def test_broker_paused_mid_stream_loses_and_duplicates_nothing(
     every (key, count) written once."""
     source, sink = new_topic(3), new_topic(1)
     _produce_keyed(kafka, source, 1_200, 60, 3)
-    app = app_factory(_count_topology(source, sink), streams_config("pause", {"max.offsets.per.trigger": 200}))
+    app = app_factory(count_topology(source, sink), streams_config("pause", {"max.offsets.per.trigger": 200}))
     app.start()
     try:
-        _wait_for(lambda: _end_offset(kafka, sink) > 0, 120, "first output")
+        _wait_for(lambda: _ends(kafka, sink, "read_uncommitted") > 0, 120, "first output")
         kafka.pause()
         time.sleep(5)
     finally:
@@ -246,7 +336,7 @@ def test_broker_unreachable_beyond_the_poll_timeout_fails_naming_broker_and_opti
     uncaught exception handler gets that error; state ``ERROR``."""
     source, sink = new_topic(3), new_topic(1)
     _produce_keyed(kafka, source, 300, 30, 3)
-    app = app_factory(_count_topology(source, sink), streams_config("outage", {"task.timeout.ms": 5_000}))
+    app = app_factory(count_topology(source, sink), streams_config("outage", {"task.timeout.ms": 5_000}))
     seen: list[StreamsDslError] = []
     app.set_uncaught_exception_handler(
         lambda error: seen.append(error) or StreamThreadExceptionResponse.SHUTDOWN_CLIENT
@@ -295,7 +385,7 @@ def test_topic_deleted_and_recreated_is_detected_with_its_fix(
     _produce_keyed(kafka, source, 300, 30, 3)
     config = streams_config("recreated", {"task.timeout.ms": 60_000})
 
-    app = app_factory(_count_topology(source, sink), config)
+    app = app_factory(count_topology(source, sink), config)
     app.start()
     app.process_all_available()
 

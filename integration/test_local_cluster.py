@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from integration.local_cluster_source import local_cluster_run
-from integration.test_exactly_once import _assert_exactly_once, _committed_counts
-from integration.test_faults import _count_topology
+from integration.test_faults import _assert_exactly_once, _committed_counts
+from integration.fault_app import count_topology
 from streamsdsl.testing.local_kafka import LocalKafka
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
@@ -92,7 +92,7 @@ def test_exactly_once_on_a_multi_process_cluster(
     assert len(out) == 4 * 40  # every batch updates every key once
     with open(Path(eos["state_dir"]) / app_id / "checkpoint" / "metadata", encoding="utf-8") as f:
         query_id = json.loads(f.readline())["id"]
-    (sink_name,) = [n.name for n in _count_topology(source, sink).sinks]
+    (sink_name,) = [n.name for n in count_topology(source, sink).sinks]
     markers = [_marker(kafka, f"{app_id}-{sink_name}-{p}", sink) for p in range(2)]  # 2 shuffle partitions
     assert all(m is not None and m["query"] == query_id for m in markers), markers
     assert sorted(m["batch"] for m in markers if m) == [3, 3]
