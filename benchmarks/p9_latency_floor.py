@@ -116,11 +116,19 @@ def phases(progress: list[Any]) -> dict[str, Any]:
     for p in with_data:
         for k, v in dict(p["durationMs"]).items():
             totals[k] += int(v)
+    ops: dict[str, dict[str, float]] = collections.defaultdict(lambda: collections.defaultdict(float))
+    for p in with_data:
+        for i, op in enumerate(p["stateOperators"] or []):
+            name = f"{i}:{op['operatorName']}"
+            for k in ("commitTimeMs", "allUpdatesTimeMs", "allRemovalsTimeMs", "numRowsTotal"):
+                ops[name][k] += float(op[k] or 0)
+            ops[name]["stores"] = float(op["numStateStoreInstances"] or 0) * len(with_data)
     n = max(1, len(with_data))
     keys = [*[k for k in PHASES if k in totals], *sorted(set(totals) - set(PHASES))]
     return {"batches": len(progress), "batches_with_data": len(with_data),
             "rows_per_batch": round(statistics.fmean([int(p["numInputRows"]) for p in with_data]), 1) if with_data else 0,
-            "ms_per_batch_with_data": {k: round(totals[k] / n, 1) for k in keys}}
+            "ms_per_batch_with_data": {k: round(totals[k] / n, 1) for k in keys},
+            "state_operators_per_batch": {o: {k: round(v / n, 1) for k, v in m.items()} for o, m in ops.items()}}
 
 
 def run_one(kafka: Any, spark: Any, engine: str, setting: dict[str, Any], args: argparse.Namespace,
