@@ -86,17 +86,9 @@ final class GlobalTableJoinProcessor extends JoinProcessor {
         if (data.isEmpty()) return iterator(Collections.emptyList());
         Object tableKey = key.get(0);
         boolean tableKeyNull = tableKey == null;
-        StreamTableJoin.TableValue table = null;
-        int first = 0;
-        if (spec.replay) {
-            while (first < data.size() && data.get(first).carried != null) {
-                Row c = data.get(first++).carried;
-                table = new StreamTableJoin.TableValue(c.get(1), c.getLong(2));
-            }
-        } else if (state.exists()) {
-            Row c = state.get();
-            table = new StreamTableJoin.TableValue(c.get(0), c.getLong(1));
-        }
+        HeldTable held = heldTable(data, state, 1);
+        StreamTableJoin.TableValue table = held.table();
+        int first = held.first();
         List<Row> out = new ArrayList<>();
         for (int i = first; i < data.size(); i++) {
             Rec r = data.get(i);

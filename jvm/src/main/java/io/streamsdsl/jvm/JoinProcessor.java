@@ -7,6 +7,7 @@ import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.ValueState;
 import scala.collection.Iterator;
 import scala.jdk.javaapi.CollectionConverters;
 
@@ -83,6 +84,29 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
         .thenComparing(PIPE_ORDER);
 
     /** The key's rows, read and in the order the join processes them. */
+    /** A key's table value before a batch's rows, and the index of its first row that is not carried. */
+    record HeldTable(StreamTableJoin.TableValue table, int first) { }
+
+    /**
+     * The table value a stream-table join's key holds before {@code data}: in a replay, the carried
+     * rows (sorted first; value and timestamp at {@code column} and {@code column + 1} of the
+     * carried struct), else the state's row (value, timestamp); none for a new key.
+     */
+    HeldTable heldTable(List<Rec> data, ValueState<Row> state, int column) {
+        StreamTableJoin.TableValue table = null;
+        int first = 0;
+        if (spec.replay) {
+            while (first < data.size() && data.get(first).carried != null) {
+                Row c = data.get(first++).carried;
+                table = new StreamTableJoin.TableValue(c.get(column), c.getLong(column + 1));
+            }
+        } else if (state.exists()) {
+            Row c = state.get();
+            table = new StreamTableJoin.TableValue(c.get(0), c.getLong(1));
+        }
+        return new HeldTable(table, first);
+    }
+
     List<Rec> rows(Iterator<Row> rows) {
         return rows(rows, spec.replay ? PIPE_ORDER : TIME_ORDER);
     }

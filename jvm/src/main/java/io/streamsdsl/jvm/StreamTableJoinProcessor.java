@@ -51,17 +51,9 @@ final class StreamTableJoinProcessor extends JoinProcessor {
         if (data.isEmpty()) return iterator(Collections.emptyList());
         Object kcell = key.get(0);
         boolean keyNull = kcell == null;
-        StreamTableJoin.TableValue table = null;
-        int first = 0;
-        if (spec.replay) {
-            while (first < data.size() && data.get(first).carried != null) {
-                Row c = data.get(first++).carried;
-                table = new StreamTableJoin.TableValue(c.get(0), c.getLong(1));
-            }
-        } else if (state.exists()) {
-            Row c = state.get();
-            table = new StreamTableJoin.TableValue(c.get(0), c.getLong(1));
-        }
+        HeldTable held = heldTable(data, state, 0);
+        StreamTableJoin.TableValue table = held.table();
+        int first = held.first();
         List<Row> out = new ArrayList<>();
         for (int i = first; i < data.size(); i++) {
             Rec r = data.get(i);
