@@ -72,7 +72,8 @@ class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
         kernel = self._hand_to_kernel(k, state)
         now = timerValues.getCurrentProcessingTimeInMs()
         kernel.stream_times = [timerValues.getCurrentWatermarkInMs()] * len(kernel.stream_times)
-        for step in (kernel.advance_to(kernel.stream_time), kernel.close_idle(now)):
+        last = state.last_record_at
+        for step in (kernel.advance_to(kernel.stream_time), kernel.close_idle(now, last_input_at=last)):
             for o, latency in zip(step.outputs, step.final_latencies):
                 yield from self._emitted(kcell, k, o, latency, None)
         state = kernel.states.get(k) or KeyState()

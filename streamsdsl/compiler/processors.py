@@ -623,7 +623,8 @@ class ReplayAggregateProcessor(AggregateProcessor):
             position, order = cfg.idle_at
             if self.run_stream_time is not None:  # the operator's stream time (the kernel's is the last row's)
                 self.kernel.stream_times = [self.run_stream_time] * len(self.kernel.stream_times)
-            step = self.kernel.close_idle(cfg.wall_clock)
+            held = self.kernel.states.get(key)
+            step = self.kernel.close_idle(cfg.wall_clock, last_input_at=-1 if held is None else held.last_record_at)
             for o, latency in zip(step.outputs, step.final_latencies):
                 yield self._final(kcell, key, o, position, [order])
                 yield self._event(EMIT_FINAL, latency, o.timestamp, position, cfg.key_order(key), (order,))

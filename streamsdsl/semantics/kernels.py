@@ -232,9 +232,11 @@ class AggregateKernel:
     closes at the same window bounds (default: `streamsdsl.semantics.tables.key_bytes`).
 
     ``idle_close_ms`` (emit on close only; ``None``: Kafka's rules alone): streamsdsl's idle
-    close. The host sets ``wall_clock`` (ms) before records; each record stamps its key's
-    `KeyState.last_record_at` with it, and `close_idle` closes the open windows of every key
-    whose last record is that long ago (`streamsdsl.semantics.windowing.idle_close_step`).
+    close, per aggregation. The host sets ``wall_clock`` (ms) before records; each record with a
+    key (a late one too) sets `last_input_at`, the aggregation's last input time, to it (and
+    stamps its key's `KeyState.last_record_at`, which a host's per-key timer may read), and
+    `close_idle` closes the open windows of every key once the aggregation has had no record
+    for that long (`streamsdsl.semantics.windowing.idle_close_step`).
     """
 
     def __init__(self, windowing: Windowing, fns: AggFunctions | Sequence[AggFunctions], *, emit_on_close: bool = False,
@@ -255,6 +257,10 @@ class AggregateKernel:
         self.idle_close_ms = idle_close_ms
         #: The host's wall clock (ms), which a record stamps on its key with idle close.
         self.wall_clock = -1
+        #: With idle close: the wall clock (ms) when the last record with a key reached this
+        #: kernel (-1: none yet). A kernel that sees every key (the direct engine's) holds the
+        #: aggregation's; a host that sees some keys passes the aggregation's to `close_idle`.
+        self.last_input_at = -1
 
     @property
     def stream_time(self) -> int:
@@ -269,6 +275,8 @@ class AggregateKernel:
         flushed after this record."""
         if key is None:
             return KernelStep(dropped=1)
+        if self.idle_close_ms is not None:
+            self.last_input_at = self.wall_clock
         windowing = self.windowing
         slot = source if self.per_input_time else 0
         before_time = self.stream_times[slot]
@@ -383,20 +391,40 @@ class AggregateKernel:
             self._finals(closing, stream_time, outputs, latencies)
         return KernelStep(tuple(outputs), 0, tuple(latencies))
 
-    def close_idle(self, now: int) -> KernelStep:
-        """The host's wall clock is ``now``: every key whose last record reached the aggregation
-        ``idle_close_ms`` or longer ago has its open windows closed
+    def close_idle(self, now: int, last_input_at: int | None = None) -> KernelStep:
+        """The host's wall clock is ``now``: if the last record reached the aggregation
+        ``idle_close_ms`` or longer ago, every key's open windows close
         (`streamsdsl.semantics.windowing.idle_close_step`), forwarded as final in the window
         kind's final order and then the key's bytes (emit-final latency 0: stream time has not
-        passed them). Nothing without ``idle_close_ms``."""
+        passed them). ``last_input_at``: the aggregation's last input time (ms), for a host whose
+        kernel sees only some of its keys; by default this kernel's `last_input_at`. Nothing
+        without ``idle_close_ms``, nor before any record (-1).
+
+        Examples
+        --------
+        >>> from streamsdsl.semantics.timewindow import TimeWindowing
+        >>> from streamsdsl.semantics.aggregation import AggFunctions
+        >>> kernel = AggregateKernel(TimeWindowing(size=10, advance=10, grace=0),
+        ...                          AggFunctions(lambda: 0, lambda k, v, a: a + v), emit_on_close=True,
+        ...                          idle_close_ms=100)
+        >>> kernel.wall_clock = 0
+        >>> _ = kernel.process("a", 1, 3)
+        >>> kernel.wall_clock = 60
+        >>> _ = kernel.process("b", 2, 4)
+        >>> kernel.close_idle(100).outputs  # "b" came 40 ms ago: the aggregation is not idle
+        ()
+        >>> [(o.key, o.value) for o in kernel.close_idle(160).outputs]
+        [('a', 1), ('b', 2)]
+        """
         if self.idle_close_ms is None:
+            return KernelStep()
+        last = self.last_input_at if last_input_at is None else last_input_at
+        if last < 0 or now - last < self.idle_close_ms:
             return KernelStep()
         closing: list[tuple[WindowAgg, Any]] = []
         stream_time = self.stream_time
         for key in list(self.states):
             state = self.states[key]
-            if now - state.last_record_at < self.idle_close_ms:
-                continue
             step = idle_close_step(self.windowing, state, stream_time)
             if step.closed:
                 self._store(key, step.state)
