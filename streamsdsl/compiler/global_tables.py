@@ -36,15 +36,14 @@ from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
 
 from streamsdsl import ir
-from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, DROPPED, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
+from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, INPUT_INDEX, OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.joins import STREAM_SIDE, TABLE_SIDE, KeyedOperator, KeyedOperatorConfig, _operator_input
 from streamsdsl.compiler.joins import _table_records, run_keyed_operator, table_state_at_start
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, run_jvm_join
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.lowering import Lowering
-from streamsdsl.compiler.python_ops import apply_python, result_error
-from streamsdsl.errors import UserFunctionError
+from streamsdsl.compiler.python_ops import apply_python
 from streamsdsl.operators.descriptions import GlobalTableJoinDescription, description_of
 from streamsdsl.semantics.stream_table import StreamTableJoin, global_join_step, table_update
 from streamsdsl.values.serdes import JsonSerde, PlanSerde
@@ -99,25 +98,15 @@ class GlobalJoinOperator(KeyedOperator):
         tv = cfg.table_value
         state = table_state_at_start(data, cfg.replay, self.state, tv)
         for r in data:
-            ts, position = r["timestamp"], r[SOURCE_POSITION]
+            ts = r["timestamp"]
             if r[INPUT_INDEX] == TABLE_SIDE:
                 state = table_update(state, table_key, tv.from_internal(r["value"]["t"]), ts).state
                 continue
             kcell_out, stream_value = r["value"]["s"]["k"], r["value"]["s"]["v"]
             k = cfg.stream_key.from_cell(kcell_out)
-            try:
-                result = global_join_step(self.spec, state, k, table_key, cfg.stream_value.from_internal(stream_value),
-                                          ts, cfg.joiner)
-            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError.of(cfg.node, "joiner", exc, k, position).in_worker() from exc
-            if result.dropped:
-                yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
-            if result.output is not None:
-                try:
-                    out_value = cfg.value_out.to_internal(result.output.value)
-                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                    raise result_error(cfg.node, "joiner", exc, repr(k), position) from exc
-                yield self._row(kcell_out, out_value, ts, r["headers"], position, r[OUTPUT_POSITION], None, None, None)
+            value = cfg.stream_value.from_internal(stream_value)
+            yield from self._joined(lambda: global_join_step(self.spec, state, k, table_key, value, ts, cfg.joiner),
+                                    k, kcell_out, r)
         if cfg.replay:
             if state is not None:
                 carried = {"table_key": kcell, "value": tv.to_internal(state.value), "ts": state.ts}

@@ -20,7 +20,7 @@ operator runs it otherwise, and every join of a versioned table.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import attrs
 from pyspark.sql import DataFrame, Row
@@ -116,6 +116,25 @@ class KeyedOperator(StatefulProcessor):
         """An output row; in replay its carried-state columns empty."""
         return self.out(*values, *(None,) * len(self.replay_fields)) if self.config.replay else self.out(*values)
 
+    def _joined(self, step: Callable[[], Any], key: Any, kcell: Any, r: dict[str, Any]) -> Iterator[Row]:
+        """A stream record ``r`` joined (``step``: the kernel's join step over the key's table
+        state): a drop counted, the joiner's result out under ``kcell``; the joiner's error and a
+        result its serde cannot hold name the processor and the record."""
+        cfg = self.config
+        ts, position = r["timestamp"], r[SOURCE_POSITION]
+        try:
+            result = step()
+        except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+            raise UserFunctionError.of(cfg.node, "joiner", exc, key, position).in_worker() from exc
+        if result.dropped:
+            yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
+        if result.output is not None:
+            try:
+                out_value = cfg.value_out.to_internal(result.output.value)
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(cfg.node, "joiner", exc, repr(key), position) from exc
+            yield self._row(kcell, out_value, ts, r["headers"], position, r[OUTPUT_POSITION], None, None, None)
+
     def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
         """A continued backfill's state of the key (a row ``(key, state)``, the state as the
         replay carries it): stored as this operator stores what it processed itself."""
@@ -159,18 +178,8 @@ class TableOperator(KeyedOperator):
                                     r["headers"], position, r[OUTPUT_POSITION], None, None, None)
                 continue
             value = cfg.stream_value.from_internal(r["value"]["s"])
-            try:
-                result = stream_join_step(self.spec, state, k, value, ts, cfg.joiner)  # type: ignore[arg-type]
-            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError.of(cfg.node, "joiner", exc, k, position).in_worker() from exc
-            if result.dropped:
-                yield self._row(None, None, ts, [], position, [], None, DROPPED, 1.0)
-            if result.output is not None:
-                try:
-                    out_value = cfg.value_out.to_internal(result.output.value)
-                except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                    raise result_error(cfg.node, "joiner", exc, repr(k), position) from exc
-                yield self._row(kcell, out_value, ts, r["headers"], position, r[OUTPUT_POSITION], None, None, None)
+            spec: StreamTableJoin = self.spec  # type: ignore[assignment]
+            yield from self._joined(lambda: stream_join_step(spec, state, k, value, ts, cfg.joiner), k, kcell, r)
         if cfg.replay:
             if state is not None:
                 carried = {"value": tv.to_internal(state.value), "ts": state.ts}
