@@ -380,32 +380,111 @@ def _wait_for(condition: Any, query: Any, timeout_s: float = 60.0) -> None:
 @pytest.mark.spark
 class TestIdleCloseStreaming:
     @pytest.mark.usefixtures("operator")
-    def test_processing_time_timers_close_a_quiet_key(self, spark: Any, tmp_path: Any, operator: str) -> None:
-        """A streaming query on processing-time timers, on each operator: a micro-batch runs every
-        trigger, and one idle close (500 ms) after its last record a key's open windows are
-        emitted, while no record moves the watermark past them (the direct engine's records and
-        timestamps)."""
+    def test_idle_close_waits_for_the_whole_aggregation(self, spark: Any, tmp_path: Any, operator: str) -> None:
+        """A streaming query on processing-time timers, on each operator, over two state
+        partitions: while another key keeps reaching the aggregation (from the other partition), a
+        quiet key's open window stays open; once the whole aggregation is quiet for the idle close
+        (4 s, longer than a loaded machine's micro-batch), every key's open windows are emitted (the direct engine's records and timestamps).
+        A window the watermark closed comes out at its key's timer either way."""
+        import time
+
+        from streamsdsl.compiler.idle_channel import _parse
         from streamsdsl.io.files import FileTopic
         from streamsdsl.runtime.streaming import start_streaming
         from tests._support import Collect
 
         b = StreamsBuilder()
         b.stream("in", Consumed.with_serdes(S, S)).group_by_key().windowed_by(TimeWindows.of_size_with_no_grace(10)) \
-            .emit_strategy(EmitStrategy.on_window_close(idle_close=500)).count().to_stream() \
+            .emit_strategy(EmitStrategy.on_window_close(idle_close=4000)).count().to_stream() \
             .map(lambda k, v: (k.key, f"{k.window.start}-{k.window.end}:{v}")).to("out")
         topic = FileTopic(str(tmp_path / "in"))
-        topic.append("in", [("a", "1", 1), ("b", "2", 3), ("a", "3", 4), ("a", "4", 12)], S, S)
+        topic.append("in", [("w", "0", 1)], S, S)  # the first micro-batch, slow (workers start): "w" alone
         out = Collect()
-        query, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
-                                                   checkpoint_location=str(tmp_path / "cp"),
-                                                   trigger={"processingTime": "250 milliseconds"})
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        try:
+            query, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+                                                       checkpoint_location=str(tmp_path / "cp"),
+                                                       trigger={"processingTime": "250 milliseconds"})
+        finally:
+            spark.conf.set("spark.sql.shuffle.partitions", "1")
         try:
             assert [c.backend.value for c in compiled.operators.values()] == [operator]
-            _wait_for(lambda: len(out.records) == 3 and metrics.snapshot()["emit-final-records-total"] == 3.0, query)
+            _wait_for(lambda: query.lastProgress is not None, query)
+            # "a" and "busy" are in different state partitions of two (Spark's hash of the key)
+            topic.append("in", [("a", "1", 1), ("b", "2", 3), ("a", "3", 4), ("a", "4", 12)], S, S)
+            _wait_for(lambda: ("a", "0-10:2", 4) in [r[1:] for r in out.records], query)  # closed by a's record at 12
+            # "busy" within [10, 20) (the watermark stays at 12) in every micro-batch for longer than the
+            # idle close: the file source reads one file a micro-batch, the next is written once it is read
+            start, written, n, read = time.monotonic(), 5, 0, {}
+            while time.monotonic() - start < 4.5:
+                read.update((p["batchId"], p["numInputRows"]) for p in query.recentProgress)
+                if sum(read.values()) >= written:
+                    topic.append("in", [("busy", "x", 13)], S, S)
+                    written, n = written + 1, n + 1
+                time.sleep(0.05)
+                assert query.exception() is None, query.exception()
+            while_busy = [(k, v) for _, k, v, _ in out.records]
+            _wait_for(lambda: len(out.records) == 5 and metrics.snapshot()["emit-final-records-total"] == 5.0, query)
         finally:
             query.stop()
-        # a's [0, 10) closed by its own record at 12, at once; b's (the watermark closed it, without
-        # event-time timers) and a's [10, 20) at their idle close
-        assert [(k, v, ts) for _, k, v, ts in out.records[:1]] in ([("a", "0-10:2", 4)], [("b", "0-10:1", 3)])
+        # a's [10, 20) stayed open while "busy" kept coming, though a had no record for longer than
+        # the idle close; b's and w's [0, 10), which the watermark closed, come out at their key's timer
+        assert ("a", "10-20:1") not in while_busy
         assert sorted((k, v, ts) for _, k, v, ts in out.records) == [
-            ("a", "0-10:2", 4), ("a", "10-20:1", 12), ("b", "0-10:1", 3)]
+            ("a", "0-10:2", 4), ("a", "10-20:1", 12), ("b", "0-10:1", 3), ("busy", f"10-20:{n}", 13), ("w", "0-10:1", 1)]
+        assert [k for _, k, _, _ in out.records[-2:]] in (["a", "busy"], ["busy", "a"])
+        [store] = os.listdir(tmp_path / "cp" / "streamsdsl" / "idle")
+        markers = [_parse(name) for name in os.listdir(tmp_path / "cp" / "streamsdsl" / "idle" / store)]
+        assert {m[0] for m in markers if m is not None} == {0, 1}
+
+    def test_a_streaming_query_needs_its_checkpoint(self, spark: Any, tmp_path: Any) -> None:
+        """The markers live under the checkpoint: compiling an idle-close aggregation for
+        streaming without one is an error that says so."""
+        from streamsdsl.compiler import PlanMode, compile_topology
+        from streamsdsl.compiler.plan import CompileOptions
+        from streamsdsl.errors import TopologyError
+        from streamsdsl.records import RAW_RECORD_DDL
+
+        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=100))
+        with pytest.raises(TopologyError, match="needs the query's checkpoint location"):
+            compile_topology(topology, lambda n: spark.readStream.schema(RAW_RECORD_DDL).parquet(str(tmp_path)),
+                             CompileOptions(PlanMode.STREAMING, "python"))
+
+
+class TestIdleChannel:
+    """The markers through which a streaming idle-close aggregation's tasks learn when it last had
+    a record (`streamsdsl.compiler.idle_channel`; the JVM twin's cases are IdleChannelTest.java)."""
+
+    def test_last_input_is_the_newest_marker_of_an_earlier_batch(self, tmp_path: Any) -> None:
+        from streamsdsl.compiler.idle_channel import IdleChannel, channel_directory
+
+        directory = channel_directory(str(tmp_path), "store")
+        assert directory == f"{tmp_path}/streamsdsl/idle/store"
+        p0, p1 = IdleChannel(directory), IdleChannel(directory)
+        assert p0.last_input_before(0) == -1
+        p0.record(0, 0, 1000)
+        p1.record(1, 1, 1500)
+        reader = IdleChannel(directory)
+        assert reader.last_input_before(0) == -1  # batch 0's own records do not count
+        assert reader.last_input_before(1) == 1000
+        assert IdleChannel(directory).last_input_before(2) == 1500
+        # read once per micro-batch: a marker written later in the same batch is not read again
+        p0.record(0, 2, 2000)
+        assert IdleChannel(directory).last_input_before(2) == 1500
+        assert reader.last_input_before(1) == 1000
+        assert reader.last_input_before(3) == 2000
+
+    def test_a_partition_keeps_its_two_newest_markers(self, tmp_path: Any) -> None:
+        from streamsdsl.compiler.idle_channel import IdleChannel
+
+        directory = f"file://{tmp_path}/idle"
+        for batch in range(4):
+            IdleChannel(directory).record(0, batch, 100 * batch)
+        IdleChannel(directory).record(3, 2, 250)
+        assert sorted(os.listdir(tmp_path / "idle")) == ["0-2-200", "0-3-300", "3-2-250"]
+        # a retried micro-batch creates the same marker again; a reader of batch 3 still sees batch 2's
+        IdleChannel(directory).record(0, 3, 300)
+        assert sorted(os.listdir(tmp_path / "idle")) == ["0-2-200", "0-3-300", "3-2-250"]
+        assert IdleChannel(directory).last_input_before(3) == 250
+        (tmp_path / "idle" / ".0-3-300.crc").write_text("a file system's checksum, not a marker")
+        assert IdleChannel(directory).last_input_before(9) == 300

@@ -23,6 +23,7 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_
 from streamsdsl.compiler.columns import DROPPED_NULL_VALUE, POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.frame import Frame
+from streamsdsl.compiler.idle_channel import channel_directory
 from streamsdsl.compiler import jvm_operator
 from streamsdsl.compiler.jvm_operator import JvmAggregate
 from streamsdsl.compiler.lowering import Lowering, PlanMode, regroup
@@ -31,7 +32,7 @@ from streamsdsl.compiler.operator_input import operator_rows, records_by_key
 from streamsdsl.compiler.processors import state_schema, windows_type
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.windows import SessionWindows, SlidingWindows, TimeWindows
-from streamsdsl.errors import OperationNotDefinedError
+from streamsdsl.errors import OperationNotDefinedError, TopologyError
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.operators.descriptions import AggregateDescription, description_of
 from streamsdsl.operators.functions import agg_functions
@@ -154,6 +155,7 @@ def _aggregate(self: Lowering, node: ir.AggregateNode, final_results: int | None
         emit_on_close=final_results is not None or d.emit_on_close,
         function_names=d.function_names, flush=self.flush, state_name=node.store, idle_close_ms=d.idle_close_ms,
         **_idle_clock(self, node, d.idle_close_ms),  # type: ignore[arg-type]
+        **_idle_channel(self, node, d.idle_close_ms),  # type: ignore[arg-type]
     )
     form = jvm_operator.builtin_form(node.agg, (frame.value,), value_out, frame.key.serde,
                                      isinstance(windows, SessionWindows))
@@ -197,6 +199,20 @@ def _idle_clock(self: Lowering, node: ir.Node, idle_close_ms: int | None) -> dic
         return {}
     at = (clock.position, self.topology.nodes.index(node)) if clock.punctuate_wall_clock else None
     return {"wall_clock": clock.system_time, "idle_at": at}
+
+
+def _idle_channel(self: Lowering, node: ir.Node, idle_close_ms: int | None) -> dict[str, object]:
+    """Streaming with idle close: where the aggregation's tasks tell each other when it last had
+    a record (`AggregateConfig.idle_channel`, under the query's checkpoint)."""
+    if idle_close_ms is None or self.mode is not PlanMode.STREAMING:
+        return {}
+    checkpoint = getattr(self, "checkpoint_location", None)
+    if checkpoint is None:
+        raise TopologyError(
+            f"{node.name}: idle close ({idle_close_ms} ms) in a streaming query needs the query's checkpoint "
+            "location, where the aggregation's tasks record when it last had a record: compile it with "
+            "CompileOptions(checkpoint_location=...) (KafkaStreams and the test driver pass theirs).")
+    return {"idle_channel": channel_directory(checkpoint, node.store)}
 
 
 def _repartitioned(self: Lowering, node: ir.Node, port: int) -> bool:
@@ -256,6 +272,7 @@ def _cogroup(self: Lowering, node: ir.CogroupAggregateNode) -> Frame:
         emit_on_close=d.emit_on_close, cogroup=True, flush=self.flush, input_names=node.agg_names,
         state_name=node.store, idle_close_ms=d.idle_close_ms,
         **_idle_clock(self, node, d.idle_close_ms),  # type: ignore[arg-type]
+        **_idle_channel(self, node, d.idle_close_ms),  # type: ignore[arg-type]
     )
     # Each input stream's aggregate processor keeps its own stream time in Kafka Streams: in
     # replay the running max is taken per input. With emit on close (beyond Kafka Streams) one

@@ -375,6 +375,7 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
         "ops": list(form.ops), "merge": form.merge, "double": form.double, "init_null": form.init_null,
         "repartitioned": [i.repartitioned for i in config.inputs],
         "idle_close_ms": getattr(config, "idle_close_ms", None),
+        "idle_channel": getattr(config, "idle_channel", None),
         "stream_time_floor": getattr(config, "stream_time_floor", -1),
     }
     if event_time_out:

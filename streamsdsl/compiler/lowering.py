@@ -90,6 +90,8 @@ class Lowering(DropMetrics):
         self.application_id: str | None = None
         #: Replay: the test driver's clock for its processors (`streamsdsl.compiler.user_processors.ProcessorClock`).
         self.processor_clock: Any = None
+        #: Streaming: the query's checkpoint location (set by `compile_topology`; None: unknown).
+        self.checkpoint_location: str | None = None
         #: The processors whose output carries each record's child (``forward(record, child_name)``).
         self.routed: dict[str, bool] = {}
 

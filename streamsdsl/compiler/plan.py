@@ -203,6 +203,9 @@ class CompileOptions:
     application_id: str | None = None
     #: Replay: the test driver's clock for the user processors (`ProcessorClock`).
     processor_clock: ProcessorClock | None = None
+    #: Streaming: the query's checkpoint location, under which an idle-close aggregation keeps
+    #: the markers that tell its tasks when it last had a record (`streamsdsl.compiler.idle_channel`).
+    checkpoint_location: str | None = None
 
 
 def compile_topology(topology: Topology, raw_source: RawSource, options: CompileOptions | None = None) -> CompiledTopology:
@@ -242,6 +245,7 @@ def _compile(topology: Topology, raw_source: RawSource, options: CompileOptions)
     lowering.topology = topology  # rules that read a parent's IR node (suppress folds into its aggregation)
     lowering.application_id = options.application_id
     lowering.processor_clock = options.processor_clock
+    lowering.checkpoint_location = options.checkpoint_location
     _ship_user_code_by_value(topology)
     needed = _needed(topology)
     for node in topology.topological_order():

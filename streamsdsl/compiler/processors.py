@@ -113,6 +113,9 @@ class AggregateConfig:
     #: output position element of what the idle close emits (``idle_at``: the run's position).
     wall_clock: int | None = None
     idle_at: tuple[int, int] | None = None
+    #: Streaming with idle close: the directory of the markers that tell every task when the
+    #: aggregation last had a record (`streamsdsl.compiler.idle_channel`, under the checkpoint).
+    idle_channel: str | None = None
     #: Streaming continuing a backfill: the aggregation's stream time at the backfill's end, below
     #: which its stream time does not start in any micro-batch (-1: none).
     stream_time_floor: int = -1
@@ -316,6 +319,7 @@ class AggregateProcessor(StatefulProcessor):
         self._timer_before = self._timer(state)
         kernel = self._hand_to_kernel(k, state)
         self._start(kernel, timerValues)
+        yield from self._before_records(kcell, k)
         if self.folds:
             yield from self._fold(kcell, k, data)
         else:
@@ -397,6 +401,11 @@ class AggregateProcessor(StatefulProcessor):
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
         """Set the kernel's clock for the key's rows."""
         raise NotImplementedError
+
+    def _before_records(self, kcell: Any, key: Any) -> Iterator[Row]:
+        """What the key emits before its rows, once its clock is set (`IdleCloseAggregateProcessor`:
+        the idle close of an aggregation that was idle as of the micro-batch)."""
+        return iter(())
 
     #: The record cache the current rows share (`_cache_for`).
     _cache: InputRecordCache | None = None

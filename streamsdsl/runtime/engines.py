@@ -544,13 +544,13 @@ class StreamingDriverEngine:
     def compile(self) -> CompiledTopology:
         """The streaming plan (compiled when the query starts, else for the sinks' serdes)."""
         if self._compiled is None:
-            from streamsdsl.compiler import PlanMode, compile_topology
-            from streamsdsl.compiler.plan import CompileOptions
+            from streamsdsl.compiler import CompileOptions, PlanMode, compile_topology
 
+            c, checkpoint = self.config, os.path.join(self._directory, "checkpoint")
             self._compiled = compile_topology(
                 self.topology, lambda n: self._input.read_stream(self.spark).filter(reads_topic(n)),
-                CompileOptions(PlanMode.STREAMING, self.config.operator.value, self.config.deserialization_handler,
-                               flush=self.config.flush, application_id=self.config.application_id))
+                CompileOptions(PlanMode.STREAMING, c.operator.value, c.deserialization_handler, flush=c.flush,
+                               application_id=c.application_id, checkpoint_location=checkpoint))
         return self._compiled
 
     def metrics(self) -> dict[str, float]:

@@ -65,7 +65,8 @@ def explain(topology: Topology, spark: SparkSession | None = None, *, mode: str 
             stream = session.readStream.schema(RAW_RECORD_DDL).parquet(empty_dir)
             return stream.filter(reads_topic(node))
 
-        compiled = compile_topology(topology, raw_source, CompileOptions(operator=operator))
+        compiled = compile_topology(topology, raw_source, CompileOptions(operator=operator,
+                                                                           checkpoint_location=empty_dir))
         operators = compiled.operators
         if compiled.output is None:
             text = "(the topology has no sinks: nothing to run)\n"

@@ -112,7 +112,8 @@ def start_streaming(
 
     compiled = compile_topology(topology, raw_source,
                                 CompileOptions(PlanMode.STREAMING, operator, deserialization_handler, flush=flush,
-                                               application_id=application_id or query_name, carry=initial_state))
+                                               application_id=application_id or query_name, carry=initial_state,
+                                               checkpoint_location=checkpoint_location))
     operators = compiled.operators
     check_checkpoint(checkpoint_location, operators)  # a switch of operator: a clear error, not Spark's
     if compiled.output is None:

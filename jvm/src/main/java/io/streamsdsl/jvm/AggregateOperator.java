@@ -58,6 +58,10 @@ public final class AggregateOperator {
             throw new IllegalArgumentException(spec.node + ": idle close runs here only in a streaming query without a "
                 + "stateful operator below (the Python operator runs the others)");
         }
+        if (spec.idleCloseMs > 0 && spec.idleChannel == null) {
+            throw new IllegalArgumentException(spec.node + ": idle close needs the directory of its markers under the "
+                + "query's checkpoint (idle_channel in the spec)");
+        }
         if (initial != null && (spec.replay || spec.idleCloseMs > 0)) {
             throw new IllegalArgumentException(spec.node + ": an initial state is taken by a streaming query without "
                 + "idle close only");

@@ -8,6 +8,7 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -38,7 +39,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * start, end, ts (longs), flags (byte: 1 final, 2 null aggregate) and the aggregate (long bits,
  * absent when null). With idle close ({@link Spec#idleCloseMs}) the layout is version
  * {@link #IDLE_STATE_VERSION}: the same, then the key's floor and its last record's processing time
- * (longs), and the timer is a processing-time timer at that time plus the idle close.
+ * (longs; after its timer found the aggregation busy, the aggregation's last input time then), and
+ * the timer is a processing-time timer at that time plus the idle close. Idle close is per
+ * aggregation: the tasks learn when it last had a record through {@link IdleChannel}.
  */
 public final class AggregateProcessor extends StatefulProcessorWithInitialState<Row, Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -58,6 +61,8 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
     private final Windowing windowing;
     private final Agg agg;
     private transient ValueState<byte[]> state;
+    /** Idle close: when the aggregation last had a record, as this task learns it. */
+    private transient IdleChannel channel;
 
     AggregateProcessor(Spec spec) {
         this.spec = spec;
@@ -68,6 +73,7 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
     @Override
     public void init(OutputMode outputMode, TimeMode timeMode) {
         if (!spec.replay) state = getHandle().getValueState(spec.stateName, Encoders.BINARY(), TTLConfig.NONE());
+        if (!spec.replay && spec.idleCloseMs > 0) channel = new IdleChannel(spec.idleChannel);
         // the Python operator's name for the same store: Spark rejects a switch of operator
     }
 
@@ -374,6 +380,19 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
         }
         long streamTime = spec.replay ? timerValues.getCurrentWatermarkInMs() : streamTimeAt(timerValues);
         long floor = loaded == null ? -1 : loaded.floor;
+        if (!spec.replay && spec.idleCloseMs > 0) {
+            // the aggregation idle as of this micro-batch (L from the batches before it): its open
+            // windows close before the key's records, which are then judged by the new floor
+            long now = timerValues.getCurrentProcessingTimeInMs();
+            long batchId = getHandle().getQueryInfo().getBatchId();
+            channel.record(TaskContext.getPartitionId(), batchId, now);
+            if (!st.openWindows().isEmpty() && now - loaded.lastRecordAt >= spec.idleCloseMs
+                    && now - lastInputAt(loaded, batchId) >= spec.idleCloseMs) {
+                Idle closed = closeIdle(out, kcell, st, floor);
+                st = closed.state;
+                floor = closed.floor;
+            }
+        }
         ChangeBuffer batch = !spec.replay && !spec.emitOnClose ? new ChangeBuffer(st.windows) : null;
         // replay: the record cache of the key's current source position, flushed at its last row
         // (Kafka's TopologyTestDriver commits once per source record); a repartitioned row alone
@@ -459,31 +478,65 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
         return CollectionConverters.asScala(out.iterator());
     }
 
+    /** {@code L} as of micro-batch {@code batchId}: the channel's, and at least the key's own last
+     * record (or the {@code L} its timer last read). */
+    private long lastInputAt(Loaded loaded, long batchId) {
+        return Math.max(loaded.lastRecordAt, channel.lastInputBefore(batchId));
+    }
+
+    /** A key's windows and floor after an idle close. */
+    private static final class Idle {
+        final Windowing.KeyState state;
+        final long floor;
+
+        Idle(Windowing.KeyState state, long floor) {
+            this.state = state;
+            this.floor = floor;
+        }
+    }
+
+    /** The aggregation being idle: every window of the key still open closes at its new floor
+     * ({@link Windowing#idleFloor}), after the windows the watermark has closed. */
+    private Idle closeIdle(List<Row> out, Object kcell, Windowing.KeyState st, long floor) {
+        Windowing.CloseStep close = windowing.closeStep(st, watermark);
+        finals(out, kcell, close.closed, watermark, -1, new long[0]);
+        st = close.state;
+        long f = windowing.idleFloor(st, watermark, floor);
+        if (f != floor) {
+            Windowing.CloseStep idle = windowing.closeStep(st, f);
+            finals(out, kcell, idle.closed, watermark, -1, new long[0]);
+            st = idle.state;
+            floor = f;
+        }
+        return new Idle(st, floor);
+    }
+
     /**
-     * Idle close's processing-time timer ({@code IdleCloseAggregateProcessor.handleExpiredTimer}):
-     * the windows the watermark has closed, then, the key being idle, every window still open at
-     * its new floor ({@link Windowing#idleFloor}); a key whose state stays is looked at again an
-     * idle close later.
+     * Idle close's processing-time timer ({@code IdleCloseAggregateProcessor.handleExpiredTimer}),
+     * at the key's last record plus the idle close, a lower bound of the aggregation's deadline:
+     * the windows the watermark has closed, then, the aggregation being idle ({@code L} from the
+     * channel), every window still open at its new floor; else the timer moves to {@code L} plus
+     * the idle close. A key whose state stays after a close is looked at again an idle close later.
      */
     private Iterator<Row> idleTimer(Object kcell, Loaded loaded, TimerValues timerValues, ExpiredTimerInfo expired) {
         long now = timerValues.getCurrentProcessingTimeInMs();
+        long last = lastInputAt(loaded, getHandle().getQueryInfo().getBatchId());
         List<Row> out = new ArrayList<>();
-        Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
-        finals(out, kcell, close.closed, watermark, -1, new long[0]);
-        Windowing.KeyState st = close.state;
+        Windowing.KeyState st;
         long floor = loaded.floor;
-        if (now - loaded.lastRecordAt >= spec.idleCloseMs) {
-            long f = windowing.idleFloor(st, watermark, floor);
-            if (f != floor) {
-                Windowing.CloseStep idle = windowing.closeStep(st, f);
-                finals(out, kcell, idle.closed, watermark, -1, new long[0]);
-                st = idle.state;
-                floor = f;
-            }
+        boolean idle = now - last >= spec.idleCloseMs;
+        if (idle) {
+            Idle closed = closeIdle(out, kcell, loaded.state, floor);
+            st = closed.state;
+            floor = closed.floor;
+        } else {
+            Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
+            finals(out, kcell, close.closed, watermark, -1, new long[0]);
+            st = close.state;
         }
         if (floor >= 0 && floor <= watermark) floor = -1;
         long fired = loaded.timer == expired.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
-        save(st, fired, floor, now);
+        save(st, fired, floor, idle ? now : last);
         return CollectionConverters.asScala(out.iterator());
     }
 

@@ -22,6 +22,9 @@ final class Spec implements Serializable {
     final boolean emitOnClose;
     /** Idle close (ms; 0: off): streaming on processing-time timers ({@code AggregateConfig.idle_close_ms}). */
     final long idleCloseMs;
+    /** Idle close: the directory of the markers through which the tasks learn when the aggregation
+     * last had a record ({@link IdleChannel}, under the query's checkpoint; null: none). */
+    final String idleChannel;
     /** Streaming continuing a backfill: the stream time below which the operator's stream time
      * does not start in any batch (the backfill's; -1: none, {@code AggregateConfig.stream_time_floor}). */
     final long streamTimeFloor;
@@ -44,6 +47,7 @@ final class Spec implements Serializable {
         eventTimeOut = j.has("event_time_out") && j.get("event_time_out").asBoolean();
         emitOnClose = j.get("emit_on_close").asBoolean();
         idleCloseMs = j.has("idle_close_ms") && !j.get("idle_close_ms").isNull() ? j.get("idle_close_ms").asLong() : 0;
+        idleChannel = j.has("idle_channel") && !j.get("idle_channel").isNull() ? j.get("idle_channel").asText() : null;
         streamTimeFloor = j.has("stream_time_floor") && !j.get("stream_time_floor").isNull()
             ? j.get("stream_time_floor").asLong() : -1;
         windowedKey = j.get("windowed_key").asBoolean();
