@@ -1,9 +1,12 @@
-"""Idle close (issue 43, item 3): an on-close aggregation closes the open windows of a key that has
-had no record for ``idle_close`` ms of wall-clock time, as if stream time had passed their close.
+"""Idle close (issue 43, item 3): once no record has reached an on-close aggregation for
+``idle_close`` ms of wall-clock time, every window it holds open closes, as if stream time had
+passed its close.
 
 The rule is the kernel's (`AggregateKernel.close_idle`, `idle_close_step`); these tests run it on
-the test driver's direct engine, exact records and timestamps, plus a hypothesis property: never
-triggered, the output is Kafka's; triggered, every window is emitted once.
+the test driver's direct engine, exact records and timestamps, plus hypothesis properties: never
+triggered, the output is Kafka's; triggered, every window is emitted once; and the engine writes
+what a brute-force model of the per-aggregation rule writes. The Spark engine (the replay) writes
+what the direct engine writes.
 """
 
 from __future__ import annotations
@@ -93,8 +96,8 @@ class TestValidation:
         with pytest.raises(StreamsConfigError) as e:
             DriverConfig.from_mapping({IDLE: 0})
         assert e.value.args[0] == (
-            f"'{IDLE}' must be > 0 ms (got 0): it is how long a key stays without records before its open windows "
-            "close. Leave the key out to keep Kafka's close.")
+            f"'{IDLE}' must be > 0 ms (got 0): it is how long an aggregation stays without records before its open "
+            "windows close. Leave the key out to keep Kafka's close.")
         with pytest.raises(StreamsConfigError, match=f"'{IDLE}' must be an integer >= 0 \\(got -1\\)"):
             DriverConfig.from_mapping({IDLE: -1})
 
@@ -126,6 +129,28 @@ class TestValidation:
             "idle close (5 ms) with a stateful operator below runs on the Python operator's processing-time timers")
 
 
+def _busy_then_quiet(engine: str) -> list[Any]:
+    """What the driver writes after each advance of a scenario: "a" goes quiet while "b" keeps
+    the aggregation busy, then the whole aggregation goes quiet; last the drop and final counts."""
+    topology = _windowed(TimeWindows.of_size_and_grace(10, 5), EmitStrategy.on_window_close(idle_close=100))
+    with _driver(topology, engine=engine) as driver:
+        pipe = driver.create_input_topic("in", S, S)
+        pipe.pipe_input("a", "1", 1)
+        pipe.pipe_input("b", "2", 2)
+        driver.advance_wall_clock_time(60)
+        out = [_out(driver)]
+        pipe.pipe_input("b", "3", 4)  # the aggregation's last record: wall clock 60
+        driver.advance_wall_clock_time(40)  # "a" has been quiet for 100 ms, the aggregation for 40
+        out.append(_out(driver))
+        pipe.pipe_input("a", "4", 8)  # within a's [0, 10) grace: taken (per key it would be late)
+        driver.advance_wall_clock_time(100)
+        out.append(_out(driver))
+        pipe.pipe_input("a", "late", 9)  # its window closed idle: late
+        out.append(_out(driver))
+        metrics = driver.metrics()
+        return [*out, (metrics["dropped-records-total"], metrics["emit-final-records-total"])]
+
+
 class TestIdleCloseDirect:
     def test_time_windows_close_when_the_key_is_idle(self) -> None:
         """Records at wall clock 0; at 30 s every open window of every idle key is emitted (final
@@ -154,19 +179,14 @@ class TestIdleCloseDirect:
 
     @pytest.mark.spark
     def test_spark_engine(self, spark: Any) -> None:
-        """The test driver's Spark engine (the replay plan: records stamped with the driver's wall
-        clock, the key's floor carried between runs, the advance's run closing idle keys) writes
-        what the direct engine writes, in the same order, and drops the same late record."""
-        topology = _windowed(TimeWindows.of_size_and_grace(10, 5), EmitStrategy.on_window_close(idle_close=100))
-        with _driver(topology, engine="spark") as driver:
-            pipe = driver.create_input_topic("in", S, S)
-            for key, value, ts in (("b", "1", 3), ("a", "2", 1), ("a", "3", 12)):
-                pipe.pipe_input(key, value, ts)
-            driver.advance_wall_clock_time(100)
-            assert _out(driver) == [("a", "0-10:2", 1), ("b", "0-10:1", 3), ("a", "10-20:3", 12)]
-            pipe.pipe_input("a", "late", 14)
-            assert driver.metrics()["dropped-records-total"] == 1.0
-            assert driver.metrics()["emit-final-records-total"] == 3.0
+        """The test driver's Spark engine (the replay plan: the driver learns the aggregation's
+        last input time from each run and passes it to the advance's run, the keys' floors carried
+        between runs) writes what the direct engine writes, in the same order: a busy aggregation
+        keeps a quiet key's window open (a record within its grace is taken), a quiet one closes
+        every key's, and a record for a closed window is then late."""
+        for engine in ("direct", "spark"):
+            assert _busy_then_quiet(engine) == [
+                [], [], [("a", "0-10:14", 8), ("b", "0-10:23", 4)], [], (1.0, 2.0)], engine
 
     def test_a_busy_aggregation_keeps_a_quiet_keys_windows(self) -> None:
         """Idleness is per aggregation: while records of any key reach it, a quiet key's windows

@@ -192,13 +192,19 @@ def _check_idle_close(self: Lowering, d: AggregateDescription) -> str | None:
 
 def _idle_clock(self: Lowering, node: ir.Node, idle_close_ms: int | None) -> dict[str, object]:
     """The replay's wall clock for an idle-close aggregation (`AggregateConfig.wall_clock`,
-    ``idle_at``): the driver's clock, and in an ``advance_wall_clock_time`` run where what the
-    idle close emits goes (the advance's position, the node's place in the topology)."""
+    ``idle_at``, ``idle_last_input_at``): the driver's clock, and in an
+    ``advance_wall_clock_time`` run where what the idle close emits goes (the advance's position,
+    the node's place in the topology) and the aggregation's last input time, which the driver
+    learnt from the earlier runs (`ReplayCarry.idle_last_input_at`)."""
     clock = getattr(self, "processor_clock", None)
     if idle_close_ms is None or self.mode is PlanMode.STREAMING or clock is None:
         return {}
-    at = (clock.position, self.topology.nodes.index(node)) if clock.punctuate_wall_clock else None
-    return {"wall_clock": clock.system_time, "idle_at": at}
+    if not clock.punctuate_wall_clock:
+        return {"wall_clock": clock.system_time}
+    carry = getattr(self, "carry", None)
+    last = -1 if carry is None else carry.idle_last_input_at.get(node.name, -1)
+    return {"wall_clock": clock.system_time, "idle_at": (clock.position, self.topology.nodes.index(node)),
+            "idle_last_input_at": last}
 
 
 def _idle_channel(self: Lowering, node: ir.Node, idle_close_ms: int | None) -> dict[str, object]:

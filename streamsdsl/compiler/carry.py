@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import base64
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from pyspark.sql import Column, DataFrame, Row
@@ -26,7 +26,10 @@ from pyspark.sql import types as T
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
 
-__all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "sink_paths", "with_carried_states"]
+if TYPE_CHECKING:
+    from streamsdsl.compiler.plan import CompiledTopology
+
+__all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "next_carry", "sink_paths", "with_carried_states"]
 
 #: Prefix of the observations that carry an operator's key states to the next run.
 CARRY_OBSERVATION = "streamsdsl-carry:state:"
@@ -137,3 +140,38 @@ def with_carried_states(lowering: Any, inp: DataFrame, node: str, key_type: str,
     filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
                    OUTPUT_POSITION: F.array().cast(POSITION_TYPE), **columns})
     return inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+
+
+def next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,
+                first_position: int, wall_clock: int = -1) -> Any:
+    """What the next run starts from: each processor's keys' state and stream time, each
+    native aggregation's input rows, as this run left them, and each idle-close aggregation's
+    last input time (``wall_clock``, the run's, if the run brought it a record with a key)."""
+    from streamsdsl.compiler.columns import IDLE_INPUT_OBSERVATION, STREAM_TIME_OBSERVATION
+    from streamsdsl.compiler.modes import ReplayCarry
+
+    replay = compiled.replay
+    assert replay is not None
+    stream_times = dict(before.stream_times)
+    for name, row in observed.items():
+        if name.startswith(STREAM_TIME_OBSERVATION):
+            node = name[len(STREAM_TIME_OBSERVATION):]
+            old = list(stream_times.get(node, ())) or [-1] * len(row)
+            stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
+    last_input_at = dict(before.idle_last_input_at)
+    for name, row in observed.items():
+        if name.startswith(IDLE_INPUT_OBSERVATION) and row.get("n"):
+            last_input_at[name[len(IDLE_INPUT_OBSERVATION):]] = wall_clock
+    # an observed operator whose output this run's job did not read (a table whose records only
+    # joins read) did not run: it has no state (`SparkDriverEngine._table_in_join`)
+    states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
+              for node, carried in replay.carried_states.items()
+              if not isinstance(carried, ObservedCarry) or carried.name in observed}
+    return ReplayCarry(
+        first_position,
+        states,
+        stream_times,
+        {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
+        {node: df.schema for node, df in replay.native_inputs.items()},
+        last_input_at,
+    )

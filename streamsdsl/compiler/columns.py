@@ -115,6 +115,11 @@ def merged_observation_name(names: list[str]) -> str:
 #: Prefix of the observations that carry a processor's stream time to the next run.
 STREAM_TIME_OBSERVATION = "streamsdsl-carry:stream-time:"
 
+#: Prefix of the observations that count an idle-close aggregation's records with a key in a
+#: run: the driver keeps the run's wall clock as the aggregation's last input time
+#: (`ReplayCarry.idle_last_input_at`).
+IDLE_INPUT_OBSERVATION = "streamsdsl-carry:idle-input:"
+
 
 # --- the JVM operator's contract ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ import attrs
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
+from streamsdsl.compiler.columns import IDLE_INPUT_OBSERVATION, STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
@@ -114,6 +114,9 @@ class ReplayCarry:
     native_inputs: Mapping[str, Sequence[Any]] = attrs.field(factory=dict)
     #: per native aggregation, the schema of its ``native_inputs`` rows
     native_schemas: Mapping[str, Any] = attrs.field(factory=dict)
+    #: per aggregation with idle close, the driver's wall clock (ms) of the last run that brought
+    #: it a record with a key (its last input time, `AggregateConfig.idle_last_input_at`)
+    idle_last_input_at: Mapping[str, int] = attrs.field(factory=dict)
 
 
 def native_store(spark: Any, carry: ReplayCarry, node: Any, value_type: str) -> list[Any]:
@@ -212,6 +215,8 @@ class ReplayLowering(Lowering):
         times = [F.max(F.when(F.col(partition_by) == i, F.col(STREAM_TIME)) if partition_by else F.col(STREAM_TIME)
                        ).alias(f"t{i}") for i in range(inputs if partition_by else 1)]
         df = df.observe(f"{STREAM_TIME_OBSERVATION}{node}", *times)
+        if config.idle_close_ms is not None:  # whether a record reached the aggregation in this run
+            df = df.observe(f"{IDLE_INPUT_OBSERVATION}{node}", F.count(F.col("key")).alias("n"))
         df = with_carried_states(self, df, node, config.key.serde.spark_type, windows_type(config.value_out.spark_type))
         if config.emit_on_close:
             # every key closes its windows at the run's end, so that nothing emitted in this run

@@ -105,8 +105,9 @@ class AggregateConfig:
     #: The name of the operator's state variable: the store it holds (what interactive queries
     #: find it by, `streamsdsl.runtime.queries`); the JVM operator's is the same.
     state_name: str = "windows"
-    #: Idle close (emit on close): ms of wall clock without a record of a key after which its
-    #: open windows close (`IdleCloseAggregateProcessor`; ``None``: Kafka's close alone).
+    #: Idle close (emit on close): ms of wall clock without a record reaching the aggregation
+    #: after which every key's open windows close (`IdleCloseAggregateProcessor`; ``None``:
+    #: Kafka's close alone).
     idle_close_ms: int | None = None
     #: Replay with idle close: the run's wall clock (the test driver's), which its records stamp on
     #: their keys; and in an ``advance_wall_clock_time`` run, the source position and the first
@@ -116,6 +117,9 @@ class AggregateConfig:
     #: Streaming with idle close: the directory of the markers that tell every task when the
     #: aggregation last had a record (`streamsdsl.compiler.idle_channel`, under the checkpoint).
     idle_channel: str | None = None
+    #: Replay with idle close: the aggregation's last input time, the driver's wall clock of the
+    #: last run that brought it a record (-1: none; `ReplayCarry.idle_last_input_at`).
+    idle_last_input_at: int = -1
     #: Streaming continuing a backfill: the aggregation's stream time at the backfill's end, below
     #: which its stream time does not start in any micro-batch (-1: none).
     stream_time_floor: int = -1
@@ -627,13 +631,13 @@ class ReplayAggregateProcessor(AggregateProcessor):
         yield from self._flush_cache(kcell, key)
         cfg = self.config
         if cfg.idle_at is not None and cfg.wall_clock is not None:
-            # the driver's advance_wall_clock_time: the key's open windows close if it is idle;
-            # they come out at the advance's position, in final order (the plan adds the key's bytes)
+            # the driver's advance_wall_clock_time: the key's open windows close if the aggregation
+            # is idle; they come out at the advance's position, in final order (the plan adds the
+            # key's bytes)
             position, order = cfg.idle_at
             if self.run_stream_time is not None:  # the operator's stream time (the kernel's is the last row's)
                 self.kernel.stream_times = [self.run_stream_time] * len(self.kernel.stream_times)
-            held = self.kernel.states.get(key)
-            step = self.kernel.close_idle(cfg.wall_clock, last_input_at=-1 if held is None else held.last_record_at)
+            step = self.kernel.close_idle(cfg.wall_clock, last_input_at=cfg.idle_last_input_at)
             for o, latency in zip(step.outputs, step.final_latencies):
                 yield self._final(kcell, key, o, position, [order])
                 yield self._event(EMIT_FINAL, latency, o.timestamp, position, cfg.key_order(key), (order,))
@@ -650,8 +654,9 @@ class ReplayAggregateProcessor(AggregateProcessor):
             key_cell = kcell if not cfg.key.windowed else {"key": kcell, "start": 0, "end": 0}
             yield self.out(key_cell, None, -1, [], -1, [], None, CARRY, None, None, self._encode_state(state))
 
-    # -- idle close: the key's floor and last record's time ride in the carried state as one
-    # more element, marked by a start no window has (`IDLE_MARK`)
+    # -- idle close: the key's floor rides in the carried state as one more element, marked by a
+    # start no window has (`IDLE_MARK`); the aggregation's last input time is the driver's
+    # (`AggregateConfig.idle_last_input_at`)
     def _start(self, kernel: AggregateKernel, timer_values: Any) -> None:
         self._cache = self._cache_row = None
         if self.config.wall_clock is not None:
@@ -664,13 +669,12 @@ class ReplayAggregateProcessor(AggregateProcessor):
         if not idle:
             return state
         mark = idle[0]
-        floor, last = (mark["end"], mark["ts"]) if isinstance(mark, dict) else (mark[1], mark[3])
-        return attrs.evolve(state, floor=floor, last_record_at=last)
+        return attrs.evolve(state, floor=mark["end"] if isinstance(mark, dict) else mark[1])
 
     def _encode_state(self, state: KeyState) -> list[tuple[Any, ...]]:
         cells = super()._encode_state(state)
-        if self.config.idle_close_ms is not None and (state.floor >= 0 or state.last_record_at >= 0):
-            cells.append((IDLE_MARK, state.floor, None, state.last_record_at, False))
+        if self.config.idle_close_ms is not None and state.floor >= 0:
+            cells.append((IDLE_MARK, state.floor, None, -1, False))
         return cells
 
     def _hand_to_kernel(self, key: Any, state: KeyState) -> AggregateKernel:
@@ -680,6 +684,6 @@ class ReplayAggregateProcessor(AggregateProcessor):
         return kernel
 
 
-#: The start of the carried-state element holding an idle-close key's floor and last record's
-#: time (``end`` and ``ts``): no window starts before 0.
+#: The start of the carried-state element holding an idle-close key's floor (``end``): no window
+#: starts before 0.
 IDLE_MARK = -2

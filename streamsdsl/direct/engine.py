@@ -180,7 +180,7 @@ class Run:
         return self._transaction(run)
 
     def advance_wall_clock(self, now: int) -> list[Emitted]:
-        """The system time is ``now``: the aggregations with idle close close their idle keys'
+        """The system time is ``now``: the idle aggregations (idle close) close every key's open
         windows (in topological order, what each forwards going on depth first), then the
         wall-clock punctuators due fire; return what they wrote."""
         self.system_time = now

@@ -282,8 +282,8 @@ def not_continuable(node: Any, idle_close_ms: int | None = None) -> str | None:
         emit = getattr(node, "emit", None)
         on_close = emit is not None and emit.emits_on_close
         if on_close and (emit.idle_close_ms is not None or idle_close_ms is not None):
-            return ("idle close closes a key's windows by the wall-clock time of its last record, which a backfill "
-                    "(no wall clock) does not have; continue without idle close")
+            return ("idle close closes an aggregation's windows by the wall-clock time of its last record, which a "
+                    "backfill (no wall clock) does not have; continue without idle close")
         return None
     if isinstance(node, (ir.TableSourceNode, ir.StreamToTableNode)):
         if getattr(node, "history_retention_ms", None) is not None:
@@ -572,7 +572,7 @@ def _coordinates(raw: DataFrame) -> dict[int, tuple[str, int]]:
 def _final_state(compiled: CompiledTopology) -> ReplayCarry:
     """The state the replay of ``compiled`` ended with (`Backfill.final_state`)."""
     from streamsdsl.compiler.modes import ReplayCarry, native_store
-    from streamsdsl.runtime.engines import next_carry
+    from streamsdsl.compiler.carry import next_carry
     from streamsdsl.runtime.metrics import observed_metrics
 
     assert compiled.output is not None

@@ -334,8 +334,8 @@ def _idle_close_ms(config: Mapping[str, Any]) -> int | None:
     value = _int_value({_IDLE_CLOSE_KEY: raw}, _IDLE_CLOSE_KEY, None, minimum=0)
     if value == 0:
         raise StreamsConfigError(
-            f"'{_IDLE_CLOSE_KEY}' must be > 0 ms (got 0): it is how long a key stays without records before its "
-            "open windows close. Leave the key out to keep Kafka's close.")
+            f"'{_IDLE_CLOSE_KEY}' must be > 0 ms (got 0): it is how long an aggregation stays without records "
+            "before its open windows close. Leave the key out to keep Kafka's close.")
     return value
 
 

@@ -349,7 +349,7 @@ class TopologyTestDriver:
 
         Only idle close reads wall-clock time among the DSL operators: an aggregation with
         ``EmitStrategy.on_window_close(idle_close=...)`` (or ``streamsdsl.window.idle.close.ms``)
-        first closes the windows of every key that has had no record for that long. Otherwise
+        first closes every key's open windows once no record has reached it for that long. Otherwise
         stream time drives every window, and the driver, as Kafka's, emits on-close results
         without the wall-clock emit interval."""
         ms = _duration_ms(advance, "advance")

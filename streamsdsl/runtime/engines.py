@@ -213,6 +213,8 @@ class SparkDriverEngine:
         self._topics: set[str] = set()
         #: The driver's mock wall clock: when it was made (a processor task's first ``init``) and now.
         self._initial_wall_clock = self._wall_clock = wall_clock_ms
+        #: Per idle-close aggregation, the last input time at which an advance closed it idle.
+        self._idle_closed: dict[str, int] = {}
 
     def _records_ddl(self) -> str:
         from streamsdsl.compiler.columns import SOURCE_POSITION
@@ -276,6 +278,7 @@ class SparkDriverEngine:
         from streamsdsl.compiler.columns import DEAD_LETTER_SINK, FINAL_KEY_ORDER, OUTPUT_POSITION, SINK_INDEX
         from streamsdsl.compiler.columns import SOURCE_POSITION
         from streamsdsl.runtime.errors import StreamsError
+        from streamsdsl.compiler.carry import next_carry
         from streamsdsl.runtime.metrics import log_dropped, observed_metrics
 
         compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()), clock, len(rows))
@@ -286,7 +289,7 @@ class SparkDriverEngine:
         try:
             collected = compiled.output.collect()
             observed = observed_metrics(compiled.output)
-            carry = next_carry(compiled, observed, self._carry, end)
+            carry = next_carry(compiled, observed, self._carry, end, clock.system_time)
         except Exception as exc:
             error = RecordError.find(exc)
             if error is None:
@@ -425,8 +428,8 @@ class SparkDriverEngine:
 
     @quiet_global_windows
     def advance_wall_clock(self, now: int) -> list[RawRecord]:
-        """The driver's wall clock is ``now``: a replay without records in which the aggregations
-        with idle close close their idle keys' windows and every processor task fires its
+        """The driver's wall clock is ``now``: a replay without records in which the idle
+        aggregations (`_idle_due`) close every key's open windows and every processor task fires its
         wall-clock punctuators due (none is skipped: a task that has not run yet may schedule one
         in ``init``); what they wrote."""
         from streamsdsl.compiler.user_processors import schedule_from_json
@@ -434,15 +437,31 @@ class SparkDriverEngine:
 
         self._wall_clock = now
         states = [self._carry.states.get(n.name) for n in self._processors]
-        if not self.topology.closes_idle and all(states) and not any(
+        idle = self._idle_due(now)
+        if not idle and all(states) and not any(
                 p.type is PunctuationType.WALL_CLOCK_TIME and not p.cancelled and p.due_ms <= now
                 for rows in states for _, state in rows or () for p in schedule_from_json(state["schedule"])):
             return []  # every task has run, and none has a wall-clock punctuator due
         end = self._carry.first_position
         try:
-            return self._replay([], end, self._clock(advance=True), lambda p: ("", -1, -1))
+            out = self._replay([], end, self._clock(advance=True), lambda p: ("", -1, -1))
         except RecordError as error:
             raise _Failed([], error) from error
+        self._idle_closed.update(idle)
+        return out
+
+    def _idle_due(self, now: int) -> dict[str, int]:
+        """The aggregations whose idle close is due at ``now`` (their last input time): a record
+        reached each ``idle_close_ms`` or longer ago, it holds keys, and it has not been closed
+        idle since (its keys' windows are all closed then)."""
+        due: dict[str, int] = {}
+        for node in self.topology.nodes:
+            idle_ms = getattr(getattr(node, "emit", None), "idle_close_ms", None)
+            last = self._carry.idle_last_input_at.get(node.name, -1)
+            if (idle_ms is not None and 0 <= last <= now - idle_ms and self._carry.states.get(node.name)
+                    and self._idle_closed.get(node.name) != last):
+                due[node.name] = last
+        return due
 
     def processor_store(self, name: str) -> Any:
         """The processor store ``name`` as the driver's task left it (the carried state of the
@@ -668,33 +687,3 @@ def _table_entries(key: Any, value: Any, carried: Sequence[Any]) -> list[StoreEn
             latest = s["versions"][-1]
             out.append(StoreEntry(key.from_internal(k), 0, 0, value.from_internal(latest["value"]), latest["ts"]))
     return out
-
-
-def next_carry(compiled: CompiledTopology, observed: dict[str, dict[str, Any]], before: Any,
-                first_position: int) -> Any:
-    """What the next run starts from: each processor's keys' state and stream time, and each
-    native aggregation's input rows, as this run left them."""
-    from streamsdsl.compiler.carry import ObservedCarry
-    from streamsdsl.compiler.columns import STREAM_TIME_OBSERVATION
-    from streamsdsl.compiler.modes import ReplayCarry
-
-    replay = compiled.replay
-    assert replay is not None
-    stream_times = dict(before.stream_times)
-    for name, row in observed.items():
-        if name.startswith(STREAM_TIME_OBSERVATION):
-            node = name[len(STREAM_TIME_OBSERVATION):]
-            old = list(stream_times.get(node, ())) or [-1] * len(row)
-            stream_times[node] = tuple(max(o, -1 if t is None else int(t)) for o, t in zip(old, row.values()))
-    # an observed operator whose output this run's job did not read (a table whose records only
-    # joins read) did not run: it has no state (`SparkDriverEngine._table_in_join`)
-    states = {node: carried.rows(observed) if isinstance(carried, ObservedCarry) else [tuple(r) for r in carried.collect()]
-              for node, carried in replay.carried_states.items()
-              if not isinstance(carried, ObservedCarry) or carried.name in observed}
-    return ReplayCarry(
-        first_position,
-        states,
-        stream_times,
-        {node: [tuple(r) for r in df.collect()] for node, df in replay.native_inputs.items()},
-        {node: df.schema for node, df in replay.native_inputs.items()},
-    )

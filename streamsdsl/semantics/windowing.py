@@ -169,7 +169,8 @@ class KeyState:
     With idle close (`idle_close_step`) also: ``floor``, the key's own stream time after its
     windows were closed idle (-1: none; the key's records are judged, and its windows closed,
     by the later of it and the operator's stream time), and ``last_record_at``, the wall-clock
-    time (ms) its last record reached the aggregation (-1: not kept)."""
+    time (ms) its last record reached the aggregation (-1: not kept; a host's per-key timer reads
+    it, while whether to close is the aggregation's, `AggregateKernel.close_idle`)."""
 
     windows: tuple[WindowAgg, ...] = ()
     finals: frozenset[int] = frozenset()

@@ -166,8 +166,8 @@ class EmitStrategy:
     ``on_window_update()`` (the default) forwards every change of a window, with tombstones for
     sessions merged away; ``on_window_close()`` forwards each window exactly once, when it closes.
     ``on_window_close(idle_close=...)`` (streamsdsl's own, docs/session-windows.md, *Idle windows*) also
-    closes a key's open windows once no record of the key has reached the aggregation for that
-    long on the wall clock (``idle_close_ms``; ``None``: Kafka's close alone, unless the
+    closes every open window of the aggregation once no record has reached it for that long on
+    the wall clock (``idle_close_ms``; ``None``: Kafka's close alone, unless the
     application's ``streamsdsl.window.idle.close.ms`` sets it).
 
     Examples
