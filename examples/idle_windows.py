@@ -1,12 +1,14 @@
-"""Windows that close on a quiet key (idle close, beyond Kafka Streams).
+"""Windows that close on a quiet aggregation (idle close, beyond Kafka Streams).
 
-Per-minute page-view counts, emitted once per window on close. In Kafka Streams the last window
-of a key comes out only when newer records move stream time past its end: here the night's last
-views would wait for the morning. With ``EmitStrategy.on_window_close(idle_close=...)`` a key
-that has had no record for five minutes of wall-clock time has its open windows closed and
-emitted, as if stream time had passed them; a record that arrives later for one of them is late
-(dropped and counted). Runs through the TopologyTestDriver, whose wall clock
-``advance_wall_clock_time`` moves (no broker needed):
+Per-minute page-view counts, emitted once per window on close. In Kafka Streams the last windows
+come out only when newer records move stream time past their end: here the night's last views
+would wait for the morning. With ``EmitStrategy.on_window_close(idle_close=...)``, once no record
+has reached the aggregation for five minutes of wall-clock time, every window it holds open is
+closed and emitted, as if stream time had passed them; a record that arrives later for one of
+them is late (dropped and counted). While another page keeps the aggregation busy, a quiet page's
+window stays open (stream time still moves): a late view within its grace is taken, as in Kafka
+Streams. Runs through the TopologyTestDriver, whose wall clock ``advance_wall_clock_time`` moves
+(no broker needed):
 
     .venv/bin/python examples/idle_windows.py
 """
@@ -39,18 +41,22 @@ def main() -> None:
     with TopologyTestDriver(build(), engine="direct", initial_wall_clock_time_ms=0) as driver:
         views = driver.create_input_topic("page-views")
         out = driver.create_output_topic("views-per-minute")
-        for page, at in [("home", 5_000), ("about", 20_000), ("home", 50_000), ("home", 65_000)]:
-            views.pipe_input(page, "view", at)
 
         def show(when: str) -> None:
             print(f"{when}:")
             for r in out.read_records_to_list():
                 print(f"  {r.key:<6} {r.value}  (timestamp {r.timestamp})")
 
-        show("after the last view")  # stream time 65 s: no window has reached end + grace yet
+        for page, at in [("home", 5_000), ("about", 20_000), ("home", 50_000)]:
+            views.pipe_input(page, "view", at)
+        driver.advance_wall_clock_time(timedelta(minutes=4))
+        views.pipe_input("home", "view", 65_000)  # stream time 65 s: 00:00 closes at 70 s (end + grace)
+        driver.advance_wall_clock_time(timedelta(minutes=2))
+        show("about quiet for 6 minutes, home 2 minutes ago")  # the aggregation is busy: nothing closes
+        views.pipe_input("about", "view", 55_000)  # within 00:00's grace: taken
         driver.advance_wall_clock_time(timedelta(minutes=5))
         show("five quiet minutes later")
-        views.pipe_input("home", "view", 55_000)  # for the closed 00:00 window: late
+        views.pipe_input("home", "view", 58_000)  # for the closed 00:00 window: late
         print("dropped-records-total:", int(driver.metrics()["dropped-records-total"]))
 
 
