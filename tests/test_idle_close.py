@@ -153,7 +153,7 @@ def _busy_then_quiet(engine: str) -> list[Any]:
 
 class TestIdleCloseDirect:
     def test_time_windows_close_when_the_key_is_idle(self) -> None:
-        """Records at wall clock 0; at 30 s every open window of every idle key is emitted (final
+        """Records at wall clock 0; at 30 s the aggregation is idle: every open window of every key is emitted (final
         order: window start, then key bytes), with its own timestamp; a record for a closed window
         afterwards is late (dropped, counted), a newer one opens a new window."""
         topology = _windowed(TimeWindows.of_size_and_grace(10, 5),
