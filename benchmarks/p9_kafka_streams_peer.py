@@ -42,12 +42,22 @@ Measured for each application and engine:
   timestamp (the newest input record it counts, stamped with the wall clock when produced);
   p50/p99 over the outputs after the first ``--latency-warmup`` seconds;
 * **profile**: streamsdsl's micro-batch phases (Spark's ``durationMs``, summed over the
-  throughput run's batches) and its CPU by process kind.
+  throughput run's batches) and its CPU by process kind;
+* **variants** (throughput only, each after its own warm-up, checked against the same expected
+  windows): ``--sdsl-connectors python,jvm`` times streamsdsl once more with
+  ``kafka.connector = "jvm"`` (Spark's Kafka source); ``--floors spark_jvm,spark_python`` times
+  the enrichment hand-written in Spark (`_floor_p9.floor_query` in append mode, i.e. emitted on
+  close, same trigger; ``spark_jvm``: Spark's Kafka source and sink, ``spark_python``: the
+  ``streamsdsl-kafka`` ones), timed and its CPU measured as streamsdsl's: Spark's own floor for
+  the records/s and CPU a Spark query of this shape reaches here.
 
 Writes ``benchmarks/results/p9.json``.
 
     .venv/bin/python benchmarks/p9_kafka_streams_peer.py --records 20000       # a quick run
     .venv/bin/python benchmarks/p9_kafka_streams_peer.py --records 200000 --rate 2000
+    .venv/bin/python benchmarks/p9_kafka_streams_peer.py --apps enrich --records 200000 --keys 2000 \
+        --latency-seconds 0 --floors spark_jvm,spark_python --sdsl-connectors python,jvm \
+        --out benchmarks/results/p9_enrich_floor.json     # P9's throughput floor
 """
 
 from __future__ import annotations
@@ -68,6 +78,7 @@ import uuid
 from typing import Any
 
 from _common import HERE, SinkTail, write_json
+from _floor_p9 import floor_query
 from p5_quix_session import GAP_MS, expected_closed, streamsdsl_sessions, timestamp_of
 from p5_quix_session import produce as produce_sessions
 
@@ -357,7 +368,7 @@ def sdsl_topology(app: str, on_close: bool, source: str, customers: str | None, 
     return b.build()
 
 
-def sdsl_app(bootstrap: str, topology: Any, state_dir: str) -> Any:
+def sdsl_app(bootstrap: str, topology: Any, state_dir: str, connector: str = "python") -> Any:
     from streamsdsl import KafkaStreams
 
     return KafkaStreams(topology, {
@@ -365,6 +376,7 @@ def sdsl_app(bootstrap: str, topology: Any, state_dir: str) -> Any:
         "bootstrap.servers": bootstrap,
         "state.dir": state_dir,
         "commit.interval.ms": COMMIT_MS,
+        **({} if connector == "python" else {"kafka.connector": connector}),
     })
 
 
@@ -387,10 +399,10 @@ def progress_profile(progress: list[Any]) -> dict[str, Any]:
 
 
 def run_sdsl_throughput(bootstrap: str, app: str, source: str, customers: str | None, sink: str,
-                        state_dir: str) -> dict[str, Any]:
+                        state_dir: str, connector: str = "python") -> dict[str, Any]:
     from datetime import datetime
 
-    streams = sdsl_app(bootstrap, sdsl_topology(app, True, source, customers, sink), state_dir)
+    streams = sdsl_app(bootstrap, sdsl_topology(app, True, source, customers, sink), state_dir, connector)
     before = tree_ticks(set())
     wall = time.time()
     start = time.perf_counter()
@@ -402,6 +414,35 @@ def run_sdsl_throughput(bootstrap: str, app: str, source: str, customers: str | 
         progress = list(streams.streaming_query.recentProgress)
     finally:
         streams.close()
+    first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp() if progress else wall
+    return {"seconds": seconds, "cpu": cpu_delta(before, after), "startup_seconds": round(first - wall, 3),
+            "profile": progress_profile(progress)}
+
+
+#: The enrichment hand-written in Spark (`_floor_p9.floor_query`, emit on close: append mode), by
+#: connector: Spark's own Kafka source and sink, or the ``streamsdsl-kafka`` source and writer.
+FLOORS = {"spark_jvm": True, "spark_python": False}
+
+
+def run_floor_throughput(spark: Any, bootstrap: str, source: str, customers: str, sink: str, checkpoint: str,
+                         floor: str) -> dict[str, Any]:
+    """`floor_query` on the enrichment's topics from the earliest offset until
+    ``processAllAvailable()`` returns, timed and its CPU measured as `run_sdsl_throughput` does
+    (the customers' read inside the interval, as streamsdsl reads its table topic there)."""
+    from datetime import datetime
+
+    before = tree_ticks(set())
+    wall = time.time()
+    start = time.perf_counter()
+    query = floor_query(spark, bootstrap, {"source": source, "customers": customers, "sink": sink}, checkpoint,
+                        COMMIT_MS, jvm=FLOORS[floor], mode="append", starting="earliest")
+    try:
+        query.processAllAvailable()
+        seconds = time.perf_counter() - start
+        after = tree_ticks(set())
+        progress = list(query.recentProgress)
+    finally:
+        query.stop()
     first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp() if progress else wall
     return {"seconds": seconds, "cpu": cpu_delta(before, after), "startup_seconds": round(first - wall, 3),
             "profile": progress_profile(progress)}
@@ -594,6 +635,16 @@ def main(argv: list[str] | None = None) -> int:
                         help="also time Kafka Streams with its default commit interval (30 s)")
     parser.add_argument("--joiner", choices=["builtin", "python"], default="builtin",
                         help="the enrichment's joiner: Joiners.right() or the same Python lambda")
+    parser.add_argument("--floors", default="",
+                        help=f"enrich only: also time the enrichment hand-written in Spark, comma-separated of "
+                             f"{', '.join(FLOORS)} (Spark's Kafka connector and sink; the streamsdsl-kafka ones)")
+    parser.add_argument("--sdsl-connectors", default="python",
+                        help="streamsdsl's kafka.connector values to time, comma-separated (python, jvm); the first "
+                             "is the reported streamsdsl row")
+    parser.add_argument("--variants-first", action="store_true",
+                        help="run the --floors and the other --sdsl-connectors before streamsdsl, not after")
+    parser.add_argument("--out", default=None,
+                        help="write the JSON here instead of benchmarks/results/p9.json (and no p9.md)")
     parser.add_argument("--loadgen", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     JOINER["name"] = args.joiner
@@ -607,6 +658,12 @@ def main(argv: list[str] | None = None) -> int:
     apps = [a for a in args.apps.split(",") if a]
     if not apps or set(apps) - set(APPS):
         parser.error(f"--apps: choose from {', '.join(APPS)}")
+    floors = [f for f in args.floors.split(",") if f]
+    if set(floors) - set(FLOORS):
+        parser.error(f"--floors: choose from {', '.join(FLOORS)}")
+    connectors = [c for c in args.sdsl_connectors.split(",") if c]
+    if not connectors or set(connectors) - {"python", "jvm"}:
+        parser.error("--sdsl-connectors: choose from python, jvm")
 
     sys.path.insert(0, os.path.dirname(HERE))
     import pyspark
@@ -644,8 +701,9 @@ def main(argv: list[str] | None = None) -> int:
             expected = expected_output(app, n, keys)
             expected_count = expected if isinstance(expected, int) else len(expected)
 
+            extra = [*(f"sdsl-{c}" for c in connectors[1:]), *(floors if app == "enrich" else [])]
             sinks = {e: f"p9-{app}-out-{e}-{tag}" for e in ("ks", "sdsl", "ks-warm", "sdsl-warm", "ks-default",
-                                                            "ks-warm2")}
+                                                            "ks-warm2", *extra, *(f"{e}-warm" for e in extra))}
             for s in sinks.values():
                 kafka.create_topic(s, PARTITIONS[app])
             print(f"P9 {app}: Kafka Streams on {n:,} records", file=sys.stderr, flush=True)
@@ -662,12 +720,54 @@ def main(argv: list[str] | None = None) -> int:
                                                commit_ms=KS_DEFAULT_COMMIT_MS)
                 ks_default_out = parse_output(app, kafka.consume_all(sinks["ks-default"]))
 
-            print(f"P9 {app}: streamsdsl on {n:,} records", file=sys.stderr, flush=True)
-            run_sdsl_throughput(bootstrap, app, topics["warm_source"], topics.get("warm_customers"),
-                                sinks["sdsl-warm"], os.path.join(tmp, f"sdsl-warm-{app}"))
-            sd = run_sdsl_throughput(bootstrap, app, topics["source"], topics.get("customers"), sinks["sdsl"],
-                                     os.path.join(tmp, f"sdsl-{app}"))
-            sd_out = parse_output(app, kafka.consume_all(sinks["sdsl"]))
+            # streamsdsl, then the variants (``--variants-first``: the other way round), each after a
+            # warm-up on the small topic: streamsdsl on its other connectors, the query hand-written in Spark
+            variants: dict[str, Any] = {}
+
+            def run_streamsdsl() -> tuple[dict[str, Any], list[Any]]:
+                print(f"P9 {app}: streamsdsl on {n:,} records", file=sys.stderr, flush=True)
+                run_sdsl_throughput(bootstrap, app, topics["warm_source"], topics.get("warm_customers"),
+                                    sinks["sdsl-warm"], os.path.join(tmp, f"sdsl-warm-{app}"), connectors[0])
+                got = run_sdsl_throughput(bootstrap, app, topics["source"], topics.get("customers"), sinks["sdsl"],
+                                          os.path.join(tmp, f"sdsl-{app}"), connectors[0])
+                return got, parse_output(app, kafka.consume_all(sinks["sdsl"]))
+
+            def run_variants() -> None:
+                for name in extra:
+                    print(f"P9 {app}: {name} on {n:,} records", file=sys.stderr, flush=True)
+                    for warm in (True, False):
+                        suffix = "-warm" if warm else ""
+                        src, cust = (topics["warm_source"], topics.get("warm_customers")) if warm else \
+                            (topics["source"], topics.get("customers"))
+                        where = os.path.join(tmp, f"{name}{suffix}-{app}")
+                        if name in FLOORS:
+                            got = run_floor_throughput(spark, bootstrap, src, cust, sinks[name + suffix], where, name)
+                        else:
+                            got = run_sdsl_throughput(bootstrap, app, src, cust, sinks[name + suffix], where,
+                                                      name.removeprefix("sdsl-"))
+                    out = parse_output(app, kafka.consume_all(sinks[name]))
+                    ok = (len(set(out)) == expected == len(out)) if isinstance(expected, int) else out == expected
+                    variants[name] = {
+                        "seconds": round(got["seconds"], 3), "records_per_second": round(n / got["seconds"]),
+                        "startup_seconds": got["startup_seconds"], "cpu_seconds": got["cpu"]["total"],
+                        "cpu_by_process": got["cpu"],
+                        "cpu_seconds_per_million_records": round(got["cpu"]["total"] / n * 1e6, 1),
+                        "outputs": len(out), "outputs_as_expected": ok, "profile": got["profile"],
+                        "ratio_records_per_second_to_kafka_streams": round(ks["seconds"] / got["seconds"], 3),
+                        "ratio_cpu_per_record_to_kafka_streams":
+                            round(got["cpu"]["total"] / max(ks["cpu_seconds"], 1e-9), 2),
+                    }
+                    print(json.dumps({name: {k: v for k, v in variants[name].items() if k != "profile"}}),
+                          file=sys.stderr, flush=True)
+
+            if args.variants_first:
+                run_variants()
+            sd, sd_out = run_streamsdsl()
+            if not args.variants_first:
+                run_variants()
+            for v in variants.values():
+                v["streamsdsl_ratio_records_per_second"] = round(v["seconds"] / sd["seconds"], 3)
+                v["streamsdsl_ratio_cpu_per_record"] = round(sd["cpu"]["total"] / max(v["cpu_seconds"], 1e-9), 2)
 
             if isinstance(expected, int):
                 ks_ok, sd_ok = len(set(ks_out)) == expected == len(ks_out), len(set(sd_out)) == expected == len(sd_out)
@@ -683,7 +783,9 @@ def main(argv: list[str] | None = None) -> int:
                                 [list(x) for x in sorted(set(expected) - set(sd_out))[:5]]},
                 "produce_seconds": round(produce_s, 2),
                 "expected_outputs": expected_count,
-                "outputs_equal": ks_out == sd_out and ks_ok and sd_ok and (ks_default is None or ks_default_out == ks_out),
+                "outputs_equal": ks_out == sd_out and ks_ok and sd_ok
+                and (ks_default is None or ks_default_out == ks_out)
+                and all(v["outputs_as_expected"] for v in variants.values()),
                 "kafka_streams": {
                     "seconds": round(ks["seconds"], 3), "records_per_second": round(ks_rate),
                     "cpu_seconds": round(ks["cpu_seconds"], 2),
@@ -705,6 +807,10 @@ def main(argv: list[str] | None = None) -> int:
                     "outputs_equal": ks_default_out == ks_out}}),
                 "ratio_records_per_second": round(sd_rate / ks_rate, 3),
                 "ratio_cpu_per_record": round(sd["cpu"]["total"] / max(ks["cpu_seconds"], 1e-9), 2),
+                # streamsdsl_ratio_*: the reported streamsdsl row's records/s and CPU per record over the
+                # variant's (below 1 and above 1: streamsdsl is slower and costs more)
+                **({"streamsdsl_connector": connectors[0], "variants_first": args.variants_first,
+                    "variants": variants} if variants else {}),
             }
             print(json.dumps({app: {k: v for k, v in results[app].items()}}, indent=1, default=str)[:3000],
                   file=sys.stderr, flush=True)
@@ -747,10 +853,11 @@ def main(argv: list[str] | None = None) -> int:
                         "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    write_json("p9", result)
+    write_json("p9", result, args.out)
     md = markdown(result)
-    with open(os.path.join(HERE, "results", "p9.md"), "w") as f:
-        f.write(md)
+    if args.out is None:
+        with open(os.path.join(HERE, "results", "p9.md"), "w") as f:
+            f.write(md)
     print(md)
     if not equal:
         print("P9: the engines' outputs differ from each other or from the expected windows", file=sys.stderr)
@@ -773,6 +880,10 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {app} | Kafka Streams, commit every 30 s | {d['records_per_second']:,} | "
                          f"{d['cpu_seconds_per_million_records']} | |")
         lines.append(f"| {app} | ratio | {r['ratio_records_per_second']}× | {r['ratio_cpu_per_record']}× | |")
+        for name, v in r.get("variants", {}).items():
+            lines.append(f"| {app} | {name} | {v['records_per_second']:,} | {v['cpu_seconds_per_million_records']} | |")
+            lines.append(f"| {app} | {name} / Kafka Streams | {v['ratio_records_per_second_to_kafka_streams']}× | "
+                         f"{v['ratio_cpu_per_record_to_kafka_streams']}× | |")
     return "\n".join(lines) + "\n"
 
 
