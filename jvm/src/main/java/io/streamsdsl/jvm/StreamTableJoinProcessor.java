@@ -70,10 +70,12 @@ final class StreamTableJoinProcessor extends JoinProcessor {
         }
         if (spec.replay) {
             if (table != null) out.add(carry(kcell, RowFactory.create(table.value(), table.ts())));
-        } else if (table == null) {
-            state.clear();
-        } else {
-            state.update(RowFactory.create(table.value(), table.ts()));
+        } else if (table != held.table()) {  // a table record changed it: else the state stays as read, unwritten
+            if (table == null) {
+                state.clear();
+            } else {
+                state.update(RowFactory.create(table.value(), table.ts()));
+            }
         }
         return iterator(out);
     }
