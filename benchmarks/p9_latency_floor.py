@@ -60,6 +60,12 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "rows_untracked": {"spark": {"spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false"}},
     "snapshot_every_100": {"spark": {"spark.sql.streaming.stateStore.minDeltasForSnapshot": "100"}},
     "commit_validation_off": {"spark": {"spark.sql.streaming.stateStore.commitValidation.enabled": "false"}},
+    # checkpoint files written with Java's file API (no chmod child process, no .crc), streamsdsl's jar
+    "local_checkpoint_files": {"spark": {"spark.sql.streaming.checkpointFileManagerClass":
+                                         "io.streamsdsl.jvm.LocalCheckpointFileManager"}},
+    "hadoop_checkpoint_files": {"spark": {"spark.sql.streaming.checkpointFileManagerClass":
+                                          "org.apache.spark.sql.execution.streaming.checkpointing."
+                                          "FileContextBasedCheckpointFileManager"}},
 }
 #: The state stores' custom metrics kept per operator (ms or counts summed over the stores of a batch).
 STORE_METRICS = ("rocksdbCommitFileSyncLatencyMs", "rocksdbCommitFlushLatencyMs", "rocksdbCommitCheckpointLatencyMs",

@@ -27,7 +27,7 @@ from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CLUSTER_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["CLUSTER_DEFAULTS", "JAR_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
            "require_state_store", "submit_options", "submitted_conf", "worker_python"]
 
@@ -49,6 +49,18 @@ REQUIRED_CONF: dict[str, str] = {
 #: streaming tests of three operator families ran 10-15% faster.
 STATE_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+}
+
+#: Defaults that need the JVM operator's jar on the class path, for the sessions streamsdsl builds
+#: or configures with it (not Spark Connect, whose server has its own jars), where the caller
+#: leaves the key out: the checkpoint's files on the local file system written with Java's file
+#: API (``io.streamsdsl.jvm.LocalCheckpointFileManager``; other file systems as Spark writes them).
+#: Hadoop's local file system, without its native library (PySpark ships none), runs ``chmod`` in a
+#: child process for each new file and for its ``.crc``: 30 ms a checkpoint file against 0.75 ms
+#: measured in one session on the shared 2-core machine, six files a micro-batch in P9's
+#: enrichment (docs/performance.md, "The state store's per-batch cost").
+JAR_DEFAULTS: dict[str, str] = {
+    "spark.sql.streaming.checkpointFileManagerClass": "io.streamsdsl.jvm.LocalCheckpointFileManager",
 }
 
 #: Defaults of a local session streamsdsl builds; overridable by the caller's ``conf``.
@@ -258,6 +270,8 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None, *
         jars = _with_streamsdsl_jars(str(settings.get("spark.jars", submitted.get("spark.jars", ""))))
         if jars:
             settings["spark.jars"] = jars
+        if jar_path(must_exist=False) in jars.split(","):
+            settings.update({k: v for k, v in JAR_DEFAULTS.items() if k not in settings and k not in submitted})
         settings.update(ship_settings({**submitted, **settings}, master, ship))
         for k, v in settings.items():
             builder = builder.config(k, str(v))
@@ -283,7 +297,7 @@ def submit_options() -> list[str]:
     from streamsdsl.runtime.shipping import build
 
     out = ["--jars", _with_streamsdsl_jars("", operator_must_exist=True), *build().submit_options()]
-    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
         out += ["--conf", f"{key}={value}"]
     return out
 
@@ -472,7 +486,7 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     os.environ[PYTHON_ENV] = python
     _driver_python(options.get("spark.master"))
     builder = builder.config(PYTHON_CONF, python)
-    for key, value in {**STATE_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in {**STATE_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))

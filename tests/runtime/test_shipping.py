@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from streamsdsl.cli import main as cli_main
-from streamsdsl.runtime.session import REQUIRED_CONF, configure_spark, submit_options
+from streamsdsl.runtime.session import JAR_DEFAULTS, REQUIRED_CONF, configure_spark, submit_options
 from streamsdsl.runtime.shipping import PROVIDED, PYTHONPATH_CONF, build, distributions, ship_settings
 from streamsdsl.testing.standalone import bare_python
 
@@ -190,3 +190,16 @@ def test_configure_spark_on_a_connect_builder_ships_nothing() -> None:
     options = configure_spark(_Builder(spark_remote="sc://127.0.0.1:15002"))._options
     assert {k: options[k] for k in REQUIRED_CONF} == REQUIRED_CONF
     assert not {"spark.jars", "spark.submit.pyFiles", "spark.archives", "spark.pyspark.python"} & set(options)
+
+
+def test_the_checkpoint_file_manager_in_the_jar_is_set_where_the_jar_is_loaded() -> None:
+    """`JAR_DEFAULTS` (the checkpoint's local files written with Java's file API) come with the
+    operator's jar: in ``configure_spark`` and ``streamsdsl ship`` unless the user set the key,
+    never on a Spark Connect builder (the server's class path is its own)."""
+    (key, value), = JAR_DEFAULTS.items()
+    assert value == "io.streamsdsl.jvm.LocalCheckpointFileManager"
+    assert configure_spark(_Builder(spark_master="local[2]"))._options[key] == value
+    mine = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+    assert configure_spark(_Builder(**{"spark_master": "local[2]", key.replace(".", "_"): mine}))._options[key] == mine
+    assert f"{key}={value}" in submit_options()
+    assert key not in configure_spark(_Builder(spark_remote="sc://127.0.0.1:15002"))._options
