@@ -15,9 +15,15 @@ For every setting (``--settings``), both queries run on fresh topics one after t
 ``--seconds`` by P9's load generator process (`SinkTail`: latency = receive time - the output
 record's timestamp), the first ``--warmup`` seconds left out. Reported per run: p50/p90/p99,
 the load average, and the mean of Spark's ``durationMs`` phases over the micro-batches that
-read data. Writes ``benchmarks/results/p9_latency_floor.json``.
+read data, and per state operator its commit and update time and its stores' RocksDB metrics
+(`STORE_METRICS`). ``--interleave`` runs every setting in every repeat, in alternating order (an
+A/B in one process, for a machine whose load trends). The query (`_floor_p9.floor_query`) is
+shared with ``p9_kafka_streams_peer.py --floors``. Writes
+``benchmarks/results/p9_latency_floor.json`` (or ``--out``).
 
     .venv/bin/python benchmarks/p9_latency_floor.py --settings base,trigger0 --repeats 2
+    .venv/bin/python benchmarks/p9_latency_floor.py --settings base,hadoop_checkpoint_files \
+        --repeats 3 --interleave --floors spark_floor
 """
 
 from __future__ import annotations
