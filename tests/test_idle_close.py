@@ -386,14 +386,21 @@ def test_idle_close_per_aggregation_matches_a_brute_force_model(
 
 
 # -- streaming: processing-time timers ------------------------------------------------------------
-def _wait_for(condition: Any, query: Any, timeout_s: float = 60.0) -> None:
-    """Poll ``condition`` while the query runs its processing-time micro-batches."""
+def _wait_for(condition: Any, query: Any, timeout_s: float = 60.0, seen: Any = None, metrics: Any = None) -> None:
+    """Poll ``condition`` while the query runs its processing-time micro-batches (counting each
+    one's progress into ``metrics`` before Spark's recent reports drop it); a timeout says what
+    ``seen()`` returns then (the records written, the metrics)."""
     import time
 
+    def done() -> bool:
+        if metrics is not None:
+            metrics.refresh(0)
+        return bool(condition())
+
     deadline = time.monotonic() + timeout_s
-    while not condition():
+    while not done():
         assert query.exception() is None, query.exception()
-        assert time.monotonic() < deadline, "timed out waiting for the idle close"
+        assert time.monotonic() < deadline, f"timed out waiting for the idle close; seen: {seen() if seen else None}"
         time.sleep(0.1)
 
 
@@ -429,10 +436,11 @@ class TestIdleCloseStreaming:
             spark.conf.set("spark.sql.shuffle.partitions", "1")
         try:
             assert [c.backend.value for c in compiled.operators.values()] == [operator]
-            _wait_for(lambda: query.lastProgress is not None, query)
+            _wait_for(lambda: query.lastProgress is not None, query, metrics=metrics)
             # "a" and "busy" are in different state partitions of two (Spark's hash of the key)
             topic.append("in", [("a", "1", 1), ("b", "2", 3), ("a", "3", 4), ("a", "4", 12)], S, S)
-            _wait_for(lambda: ("a", "0-10:2", 4) in [r[1:] for r in out.records], query)  # closed by a's record at 12
+            _wait_for(lambda: ("a", "0-10:2", 4) in [r[1:] for r in out.records], query,  # closed by a's record at 12
+                      metrics=metrics)
             # "busy" within [10, 20) (the watermark stays at 12) in every micro-batch for longer than the
             # idle close: the file source reads one file a micro-batch, the next is written once it is read
             start, written, n, read = time.monotonic(), 5, 0, {}
@@ -442,9 +450,13 @@ class TestIdleCloseStreaming:
                     topic.append("in", [("busy", "x", 13)], S, S)
                     written, n = written + 1, n + 1
                 time.sleep(0.05)
+                metrics.refresh(0)  # a micro-batch every trigger: count each before Spark's recent reports drop it
                 assert query.exception() is None, query.exception()
             while_busy = [(k, v) for _, k, v, _ in out.records]
-            _wait_for(lambda: len(out.records) == 5 and metrics.snapshot()["emit-final-records-total"] == 5.0, query)
+            _wait_for(lambda: len(out.records) == 5 and metrics.snapshot()["emit-final-records-total"] == 5.0, query,
+                      seen=lambda: (out.records, metrics.snapshot()["emit-final-records-total"],
+                                    [(p["batchId"], p["timestamp"], p["numInputRows"]) for p in query.recentProgress]),
+                      metrics=metrics)
         finally:
             query.stop()
         # a's [10, 20) stayed open while "busy" kept coming, though a had no record for longer than
@@ -456,6 +468,32 @@ class TestIdleCloseStreaming:
         [store] = os.listdir(tmp_path / "cp" / "streamsdsl" / "idle")
         markers = [_parse(name) for name in os.listdir(tmp_path / "cp" / "streamsdsl" / "idle" / store)]
         assert {m[0] for m in markers if m is not None} == {0, 1}
+
+    def test_the_drivers_streaming_engine_counts_every_micro_batch(self, spark: Any) -> None:
+        """With idle close the query runs a micro-batch every trigger, also between two reads of
+        the driver: the metrics count every micro-batch's progress as it ends, not only those
+        Spark still keeps (here two: ``numRecentProgressUpdates``), so the null key's drop survives
+        the timer micro-batches after it."""
+        import time
+
+        topology = _windowed(TimeWindows.of_size_with_no_grace(10), EmitStrategy.on_window_close(idle_close=60_000))
+        key = "spark.sql.streaming.numRecentProgressUpdates"
+        before = spark.conf.get(key)
+        spark.conf.set(key, "2")
+        try:
+            with TopologyTestDriver(topology, engine="streaming", spark=spark) as driver:
+                driver.create_input_topic("in").pipe_input(None, "dropped", 1)
+                assert driver.create_output_topic("out").read_records_to_list() == []  # the query runs it
+                engine = driver._engine
+                progressed = engine._query.lastProgress["batchId"]
+                deadline = time.monotonic() + 60
+                while engine._query.lastProgress["batchId"] < progressed + 4:  # timer micro-batches since
+                    assert time.monotonic() < deadline, "no micro-batch ran on the processing-time trigger"
+                    time.sleep(0.1)
+                assert progressed not in [p["batchId"] for p in engine._query.recentProgress]
+                assert driver.metrics()["dropped-records-total"] == 1.0
+        finally:
+            spark.conf.set(key, before)
 
     def test_a_streaming_query_needs_its_checkpoint(self, spark: Any, tmp_path: Any) -> None:
         """The markers live under the checkpoint: compiling an idle-close aggregation for

@@ -462,17 +462,17 @@ class KafkaStreams(NotYetAttributes):
             raise IllegalStateError(
                 f"process_all_available() needs a running application (state is {self.state().value})."
             )
+        from streamsdsl.runtime.streaming import await_event_time_timers, process_all_available
+
         while True:
             try:
-                query.processAllAvailable()
+                process_all_available(query, self.topology)
                 break
             except Exception as exc:
                 if self._handle_failure(query, exc):
                     query = self._require_started("process_all_available")  # replaced: go on with it
                     continue
                 raise self._failure(exc) from exc
-        from streamsdsl.runtime.streaming import await_event_time_timers
-
         await_event_time_timers(query, self.topology)
         if self._metrics is not None:
             self._metrics.refresh()

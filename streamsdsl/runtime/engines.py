@@ -519,7 +519,7 @@ class StreamingDriverEngine:
         self._metrics = QueryMetrics(locate=functools.partial(locate, topology))
 
     def run(self, records: Sequence[RawRecord], offsets: Sequence[int], start: int, end: int) -> list[RawRecord]:
-        from streamsdsl.runtime.streaming import await_event_time_timers
+        from streamsdsl.runtime.streaming import await_event_time_timers, process_all_available
 
         if self._failed is not None:
             raise TopologyError(f"this driver's streaming query stopped at a failed record ({self._failed}); "
@@ -528,7 +528,7 @@ class StreamingDriverEngine:
             self._input.append_raw([(r.topic, r.key, r.value, r.timestamp, r.headers)])
         query = self._query or self._start()
         try:
-            query.processAllAvailable()
+            process_all_available(query, self.topology)
             await_event_time_timers(query, self.topology)
             self._metrics.refresh()
         except Exception as exc:
@@ -550,11 +550,17 @@ class StreamingDriverEngine:
         return out
 
     def _start(self) -> Any:
+        from streamsdsl.runtime.lifecycle import progress_listener
         from streamsdsl.runtime.streaming import start_streaming
 
+        # every micro-batch's progress counted as it ends (`recentProgress` keeps the last few only;
+        # with processing-time timers a batch runs every trigger, also between two reads)
+        name = f"streamsdsl-driver-{os.path.basename(self._directory)}"
+        self._listener = progress_listener(name, lambda: self._metrics, lambda run_id, error: None)
+        self.spark.streams.addListener(self._listener)
         query, compiled, _ = start_streaming(
             self.topology, lambda n: self._input.read_stream(self.spark).filter(reads_topic(n)), _DriverSink(self),
-            checkpoint_location=os.path.join(self._directory, "checkpoint"), metrics=self._metrics,
+            checkpoint_location=os.path.join(self._directory, "checkpoint"), metrics=self._metrics, query_name=name,
             deserialization_handler=self.config.deserialization_handler, operator=self.config.operator.value,
             flush=self.config.flush, application_id=self.config.application_id)
         self._query, self._compiled = query, compiled
@@ -613,6 +619,7 @@ class StreamingDriverEngine:
         if self._query is not None:
             self._query.stop()
             self._query = None
+            self.spark.streams.removeListener(self._listener)
         shutil.rmtree(self._directory, ignore_errors=True)
 
 

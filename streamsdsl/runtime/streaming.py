@@ -294,6 +294,24 @@ def _interruption(error: BaseException) -> str | None:
     return f"{_PY4J_CALL_FAILED} {call}: {named}"
 
 
+def process_all_available(query: StreamingQuery, topology: Topology) -> None:
+    """``query.processAllAvailable()``, also for a topology with idle close: its aggregations run
+    on processing-time timers, so Spark runs a micro-batch every trigger, with or without data
+    (PLATFORM.md), and ``processAllAvailable`` never returns. Then: wait for a micro-batch that
+    started after this call and found no new record in any source (everything available when
+    called was read by the batches before it). A failed query raises as ``processAllAvailable``
+    does."""
+    if not topology.closes_idle:
+        query.processAllAvailable()
+        return
+    called = time.time() * 1000
+    while query.isActive:
+        if any(p.numInputRows == 0 and (_event_ms(p.timestamp) or 0) >= called for p in query.recentProgress):
+            return
+        time.sleep(0.05)
+    query.processAllAvailable()  # stopped: raises the query's error, if any
+
+
 def await_event_time_timers(query: StreamingQuery, topology: Topology, timeout_s: float = 5.0) -> None:
     """After ``query.processAllAvailable()``: wait (up to ``timeout_s``) for the micro-batch
     that runs at the watermark the last data reached. Spark runs it, without data, right after
