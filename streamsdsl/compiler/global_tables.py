@@ -96,7 +96,7 @@ class GlobalJoinOperator(KeyedOperator):
         kcell = key[0]
         table_key = cfg.key.from_internal(kcell)
         tv = cfg.table_value
-        state = table_state_at_start(data, cfg.replay, self.state, tv)
+        state = start = table_state_at_start(data, cfg.replay, self.state, tv)
         for r in data:
             ts = r["timestamp"]
             if r[INPUT_INDEX] == TABLE_SIDE:
@@ -111,10 +111,8 @@ class GlobalJoinOperator(KeyedOperator):
             if state is not None:
                 carried = {"table_key": kcell, "value": tv.to_internal(state.value), "ts": state.ts}
                 yield self.out(None, None, -1, [], -1, [], None, CARRY, None, carried)
-        elif state is None:
-            self.state.clear()
         else:
-            self.state.update((tv.to_internal(state.value), state.ts))
+            self._keep_table(state, start)
 
 
 def _global_table_source(self: Lowering, node: ir.GlobalTableSourceNode) -> Frame:

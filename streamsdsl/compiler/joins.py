@@ -135,6 +135,17 @@ class KeyedOperator(StatefulProcessor):
                 raise result_error(cfg.node, "joiner", exc, repr(key), position) from exc
             yield self._row(kcell, out_value, ts, r["headers"], position, r[OUTPUT_POSITION], None, None, None)
 
+    def _keep_table(self, state: Any, start: Any) -> None:
+        """Streaming: the key's table value after its rows into the operator's state, written only
+        when a table record changed it (``state`` is not ``start``, the value read before them): a
+        batch of stream records alone leaves the row as it was, unwritten."""
+        if state is start:
+            return
+        if state is None:
+            self.state.clear()
+        else:
+            self.state.update((self.config.table_value.to_internal(state.value), state.ts))
+
     def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
         """A continued backfill's state of the key (a row ``(key, state)``, the state as the
         replay carries it): stored as this operator stores what it processed itself."""
@@ -165,7 +176,7 @@ class TableOperator(KeyedOperator):
         kcell = key[0]
         k = cfg.key.from_internal(kcell)
         tv = cfg.table_value
-        state = table_state_at_start(data, cfg.replay, self.state, tv)
+        state = start = table_state_at_start(data, cfg.replay, self.state, tv)
         for r in data:
             ts, position = r["timestamp"], r[SOURCE_POSITION]
             if r[INPUT_INDEX] == TABLE_SIDE:
@@ -184,10 +195,8 @@ class TableOperator(KeyedOperator):
             if state is not None:
                 carried = {"value": tv.to_internal(state.value), "ts": state.ts}
                 yield self.out(kcell, None, -1, [], -1, [], None, CARRY, None, carried)
-        elif state is None:
-            self.state.clear()
         else:
-            self.state.update((tv.to_internal(state.value), state.ts))
+            self._keep_table(state, start)
 
     def handleInitialState(self, key: Any, initialState: Row, timerValues: Any) -> None:  # noqa: N802,N803
         carried, tv = initialState["state"], self.config.table_value
