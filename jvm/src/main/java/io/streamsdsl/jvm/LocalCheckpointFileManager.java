@@ -69,6 +69,23 @@ public final class LocalCheckpointFileManager extends FileContextBasedCheckpoint
         }
     }
 
+    /** A checkpoint directory (the offset log's, a source's, a state store's schema and metadata),
+     * with its parents: on the local file system with Java's file API (Hadoop's would run {@code
+     * chmod} in a child process for it), elsewhere as Spark's manager makes it; an existing
+     * directory is kept, as Hadoop's. */
+    @Override
+    public void mkdirs(Path path) {
+        if (!local) {
+            super.mkdirs(path);
+            return;
+        }
+        try {
+            Files.createDirectories(file(path).toPath());
+        } catch (IOException e) {
+            throw LocalCheckpointFileManager.<RuntimeException>sneaky(e);
+        }
+    }
+
     private static File file(Path path) {
         return new File(path.toUri().getPath());
     }

@@ -99,6 +99,17 @@ class LocalCheckpointFileManagerTest {
     }
 
     @Test
+    void makesDirectoriesWithTheirParentsAndKeepsAnExistingOne() throws IOException {
+        CheckpointFileManager fm = manager();
+        fm.mkdirs(path("state/0/_stateSchema/default"));
+        assertTrue(Files.isDirectory(dir.resolve("state/0/_stateSchema/default")));
+        write(fm, path("state/0/_stateSchema/default/0"), "schema", false);
+        fm.mkdirs(path("state/0/_stateSchema/default"));
+        assertEquals("schema", read(fm, path("state/0/_stateSchema/default/0")));
+        assertEquals(List.of("state"), names());
+    }
+
+    @Test
     void createsMissingParentDirectories() throws IOException {
         CheckpointFileManager fm = manager();
         write(fm, path("state/0/0/1.changelog"), "x", true);
