@@ -89,6 +89,13 @@ class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
         last = self._last_input_at(state, batch)
         if now - last < idle:
             return
+        yield from self._close(kcell, key, now, last)
+
+    def _close(self, kcell: Any, key: Any, now: int, last: int) -> Iterator[Row]:
+        """The key's windows the watermark has closed (`AggregateKernel.advance_to`), then, if the
+        aggregation has been idle since ``last`` (its ``L``), every window still open
+        (`AggregateKernel.close_idle`)."""
+        kernel = self.kernel
         for step in (kernel.advance_to(kernel.stream_time), kernel.close_idle(now, last_input_at=last)):
             for o, latency in zip(step.outputs, step.final_latencies):
                 yield from self._emitted(kcell, key, o, latency, None)
@@ -132,12 +139,7 @@ class IdleCloseAggregateProcessor(StreamingAggregateProcessor):
         kernel.wall_clock = now
         kernel.stream_times = [timerValues.getCurrentWatermarkInMs()] * len(kernel.stream_times)
         last = self._last_input_at(state, self._micro_batch()[1])
-        steps = [kernel.advance_to(kernel.stream_time)]
-        if now - last >= idle:
-            steps.append(kernel.close_idle(now, last_input_at=last))
-        for step in steps:
-            for o, latency in zip(step.outputs, step.final_latencies):
-                yield from self._emitted(kcell, k, o, latency, None)
+        yield from self._close(kcell, k, now, last)
         state = kernel.states.get(k) or KeyState()
         if state.windows or state.floor >= 0:
             # the aggregation had a record since: looked at again at its deadline; else an idle close later

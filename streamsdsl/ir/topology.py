@@ -82,9 +82,16 @@ class Topology(NotYetAttributes):
         return attrs.evolve(self, nodes=nodes)
 
     @property
+    def idle_closes(self) -> dict[str, int]:
+        """The idle close (ms) of each aggregation of this topology that has one
+        (`with_idle_close`), by node name, in topological order."""
+        return {n.name: ms for n in self.nodes
+                if (ms := getattr(getattr(n, "emit", None), "idle_close_ms", None)) is not None}
+
+    @property
     def closes_idle(self) -> bool:
         """Whether an aggregation of this topology has idle close (`with_idle_close`)."""
-        return any(getattr(getattr(n, "emit", None), "idle_close_ms", None) is not None for n in self.nodes)
+        return bool(self.idle_closes)
 
     # -- graph queries ---------------------------------------------------------------------
     def node(self, name: str) -> ir.Node:

@@ -227,8 +227,6 @@ class SparkDriverEngine:
         """The plan of a run over ``records`` (the records piped since the previous run), or
         without records the plan's sinks and serdes; ``clock``: the processors' (`ProcessorClock`);
         ``positions``: how many records ``records`` holds (`CompileOptions.positions`)."""
-        from pyspark.sql import functions as F
-
         from streamsdsl.compiler import PlanMode, compile_topology
         from streamsdsl.compiler.plan import CompileOptions
 
@@ -455,12 +453,10 @@ class SparkDriverEngine:
         reached each ``idle_close_ms`` or longer ago, it holds keys, and it has not been closed
         idle since (its keys' windows are all closed then)."""
         due: dict[str, int] = {}
-        for node in self.topology.nodes:
-            idle_ms = getattr(getattr(node, "emit", None), "idle_close_ms", None)
-            last = self._carry.idle_last_input_at.get(node.name, -1)
-            if (idle_ms is not None and 0 <= last <= now - idle_ms and self._carry.states.get(node.name)
-                    and self._idle_closed.get(node.name) != last):
-                due[node.name] = last
+        for name, idle_ms in self.topology.idle_closes.items():
+            last = self._carry.idle_last_input_at.get(name, -1)
+            if 0 <= last <= now - idle_ms and self._carry.states.get(name) and self._idle_closed.get(name) != last:
+                due[name] = last
         return due
 
     def processor_store(self, name: str) -> Any:

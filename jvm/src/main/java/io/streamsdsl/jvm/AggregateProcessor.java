@@ -388,7 +388,7 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
             channel.record(TaskContext.getPartitionId(), batchId, now);
             if (!st.openWindows().isEmpty() && now - loaded.lastRecordAt >= spec.idleCloseMs
                     && now - lastInputAt(loaded, batchId) >= spec.idleCloseMs) {
-                Idle closed = closeIdle(out, kcell, st, floor);
+                Idle closed = close(out, kcell, st, floor, true);
                 st = closed.state;
                 floor = closed.floor;
             }
@@ -495,17 +495,17 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
         }
     }
 
-    /** The aggregation being idle: every window of the key still open closes at its new floor
-     * ({@link Windowing#idleFloor}), after the windows the watermark has closed. */
-    private Idle closeIdle(List<Row> out, Object kcell, Windowing.KeyState st, long floor) {
+    /** The key's windows the watermark has closed, then, the aggregation being {@code idle}, every
+     * window still open at its new floor ({@link Windowing#idleFloor}). */
+    private Idle close(List<Row> out, Object kcell, Windowing.KeyState st, long floor, boolean idle) {
         Windowing.CloseStep close = windowing.closeStep(st, watermark);
         finals(out, kcell, close.closed, watermark, -1, new long[0]);
         st = close.state;
-        long f = windowing.idleFloor(st, watermark, floor);
+        long f = idle ? windowing.idleFloor(st, watermark, floor) : floor;
         if (f != floor) {
-            Windowing.CloseStep idle = windowing.closeStep(st, f);
-            finals(out, kcell, idle.closed, watermark, -1, new long[0]);
-            st = idle.state;
+            Windowing.CloseStep atFloor = windowing.closeStep(st, f);
+            finals(out, kcell, atFloor.closed, watermark, -1, new long[0]);
+            st = atFloor.state;
             floor = f;
         }
         return new Idle(st, floor);
@@ -522,18 +522,10 @@ public final class AggregateProcessor extends StatefulProcessorWithInitialState<
         long now = timerValues.getCurrentProcessingTimeInMs();
         long last = lastInputAt(loaded, getHandle().getQueryInfo().getBatchId());
         List<Row> out = new ArrayList<>();
-        Windowing.KeyState st;
-        long floor = loaded.floor;
         boolean idle = now - last >= spec.idleCloseMs;
-        if (idle) {
-            Idle closed = closeIdle(out, kcell, loaded.state, floor);
-            st = closed.state;
-            floor = closed.floor;
-        } else {
-            Windowing.CloseStep close = windowing.closeStep(loaded.state, watermark);
-            finals(out, kcell, close.closed, watermark, -1, new long[0]);
-            st = close.state;
-        }
+        Idle closed = close(out, kcell, loaded.state, loaded.floor, idle);
+        Windowing.KeyState st = closed.state;
+        long floor = closed.floor;
         if (floor >= 0 && floor <= watermark) floor = -1;
         long fired = loaded.timer == expired.getExpiryTimeInMs() ? Long.MIN_VALUE : loaded.timer;
         save(st, fired, floor, idle ? now : last);

@@ -51,6 +51,11 @@ final class IdleChannel {
         return out;
     }
 
+    /** The marker of {@code (partition, batch id, batch timestamp)}. */
+    private Path marker(long partition, long batchId, long batchTime) {
+        return new Path(dir, partition + "-" + batchId + "-" + batchTime);
+    }
+
     private FileSystem fs() throws IOException {
         if (fs == null) {
             SparkEnv env = SparkEnv.get();
@@ -77,7 +82,7 @@ final class IdleChannel {
         if (recordedPartition == partition && recordedBatch == batchId) return;
         try {
             FileSystem f = fs();
-            f.create(new Path(dir, partition + "-" + batchId + "-" + batchTime), true).close();
+            f.create(marker(partition, batchId, batchTime), true).close();
             long[] newest = null;
             List<long[]> older = new ArrayList<>();
             for (long[] m : markers()) {
@@ -89,7 +94,7 @@ final class IdleChannel {
                     older.add(m);
                 }
             }
-            for (long[] m : older) f.delete(new Path(dir, m[0] + "-" + m[1] + "-" + m[2]), false);
+            for (long[] m : older) f.delete(marker(m[0], m[1], m[2]), false);
         } catch (IOException e) {
             throw new UncheckedIOException("idle close: cannot write its marker under " + directory, e);
         }

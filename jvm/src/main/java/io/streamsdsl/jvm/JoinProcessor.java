@@ -83,7 +83,6 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
     static final Comparator<Rec> TIME_ORDER = Comparator.<Rec>comparingLong(r -> r.ts == null ? Long.MIN_VALUE : r.ts)
         .thenComparing(PIPE_ORDER);
 
-    /** The key's rows, read and in the order the join processes them. */
     /** A key's table value before a batch's rows, and the index of its first row that is not carried. */
     record HeldTable(StreamTableJoin.TableValue table, int first) { }
 
@@ -107,6 +106,7 @@ abstract class JoinProcessor extends StatefulProcessor<Row, Row, Row> {
         return new HeldTable(table, first);
     }
 
+    /** The key's rows, read and in the order the join processes them. */
     List<Rec> rows(Iterator<Row> rows) {
         return rows(rows, spec.replay ? PIPE_ORDER : TIME_ORDER);
     }
