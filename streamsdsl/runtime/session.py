@@ -27,7 +27,7 @@ from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CLUSTER_DEFAULTS", "JAR_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["CLUSTER_DEFAULTS", "CODEGEN_DEFAULTS", "JAR_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
            "require_state_store", "submit_options", "submitted_conf", "worker_python"]
 
@@ -51,6 +51,19 @@ STATE_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
 
+#: Defaults of Spark's generated code for the sessions streamsdsl builds or configures, where the
+#: caller leaves the key out: room for 2,000 generated classes in the JVM's cache of compiled code
+#: (Spark's default is 100, and all jobs of the JVM share it). Spark generates and compiles a
+#: class per whole-stage stage and per projection, predicate and ordering each time a plan runs
+#: (a micro-batch, a test driver's read), and finds it in that cache when the code is the same.
+#: A topology of four stream–stream joins plans 157 classes, a session-window topology on the
+#: Python operator 58: with 100 entries every run compiled them again in Janino, about a
+#: third of the driver JVM's CPU time on a test driver's reads (docs/performance.md,
+#: "The cache of generated code"). A static setting: read when the session starts.
+CODEGEN_DEFAULTS: dict[str, str] = {
+    "spark.sql.codegen.cache.maxEntries": "2000",
+}
+
 #: Defaults that need the JVM operator's jar on the class path, for the sessions streamsdsl builds
 #: or configures with it (not Spark Connect, whose server has its own jars), where the caller
 #: leaves the key out: the checkpoint's files on the local file system written with Java's file
@@ -66,6 +79,7 @@ JAR_DEFAULTS: dict[str, str] = {
 #: Defaults of a local session streamsdsl builds; overridable by the caller's ``conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
     **STATE_DEFAULTS,
+    **CODEGEN_DEFAULTS,
     # Spark's Prometheus servlet on the driver's UI, Spark's per-query source, the application's
     # name as the metrics' namespace (docs/operations.md)
     **METRICS_DEFAULTS,
@@ -286,7 +300,8 @@ def submit_options() -> list[str]:
     (``streamsdsl ship`` prints them): ``--jars`` (the JVM operator's jar, Spark's Kafka
     connector when resolved), ``--py-files`` and ``--archives`` (streamsdsl's Python code and
     dependencies: `streamsdsl.runtime.shipping.Bundle.submit_options`) and ``--conf`` for
-    `REQUIRED_CONF`, `STATE_DEFAULTS` and `METRICS_DEFAULTS` (the Prometheus endpoint).
+    `REQUIRED_CONF`, `STATE_DEFAULTS`, `CODEGEN_DEFAULTS` and `METRICS_DEFAULTS` (the Prometheus
+    endpoint).
 
     >>> options = submit_options()
     >>> options[0], options[1].split(",")[0].endswith("streamsdsl-operator.jar"), options[2:4] == ["--py-files", options[3]]
@@ -297,7 +312,7 @@ def submit_options() -> list[str]:
     from streamsdsl.runtime.shipping import build
 
     out = ["--jars", _with_streamsdsl_jars("", operator_must_exist=True), *build().submit_options()]
-    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **CODEGEN_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
         out += ["--conf", f"{key}={value}"]
     return out
 
@@ -440,7 +455,7 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     Adds the JVM operator's jar (``spark.jars``, keeping the jars already configured; with Spark's
     Kafka connector when ``streamsdsl kafka-connector`` resolved it into the user's cache) and the
     settings streamsdsl needs (`REQUIRED_CONF`: RocksDB state store, Arrow, UTC) and, unless the
-    builder sets them, `STATE_DEFAULTS` (changelog checkpointing); makes the
+    builder sets them, `STATE_DEFAULTS` (changelog checkpointing) and `CODEGEN_DEFAULTS`; makes the
     Python workers run this interpreter unless ``PYSPARK_PYTHON`` or the builder's
     ``spark.pyspark.python`` names another (`worker_python`: it sets ``PYSPARK_PYTHON``, which is
     what PySpark reads; on a local master through `streamsdsl.runtime.python_launcher.launcher`,
@@ -486,7 +501,7 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     os.environ[PYTHON_ENV] = python
     _driver_python(options.get("spark.master"))
     builder = builder.config(PYTHON_CONF, python)
-    for key, value in {**STATE_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in {**STATE_DEFAULTS, **CODEGEN_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))

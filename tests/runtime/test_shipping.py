@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from streamsdsl.cli import main as cli_main
-from streamsdsl.runtime.session import JAR_DEFAULTS, REQUIRED_CONF, configure_spark, submit_options
+from streamsdsl.runtime.session import CODEGEN_DEFAULTS, JAR_DEFAULTS, LOCAL_DEFAULTS, REQUIRED_CONF, configure_spark
+from streamsdsl.runtime.session import submit_options
 from streamsdsl.runtime.shipping import PROVIDED, PYTHONPATH_CONF, build, distributions, ship_settings
 from streamsdsl.testing.standalone import bare_python
 
@@ -203,3 +204,20 @@ def test_the_checkpoint_file_manager_in_the_jar_is_set_where_the_jar_is_loaded()
     assert configure_spark(_Builder(**{"spark_master": "local[2]", key.replace(".", "_"): mine}))._options[key] == mine
     assert f"{key}={value}" in submit_options()
     assert key not in configure_spark(_Builder(spark_remote="sc://127.0.0.1:15002"))._options
+
+
+def test_the_cache_of_generated_code_holds_2000_classes_unless_the_user_says_otherwise() -> None:
+    """`CODEGEN_DEFAULTS` (Spark's cache of compiled generated classes: 2,000 instead of Spark's
+    100) in the sessions streamsdsl builds, on a cluster's master too, in ``configure_spark`` and
+    ``streamsdsl ship`` unless the user set the key; not on a Spark Connect builder (a static
+    setting of the server)."""
+    key = "spark.sql.codegen.cache.maxEntries"
+    assert CODEGEN_DEFAULTS == {key: "2000"} and LOCAL_DEFAULTS[key] == "2000"
+    from streamsdsl.runtime.session import CLUSTER_DEFAULTS
+
+    assert CLUSTER_DEFAULTS[key] == "2000"
+    assert configure_spark(_Builder(spark_master="local[2]"))._options[key] == "2000"
+    assert configure_spark(_Builder(**{"spark_master": "local[2]", key.replace(".", "_"): "50"}))._options[key] == "50"
+    assert f"{key}=2000" in submit_options()
+    assert key not in configure_spark(_Builder(spark_remote="sc://127.0.0.1:15002"))._options
+
