@@ -84,12 +84,12 @@ def kafka_session(kafka: LocalKafka) -> Iterator[SparkSession]:
     workers keep producers open until the session stops.
     """
     from streamsdsl.io import register
-    from streamsdsl.runtime.operations import METRICS_DEFAULTS
     from streamsdsl.runtime.session import get_session
+    from tests._support import worker_session_conf
 
-    # The metrics settings are read when the SparkContext starts (Spark's Prometheus servlet):
-    # integration/test_operations.py reads the endpoint of this session.
-    session = get_session(conf=METRICS_DEFAULTS)
+    # The worker's one session, whichever suite builds it (`worker_session_conf`): integration/
+    # test_operations.py reads its Prometheus endpoint.
+    session = get_session(conf=worker_session_conf())
     register(session)
     # Warm up once (Python worker daemon, planner imports: ~10 s on a cold session) so that
     # each test's duration measures the test, not the session's first Python job.

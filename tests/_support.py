@@ -14,6 +14,20 @@ from streamsdsl.runtime.driver import TopologyTestDriver
 from streamsdsl.semantics.reference import ReferenceResult
 
 
+def worker_session_conf() -> dict[str, str]:
+    """The settings of a test worker's shared SparkSession (``tests/conftest.py`` and
+    ``integration/conftest.py`` build it, whichever runs first): the metrics settings (an xdist
+    worker may run ``integration/test_operations.py``, which reads the Prometheus endpoint, on
+    it; read when the SparkContext starts), and one partition for the DataFrames built from a
+    list (``spark.default.parallelism``; the test driver's input and the state it carries between
+    reads): a test's few records in two partitions only double the tasks of each stage below
+    them (a read of four stream–stream joins ran 40 tasks, 7 % more CPU). Shuffle partitions
+    are set per suite (`spark`)."""
+    from streamsdsl.runtime.operations import METRICS_DEFAULTS
+
+    return {**METRICS_DEFAULTS, "spark.default.parallelism": "1"}
+
+
 def assert_driver_equals_reference(spark: Any, topology: Any, inputs: list[tuple[Any, Any, int]],
                                    expected: ReferenceResult) -> None:
     """Pipe ``(key, value, ts)`` records into topic "in" and compare what topic "out" receives

@@ -20,12 +20,12 @@ if os.environ.get("CI"):
 
 @pytest.fixture(scope="session")
 def spark_session() -> Any:
-    """The worker's SparkSession (local[2], RocksDB state, the metrics settings: an xdist worker
-    may run an integration file that reads the Prometheus endpoint on it)."""
-    from streamsdsl.runtime.operations import METRICS_DEFAULTS
+    """The worker's SparkSession (local[2], RocksDB state, `worker_session_conf`: the metrics
+    settings, one partition for a DataFrame built from a list)."""
     from streamsdsl.runtime.session import get_session
+    from tests._support import worker_session_conf
 
-    return get_session(conf=METRICS_DEFAULTS)
+    return get_session(conf=worker_session_conf())
 
 
 @pytest.fixture
