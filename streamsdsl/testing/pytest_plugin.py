@@ -8,8 +8,9 @@ on that engine::
         with make_driver(topology) as driver:
             ...
 
-The Spark run shares one SparkSession per test session (the active one, or one streamsdsl
-builds). A test marked ``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named
+The Spark run shares one SparkSession per test session: the active one, or one streamsdsl
+builds with `SESSION_CONF` (one partition where Spark would make two: a test's few records in two
+partitions only double the tasks of every stage). A test marked ``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named
 only; ``streamsdsl_engines("direct", "spark", "streaming")`` adds the streaming engine (the plan
 as a streaming query, a micro-batch per piped record: seconds per test, so not by default).
 """
@@ -19,6 +20,13 @@ from __future__ import annotations
 from typing import Any, Callable, Iterator
 
 import pytest
+
+#: The settings of the session the plugin builds when no session is active (a session of the
+#: user's own is used as it is): one shuffle partition and one partition for a DataFrame built
+#: from a list (the driver's input and the state it carries between reads). A test pipes a few
+#: records; a second partition only doubles the tasks of each stage, which is most of a Spark
+#: engine test's time (streamsdsl's own suite runs with the same two settings).
+SESSION_CONF: dict[str, str] = {"spark.sql.shuffle.partitions": "1", "spark.default.parallelism": "1"}
 
 #: The engines a ``driver_engine`` test runs on by default, and every engine it may name.
 ENGINES = ("direct", "spark")
@@ -51,7 +59,7 @@ def driver_engine(request: pytest.FixtureRequest) -> str:
 def _streamsdsl_spark() -> Iterator[Any]:
     from streamsdsl.runtime.session import get_session
 
-    yield get_session()
+    yield get_session(conf=SESSION_CONF)
 
 
 @pytest.fixture()
