@@ -20,12 +20,14 @@ def worker_session_conf() -> dict[str, str]:
     worker may run ``integration/test_operations.py``, which reads the Prometheus endpoint, on
     it; read when the SparkContext starts), and one partition for the DataFrames built from a
     list (``spark.default.parallelism``; the test driver's input and the state it carries between
-    reads): a test's few records in two partitions only double the tasks of each stage below
-    them (a read of four stream–stream joins ran 40 tasks, 7 % more CPU). Shuffle partitions
-    are set per suite (`spark`)."""
+    reads), as the pytest plugin users load builds its session (`pytest_plugin.SESSION_CONF`):
+    a test's few records in two partitions only double the tasks of each stage below them (a
+    read of four stream–stream joins ran 40 tasks, 7 % more CPU). Each suite's ``spark`` fixture
+    sets its own shuffle partitions per test."""
     from streamsdsl.runtime.operations import METRICS_DEFAULTS
+    from streamsdsl.testing.pytest_plugin import SESSION_CONF
 
-    return {**METRICS_DEFAULTS, "spark.default.parallelism": "1"}
+    return {**METRICS_DEFAULTS, **SESSION_CONF}
 
 
 def assert_driver_equals_reference(spark: Any, topology: Any, inputs: list[tuple[Any, Any, int]],

@@ -27,7 +27,7 @@ from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["CLUSTER_DEFAULTS", "CODEGEN_DEFAULTS", "JAR_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
+__all__ = ["CLUSTER_DEFAULTS", "CODEGEN_DEFAULTS", "CONFIGURED_DEFAULTS", "JAR_DEFAULTS", "LOCAL_DEFAULTS", "PYTHON_CONF", "PYTHON_ENV", "QUIET_CONF", "REQUIRED_CONF", "STATE_DEFAULTS", "PythonWorkerError",
            "SparkSessionError", "configure_spark", "get_session", "log4j2_config_path", "python_worker_error", "quiet_py4j",
            "require_state_store", "submit_options", "submitted_conf", "worker_python"]
 
@@ -75,6 +75,10 @@ CODEGEN_DEFAULTS: dict[str, str] = {
 JAR_DEFAULTS: dict[str, str] = {
     "spark.sql.streaming.checkpointFileManagerClass": "io.streamsdsl.jvm.LocalCheckpointFileManager",
 }
+
+#: The defaults `configure_spark` gives a builder where it leaves the key out, and `submit_options`
+#: passes with ``--conf``.
+CONFIGURED_DEFAULTS: dict[str, str] = {**STATE_DEFAULTS, **CODEGEN_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}
 
 #: Defaults of a local session streamsdsl builds; overridable by the caller's ``conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -312,7 +316,7 @@ def submit_options() -> list[str]:
     from streamsdsl.runtime.shipping import build
 
     out = ["--jars", _with_streamsdsl_jars("", operator_must_exist=True), *build().submit_options()]
-    for key, value in {**REQUIRED_CONF, **STATE_DEFAULTS, **CODEGEN_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in {**REQUIRED_CONF, **CONFIGURED_DEFAULTS}.items():
         out += ["--conf", f"{key}={value}"]
     return out
 
@@ -501,7 +505,7 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
     os.environ[PYTHON_ENV] = python
     _driver_python(options.get("spark.master"))
     builder = builder.config(PYTHON_CONF, python)
-    for key, value in {**STATE_DEFAULTS, **CODEGEN_DEFAULTS, **JAR_DEFAULTS, **METRICS_DEFAULTS}.items():
+    for key, value in CONFIGURED_DEFAULTS.items():
         if key not in options:
             builder = builder.config(key, value)
     quiet = _quiet_settings(options, options.get("spark.master"))

@@ -9,10 +9,11 @@ on that engine::
             ...
 
 The Spark run shares one SparkSession per test session: the active one, or one streamsdsl
-builds with `SESSION_CONF` (one partition where Spark would make two: a test's few records in two
-partitions only double the tasks of every stage). A test marked ``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named
-only; ``streamsdsl_engines("direct", "spark", "streaming")`` adds the streaming engine (the plan
-as a streaming query, a micro-batch per piped record: seconds per test, so not by default).
+builds with `SESSION_CONF` (one partition where Spark would make two: a test's few records in
+two partitions only double the tasks of every stage). A test marked
+``@pytest.mark.streamsdsl_engines("direct")`` runs on the engines named only;
+``streamsdsl_engines("direct", "spark", "streaming")`` adds the streaming engine (the plan as a
+streaming query, a micro-batch per piped record: seconds per test, so not by default).
 """
 
 from __future__ import annotations
