@@ -23,11 +23,14 @@ def worker_session_conf() -> dict[str, str]:
     reads), as the pytest plugin users load builds its session (`pytest_plugin.SESSION_CONF`):
     a test's few records in two partitions only double the tasks of each stage below them (a
     read of four stream–stream joins ran 40 tasks, 7 % more CPU). Each suite's ``spark`` fixture
-    sets its own shuffle partitions per test."""
+    sets its own shuffle partitions per test. The session's JVM lives as long as the worker and
+    compiles with every tier of the JIT (`jvm_options.LONG_LIVED_DRIVER`), where the run's
+    other, short-lived JVMs stop at C1."""
     from streamsdsl.runtime.operations import METRICS_DEFAULTS
+    from streamsdsl.testing.jvm_options import LONG_LIVED_DRIVER
     from streamsdsl.testing.pytest_plugin import SESSION_CONF
 
-    return {**METRICS_DEFAULTS, **SESSION_CONF}
+    return {**METRICS_DEFAULTS, **SESSION_CONF, "spark.driver.extraJavaOptions": " ".join(LONG_LIVED_DRIVER)}
 
 
 def assert_driver_equals_reference(spark: Any, topology: Any, inputs: list[tuple[Any, Any, int]],

@@ -17,6 +17,13 @@ from collections.abc import Mapping, Sequence
 #: C1 only, the serial collector.
 SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
+#: The driver options of a test run's one long-lived JVM: each xdist worker's shared session,
+#: which runs every Spark test the worker takes (tens of minutes): the JIT's every tier again
+#: (after `SHORT_LIVED`'s C1-only in ``SPARK_SUBMIT_OPTS``; the last option wins). C2's compiled
+#: code pays for its compilations over such a run: three Spark test files in one session ran
+#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself").
+LONG_LIVED_DRIVER: tuple[str, ...] = ("-XX:TieredStopAtLevel=4",)
+
 
 def with_options(env: Mapping[str, str], variable: str, options: Sequence[str] = SHORT_LIVED) -> dict[str, str]:
     """``env`` with ``options`` added to the JVM options in ``variable``, after those already
