@@ -22,11 +22,13 @@ workers (``--dist loadfile``) start one cluster.
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -185,13 +187,40 @@ def test_spark_submit_with_the_ship_options_runs_a_session_of_its_own(runs: dict
     assert len(names) == 2, names
 
 
+class _OtherPage(http.server.BaseHTTPRequestHandler):
+    """Another process's web page (a Spark UI's HTML) on the port the cluster chose for its master."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = b"<!DOCTYPE html><html><body>another Spark UI</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 def test_a_cluster_that_fails_to_start_leaves_nothing_behind() -> None:
     """A worker that cannot start (an invalid ``--memory``) fails `StandaloneCluster.start` with
     `ClusterError` carrying its log; the master it had started is stopped (its whole process
-    group) and the cluster's directory removed."""
+    group) and the cluster's directory removed. Before that, the web UI port the cluster chose
+    was taken by another server (a port is free when chosen and can be taken before the master
+    binds it): what answers there is not taken for the master, which exits rather than bind the
+    next port, and starts again on two other ports."""
     cluster = StandaloneCluster(workers=1, memory="lots", python=bare_python(), start_timeout_s=60)
-    with pytest.raises(ClusterError, match=r"worker-0 exited with code \d+ .*\n--- worker-0:"):
-        cluster.start()
+    other = http.server.HTTPServer(("127.0.0.1", cluster.ui_port), _OtherPage)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    taken = cluster.ui_port
+    try:
+        assert cluster.state() is None  # an HTML page is not the master's state
+        with pytest.raises(ClusterError, match=r"worker-0 exited with code \d+ .*\n--- worker-0:"):
+            cluster.start()
+    finally:
+        other.shutdown()
+        other.server_close()
+    assert cluster.ui_port != taken  # the master started again, elsewhere
     assert not cluster.directory.exists()
     assert cluster.state() is None  # the master's web UI no longer answers
 

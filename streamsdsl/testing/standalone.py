@@ -99,6 +99,10 @@ def bare_python() -> str:
     return str(python)
 
 
+#: How many times `StandaloneCluster.start` starts its master on new ports when one was taken.
+PORT_ATTEMPTS = 3
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -148,6 +152,8 @@ class StandaloneCluster:
             "SPARK_LOG_DIR": str(self.directory / "logs"),
             "PYSPARK_PYTHON": self.python,
             "SPARK_NO_DAEMONIZE": "1",
+            # the master binds the ports it is given or exits (`_start_master`)
+            "SPARK_MASTER_OPTS": " ".join([*os.environ.get("SPARK_MASTER_OPTS", "").split(), "-Dspark.port.maxRetries=0"]),
         })
         if self.java_options:  # the daemons' own; the executors inherit a worker's environment
             env = with_options(with_options(env, "SPARK_DAEMON_JAVA_OPTS", self.java_options),
@@ -164,9 +170,7 @@ class StandaloneCluster:
             (everything started is stopped first).
         """
         try:
-            self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                        "--port", str(self.port), "--webui-port", str(self.ui_port))
-            self._wait(lambda state: state is not None, "the master's web UI to answer")
+            self._start_master()
             for i in range(self.workers):
                 work = self.directory / f"worker-{i}"
                 work.mkdir()
@@ -180,14 +184,33 @@ class StandaloneCluster:
             raise
         return self
 
+    def _start_master(self) -> None:
+        """Start the master on `port` and `ui_port`, which must be free (``spark.port.maxRetries``
+        = 0: a master that finds a port taken exits instead of taking the next one, where this
+        object would not find it); when a port was taken between `_free_port` choosing it and the
+        master binding it, start again on two other ports (at most `PORT_ATTEMPTS` times)."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                        "--port", str(self.port), "--webui-port", str(self.ui_port))
+            try:
+                self._wait(lambda state: state is not None, "the master's web UI to answer")
+                return
+            except ClusterError:
+                log = (self.directory / "master.log").read_text(errors="replace")
+                if attempt == PORT_ATTEMPTS or "java.net.BindException" not in log:
+                    raise
+            self._processes.clear()  # the master exited
+            self.port, self.ui_port = _free_port(), _free_port()
+
     def state(self) -> dict[str, object] | None:
-        """The master's state (its ``/json/``), or ``None`` when it does not answer."""
+        """The master's state (its ``/json/``), or ``None`` when it does not answer, or when what
+        answers on `ui_port` is not this cluster's master (another process took the port)."""
         try:
             with urllib.request.urlopen(f"{self.ui_url}/json/", timeout=2) as answer:
-                state: dict[str, object] = json.load(answer)
-                return state
-        except OSError:
+                state = json.load(answer)
+        except (OSError, ValueError):
             return None
+        return state if isinstance(state, dict) and state.get("url") == self.master_url else None
 
     def applications(self) -> list[dict[str, object]]:
         """The applications the master runs and completed (names, executors' cores, states)."""
