@@ -171,10 +171,15 @@ class BytesSerde(PlanSerde):
         return bytes(cell)
 
 
+#: The encoder of `json_dumps`, made once: ``json.dumps`` with these options builds a new
+#: ``JSONEncoder`` on every call (a third of its time for a small object).
+_JSON_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def json_dumps(value: Any) -> str:
     """The JSON encoding streamsdsl uses everywhere: compact, keys in insertion order."""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return _JSON_ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise SerializationError(
             f"Serdes.Json() cannot encode {type(value).__name__} {value!r}: {exc}. "
