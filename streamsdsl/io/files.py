@@ -45,13 +45,17 @@ class FileTopic:
 
         table = pa.Table.from_pylist(rows, schema=_arrow_schema())
         name = os.path.join(self.directory, f"batch-{self._files:08d}.parquet")
-        pq.write_table(table, name + ".tmp")
+        # written under a hidden name (Spark's file listing skips names starting with "." or
+        # "_"), then renamed: a running query that lists the directory meanwhile sees no file
+        # it could find gone when it reads it
+        temporary = os.path.join(self.directory, f".batch-{self._files:08d}.parquet.tmp")
+        pq.write_table(table, temporary)
         # Spark's file source takes files in modification-time order; two files written within
         # the file system's timestamp granularity could be taken in either order. Give each file
         # a strictly later time than every file before it.
         stamp = max(time.time_ns(), self._last_mtime_ns() + 10_000_000)
-        os.utime(name + ".tmp", ns=(stamp, stamp))
-        os.replace(name + ".tmp", name)
+        os.utime(temporary, ns=(stamp, stamp))
+        os.replace(temporary, name)
         self._files += 1
 
     def append_raw(self, records: Iterable[tuple[str, bytes | None, bytes | None, int, Any]],
