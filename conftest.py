@@ -8,12 +8,14 @@ are short and neither worker waits long for the other at the end. A file's lengt
 the last full run on this machine (``tests/durations.json``, written by ``tools/test_durations.py``
 from ``build/test-results.xml``); a file not in it is estimated from its Spark tests.
 
-The Spark driver JVMs the tests start (each worker's shared session, and the applications the
-integration suite starts as processes, which inherit the environment) compile with C1 only and
-collect with the serial collector (`streamsdsl.testing.jvm_options`, through ``SPARK_SUBMIT_OPTS``):
-a test's JVM lives seconds to minutes, and C2's compilations and G1's threads cost a quarter of
-the CPU time of a Spark test file on this 2-core machine. Applications keep the JVM's defaults:
-this is the test run's setting only.
+The Spark driver JVMs the tests start (the applications the integration suite starts as
+processes, which inherit the environment) compile with C1 only and collect with the serial
+collector (`streamsdsl.testing.jvm_options`, through ``SPARK_SUBMIT_OPTS``): such a JVM lives
+seconds to minutes, and C2's compilations and G1's threads cost a quarter of the CPU time of a
+Spark test file on this 2-core machine. Each worker's shared session, the one JVM that lives as
+long as the run, compiles with every tier again (`jvm_options.LONG_LIVED_DRIVER`,
+``tests/_support.worker_session_conf``). Applications keep the JVM's defaults: this is the test
+run's setting only.
 
 (``--dist loadgroup`` cannot keep the integration suite on one worker with pytest 9.2: xdist 3.8
 marks a test's group by rewriting ``item._nodeid``, which pytest 9.2's ``nodeid`` no longer reads.)

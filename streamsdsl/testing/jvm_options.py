@@ -7,7 +7,8 @@ the JVM's defaults; this is for test runs only.
 ``SPARK_SUBMIT_OPTS`` carries them to every Spark driver JVM started through ``spark-submit``
 (PySpark's gateway, the applications' processes), ``SPARK_DAEMON_JAVA_OPTS`` to a standalone
 master and worker, ``JAVA_TOOL_OPTIONS`` to the executors a worker or a local cluster starts
-(they inherit its environment).
+(they inherit its environment). The one long-lived JVM of a test run, each xdist worker's
+shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT again.
 """
 
 from __future__ import annotations
