@@ -153,7 +153,8 @@ class StandaloneCluster:
             "PYSPARK_PYTHON": self.python,
             "SPARK_NO_DAEMONIZE": "1",
             # the master binds the ports it is given or exits (`_start_master`)
-            "SPARK_MASTER_OPTS": " ".join([*os.environ.get("SPARK_MASTER_OPTS", "").split(), "-Dspark.port.maxRetries=0"]),
+            "SPARK_MASTER_OPTS": " ".join([*os.environ.get("SPARK_MASTER_OPTS", "").split(),
+                                           "-Dspark.port.maxRetries=0"]),
         })
         if self.java_options:  # the daemons' own; the executors inherit a worker's environment
             env = with_options(with_options(env, "SPARK_DAEMON_JAVA_OPTS", self.java_options),
