@@ -74,6 +74,10 @@ __all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionRe
 
 log = logging.getLogger("streamsdsl")
 
+#: Seconds `KafkaStreams` waits, on a Spark Connect session, for its query's termination to
+#: reach its listener before removing the listener (`KafkaStreams._remove_listener`).
+CONNECT_TERMINATION_WAIT_S = 10.0
+
 
 class KafkaStreams(NotYetAttributes):
     """Run a topology against Kafka as one Spark streaming query (Kafka Streams' ``KafkaStreams``).
@@ -660,6 +664,11 @@ class KafkaStreams(NotYetAttributes):
 
     def _remove_listener(self) -> None:
         if self._listener is not None and self._spark is not None:
+            if is_connect(self._spark):
+                # PySpark's Connect listener bus joins its event thread while holding the lock
+                # that thread takes to deliver an event: removing the last listener while the
+                # query's termination is on its way deadlocks both. Let it arrive first.
+                self._listener.terminated.wait(CONNECT_TERMINATION_WAIT_S)
             try:
                 self._spark.streams.removeListener(self._listener)
             except Exception:  # noqa: BLE001 - the session may already be stopped

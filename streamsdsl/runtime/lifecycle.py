@@ -181,6 +181,10 @@ def progress_listener(query_name: str, metrics: Callable[[], Any], on_terminated
     from pyspark.sql.streaming import StreamingQueryListener
 
     class ProgressListener(StreamingQueryListener):
+        #: Set once a query's termination was delivered (`KafkaStreams` waits for it before
+        #: removing the listener from a Spark Connect session).
+        terminated: threading.Event
+
         def onQueryStarted(self, event: Any) -> None:
             pass
 
@@ -196,10 +200,13 @@ def progress_listener(query_name: str, metrics: Callable[[], Any], on_terminated
             pass
 
         def onQueryTerminated(self, event: Any) -> None:
+            self.terminated.set()
             # Handled on a thread of its own: the handler may restart the query, which must not
             # happen on Spark's listener thread.
             if event.exception is not None:
                 threading.Thread(target=on_terminated, args=(str(event.runId), event.exception),
                                  name="streamsdsl-failure", daemon=True).start()
 
-    return ProgressListener()
+    listener = ProgressListener()
+    listener.terminated = threading.Event()
+    return listener
