@@ -38,6 +38,7 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -58,8 +59,8 @@ from streamsdsl.runtime.failures import locate, query_error
 from streamsdsl.runtime.topics import check_topics, source_partitions
 from streamsdsl.runtime.wiring import application_session, prepare_session, start_query
 from streamsdsl.runtime.kafka_sink import KafkaTopicSink
-from streamsdsl.runtime.lifecycle import MAX_REPLACEMENTS, State, StreamThreadExceptionResponse, check_callable
-from streamsdsl.runtime.lifecycle import progress_listener, seconds as _seconds, transition_path
+from streamsdsl.runtime.lifecycle import CONNECT_TERMINATION_WAIT_S, MAX_REPLACEMENTS, State, StreamThreadExceptionResponse
+from streamsdsl.runtime.lifecycle import check_callable, progress_listener, seconds as _seconds, transition_path
 from streamsdsl.runtime.metrics import Metrics, QueryMetrics, completed_batch, log_progress
 from streamsdsl.runtime.operations import MetricsPublisher
 from streamsdsl.runtime.queries import StoreQueryParameters, StoreReader, store_view
@@ -73,10 +74,6 @@ if TYPE_CHECKING:
 __all__ = ["MAX_REPLACEMENTS", "KafkaStreams", "State", "StreamThreadExceptionResponse"]
 
 log = logging.getLogger("streamsdsl")
-
-#: Seconds `KafkaStreams` waits, on a Spark Connect session, for its query's termination to
-#: reach its listener before removing the listener (`KafkaStreams._remove_listener`).
-CONNECT_TERMINATION_WAIT_S = 10.0
 
 
 class KafkaStreams(NotYetAttributes):
@@ -664,15 +661,9 @@ class KafkaStreams(NotYetAttributes):
 
     def _remove_listener(self) -> None:
         if self._listener is not None and self._spark is not None:
-            if is_connect(self._spark):
-                # PySpark's Connect listener bus joins its event thread while holding the lock
-                # that thread takes to deliver an event: removing the last listener while the
-                # query's termination is on its way deadlocks both. Let it arrive first.
-                self._listener.terminated.wait(CONNECT_TERMINATION_WAIT_S)
-            try:
+            self._listener.terminated.wait(CONNECT_TERMINATION_WAIT_S if is_connect(self._spark) else 0)
+            with contextlib.suppress(Exception):  # the session may already be stopped
                 self._spark.streams.removeListener(self._listener)
-            except Exception:  # noqa: BLE001 - the session may already be stopped
-                pass
             self._listener = None
 
     # -- progress and metrics ---------------------------------------------------------------

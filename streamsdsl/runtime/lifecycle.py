@@ -174,6 +174,14 @@ def seconds(timeout: float | timedelta | None, name: str = "timeout") -> float |
     return float(timeout)
 
 
+#: Seconds `KafkaStreams` waits, on a Spark Connect session, for its query's termination to reach
+#: its listener (`progress_listener`'s ``terminated``) before removing the listener: PySpark's
+#: Connect listener bus joins its event thread while holding the lock that thread takes to
+#: deliver an event, so removing the last listener while the termination is on its way
+#: deadlocks both.
+CONNECT_TERMINATION_WAIT_S = 10.0
+
+
 def progress_listener(query_name: str, metrics: Callable[[], Any], on_terminated: Callable[[str, str], None]) -> Any:
     """A `StreamingQueryListener` handing the progress of the query named ``query_name`` to
     ``metrics()`` (a `streamsdsl.runtime.metrics.QueryMetrics`, or None), and a failed query's
