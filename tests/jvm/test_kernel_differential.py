@@ -356,7 +356,7 @@ def python_join_kernel(case: JoinCase, records: list[JoinRecord]) -> list[tuple[
         step = kernel.process(side, key, value, ts, clock=clock)
         got.append(("step", step.dropped))
         emit(step.outputs)
-    for key in list(kernel.states) if case.mode != "kafka" else ():
+    for key in sorted(kernel.states) if case.mode != "kafka" else ():  # keys in order, as `JoinReplay`
         if case.mode == "replay":
             emit(kernel.expire(key, scan_time, left_store_time=store[0], right_store_time=store[1]))
         else:

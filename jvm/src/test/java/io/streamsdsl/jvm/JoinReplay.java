@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.TreeMap;
 
 /**
  * {@link StreamJoin} record by record, as the three hosts of the Python kernel
@@ -106,7 +107,9 @@ final class JoinReplay {
                 step(out, join, state, side, key, value, ts, now, now);
             }
         }
-        for (Map.Entry<String, StreamJoin.KeyState<String>> e : states.entrySet()) {
+        // the end of the run: every key's held records, keys in their order (as the Python harness;
+        // the hosts expire keys in an order of their own: a state exists here for a dropped record's key)
+        for (Map.Entry<String, StreamJoin.KeyState<String>> e : new TreeMap<>(states).entrySet()) {
             List<StreamJoin.Held<String>> held = replay ? join.close(e.getValue(), scanTime, storeTime[0], storeTime[1])
                 : join.close(e.getValue(), FLUSH);
             expire(out, e.getKey(), held);
