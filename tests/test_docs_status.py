@@ -37,7 +37,8 @@ _NAME = re.compile(r"[A-Za-z_][\w.]*")
 def _public_classes() -> dict[str, type]:
     """The classes of ``streamsdsl`` and the DSL's stage classes (some, such as
     ``CogroupedKStream``, are reached through a method, not imported by name)."""
-    classes = {n: c for n, c in vars(streamsdsl).items() if inspect.isclass(c) and not n.startswith("_")}
+    exported = {n: getattr(streamsdsl, n) for n in streamsdsl.__all__}  # imported on first use
+    classes = {n: c for n, c in exported.items() if inspect.isclass(c) and not n.startswith("_")}
     for info in pkgutil.iter_modules(streamsdsl.dsl.__path__):
         module = importlib.import_module(f"streamsdsl.dsl.{info.name}")
         for n, c in vars(module).items():

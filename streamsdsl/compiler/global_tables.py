@@ -43,7 +43,7 @@ from streamsdsl.compiler.joins import _table_records, run_keyed_operator, table_
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, run_jvm_join
 from streamsdsl.compiler.jvm_operator import Backend
 from streamsdsl.compiler.lowering import Lowering
-from streamsdsl.compiler.python_ops import apply_python
+from streamsdsl.compiler.python_ops import map_python
 from streamsdsl.operators.descriptions import GlobalTableJoinDescription, description_of
 from streamsdsl.semantics.stream_table import StreamTableJoin, global_join_step, table_update
 from streamsdsl.values.serdes import JsonSerde, PlanSerde
@@ -133,8 +133,8 @@ def _global_table_join(self: Lowering, node: ir.GlobalTableJoinNode) -> Frame:
                               stream_value=d.stream_value, table_value=d.table_value, joiner=d.joiner,
                               state_name=table_node.store)
     selector = d.key_selector
-    keyed = apply_python(stream.with_df(stream.df.withColumn(_STREAM_KEY, F.col("key"))), node.name,
-                         lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(d.table_key), function="key selector")
+    keyed = map_python(stream.with_df(stream.df.withColumn(_STREAM_KEY, F.col("key"))), node.name,
+                       lambda k, v: (selector(k, v), v), out_key=KeyCodec(d.table_key), function="key selector")
     stream_in = keyed.df.select(
         "key", F.struct(F.struct(F.col(_STREAM_KEY).alias("k"), F.col("value").alias("v")).cast(config.stream_type)
                         .alias("s"),

@@ -37,8 +37,8 @@ from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, SOURCE_POSITION
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, joiner_label, null_json_values, run_jvm_join
 from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, JOINS_ON_PYTHON, Backend
 from streamsdsl.compiler.frame import Frame
-from streamsdsl.compiler.lowering import Lowering, PlanMode, _python_filter
-from streamsdsl.compiler.python_ops import apply_python, result_error
+from streamsdsl.compiler.lowering import Lowering, PlanMode
+from streamsdsl.compiler.python_ops import filter_python, result_error
 from streamsdsl.compiler.serde_exprs import convert_column
 from streamsdsl.values.serdes import PlanSerde
 from streamsdsl.errors import UserFunctionError
@@ -353,7 +353,7 @@ def _branch(self: Lowering, node: ir.BranchNode) -> Frame:
 
 def _branch_child(self: Lowering, node: ir.BranchChildNode) -> Frame:
     keep = first_match(tuple(p.fn for p in node.predicates), node.default)
-    return apply_python(self.parent(node), node.name, _python_filter(keep, False), function="predicate")
+    return filter_python(self.parent(node), node.name, keep)
 
 
 def table_state_at_start(data: list[dict[str, Any]], replay: bool, stored: Any, table_value: Any) -> TableValue | None:

@@ -39,7 +39,7 @@ from streamsdsl.compiler.metrics import DropMetrics
 from streamsdsl.operators.descriptions import MERGE_WINDOWED, merged_encoding, regrouped
 from streamsdsl.operators.functions import mapper_pair, null_keys_pass, value_mapper
 from streamsdsl.semantics.kernels import FlushPolicy
-from streamsdsl.compiler.python_ops import apply_python
+from streamsdsl.compiler.python_ops import apply_python, filter_python, map_python
 from streamsdsl.compiler.serde_exprs import RecordContext, convert_column, decode, deserialization_check, invalid_bytes
 from streamsdsl.compiler.serde_exprs import key_as_json
 from streamsdsl.dsl.options import DeserializationHandler
@@ -324,18 +324,12 @@ def _column_condition(predicate: ir.ColumnFn, negate: bool) -> Column:
     return ~F.coalesce(cond, F.lit(False)) if negate else cond
 
 
-def _python_filter(predicate: Callable[[Any, Any], Any], negate: bool) -> Callable[[Any, Any], list[tuple[Any, Any]]]:
-    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
-        return [(k, v)] if bool(predicate(k, v)) != negate else []
-
-    return step
-
-
 def _filter(self: Lowering, node: ir.FilterNode) -> Frame:
     frame = self.parent(node)
     if isinstance(node.predicate, ir.ColumnFn):
         return frame.with_df(frame.df.filter(_column_condition(node.predicate, node.negate)))
-    return apply_python(frame, node.name, _python_filter(node.predicate.fn, node.negate), function="predicate")
+    predicate, negate = node.predicate.fn, node.negate
+    return filter_python(frame, node.name, lambda k, v: bool(predicate(k, v)) != negate)
 
 
 def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
@@ -344,12 +338,12 @@ def _map_values(self: Lowering, node: ir.MapValuesNode) -> Frame:
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", column), value=serde)
     mapper = value_mapper(node.mapper)
-    return apply_python(frame, node.name, lambda k, v: [(k, mapper(k, v))], out_value=DEFAULT_SERDE, function="mapper")
+    return map_python(frame, node.name, lambda k, v: (k, mapper(k, v)), out_value=DEFAULT_SERDE, function="mapper")
 
 
 def _map(self: Lowering, node: ir.MapNode) -> Frame:
     mapper = node.mapper.fn
-    return apply_python(self.parent(node), node.name, lambda k, v: [mapper_pair(mapper(k, v), node.name)],
+    return map_python(self.parent(node), node.name, lambda k, v: mapper_pair(mapper(k, v), node.name),
                         out_key=KeyCodec(DEFAULT_SERDE), out_value=DEFAULT_SERDE, function="mapper")
 
 
@@ -371,7 +365,7 @@ def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
         column, serde = _user_column(frame, node.selector)
         return frame.with_df(frame.df.withColumn("key", column), key=KeyCodec(serde))
     selector = node.selector.fn
-    return apply_python(frame, node.name, lambda k, v: [(selector(k, v), v)], out_key=KeyCodec(DEFAULT_SERDE),
+    return map_python(frame, node.name, lambda k, v: (selector(k, v), v), out_key=KeyCodec(DEFAULT_SERDE),
                         function="key selector")
 
 
@@ -468,12 +462,12 @@ def _table_filter_frame(frame: Frame, node: ir.TableFilterNode) -> Frame:
         return frame.with_df(frame.df.withColumn("value", F.when(cond, F.col("value"))))
     pred, negate = node.predicate.fn, node.negate
 
-    def step(k: Any, v: Any) -> list[tuple[Any, Any]]:
+    def step(k: Any, v: Any) -> tuple[Any, Any]:
         if v is None:
-            return [(k, None)]
-        return [(k, v if bool(pred(k, v)) != negate else None)]
+            return k, None
+        return k, v if bool(pred(k, v)) != negate else None
 
-    return apply_python(frame, node.name, step, out_value=frame.value, function="predicate")
+    return map_python(frame, node.name, step, out_value=frame.value, function="predicate")
 
 
 def _table_map_values(self: Lowering, node: ir.TableMapValuesNode) -> Frame:
@@ -485,5 +479,5 @@ def _table_map_values_frame(frame: Frame, node: ir.TableMapValuesNode) -> Frame:
         column, serde = _user_column(frame, node.mapper)
         return frame.with_df(frame.df.withColumn("value", F.when(F.col("value").isNotNull(), column)), value=serde)
     mapper = value_mapper(node.mapper)
-    return apply_python(frame, node.name, lambda k, v: [(k, None if v is None else mapper(k, v))],
+    return map_python(frame, node.name, lambda k, v: (k, None if v is None else mapper(k, v)),
                         out_value=DEFAULT_SERDE, function="mapper")
