@@ -24,9 +24,10 @@ def _fail(value: Any) -> Any:
     return value
 
 
-def _pipe_and_read(spark: Any, topology: Any, records: list[tuple[str, str, int]]) -> tuple[Any, list[Any]]:
+def _pipe_and_read(spark: Any, topology: Any, records: list[tuple[str, str, int]], engine: str | None = None
+                   ) -> tuple[Any, list[Any]]:
     """Pipe ``records``, read "out"; return the error raised and the records read before/after."""
-    with TopologyTestDriver(topology, spark=spark) as d:
+    with TopologyTestDriver(topology, spark=spark, **({"engine": engine} if engine else {})) as d:
         i, o = d.create_input_topic("in"), d.create_output_topic("out")
         for k, v, ts in records:
             i.pipe_input(k, v, ts)
@@ -48,6 +49,26 @@ class TestRecordErrors:
                               "(record at topic in partition 0 offset 1, key 'k2')")
         assert isinstance(error.__cause__, Exception)
         assert after == [("k1", "good")]
+
+    @pytest.mark.spark_engine("a Column after the step: the Spark plan, which Spark's optimizer could reorder")
+    @pytest.mark.parametrize("step", ["map_values", "map", "select_key", "filter"])
+    def test_function_runs_before_a_later_column_filter(self, spark: Any, step: str) -> None:
+        """A Python step runs for every record that reaches it, even when a later step's
+        `Column` filter drops them all: Spark's optimizer neither pushes that filter below the
+        step nor prunes its result (Kafka Streams calls the function, and its error is raised)."""
+        from pyspark.sql import functions as F
+
+        b = StreamsBuilder()
+        stream = b.stream("in", STRINGS)
+        applied = {"map_values": lambda s: s.map_values(_fail),
+                   "map": lambda s: s.map(lambda k, v: (k, _fail(v))),
+                   "select_key": lambda s: s.select_key(lambda k, v: _fail(v)),
+                   "filter": lambda s: s.filter(lambda k, v: _fail(v) == "good")}[step](stream)
+        applied.filter(F.col("timestamp") < 0).to("out")
+        error, after = _pipe_and_read(spark, b.build(), [("k1", "good", 1), ("k2", "bad", 2)], engine="spark")
+        assert isinstance(error, UserFunctionError)
+        assert "ZeroDivisionError: division by zero (record at topic in partition 0 offset 1, key 'k2')" in str(error)
+        assert after == []
 
     def test_metrics_and_queue_size_do_not_reraise(self, spark: Any) -> None:
         """After the read that raised, get_queue_size(), metrics() and a further read answer

@@ -174,7 +174,10 @@ def map_python(
                 raise result_error(processor, function, exc, repr(k), positions_col[i].as_py()) from exc
         return pa.array(out, type=arrow_type)
 
-    result = step(F.col("key"), F.col("value"), F.col(SOURCE_POSITION))
+    # not deterministic for Spark: the optimizer must neither push a later step's filter below
+    # the call nor prune a result no later step reads (Kafka Streams calls the function for every
+    # record that reaches the step, and its error or side effect happens)
+    result = step.asNondeterministic()(F.col("key"), F.col("value"), F.col(SOURCE_POSITION))
     if change_key and change_value:
         cells = "_mapped"
         df = frame.df.withColumn(cells, result)
@@ -206,4 +209,6 @@ def filter_python(frame: Frame, processor: str, keep: Callable[[Any, Any], Any],
                     from exc
         return pa.array(out, type=pa.bool_())
 
-    return frame.with_df(frame.df.filter(test(F.col("key"), F.col("value"), F.col(SOURCE_POSITION))))
+    # not deterministic for Spark, as `map_python`'s: called for every record that reaches the step
+    return frame.with_df(frame.df.filter(test.asNondeterministic()(F.col("key"), F.col("value"),
+                                                                   F.col(SOURCE_POSITION))))

@@ -176,6 +176,10 @@ class Metrics:
             }
 
 
+#: How far (in batch ids) behind the highest counted report `QueryMetrics` still counts a late one.
+COUNTED_WINDOW = 1_000
+
+
 class QueryMetrics(Metrics):
     """The metrics of one streaming query, accumulated from its progress reports, each counted
     once (by batch id) whichever way it arrives: a progress listener, or `refresh`, together with
@@ -187,7 +191,11 @@ class QueryMetrics(Metrics):
         super().__init__()
         self._on_progress = on_progress
         self._locate = locate
-        self._accounted = -1
+        #: The batch ids counted (those above `_highest` - `COUNTED_WINDOW`), and the highest: a
+        #: batch's report may arrive after a later one's (`refresh` reads ``recentProgress`` while
+        #: the listener's delivery of an earlier report is still on its way) and is counted then.
+        self._seen: set[int] = set()
+        self._highest = -1
         self._written = -1
         self._progress_lock = threading.Lock()
         #: The drop counters' observations of the batches written whose progress is not counted yet.
@@ -201,11 +209,15 @@ class QueryMetrics(Metrics):
     def add_progress(self, progress: Any) -> bool:
         """Count one micro-batch's progress; False if it was counted before."""
         with self._progress_lock:
-            if progress.batchId <= self._accounted:
+            batch_id = int(progress.batchId)
+            if self._is_counted(batch_id):
                 return False
-            self._accounted = progress.batchId
-            observed = {**progress_observations(progress), **self._counted.pop(progress.batchId, {})}
-            for batch in [b for b in self._counted if b < progress.batchId]:
+            self._seen.add(batch_id)
+            self._highest = max(self._highest, batch_id)
+            if len(self._seen) > 2 * COUNTED_WINDOW:
+                self._seen = {b for b in self._seen if b > self._highest - COUNTED_WINDOW}
+            observed = {**progress_observations(progress), **self._counted.pop(batch_id, {})}
+            for batch in [b for b in self._counted if b <= self._highest - COUNTED_WINDOW]:
                 del self._counted[batch]
             self.add_observations(observed)
             if self._locate is not None:
@@ -218,6 +230,9 @@ class QueryMetrics(Metrics):
         if self._on_progress is not None:
             self._on_progress(progress, observed)
         return True
+
+    def _is_counted(self, batch_id: int) -> bool:
+        return batch_id in self._seen or batch_id <= self._highest - COUNTED_WINDOW
 
     def batch_written(self, batch_id: int, counted: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         """The sink finished micro-batch ``batch_id`` (its progress follows shortly); ``counted``:
@@ -243,7 +258,7 @@ class QueryMetrics(Metrics):
             for progress in recent:
                 self.add_progress(progress)
             with self._progress_lock:
-                done = self._accounted >= self._written
+                done = self._written < 0 or self._is_counted(self._written)
             if done or time.monotonic() >= deadline or not query.isActive:
                 return
             time.sleep(0.05)
