@@ -148,9 +148,9 @@ def map_python(
     in_key, in_value = frame.key, frame.value
     key_codec, value_serde = out_key or in_key, out_value or in_value
     change_key, change_value = out_key is not None, out_value is not None
-    fields = [f"{name}:{t}" for name, t, changed in (("key", key_codec.spark_type, change_key),
-                                                    ("value", value_serde.spark_type, change_value)) if changed]
-    spark_type = fields[0].split(":", 1)[1] if len(fields) == 1 else f"struct<{','.join(fields)}>"
+    changed = [(name, t) for name, t, change in (("key", key_codec.spark_type, change_key),
+                                                 ("value", value_serde.spark_type, change_value)) if change]
+    spark_type = changed[0][1] if len(changed) == 1 else f"struct<{','.join(f'{n}:{t}' for n, t in changed)}>"
     arrow_type = to_arrow_type(_parse_datatype_string(spark_type))
 
     def encode(nk: Any, nv: Any) -> Any:
@@ -162,9 +162,9 @@ def map_python(
     def step(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
         out: list[Any] = []
         for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
-            k = in_key.from_cell(cell)
+            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
             try:
-                nk, nv = fn(k, in_value.from_internal(internal))
+                nk, nv = fn(k, v)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError.of(processor, function, exc, k, positions_col[i].as_py()).in_worker() \
                     from exc
@@ -201,9 +201,9 @@ def filter_python(frame: Frame, processor: str, keep: Callable[[Any, Any], Any],
     def test(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
         out: list[bool] = []
         for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
-            k = in_key.from_cell(cell)
+            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
             try:
-                out.append(bool(keep(k, in_value.from_internal(internal))))
+                out.append(bool(keep(k, v)))
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
                 raise UserFunctionError.of(processor, function, exc, k, positions_col[i].as_py()).in_worker() \
                     from exc
