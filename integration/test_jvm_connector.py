@@ -167,5 +167,5 @@ def test_real_time_trigger_runs_a_column_topology_and_refuses_a_lambda(
         refused.start()
     message = str(info.value)
     assert "'streamsdsl.trigger' = 'real_time' cannot run this topology: a step runs a Python function" in message
-    assert "ArrowEvalPython" in message and "MapInArrow" in message
+    assert "(Spark operators ArrowEvalPython)" in message, message  # the predicate's and the mapper's Arrow UDFs
     assert refused.streaming_query is None
