@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
@@ -126,6 +126,40 @@ def apply_python(
 PairFn = Callable[[Any, Any], tuple[Any, Any]]
 
 
+def _record_udf(frame: Frame, processor: str, function: str, fn: Callable[[Any, Any], Any], spark_type: str,
+                encode: Callable[[Any], Any]) -> Column:
+    """``encode(fn(key, value))`` per record as a column: an Arrow UDF over the key, the value and
+    the position (the other columns stay in the JVM), the same error model as `apply_python`.
+
+    Not deterministic for Spark: the optimizer must neither push a later step's filter below the
+    call nor prune a result no later step reads (Kafka Streams calls the function for every
+    record that reaches the step, and its error or side effect happens)."""
+    from pyspark.sql.functions import arrow_udf
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    in_key, in_value = frame.key, frame.value
+    arrow_type = to_arrow_type(_parse_datatype_string(spark_type))
+
+    @arrow_udf(spark_type)  # type: ignore[misc]
+    def call(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
+        out: list[Any] = []
+        for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
+            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
+            try:
+                result = fn(k, v)
+            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
+                raise UserFunctionError.of(processor, function, exc, k, positions_col[i].as_py()).in_worker() \
+                    from exc
+            try:
+                out.append(encode(result))
+            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
+                raise result_error(processor, function, exc, repr(k), positions_col[i].as_py()) from exc
+        return pa.array(out, type=arrow_type)
+
+    column: Column = call.asNondeterministic()(F.col("key"), F.col("value"), F.col(SOURCE_POSITION))
+    return column
+
+
 def map_python(
     frame: Frame,
     processor: str,
@@ -137,47 +171,24 @@ def map_python(
 ) -> Frame:
     """Apply ``fn``, one ``(key, value)`` result per record, to every data row of ``frame``.
 
-    An Arrow UDF: only the key, the value and the position travel to the Python worker, and
-    only the changed cells (``out_key`` / ``out_value`` not ``None``; both as a struct) come
-    back; the other columns stay in the JVM, in their rows. Where a step may drop or repeat
-    records, `apply_python` (every column through ``mapInArrow``) runs it.
+    An Arrow UDF (`_record_udf`): only the key, the value and the position travel to the Python
+    worker, and only the changed cells (``out_key`` / ``out_value`` not ``None``; both as a
+    struct) come back; the other columns stay in the JVM, in their rows. Where a step may drop or
+    repeat records, `apply_python` (every column through ``mapInArrow``) runs it.
     """
-    from pyspark.sql.functions import arrow_udf
-    from pyspark.sql.pandas.types import to_arrow_type
-
-    in_key, in_value = frame.key, frame.value
-    key_codec, value_serde = out_key or in_key, out_value or in_value
+    key_codec, value_serde = out_key or frame.key, out_value or frame.value
     change_key, change_value = out_key is not None, out_value is not None
     changed = [(name, t) for name, t, change in (("key", key_codec.spark_type, change_key),
                                                  ("value", value_serde.spark_type, change_value)) if change]
     spark_type = changed[0][1] if len(changed) == 1 else f"struct<{','.join(f'{n}:{t}' for n, t in changed)}>"
-    arrow_type = to_arrow_type(_parse_datatype_string(spark_type))
 
-    def encode(nk: Any, nv: Any) -> Any:
+    def encode(pair: tuple[Any, Any]) -> Any:
+        nk, nv = pair
         if change_key and change_value:
             return {"key": key_codec.to_cell(nk), "value": value_serde.to_internal(nv)}
         return key_codec.to_cell(nk) if change_key else value_serde.to_internal(nv)
 
-    @arrow_udf(spark_type)  # type: ignore[misc]
-    def step(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
-        out: list[Any] = []
-        for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
-            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
-            try:
-                nk, nv = fn(k, v)
-            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError.of(processor, function, exc, k, positions_col[i].as_py()).in_worker() \
-                    from exc
-            try:
-                out.append(encode(nk, nv))
-            except Exception as exc:  # noqa: BLE001 - a result its serde cannot hold
-                raise result_error(processor, function, exc, repr(k), positions_col[i].as_py()) from exc
-        return pa.array(out, type=arrow_type)
-
-    # not deterministic for Spark: the optimizer must neither push a later step's filter below
-    # the call nor prune a result no later step reads (Kafka Streams calls the function for every
-    # record that reaches the step, and its error or side effect happens)
-    result = step.asNondeterministic()(F.col("key"), F.col("value"), F.col(SOURCE_POSITION))
+    result = _record_udf(frame, processor, function, fn, spark_type, encode)
     if change_key and change_value:
         cells = "_mapped"
         df = frame.df.withColumn(cells, result)
@@ -190,25 +201,7 @@ def map_python(
 
 def filter_python(frame: Frame, processor: str, keep: Callable[[Any, Any], Any], *,
                   function: str = "predicate") -> Frame:
-    """Keep the data rows of ``frame`` for which ``keep(key, value)`` is true: an Arrow UDF over
-    the key, the value and the position (the other columns stay in the JVM), then Spark's
-    filter."""
-    from pyspark.sql.functions import arrow_udf
-
-    in_key, in_value = frame.key, frame.value
-
-    @arrow_udf("boolean")  # type: ignore[misc]
-    def test(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
-        out: list[bool] = []
-        for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
-            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
-            try:
-                out.append(bool(keep(k, v)))
-            except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record
-                raise UserFunctionError.of(processor, function, exc, k, positions_col[i].as_py()).in_worker() \
-                    from exc
-        return pa.array(out, type=pa.bool_())
-
-    # not deterministic for Spark, as `map_python`'s: called for every record that reaches the step
-    return frame.with_df(frame.df.filter(test.asNondeterministic()(F.col("key"), F.col("value"),
-                                                                   F.col(SOURCE_POSITION))))
+    """Keep the data rows of ``frame`` for which ``keep(key, value)`` is true: an Arrow UDF of
+    booleans (`_record_udf`), then Spark's filter."""
+    kept = _record_udf(frame, processor, function, lambda k, v: bool(keep(k, v)), "boolean", lambda b: b)
+    return frame.with_df(frame.df.filter(kept))
