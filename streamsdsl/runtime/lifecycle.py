@@ -215,6 +215,64 @@ def progress_listener(query_name: str, metrics: Callable[[], Any], on_terminated
                 threading.Thread(target=on_terminated, args=(str(event.runId), event.exception),
                                  name="streamsdsl-failure", daemon=True).start()
 
+        @property
+        def _jlistener(self) -> Any:
+            """The JVM side of this listener in a classic session (PySpark's
+            ``PythonStreamingQueryListenerWrapper``) around `_JsonEvents` instead of PySpark's
+            own bridge; a Spark Connect session never reads it."""
+            if not hasattr(self, "_jlistenerobj"):
+                from pyspark import SparkContext
+
+                wrapper = getattr(SparkContext._jvm, _LISTENER_WRAPPER)
+                self._jlistenerobj = wrapper(_JsonEvents(self))
+            return self._jlistenerobj
+
     listener = ProgressListener()
     listener.terminated = threading.Event()
     return listener
+
+
+#: PySpark's JVM listener around a Python object implementing its listener interface.
+_LISTENER_WRAPPER = "org.apache.spark.sql.streaming.PythonStreamingQueryListenerWrapper"
+
+
+class _JsonEvents:
+    """The Python object a classic session's JVM calls with each streaming query event
+    (py4j, PySpark's ``PythonStreamingQueryListener`` interface), handing ``listener`` its
+    events: a progress report read from its JSON (one call into the JVM), the start and idle
+    events not at all (`progress_listener`'s ignores them).
+
+    PySpark's own bridge builds a progress report from the JVM object field by field: about a
+    thousand py4j calls a report, each end of a Java map's iteration an exception that PySpark
+    converts by looking classes up on the driver's class path (measured: 0.6 s a report, on
+    the listener thread and the driver's JVM, for every registered listener and every query's
+    report; `recentProgress` reads the JSON, as this does)."""
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+
+    def onQueryStarted(self, jevent: Any) -> None:  # noqa: N802 - the Java interface's names
+        pass
+
+    def onQueryProgress(self, jevent: Any) -> None:  # noqa: N802
+        import json
+
+        from pyspark.sql.streaming.listener import QueryProgressEvent, StreamingQueryProgress
+
+        try:
+            progress = StreamingQueryProgress.fromJson(json.loads(jevent.progress().json()))
+        except Exception:  # noqa: BLE001 - never let a listener break the query
+            log.debug("could not read a progress report", exc_info=True)
+            return
+        self.listener.onQueryProgress(QueryProgressEvent(progress))
+
+    def onQueryIdle(self, jevent: Any) -> None:  # noqa: N802
+        pass
+
+    def onQueryTerminated(self, jevent: Any) -> None:  # noqa: N802
+        from pyspark.sql.streaming.listener import QueryTerminatedEvent
+
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
+
+    class Java:
+        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
