@@ -8,7 +8,9 @@ package management documents it:
 
 * the **pure-Python** packages (streamsdsl and its pure dependencies) in **one zip on**
   ``spark.submit.pyFiles`` (and ``spark.files``, which copies it to every executor): every Python
-  process Spark starts puts each such zip on its ``sys.path``;
+  process Spark starts puts each such zip on its ``sys.path``; each module's bytecode beside its
+  source (`_bytecode`: Python compiles no cache into a zip, so without it every such process
+  compiled what it imports);
 * each package with **native code** (confluent-kafka: its extension module and, beside it, the
   ``confluent_kafka.libs`` directory with librdkafka, which a zip cannot hold: Python does not
   load extension modules from a zip) as an **archive on** ``spark.archives``, unpacked under its own
@@ -55,6 +57,7 @@ import importlib.metadata as metadata
 import importlib.util
 import os
 import platform
+import py_compile
 import re
 import shutil
 import sys
@@ -185,12 +188,16 @@ def distributions(root: str = "streamsdsl") -> list[metadata.Distribution]:
     return list(seen.values())
 
 
+#: The bundle's layout, in its cache key: 2 has the bytecode of each module beside its source in the zip.
+_FORMAT = 2
+
+
 def build(root: str = "streamsdsl") -> Bundle:
     """The bundle of ``root`` and its requirements (`distributions`), built into the user's
     cache unless a bundle of the same content is there."""
     parts = [part for dist in distributions(root) for part in _parts(dist)]
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}-{platform.machine()}"
-    digest = hashlib.sha256(tag.encode())
+    digest = hashlib.sha256(f"{_FORMAT}\0{tag}".encode())
     for name, path, _ in parts:
         digest.update(f"\0{name}".encode())
         for file in _files(path):
@@ -216,7 +223,11 @@ def build(root: str = "streamsdsl") -> Bundle:
             for name, path, is_native in parts:
                 if not is_native:
                     for file in _files(path):
-                        archive.write(file, str(file.relative_to(path.parent)))
+                        member = str(file.relative_to(path.parent))
+                        archive.write(file, member)
+                        compiled = _bytecode(file, f"{zip_name}/{member}", Path(tmp) / "bytecode" / member)
+                        if compiled is not None:
+                            archive.write(compiled, member + "c")
         for name, path, is_native in parts:
             if is_native:
                 shutil.copytree(path, Path(tmp) / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -300,6 +311,27 @@ def _parts(dist: metadata.Distribution) -> Iterator[tuple[str, Path, bool]]:
         path = Path(str(dist.locate_file(libs)))
         if path.is_dir():
             yield libs, path, True
+
+
+def _bytecode(source: Path, shown: str, target: Path) -> Path | None:
+    """``source`` (a ``.py`` file) compiled by this interpreter into ``target`` (else None): the
+    bytecode Python imports from a zip only when the zip holds it, beside the source (a ``.pyc`` of
+    the same name), since Python writes no bytecode cache into a zip. Without it, every Python
+    process Spark starts (an executor's worker, a planner of the driver: two a micro-batch for
+    the Kafka sink's write) compiles each module it imports from the zip again (0.14-0.18 s for
+    the Kafka data source's module measured, 0.045 s with the bytecode). Its validation is an
+    unchecked hash (the zip's content does not change under it); an interpreter of another
+    version finds another magic number and compiles the source, as without it. ``shown`` is the
+    file name its tracebacks show (the zip's name and the member)."""
+    if source.suffix != ".py":
+        return None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        py_compile.compile(str(source), cfile=str(target), dfile=shown, doraise=True,
+                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    except py_compile.PyCompileError:  # not this interpreter's syntax: shipped as source only
+        return None
+    return target
 
 
 def _files(path: Path) -> list[Path]:

@@ -48,7 +48,9 @@ def test_pure_python_in_one_zip_native_code_in_archives_named_after_their_packag
     tops = {n.split("/")[0] for n in names}
     assert tops == {"streamsdsl", "attr", "attrs"}
     assert "streamsdsl/__init__.py" in names and "streamsdsl/log4j2.properties" in names
-    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    assert not [n for n in names if "__pycache__" in n]
+    # each module's bytecode beside its source (a zip gets no bytecode cache), and nothing else compiled
+    assert {n for n in names if n.endswith(".pyc")} == {n + "c" for n in names if n.endswith(".py")}
     archives = dict(reversed(a.split("#")) for a in bundle.archives)
     assert sorted(archives) == ["confluent_kafka", "confluent_kafka.libs"]
     with tarfile.open(archives["confluent_kafka"]) as t:  # the package's contents at the archive's root
@@ -70,7 +72,8 @@ def test_a_python_without_streamsdsl_imports_it_from_the_bundle() -> None:
     confluent-kafka's native module (librdkafka from its ``.libs`` sibling)."""
     python = bare_python()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    probe = "import streamsdsl, attrs, confluent_kafka; print(streamsdsl.__file__); print(confluent_kafka.libversion()[0])"
+    probe = ("import streamsdsl, attrs, confluent_kafka; print(streamsdsl.__file__); "
+             "print(confluent_kafka.libversion()[0])")
     bare = subprocess.run([python, "-c", probe], env=env, capture_output=True, text=True, cwd="/", check=False)
     assert bare.returncode == 1 and "No module named 'streamsdsl'" in bare.stderr
     bundle = build()
@@ -78,8 +81,30 @@ def test_a_python_without_streamsdsl_imports_it_from_the_bundle() -> None:
                              capture_output=True, text=True, cwd="/", check=False)
     assert shipped.returncode == 0, shipped.stderr
     module, librdkafka = shipped.stdout.split()
-    assert module == os.path.join(bundle.py_files[0], "streamsdsl", "__init__.py")
+    assert module == os.path.join(bundle.py_files[0], "streamsdsl", "__init__.pyc")  # its bytecode
     assert librdkafka.count(".") == 2
+
+
+def test_a_module_from_the_zip_runs_its_bytecode_and_shows_its_source_in_a_traceback() -> None:
+    """The bare interpreter imports streamsdsl's modules from the zip's bytecode (compiling
+    nothing), and an error raised there shows the zip's member and its source line."""
+    bundle = build()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = ("import sys, traceback\n"
+             "from streamsdsl.runtime import lifecycle\n"
+             "print(lifecycle.__spec__.origin)\n"
+             "try:\n"
+             "    lifecycle.seconds(-1)\n"
+             "except Exception:\n"
+             "    traceback.print_exc(file=sys.stdout)\n")
+    done = subprocess.run([bare_python(), "-B", "-c", probe], capture_output=True, text=True, cwd="/", check=False,
+                          env={**env, "PYTHONPATH": os.pathsep.join(bundle.python_path)})
+    assert done.returncode == 0, done.stderr
+    origin, *trace = done.stdout.splitlines()
+    assert origin == os.path.join(bundle.py_files[0], "streamsdsl", "runtime", "lifecycle.pyc")
+    zip_name = os.path.basename(bundle.py_files[0])
+    frame = next(i for i, line in enumerate(trace) if f"{zip_name}/streamsdsl/runtime/lifecycle.py" in line)
+    assert "raise InvalidArgumentError" in trace[frame + 1]
 
 
 def _yarn_container(tmp_path: Path) -> Path:
