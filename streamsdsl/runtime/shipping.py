@@ -188,8 +188,9 @@ def distributions(root: str = "streamsdsl") -> list[metadata.Distribution]:
     return list(seen.values())
 
 
-#: The bundle's layout, in its cache key: 2 has the bytecode of each module beside its source in the zip.
-_FORMAT = 2
+#: The bundle's layout, in its cache key: since 2 the bytecode of each module beside its source in
+#: the zip, since 3 compiled without optimization (``assert`` kept, whatever ``-O`` the builder ran with).
+_FORMAT = 3
 
 
 def build(root: str = "streamsdsl") -> Bundle:
@@ -317,8 +318,8 @@ def _bytecode(source: Path, shown: str, target: Path) -> Path | None:
     """``source`` (a ``.py`` file) compiled by this interpreter into ``target`` (else None): the
     bytecode Python imports from a zip only when the zip holds it, beside the source (a ``.pyc`` of
     the same name), since Python writes no bytecode cache into a zip. Without it, every Python
-    process Spark starts (an executor's worker, a planner of the driver: two a micro-batch for
-    the Kafka sink's write) compiles each module it imports from the zip again (0.14-0.18 s for
+    process Spark starts (an executor's worker, a planner process of the driver, which Spark also
+    runs to plan a Python data source's write) compiles each module it imports from the zip again (0.14-0.18 s for
     the Kafka data source's module measured, 0.045 s with the bytecode). Its validation is an
     unchecked hash (the zip's content does not change under it); an interpreter of another
     version finds another magic number and compiles the source, as without it. ``shown`` is the
@@ -327,7 +328,7 @@ def _bytecode(source: Path, shown: str, target: Path) -> Path | None:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        py_compile.compile(str(source), cfile=str(target), dfile=shown, doraise=True,
+        py_compile.compile(str(source), cfile=str(target), dfile=shown, doraise=True, optimize=0,
                            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
     except py_compile.PyCompileError:  # not this interpreter's syntax: shipped as source only
         return None
