@@ -1,10 +1,10 @@
 """The whole test run's collection order, for ``make test``'s pytest-xdist workers.
 
-``make test`` runs ``pytest -n 2 --dist loadfile``: each test file goes whole to one worker (its
+``make test`` runs ``pytest -n 3 --dist loadfile``: each test file goes whole to one worker (its
 module fixtures run once), and a worker that runs integration tests starts its own broker. The
 workers take files in collection order as they become free, so the order decides when the run
 ends: the longest files first (longest-processing-time-first scheduling), so that the last files
-are short and neither worker waits long for the other at the end. A file's length is its time in
+are short and no worker waits long for the others at the end. A file's length is its time in
 the last full run on this machine (``tests/durations.json``, written by ``tools/test_durations.py``
 from ``build/test-results.xml``); a file not in it is estimated from its Spark tests.
 
@@ -13,7 +13,7 @@ processes, which inherit the environment) compile with C1 only and collect with 
 collector (`streamsdsl.testing.jvm_options`, through ``SPARK_SUBMIT_OPTS``): such a JVM lives
 seconds to minutes, and C2's compilations and G1's threads cost a quarter of the CPU time of a
 Spark test file on this 2-core machine. Each worker's shared session, the one JVM that lives as
-long as the run, compiles with every tier again (`jvm_options.LONG_LIVED_DRIVER`,
+long as the run, compiles with every tier again, C2 inlining less (`jvm_options.LONG_LIVED_DRIVER`,
 ``tests/_support.worker_session_conf``). Applications keep the JVM's defaults: this is the test
 run's setting only.
 
