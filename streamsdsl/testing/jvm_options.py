@@ -28,7 +28,9 @@ SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 #: planner, analyzer and code generator on small inputs (thousands of methods, each warm once,
 #: few hot loops), and C2 inlined deep trees of them into each compilation. C2 inlining less and
 #: compiling methods at twice the calls: two Spark test files 144 → 88 CPU-s (the JIT's 98 s →
-#: 31 s of it), 97 → 81 s; two others 170 → 109 CPU-s, 131 → 117 s.
+#: 31 s of it), 97 → 81 s; two others 170 → 109 CPU-s. The code it compiles is slower, so a
+#: worker's later files gain nothing or lose: over a whole ``make test`` (three workers, the
+#: cores busy) 2,581 → 2,474 CPU-s and 1,333 → 1,288 s.
 LONG_LIVED_DRIVER: tuple[str, ...] = (
     "-XX:TieredStopAtLevel=4", "-XX:MaxInlineLevel=3", "-XX:FreqInlineSize=50", "-XX:InlineSmallCode=500",
     "-XX:CompileThresholdScaling=2",
