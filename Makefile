@@ -79,8 +79,8 @@ run-yarn: install
 # files by their number of tests); each worker that runs an integration file starts its own
 # broker; TEST_WORKERS=0 runs them in this process. Three workers on two cores: with two the cores
 # were busy 86 % of a run (the rest brokers, clusters and processes starting, queries waiting on
-# their triggers), with three 97 % (docs/performance.md, "make test itself"). After a full run,
-# `$(PY) tools/test_durations.py build/test-results.xml` refreshes the durations.
+# their triggers), with three 97 % (docs/performance.md, "make test on three workers"). After a
+# full run, `$(PY) tools/test_durations.py build/test-results.xml` refreshes the durations.
 TEST_WORKERS ?= 3
 test: install $(ORACLE_BUILT)
 	$(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 --junitxml=build/test-results.xml
