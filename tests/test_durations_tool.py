@@ -69,9 +69,8 @@ class TestDurations:
 class TestJvmOptions:
     def test_the_shared_sessions_jvm_runs_with_the_test_runs_options(self, spark: Any) -> None:
         """The worker's session was started after ``conftest.py`` set ``SPARK_SUBMIT_OPTS``: its
-        JVM collects with the serial collector, and it compiles with every tier of the JIT, C2
-        inlining less (the worker's one long-lived JVM: `LONG_LIVED_DRIVER` after `SHORT_LIVED`'s
-        C1-only)."""
+        JVM collects with the serial collector, and it compiles with every tier of the JIT (the
+        worker's one long-lived JVM: `LONG_LIVED_DRIVER` after `SHORT_LIVED`'s C1-only)."""
         from streamsdsl.testing.jvm_options import LONG_LIVED_DRIVER, SHORT_LIVED
 
         jvm = spark.sparkContext._jvm
@@ -80,7 +79,6 @@ class TestJvmOptions:
         hotspot = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
             jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
         assert hotspot.getVMOption("TieredStopAtLevel").getValue() == "4"
-        assert hotspot.getVMOption("MaxInlineLevel").getValue() == "3"
         assert hotspot.getVMOption("UseSerialGC").getValue() == "true"
 
     def test_options_are_added_after_the_users_own_once(self) -> None:

@@ -8,8 +8,7 @@ the JVM's defaults; this is for test runs only.
 (PySpark's gateway, the applications' processes), ``SPARK_DAEMON_JAVA_OPTS`` to a standalone
 master and worker, ``JAVA_TOOL_OPTIONS`` to the executors a worker or a local cluster starts
 (they inherit its environment). The one long-lived JVM of a test run, each xdist worker's
-shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT again, C2 inlining
-less.
+shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT again.
 """
 
 from __future__ import annotations
@@ -23,18 +22,12 @@ SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 #: which runs every Spark test the worker takes (tens of minutes): the JIT's every tier again
 #: (after `SHORT_LIVED`'s C1-only in ``SPARK_SUBMIT_OPTS``; the last option wins). C2's compiled
 #: code pays for its compilations over such a run: three Spark test files in one session ran
-#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself"). With C2's default
-#: inlining its compilations took two thirds of the session's CPU time: a test run is Spark's
-#: planner, analyzer and code generator on small inputs (thousands of methods, each warm once,
-#: few hot loops), and C2 inlined deep trees of them into each compilation. C2 inlining less and
-#: compiling methods at twice the calls: two Spark test files 144 → 88 CPU-s (the JIT's 98 s →
-#: 31 s of it), 97 → 81 s; two others 170 → 109 CPU-s. The code it compiles is slower, so a
-#: worker's later files gain nothing or lose: over a whole ``make test`` (three workers, the
-#: cores busy) 2,581 → 2,474 CPU-s and 1,333 → 1,288 s.
-LONG_LIVED_DRIVER: tuple[str, ...] = (
-    "-XX:TieredStopAtLevel=4", "-XX:MaxInlineLevel=3", "-XX:FreqInlineSize=50", "-XX:InlineSmallCode=500",
-    "-XX:CompileThresholdScaling=2",
-)
+#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself"). Its compilations
+#: are two thirds of the session's CPU time; C2 inlining less cut them by two thirds, but its code
+#: is slower in a worker's later files, and two whole runs with it (2,474 and 2,725 CPU-s) did not
+#: differ from one without (2,581): the JDK's inlining stays (docs/performance.md, "The JIT's
+#: share").
+LONG_LIVED_DRIVER: tuple[str, ...] = ("-XX:TieredStopAtLevel=4",)
 
 
 def with_options(env: Mapping[str, str], variable: str, options: Sequence[str] = SHORT_LIVED) -> dict[str, str]:
