@@ -319,11 +319,11 @@ def _bytecode(source: Path, shown: str, target: Path) -> Path | None:
     bytecode Python imports from a zip only when the zip holds it, beside the source (a ``.pyc`` of
     the same name), since Python writes no bytecode cache into a zip. Without it, every Python
     process Spark starts (an executor's worker, a planner process of the driver, which Spark also
-    runs to plan a Python data source's write) compiles each module it imports from the zip again (0.14-0.18 s for
-    the Kafka data source's module measured, 0.045 s with the bytecode). Its validation is an
-    unchecked hash (the zip's content does not change under it); an interpreter of another
-    version finds another magic number and compiles the source, as without it. ``shown`` is the
-    file name its tracebacks show (the zip's name and the member)."""
+    runs to plan a Python data source's write) compiles each module it imports from the zip again
+    (0.14-0.18 s for the Kafka data source's module measured, 0.045 s with the bytecode). Its
+    validation is an unchecked hash (the zip's content does not change under it); an interpreter
+    of another version finds another magic number and compiles the source, as without it.
+    ``shown`` is the file name its tracebacks show (the zip's name and the member)."""
     if source.suffix != ".py":
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
