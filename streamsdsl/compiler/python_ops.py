@@ -19,6 +19,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
+from streamsdsl.compiler.arrow_cells import python_values
 from streamsdsl.compiler.columns import OUTPUT_POSITION, SOURCE_POSITION
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.errors import UserFunctionError
@@ -143,8 +144,9 @@ def _record_udf(frame: Frame, processor: str, function: str, fn: Callable[[Any, 
     @arrow_udf(spark_type)  # type: ignore[misc]
     def call(keys_col: pa.Array, values_col: pa.Array, positions_col: pa.Array) -> pa.Array:
         out: list[Any] = []
-        for i, (cell, internal) in enumerate(zip(keys_col.to_pylist(), values_col.to_pylist())):
-            k, v = in_key.from_cell(cell), in_value.from_internal(internal)
+        keys = python_values(in_key.serde, keys_col) if not in_key.windowed else \
+            [in_key.from_cell(cell) for cell in keys_col.to_pylist()]
+        for i, (k, v) in enumerate(zip(keys, python_values(in_value, values_col))):
             try:
                 result = fn(k, v)
             except Exception as exc:  # noqa: BLE001 - re-raised with the processor and the record

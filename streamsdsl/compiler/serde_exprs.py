@@ -360,10 +360,27 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
 
 
 def convert_column(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:
-    """Re-encode an internal column from ``internal`` to ``target`` (e.g. Json → Long)."""
+    """Re-encode an internal column from ``internal`` to ``target`` (e.g. Json → Long): a batch
+    of plain JSON strings or integers by Arrow's kernels (`arrow_cells.converted`), any other
+    cell by cell."""
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import _parse_datatype_string
+
+    from streamsdsl.compiler.arrow_cells import converted
+
     if internal == target:
         return col
-    return _arrow_map(lambda v: target.to_internal(internal.from_internal(v)), target.spark_type)(col)
+    arrow_type = to_arrow_type(_parse_datatype_string(target.spark_type))
+
+    @arrow_udf(target.spark_type)  # type: ignore[misc]
+    def convert(values: pa.Array) -> pa.Array:
+        fast = converted(values, internal, target)
+        if fast is not None:
+            return fast.cast(arrow_type)
+        return pa.array([None if v is None else target.to_internal(internal.from_internal(v))
+                         for v in values.to_pylist()], type=arrow_type)
+
+    return convert(col)
 
 
 def serialize_python(col: Column, serde: PlanSerde, what: str) -> Column:
