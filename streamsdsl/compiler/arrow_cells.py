@@ -1,27 +1,21 @@
 """A column of a serde's cells, read or re-encoded a batch at a time in the Python workers.
 
-The Python steps' Arrow UDFs turn a batch's cells into Python values (`python_values`) and a
-re-encoding between two serdes (`converted`, e.g. a key selector's JSON result regrouped with
-``Grouped.with_serdes(Serdes.String(), ...)``) turns one column into another. Cell by cell, that
-is a ``json.loads`` per record. Most JSON cells of a stream are a plain string or an integer,
-whose Python value Arrow's compute kernels take out of the text exactly: a JSON string without
-an escape (``"`` … ``"``, no ``\\``, no control character) is the text between its quotes, an
-integer of at most 18 digits is its number. A batch whose every cell is one of those is read or
-converted by those kernels; any other batch cell by cell, with the serdes' own code (and its
-errors), so the values are the same either way.
+The Python steps' Arrow UDFs turn a batch's key and value cells into Python values
+(`python_values`). For a ``Serdes.Json()`` column, cell by cell, that is a ``json.loads`` per
+record. Most JSON cells of a stream are a plain string or an integer, whose Python value Arrow's
+compute kernels take out of the text exactly: a JSON string without an escape (``"`` … ``"``, no
+``\\``, no control character) is the text between its quotes, an integer of at most 18 digits
+is its number. A batch whose every cell is one of those is read by those kernels; any other
+batch cell by cell, with the serde's own code, so the values are the same either way.
 
 >>> import pyarrow as pa
->>> from streamsdsl.values.serdes import JsonSerde, LongSerde, StringSerde
+>>> from streamsdsl.values.serdes import JsonSerde
 >>> python_values(JsonSerde(), pa.array(['"EU"', None, '"café"']))
 ['EU', None, 'café']
 >>> python_values(JsonSerde(), pa.array(['"a\\\\"b"', '[1]']))
 ['a"b', [1]]
->>> converted(pa.array(['"EU"', None]), JsonSerde(), StringSerde()).to_pylist()
-['EU', None]
->>> converted(pa.array(['-12', '7']), JsonSerde(), LongSerde()).to_pylist()
-[-12, 7]
->>> converted(pa.array(['7']), JsonSerde(), StringSerde()) is None  # a number is not a str
-True
+>>> python_values(JsonSerde(), pa.array(['-12', None, '7']))
+[-12, None, 7]
 """
 
 from __future__ import annotations
@@ -76,22 +70,3 @@ def python_values(serde: PlanSerde, cells: pa.Array) -> list[Any]:
     if type(serde) in (StringSerde, LongSerde, IntegerSerde):  # the cell is the value
         return cells.to_pylist()
     return [serde.from_internal(c) for c in cells.to_pylist()]
-
-
-def converted(cells: pa.Array, internal: PlanSerde, target: PlanSerde) -> pa.Array | None:
-    """The column re-encoded from ``internal`` to ``target`` by Arrow's kernels, or None where
-    this batch needs the serdes' own code (a cell that is not a plain JSON string or integer,
-    another pair of serdes, an integer an ``Integer`` cannot hold)."""
-    if not isinstance(internal, JsonSerde) or len(cells) == 0:
-        return None
-    if type(target) is StringSerde:
-        return _json_strings(cells)
-    if type(target) in (LongSerde, IntegerSerde):
-        values = _json_integers(cells)
-        if values is None or type(target) is LongSerde:
-            return values
-        low, high = pc.min_max(values).values()
-        if low.is_valid and (low.as_py() < -(1 << 31) or high.as_py() >= 1 << 31):
-            return None
-        return pc.cast(values, pa.int32())
-    return None

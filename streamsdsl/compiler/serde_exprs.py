@@ -359,28 +359,40 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
     return apply
 
 
+#: JSON's whitespace, which may surround a JSON text (a ``Serdes.Json()`` source keeps the text it read).
+_JSON_SPACE = "[ \\t\\n\\r]*"
+
+
+def _json_as(col: Column, target: PlanSerde) -> Column | None:
+    """A ``Serdes.Json()`` column's values as ``target``'s column, natively (Spark's JSON reader),
+    where Spark reads them exactly as ``json.loads`` does: a JSON string as a ``String``, a JSON
+    integer as a ``Long`` or an ``Integer``; a JSON ``null`` is a null. Any other value fails the
+    query naming the serde and the value (the serdes' own refusal); None for the other serdes."""
+    if type(target) is StringSerde:
+        kind, shape = "str", f'^{_JSON_SPACE}"'
+    elif type(target) in (LongSerde, IntegerSerde):
+        kind, shape = "int", f"^{_JSON_SPACE}-?(0|[1-9][0-9]*){_JSON_SPACE}$"
+    else:
+        return None
+    value = F.from_json(F.concat(F.lit("["), col, F.lit("]")), f"array<{target.spark_type}>")[0]
+    shaped = col.rlike(shape)
+    refused = F.concat(F.lit(f"{target!r} holds {kind} values (got the JSON value "), col, F.lit(")."))
+    too_large = F.concat(F.lit(f"{target!r} cannot hold the integer "), col, F.lit(": it is out of range."))
+    return (F.when(col.isNull() | col.rlike(f"^{_JSON_SPACE}null{_JSON_SPACE}$"), F.lit(None).cast(target.spark_type))
+            .when(shaped & value.isNotNull(), value)
+            .otherwise(F.raise_error(F.when(shaped, too_large).otherwise(refused))))  # type: ignore[arg-type]
+
+
 def convert_column(col: Column, internal: PlanSerde, target: PlanSerde) -> Column:
-    """Re-encode an internal column from ``internal`` to ``target`` (e.g. Json → Long): a batch
-    of plain JSON strings or integers by Arrow's kernels (`arrow_cells.converted`), any other
-    cell by cell."""
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import _parse_datatype_string
-
-    from streamsdsl.compiler.arrow_cells import converted
-
+    """Re-encode an internal column from ``internal`` to ``target`` (e.g. Json → Long): natively
+    from ``Json`` to ``String``, ``Long`` and ``Integer`` (`_json_as`), else cell by cell in an
+    Arrow UDF."""
     if internal == target:
         return col
-    arrow_type = to_arrow_type(_parse_datatype_string(target.spark_type))
-
-    @arrow_udf(target.spark_type)  # type: ignore[misc]
-    def convert(values: pa.Array) -> pa.Array:
-        fast = converted(values, internal, target)
-        if fast is not None:
-            return fast.cast(arrow_type)
-        return pa.array([None if v is None else target.to_internal(internal.from_internal(v))
-                         for v in values.to_pylist()], type=arrow_type)
-
-    return convert(col)
+    native = _json_as(col, target) if isinstance(internal, JsonSerde) else None
+    if native is not None:
+        return native
+    return _arrow_map(lambda v: target.to_internal(internal.from_internal(v)), target.spark_type)(col)
 
 
 def serialize_python(col: Column, serde: PlanSerde, what: str) -> Column:

@@ -1,9 +1,12 @@
-"""`streamsdsl.compiler.arrow_cells`: a batch of cells read or re-encoded by Arrow's kernels gives
-exactly what the serdes give cell by cell, and a batch the kernels cannot take exactly is left to
-the serdes."""
+"""Reading and re-encoding ``Serdes.Json()`` cells without a ``json.loads`` per record: a batch
+read by Arrow's kernels (`arrow_cells.python_values`) and a column converted by Spark's JSON
+reader (`serde_exprs.convert_column`) give exactly what the serdes give cell by cell, and what
+the serdes refuse fails with the serde and the value."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -11,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streamsdsl.compiler.arrow_cells import converted, python_values
+from streamsdsl.compiler.arrow_cells import python_values
 from streamsdsl.values.serdes import IntegerSerde, JsonSerde, LongSerde, StringSerde, json_dumps
 
 JSON = JsonSerde()
@@ -21,7 +24,7 @@ VALUES = st.one_of(
     st.text(),
     st.text(alphabet='ab"\\\n\x00\x1féü€😀'),
     st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1),
-    st.integers(min_value=-(1 << 31) - 2, max_value=1 << 31 + 1),
+    st.integers(min_value=-(1 << 31) - 2, max_value=(1 << 31) + 1),
     st.booleans(),
     st.floats(allow_nan=False, allow_infinity=False),
     st.lists(st.integers(), max_size=2),
@@ -36,13 +39,6 @@ def _cells(values: list[Any]) -> pa.Array:
     return pa.array([None if v is None else json_dumps(v) for v in values], type=pa.string())
 
 
-def _cell_by_cell(cells: pa.Array, target: Any) -> list[Any] | Exception:
-    try:
-        return [None if c is None else target.to_internal(JSON.from_internal(c)) for c in cells.to_pylist()]
-    except Exception as exc:  # noqa: BLE001 - the serde's own refusal
-        return exc
-
-
 @settings(deadline=None)
 @given(BATCHES)
 def test_json_values_are_those_json_loads_reads(values: list[Any]) -> None:
@@ -50,36 +46,49 @@ def test_json_values_are_those_json_loads_reads(values: list[Any]) -> None:
     assert python_values(JSON, cells) == [None if c is None else JSON.from_internal(c) for c in cells.to_pylist()]
 
 
-@settings(deadline=None)
-@given(BATCHES, st.sampled_from([StringSerde(), LongSerde(), IntegerSerde()]))
-def test_a_conversion_by_the_kernels_is_the_serdes_conversion(values: list[Any], target: Any) -> None:
-    cells = _cells(values)
-    fast = converted(cells, JSON, target)
-    if fast is None:
-        return  # the serdes convert this batch (and refuse what they refuse)
-    expected = _cell_by_cell(cells, target)
-    assert not isinstance(expected, Exception), f"the kernels converted a batch the serdes refuse: {expected!r}"
-    assert fast.to_pylist() == expected
-    assert fast.type == pa.int32() if isinstance(target, IntegerSerde) else True
-
-
-@pytest.mark.parametrize(("cells", "target", "expected"), [
-    (['"EU"', None, '"café €"'], StringSerde(), ["EU", None, "café €"]),
-    (['"EU"', '"a\\"b"'], StringSerde(), None),  # an escape: cell by cell
-    (['"EU"', "7"], StringSerde(), None),  # a number is no str: the serde's own error
-    (["-12", "0", None, "999999999999999999"], LongSerde(), [-12, 0, None, 999999999999999999]),
-    (["9999999999999999999"], LongSerde(), None),  # 19 digits: cell by cell
-    (["2147483647", "-2147483648"], IntegerSerde(), [2147483647, -2147483648]),
-    (["2147483648"], IntegerSerde(), None),  # past an int: the serde's own error
-    (["true"], LongSerde(), None),
-    ([None, None], StringSerde(), [None, None]),
-])
-def test_which_batches_the_kernels_convert(cells: list[str | None], target: Any, expected: list[Any] | None) -> None:
-    fast = converted(pa.array(cells, type=pa.string()), JSON, target)
-    assert (None if fast is None else fast.to_pylist()) == expected
-
-
-def test_only_a_json_column_is_converted_by_the_kernels() -> None:
-    assert converted(pa.array(["7"]), StringSerde(), LongSerde()) is None
+def test_the_other_serdes_cells_are_their_values() -> None:
     assert python_values(StringSerde(), pa.array(["7", None])) == ["7", None]
     assert python_values(LongSerde(), pa.array([7, None])) == [7, None]
+    assert python_values(JSON, pa.array([], type=pa.string())) == []
+
+
+#: JSON texts a Json column holds: what streamsdsl writes, and what a ``Serdes.Json()`` source
+#: keeps as it read it (whitespace around the value, escapes, a surrogate pair).
+TEXTS = ['"EU"', '"café €"', '""', '"a\\"b\\\\c\\n"', '"\\u00e9\\ud83d\\ude00"', ' "x"\n', "null", " null ",
+         "0", "-12", "2147483647", "-2147483648", "2147483648", "9223372036854775807", "-9223372036854775808",
+         "9223372036854775808", "99999999999999999999", "1.5", "1e3", "-0", "true", "[1]", '{"a":1}', None]
+
+
+def _by_the_serdes(text: str | None, target: Any) -> Any:
+    """What the Python conversion gives, or ``"refused"`` (its error, or a value the column cannot hold)."""
+    if text is None:
+        return None
+    value = json.loads(text)
+    if value is None:
+        return None
+    if isinstance(target, StringSerde):
+        return value if isinstance(value, str) else "refused"
+    bits = 64 if isinstance(target, LongSerde) else 32
+    ok = isinstance(value, int) and not isinstance(value, bool) and -(1 << bits - 1) <= value < 1 << bits - 1
+    return value if ok else "refused"
+
+
+@pytest.mark.parametrize("target", [StringSerde(), LongSerde(), IntegerSerde()], ids=repr)
+def test_spark_converts_json_cells_as_the_serdes_do(spark: Any, target: Any) -> None:
+    from pyspark.errors import PySparkException
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.serde_exprs import convert_column
+
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(TEXTS)], "i int, t string")
+    expected = {i: _by_the_serdes(t, target) for i, t in enumerate(TEXTS)}
+    kept = [i for i, v in expected.items() if v != "refused"]
+    rows = df.filter(F.col("i").isin(kept)).select("i", convert_column(F.col("t"), JSON, target).alias("v")).collect()
+    assert {r.i: r.v for r in rows} == {i: expected[i] for i in kept}
+    # one of each refusal (a job each): a value of another kind, and an integer out of range
+    for text in ('"EU"', "true", "9223372036854775808", "2147483648"):
+        if _by_the_serdes(text, target) != "refused":
+            continue
+        one = spark.createDataFrame([(text,)], "t string").select(convert_column(F.col("t"), JSON, target))
+        with pytest.raises(PySparkException, match=rf"{re.escape(repr(target))} (holds|cannot hold)"):
+            one.collect()
