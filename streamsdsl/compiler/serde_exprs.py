@@ -361,24 +361,36 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
 
 #: JSON's whitespace, which may surround a JSON text (a ``Serdes.Json()`` source keeps the text it read).
 _JSON_SPACE = "[ \\t\\n\\r]*"
+#: The JSON texts whose value Spark takes out of the text without parsing it: a string without an
+#: escape (its value is the text between the quotes), an integer of at most 18 digits.
+_PLAIN_JSON_STRING = r'^"[^"\\\x00-\x1f]*"$'
+_PLAIN_JSON_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
 
 
 def _json_as(col: Column, target: PlanSerde) -> Column | None:
-    """A ``Serdes.Json()`` column's values as ``target``'s column, natively (Spark's JSON reader),
-    where Spark reads them exactly as ``json.loads`` does: a JSON string as a ``String``, a JSON
-    integer as a ``Long`` or an ``Integer``; a JSON ``null`` is a null. Any other value fails the
-    query naming the serde and the value (the serdes' own refusal); None for the other serdes."""
+    """A ``Serdes.Json()`` column's values as ``target``'s column, natively, exactly as
+    ``json.loads`` reads them: a JSON string as a ``String``, a JSON integer as a ``Long`` or an
+    ``Integer``; a JSON ``null`` is a null. A plain string or integer is cut out of its text,
+    any other text read by Spark's JSON reader (a conditional branch: only those rows pay for
+    it). A value of another kind fails the query naming the serde and the value (the serdes' own
+    refusal). None for the other serdes."""
     if type(target) is StringSerde:
         kind, shape = "str", f'^{_JSON_SPACE}"'
+        plain, cut = col.rlike(_PLAIN_JSON_STRING), col.substr(F.lit(2), F.length(col) - 2)
     elif type(target) in (LongSerde, IntegerSerde):
         kind, shape = "int", f"^{_JSON_SPACE}-?(0|[1-9][0-9]*){_JSON_SPACE}$"
+        plain, cut = col.rlike(_PLAIN_JSON_INTEGER), col.cast("bigint")
+        if type(target) is IntegerSerde:
+            plain, cut = plain & cut.between(-(1 << 31), (1 << 31) - 1), cut.cast("int")
     else:
         return None
     value = F.from_json(F.concat(F.lit("["), col, F.lit("]")), f"array<{target.spark_type}>")[0]
     shaped = col.rlike(shape)
     refused = F.concat(F.lit(f"{target!r} holds {kind} values (got the JSON value "), col, F.lit(")."))
     too_large = F.concat(F.lit(f"{target!r} cannot hold the integer "), col, F.lit(": it is out of range."))
-    return (F.when(col.isNull() | col.rlike(f"^{_JSON_SPACE}null{_JSON_SPACE}$"), F.lit(None).cast(target.spark_type))
+    return (F.when(col.isNull(), F.lit(None).cast(target.spark_type))
+            .when(plain, cut)
+            .when(col.rlike(f"^{_JSON_SPACE}null{_JSON_SPACE}$"), F.lit(None).cast(target.spark_type))
             .when(shaped & value.isNotNull(), value)
             .otherwise(F.raise_error(F.when(shaped, too_large).otherwise(refused))))  # type: ignore[arg-type]
 
