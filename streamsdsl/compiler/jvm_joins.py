@@ -204,7 +204,11 @@ def _json_text(cell: Column, serde: PlanSerde) -> Column:
     ``to_json`` of a string or an integer (the text ``json_dumps`` writes for it)."""
     if isinstance(serde, JsonSerde):
         return F.coalesce(cell, F.lit("null"))
-    return F.regexp_extract(F.to_json(F.array(cell)), r"^\[(.*)\]$", 1)
+    spelled = F.regexp_extract(F.to_json(F.array(cell)), r"^\[(.*)\]$", 1)
+    if not isinstance(serde, StringSerde):
+        return spelled
+    # a string without a character JSON escapes is its text within quotes (no JSON writer per row)
+    return F.when(~cell.rlike(r'[\x00-\x1f"\\]'), F.concat(F.lit('"'), cell, F.lit('"'))).otherwise(spelled)
 
 
 def _as(cell: Column, serde: PlanSerde, value_out: PlanSerde) -> Column | None:

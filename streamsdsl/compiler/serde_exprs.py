@@ -361,22 +361,24 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
 
 #: JSON's whitespace, which may surround a JSON text (a ``Serdes.Json()`` source keeps the text it read).
 _JSON_SPACE = "[ \\t\\n\\r]*"
-#: The JSON texts whose value Spark takes out of the text without parsing it: a string without an
-#: escape (its value is the text between the quotes), an integer of at most 18 digits.
-_PLAIN_JSON_STRING = r'^"[^"\\\x00-\x1f]*"$'
+#: The JSON integers whose value Spark takes out of the text without parsing it (a cast): at
+#: most 18 digits.
 _PLAIN_JSON_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
 
 
 def _json_as(col: Column, target: PlanSerde) -> Column | None:
     """A ``Serdes.Json()`` column's values as ``target``'s column, natively, exactly as
     ``json.loads`` reads them: a JSON string as a ``String``, a JSON integer as a ``Long`` or an
-    ``Integer``; a JSON ``null`` is a null. A plain string or integer is cut out of its text,
-    any other text read by Spark's JSON reader (a conditional branch: only those rows pay for
+    ``Integer``; a JSON ``null`` is a null. A plain string or integer is cut out of its text
+    (the column holds valid JSON: a ``Serdes.Json()`` source checks it, the steps write it), any
+    other text read by Spark's JSON reader (a conditional branch: only those rows pay for
     it). A value of another kind fails the query naming the serde and the value (the serdes' own
     refusal). None for the other serdes."""
     if type(target) is StringSerde:
         kind, shape = "str", f'^{_JSON_SPACE}"'
-        plain, cut = col.rlike(_PLAIN_JSON_STRING), col.substr(F.lit(2), F.length(col) - 2)
+        # a valid JSON text within quotes and without a backslash is one string without an escape
+        plain = col.startswith('"') & col.endswith('"') & ~col.contains("\\") & (F.length(col) >= 2)
+        cut = col.substr(F.lit(2), F.length(col) - 2)
     elif type(target) in (LongSerde, IntegerSerde):
         kind, shape = "int", f"^{_JSON_SPACE}-?(0|[1-9][0-9]*){_JSON_SPACE}$"
         plain, cut = col.rlike(_PLAIN_JSON_INTEGER), col.cast("bigint")

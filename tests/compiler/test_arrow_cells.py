@@ -1,7 +1,8 @@
 """Reading and re-encoding ``Serdes.Json()`` cells without a ``json.loads`` per record: a batch
 read by Arrow's kernels (`arrow_cells.python_values`) and a column converted by Spark's JSON
 reader (`serde_exprs.convert_column`) give exactly what the serdes give cell by cell, and what
-the serdes refuse fails with the serde and the value."""
+the serdes refuse fails with the serde and the value; a built-in joiner writes a string as
+``json_dumps`` does."""
 
 from __future__ import annotations
 
@@ -92,3 +93,16 @@ def test_spark_converts_json_cells_as_the_serdes_do(spark: Any, target: Any) -> 
         one = spark.createDataFrame([(text,)], "t string").select(convert_column(F.col("t"), JSON, target))
         with pytest.raises(PySparkException, match=rf"{re.escape(repr(target))} (holds|cannot hold)"):
             one.collect()
+
+
+def test_spark_writes_a_string_as_json_as_json_dumps_does(spark: Any) -> None:
+    """A built-in joiner's JSON text of a ``String`` value (`jvm_joins._json_text`): within quotes
+    when no character needs an escape, else Spark's JSON writer; the text ``json_dumps`` writes."""
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.jvm_joins import _json_text
+
+    texts = ["EU", "", "café €😀", 'a"b', "back\\slash", "tab\tnew\nline", "\x00\x1f\x7f", "\u2028", None]
+    df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, s string")
+    rows = df.select("i", _json_text(F.col("s"), StringSerde()).alias("j")).collect()
+    assert {r.i: r.j for r in rows} == {i: "null" if t is None else json_dumps(t) for i, t in enumerate(texts)}
