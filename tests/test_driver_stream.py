@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from pyspark.sql import functions as F
 
-from streamsdsl import Consumed, Grouped, Materialized, Produced, RecordDeserializationError, Serdes, StreamsBuilder, TestRecord
+from streamsdsl import Consumed, Grouped, Materialized, Produced, RecordDeserializationError, RecordSerializationError
+from streamsdsl import Serdes, StreamsBuilder, TestRecord
 from streamsdsl.runtime.driver import TopologyTestDriver
 from streamsdsl.runtime.errors import IllegalStateError
 
@@ -327,6 +329,41 @@ class TestAggregations:
             i.pipe_input("b", "y", 2)
             assert o.read_records_to_list() == [R("a", 2, 2), R("b", 1, 2)]
             assert o.read_records_to_list() == []
+
+
+class TestSelectedKeys:
+    """A key selector's result is written with the key serde of the repartition it feeds, as
+    Kafka Streams writes the selected key to the repartition topic with ``Grouped``'s serde."""
+
+    def test_a_key_only_the_grouped_serde_can_write(self, run_driver: Any) -> None:
+        """A key JSON cannot hold (a ``date``) is grouped with a serde that writes it."""
+        import datetime
+
+        class Day:
+            def serialize(self, day: Any) -> bytes:
+                return day.isoformat().encode()
+
+            def deserialize(self, data: bytes) -> Any:
+                return datetime.date.fromisoformat(data.decode())
+
+        b = StreamsBuilder()
+        days = b.stream("in", _strings()).group_by(lambda k, v: datetime.date(2026, 1, int(v)),
+                                                    Grouped.with_serdes(Day(), Serdes.String()))
+        days.count().to_stream().to("out", Produced.with_serdes(Day(), Serdes.Long()))
+        records = [("a", "3", 1), ("b", "4", 2), ("c", "3", 5)]
+        out = run_driver(b.build(), records, key_serde=Day(), value_serde=Serdes.Long())
+        day = datetime.date
+        assert out == [R(day(2026, 1, 3), 1, 1), R(day(2026, 1, 4), 1, 2), R(day(2026, 1, 3), 2, 5)]
+
+    def test_a_key_the_grouped_serde_cannot_write_names_the_selector(self, run_driver: Any) -> None:
+        b = StreamsBuilder()
+        lengths = b.stream("in", _strings()).group_by(lambda k, v: len(v),
+                                                      Grouped.with_serdes(Serdes.String(), Serdes.String()))
+        lengths.count().to_stream().to("out")
+        message = ("KSTREAM-KEY-SELECT-0000000001: the key selector returned a result its serde cannot hold: "
+                   "Serdes.String() holds str values (got int: 3).")
+        with pytest.raises(RecordSerializationError, match=re.escape(message)):
+            run_driver(b.build(), [("a", "xyz", 1)])
 
 
 class TestDeserializationHandlers:

@@ -36,7 +36,7 @@ from streamsdsl.compiler.columns import (
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import OperatorChoices
 from streamsdsl.compiler.metrics import DropMetrics
-from streamsdsl.operators.descriptions import MERGE_WINDOWED, merged_encoding, regrouped
+from streamsdsl.operators.descriptions import MERGE_WINDOWED, merged_encoding, regrouped, selected_key
 from streamsdsl.operators.functions import mapper_pair, null_keys_pass, value_mapper
 from streamsdsl.semantics.kernels import FlushPolicy
 from streamsdsl.compiler.python_ops import apply_python, filter_python, map_python
@@ -365,7 +365,7 @@ def _select_key(self: Lowering, node: ir.SelectKeyNode) -> Frame:
         column, serde = _user_column(frame, node.selector)
         return frame.with_df(frame.df.withColumn("key", column), key=KeyCodec(serde))
     selector = node.selector.fn
-    return map_python(frame, node.name, lambda k, v: (selector(k, v), v), out_key=KeyCodec(DEFAULT_SERDE),
+    return map_python(frame, node.name, lambda k, v: (selector(k, v), v), out_key=selected_key(node, self.topology),
                         function="key selector")
 
 

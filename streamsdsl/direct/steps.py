@@ -23,7 +23,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.values.serdes import DEFAULT_SERDE, PlanSerde
 from streamsdsl.values.windows import Windowed
 from streamsdsl.errors import OperationNotDefinedError, RecordDeserializationError
-from streamsdsl.operators.descriptions import merged_encoding
+from streamsdsl.operators.descriptions import merged_encoding, selected_key
 from streamsdsl.operators.descriptions import regrouped as encodings_regrouped
 from streamsdsl.operators.functions import first_match, mapper_pair, null_keys_pass, sink_write_error, value_mapper
 from streamsdsl.errors import DESERIALIZATION_HINT, with_json_position
@@ -282,8 +282,8 @@ def _flat_map_values(node: ir.FlatMapValuesNode, parents: list[Typed], run: Host
 def _select_key(node: ir.SelectKeyNode, parents: list[Typed], run: Host) -> Step:
     _refuse_column(node, node.selector)
     fn = node.selector.fn
-    return MapStep(node, Typed(_JSON_KEY, parents[0].value), run, lambda k, v: [(fn(k, v), v)], "key selector",
-                   True, False)
+    return MapStep(node, Typed(selected_key(node, run.topology), parents[0].value), run, lambda k, v: [(fn(k, v), v)],
+                   "key selector", True, False)
 
 
 def _peek(node: ir.PeekNode, parents: list[Typed], run: Host) -> Step:

@@ -59,7 +59,7 @@ __all__ = [
     "GroupedAggregateDescription", "Port",
     "ProcessDescription", "StreamJoinDescription", "StreamTableJoinDescription", "SuppressDescription", "TableDescription",
     "TableGroupByDescription", "TableJoinDescription", "description_of", "keep_latest", "merged_encoding",
-    "regrouped", "versioned_retention",
+    "regrouped", "selected_key", "versioned_retention",
 ]
 
 
@@ -90,6 +90,20 @@ def regrouped(port: Port, key_serde: PlanSerde | None, value_serde: PlanSerde | 
     if value_serde is not None and value_serde != value:
         value = value_serde
     return Encoding(key, value)
+
+
+def selected_key(node: ir.SelectKeyNode, topology: Any) -> KeyCodec:
+    """How a Python key selector's result is held: with the key serde of the repartition it
+    feeds when that is its one child (``group_by(selector, Grouped.with_serdes(...))``,
+    ``select_key(...).repartition(Repartitioned.with_serdes(...))``: Kafka Streams writes the
+    selected key to the repartition topic with that serde, so any key the serde can write may
+    be selected), else JSON (`DEFAULT_SERDE`)."""
+    children = topology.children(node.name) if topology is not None else ()
+    if len(children) == 1:
+        child = topology.node(children[0])
+        if isinstance(child, ir.RepartitionNode) and child.key_serde is not None:
+            return KeyCodec(child.key_serde)
+    return KeyCodec(DEFAULT_SERDE)
 
 
 #: Why two streams cannot be merged (a key of one would not be a key of the other).

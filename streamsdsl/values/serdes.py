@@ -152,6 +152,11 @@ class StringSerde(PlanSerde):
     def _decode(self, data: bytes) -> Any:
         return data.decode("utf-8", "replace")
 
+    def _to_internal(self, value: Any) -> Any:
+        if not isinstance(value, str):
+            raise InvalidTypeError(f"{self!r} holds str values (got {type(value).__name__}: {value!r}).")
+        return value
+
 
 @attrs.frozen(repr=False)
 class BytesSerde(PlanSerde):
