@@ -1,4 +1,4 @@
-"""A column of a serde's cells, read or re-encoded a batch at a time in the Python workers.
+"""A column of a serde's cells read as Python values, a batch at a time, in the Python workers.
 
 The Python steps' Arrow UDFs turn a batch's key and value cells into Python values
 (`python_values`). For a ``Serdes.Json()`` column, cell by cell, that is a ``json.loads`` per

@@ -201,12 +201,16 @@ _JSON_TEXT = (JsonSerde, StringSerde, LongSerde, IntegerSerde)
 
 def _json_text(cell: Column, serde: PlanSerde) -> Column:
     """The JSON text of a value cell (``null`` for a null cell): a JSON value's own text, Spark's
-    ``to_json`` of a string or an integer (the text ``json_dumps`` writes for it)."""
+    ``to_json`` of a string or an integer, spelled as ``json_dumps`` writes it."""
     if isinstance(serde, JsonSerde):
         return F.coalesce(cell, F.lit("null"))
     spelled = F.regexp_extract(F.to_json(F.array(cell)), r"^\[(.*)\]$", 1)
     if not isinstance(serde, StringSerde):
         return spelled
+    # Spark's JSON writer spells a control character's escape in upper case (\u001F), json_dumps in
+    # lower case: the escapes with a letter (those not preceded by an escaped backslash) lowered
+    for hex_digits in ("000B", "000E", "000F", "001A", "001B", "001C", "001D", "001E", "001F"):
+        spelled = F.regexp_replace(spelled, rf"(?<!\\)((?:\\\\)*)\\u{hex_digits}", rf"$1\\u{hex_digits.lower()}")
     # a string without a character JSON escapes is its text within quotes (no JSON writer per row)
     return F.when(~cell.rlike(r'[\x00-\x1f"\\]'), F.concat(F.lit('"'), cell, F.lit('"'))).otherwise(spelled)
 

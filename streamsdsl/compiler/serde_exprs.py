@@ -381,7 +381,7 @@ def _json_as(col: Column, target: PlanSerde) -> Column | None:
         cut = col.substr(F.lit(2), F.length(col) - 2)
     elif type(target) in (LongSerde, IntegerSerde):
         kind, shape = "int", f"^{_JSON_SPACE}-?(0|[1-9][0-9]*){_JSON_SPACE}$"
-        plain, cut = col.rlike(_PLAIN_JSON_INTEGER), col.cast("bigint")
+        plain, cut = col.rlike(_PLAIN_JSON_INTEGER), col.try_cast("bigint")
         if type(target) is IntegerSerde:
             plain, cut = plain & cut.between(-(1 << 31), (1 << 31) - 1), cut.cast("int")
     else:

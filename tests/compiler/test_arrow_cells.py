@@ -102,7 +102,8 @@ def test_spark_writes_a_string_as_json_as_json_dumps_does(spark: Any) -> None:
 
     from streamsdsl.compiler.jvm_joins import _json_text
 
-    texts = ["EU", "", "café €😀", 'a"b', "back\\slash", "tab\tnew\nline", "\x00\x1f\x7f", "\u2028", None]
+    texts = ["EU", "", "café €😀", 'a"b', "back\\slash", "tab\tnew\nline", "\x00\x1f\x7f", "\u2028", None,
+             "\b\f\x0b\x0e\x1a", "\\u001A", "\\\x1b", "\\\\u001F\x1f"]
     df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i int, s string")
     rows = df.select("i", _json_text(F.col("s"), StringSerde()).alias("j")).collect()
     assert {r.i: r.j for r in rows} == {i: "null" if t is None else json_dumps(t) for i, t in enumerate(texts)}
