@@ -25,12 +25,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamsdsl.values.serdes import IntegerSerde, JsonSerde, LongSerde, PlanSerde, StringSerde
+from streamsdsl.values.serdes import JsonSerde, PlanSerde
 
 #: A JSON string whose value is the text between its quotes (RE2, as Arrow's kernels match).
 _PLAIN_STRING = r'^"[^"\\\x00-\x1f]*"$'
-#: A JSON integer that fits a bigint: at most 18 digits.
-_PLAIN_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
+#: A JSON integer that fits a bigint: at most 18 digits (the same text for Arrow's RE2 and for
+#: Spark's Java regular expressions: `serde_exprs.convert_column` casts the cells it matches).
+PLAIN_JSON_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
 
 
 def _is_text(cells: pa.Array) -> bool:
@@ -52,9 +53,15 @@ def _json_strings(cells: pa.Array) -> pa.Array | None:
 
 def _json_integers(cells: pa.Array) -> pa.Array | None:
     """The bigint values of a column of JSON texts, or None unless each is a plain JSON integer."""
-    if not _is_text(cells) or not _every(cells, _PLAIN_INTEGER):
+    if not _is_text(cells) or not _every(cells, PLAIN_JSON_INTEGER):
         return None
     return pc.cast(cells, pa.int64())
+
+
+def _cell_is_value(serde: PlanSerde) -> bool:
+    """Whether ``serde``'s cell is its Python value (it keeps `PlanSerde`'s reading of a cell)."""
+    kind = type(serde)
+    return kind.from_internal is PlanSerde.from_internal and kind._from_internal is PlanSerde._from_internal
 
 
 def python_values(serde: PlanSerde, cells: pa.Array) -> list[Any]:
@@ -67,6 +74,6 @@ def python_values(serde: PlanSerde, cells: pa.Array) -> list[Any]:
             if values is not None:
                 return values.to_pylist()
         return [None if c is None else serde.from_internal(c) for c in cells.to_pylist()]
-    if type(serde) in (StringSerde, LongSerde, IntegerSerde):  # the cell is the value
+    if _cell_is_value(serde):
         return cells.to_pylist()
     return [serde.from_internal(c) for c in cells.to_pylist()]

@@ -22,6 +22,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql.functions import arrow_udf
 
+from streamsdsl.compiler.arrow_cells import PLAIN_JSON_INTEGER
 from streamsdsl.compiler.frame import KeyCodec, SessionKeyCodec
 from streamsdsl.compiler.jvm_operator import deserialization_message, json_check
 from streamsdsl.values.serdes import (
@@ -361,9 +362,6 @@ def _sink_convert_udf(internal: PlanSerde, target: PlanSerde, processor: str, wh
 
 #: JSON's whitespace, which may surround a JSON text (a ``Serdes.Json()`` source keeps the text it read).
 _JSON_SPACE = "[ \\t\\n\\r]*"
-#: The JSON integers whose value Spark takes out of the text without parsing it (a cast): at
-#: most 18 digits.
-_PLAIN_JSON_INTEGER = r"^-?(0|[1-9][0-9]{0,17})$"
 
 
 def _json_as(col: Column, target: PlanSerde) -> Column | None:
@@ -381,7 +379,7 @@ def _json_as(col: Column, target: PlanSerde) -> Column | None:
         cut = col.substr(F.lit(2), F.length(col) - 2)
     elif type(target) in (LongSerde, IntegerSerde):
         kind, shape = "int", f"^{_JSON_SPACE}-?(0|[1-9][0-9]*){_JSON_SPACE}$"
-        plain, cut = col.rlike(_PLAIN_JSON_INTEGER), col.try_cast("bigint")
+        plain, cut = col.rlike(PLAIN_JSON_INTEGER), col.try_cast("bigint")  # its text is the value
         if type(target) is IntegerSerde:
             plain, cut = plain & cut.between(-(1 << 31), (1 << 31) - 1), cut.cast("int")
     else:

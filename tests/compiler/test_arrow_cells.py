@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streamsdsl.compiler.arrow_cells import python_values
-from streamsdsl.values.serdes import IntegerSerde, JsonSerde, LongSerde, StringSerde, json_dumps
+from streamsdsl.values.serdes import CustomSerde, IntegerSerde, JsonSerde, LongSerde, StringSerde, json_dumps
 
 JSON = JsonSerde()
 #: JSON values as streamsdsl writes them: strings with quotes, escapes, control characters and
@@ -51,6 +51,15 @@ def test_the_other_serdes_cells_are_their_values() -> None:
     assert python_values(StringSerde(), pa.array(["7", None])) == ["7", None]
     assert python_values(LongSerde(), pa.array([7, None])) == [7, None]
     assert python_values(JSON, pa.array([], type=pa.string())) == []
+
+    class Upper:
+        def serialize(self, value: str) -> bytes:
+            return value.upper().encode()
+
+        def deserialize(self, data: bytes) -> str:
+            return data.decode().lower()
+
+    assert python_values(CustomSerde(Upper()), pa.array([b"EU", None])) == ["eu", None]  # read by the user's serde
 
 
 #: JSON texts a Json column holds: what streamsdsl writes, and what a ``Serdes.Json()`` source
