@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WRITES_OBSERVATION", "ConnectBatchWriter", "ConnectUnsupportedError", "check_connect",
            "configure_remote", "connect_observations", "is_connect", "quiet_global_windows",
-           "start_state_store_coordinator"]
+           "start_on_server", "start_state_store_coordinator"]
 
 log = logging.getLogger("streamsdsl")
 T = TypeVar("T")
@@ -87,6 +87,52 @@ def check_connect(config: StreamsConfig) -> None:
             "Connect is a Python process of the server, not this application. Run it on a classic SparkSession "
             "(SparkSession.builder.master(...), or spark-submit), or use 'at_least_once' (docs/connect.md)."
         )
+
+
+#: What a Spark Connect server answers when the Python process it started for a query's
+#: ``foreachBatch`` function did not connect back within Spark's fixed 10 seconds
+#: (``PythonWorkerFactory.createSimpleWorker``; no setting changes it in Spark 4.2): a server
+#: whose cores are busy. The query was not started, so starting it again is safe.
+WORKER_DID_NOT_CONNECT = "Python worker failed to connect back"
+
+#: How many times `start_on_server` starts a query whose micro-batch process did not connect back.
+START_ATTEMPTS = 3
+
+
+def start_on_server(start: Callable[[], T], *, attempts: int = START_ATTEMPTS,
+                    pause_s: float = 1.0, sleep: Callable[[float], None] | None = None) -> T:
+    """``start()`` (a Connect ``DataStreamWriter.start``), started again, up to ``attempts`` times in
+    all, while the server answers that the Python process of the ``foreachBatch`` function did not
+    connect back in time (`WORKER_DID_NOT_CONNECT`): the server refused the query before starting it.
+    Any other error, and the last attempt's, is raised as it is.
+
+    Examples
+    --------
+    >>> answers = iter([RuntimeError("SparkException: Python worker failed to connect back."), "query"])
+    >>> def start():
+    ...     answer = next(answers)
+    ...     if isinstance(answer, Exception):
+    ...         raise answer
+    ...     return answer
+    >>> start_on_server(start, sleep=lambda s: None)
+    'query'
+    """
+    if not isinstance(attempts, int) or attempts < 1:
+        raise ValueError(f"'attempts' must be an int >= 1 (the number of starts in all), got {attempts!r}.")
+    import time
+
+    sleep = sleep or time.sleep
+    for attempt in range(1, attempts + 1):
+        try:
+            return start()
+        except Exception as e:
+            if attempt == attempts or WORKER_DID_NOT_CONNECT not in str(e):
+                raise
+            log.warning("The Spark Connect server's Python process for the micro-batch function did not connect "
+                        "back in Spark's 10 s (a busy server); starting the query again (attempt %d of %d).",
+                        attempt + 1, attempts)
+            sleep(pause_s * attempt)
+    raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
 
 
 def start_state_store_coordinator(spark: Any) -> None:

@@ -26,7 +26,7 @@ from streamsdsl.dsl.options import DeserializationHandler
 from streamsdsl.ir.processors import ProcessNode
 from streamsdsl.records import DLQ_HEADERS
 from streamsdsl.errors import TopologyError
-from streamsdsl.runtime.connect import WRITES_OBSERVATION, ConnectUnsupportedError, is_connect
+from streamsdsl.runtime.connect import WRITES_OBSERVATION, ConnectUnsupportedError, is_connect, start_on_server
 from streamsdsl.runtime.metrics import QueryMetrics, drain_counters
 from streamsdsl.runtime.session import require_state_store
 
@@ -192,7 +192,7 @@ def start_streaming(
     # watermark policy in its checkpoint, so a restarted query keeps the one it began with
     for key, value in STREAMING_SETTINGS:
         compiled.output.sparkSession.conf.set(key, value)
-    query = writer.start()
+    query = start_on_server(writer.start) if is_connect(compiled.output.sparkSession) else writer.start()
     metrics.query = query
     return query, compiled, metrics
 
