@@ -1,11 +1,9 @@
 package io.streamsdsl.jvm;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.KeyValueGroupedDataset;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.DataType;
@@ -51,9 +49,6 @@ public final class AggregateOperator {
             throw new IllegalArgumentException(spec.node + ": the output row " + java.util.Arrays.toString(output.fieldNames())
                 + " is not the contract's " + java.util.Arrays.toString(expected) + " (a jar of another streamsdsl version?)");
         }
-        StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
-        int k = spec.keyIdx;
-        MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));
         if (spec.idleCloseMs > 0 && (spec.replay || spec.eventTimeOut)) {
             throw new IllegalArgumentException(spec.node + ": idle close runs here only in a streaming query without a "
                 + "stateful operator below (the Python operator runs the others)");
@@ -66,9 +61,8 @@ public final class AggregateOperator {
             throw new IllegalArgumentException(spec.node + ": an initial state is taken by a streaming query without "
                 + "idle close only");
         }
-        KeyValueGroupedDataset<Row, Row> grouped = df.groupByKey(keyOf, Encoders.row(keySchema));
-        KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null
-            : initial.groupByKey((MapFunction<Row, Row>) r -> RowFactory.create(r.get(0)), Encoders.row(keySchema));
+        KeyValueGroupedDataset<Row, Row> grouped = KeyGrouping.byColumn(df, spec.keyIdx);
+        KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null : KeyGrouping.byColumn(initial, 0);
         if (spec.eventTimeOut) {
             // the operators below see a watermark again (the rows' output event time)
             if (initialGrouped != null) {

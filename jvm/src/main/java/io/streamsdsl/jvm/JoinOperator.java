@@ -1,10 +1,8 @@
 package io.streamsdsl.jvm;
 
-import org.apache.spark.api.java.function.MapFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.types.DataType;
@@ -68,15 +66,12 @@ public final class JoinOperator {
                 + " is not the contract's " + java.util.Arrays.toString(expected) + " (a jar of another streamsdsl version?)");
         }
         JoinProcessor processor = processor(spec);
-        StructType keySchema = new StructType().add("key", input.fields()[spec.keyIdx].dataType());
-        int k = spec.keyIdx;
-        MapFunction<Row, Row> keyOf = r -> RowFactory.create(r.get(k));
         if (spec.eventTimeOut) {  // the operators below see a watermark again (the rows' output event time)
-            return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(
+            return KeyGrouping.byColumn(df, spec.keyIdx).transformWithState(
                 processor, Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
         }
         TimeMode mode = !spec.replay && processor.timers() ? TimeMode.EventTime() : TimeMode.None();
-        return df.groupByKey(keyOf, Encoders.row(keySchema)).transformWithState(processor, mode, OutputMode.Update(),
+        return KeyGrouping.byColumn(df, spec.keyIdx).transformWithState(processor, mode, OutputMode.Update(),
             Encoders.row(output));
     }
 }
