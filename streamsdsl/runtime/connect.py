@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -119,8 +120,6 @@ def start_on_server(start: Callable[[], T], *, attempts: int = START_ATTEMPTS,
     """
     if not isinstance(attempts, int) or attempts < 1:
         raise ValueError(f"'attempts' must be an int >= 1 (the number of starts in all), got {attempts!r}.")
-    import time
-
     sleep = sleep or time.sleep
     for attempt in range(1, attempts + 1):
         try:
