@@ -97,3 +97,17 @@ def test_no_python_process_of_the_session_has_the_zips_on_its_path(spark: Any) -
             found.append((child, path))
     assert len(found) >= 6, found
     assert [(pid, path) for pid, path in found if "pyspark.zip" in path or "py4j-" in path] == []
+
+
+def test_a_local_connect_server_starts_its_python_processes_with_the_launcher(cache: Path) -> None:
+    """`streamsdsl.testing.connect_server.server_conf`: on a local master the server's Python
+    processes (a ``foreachBatch`` function's among them, which must connect back within Spark's
+    fixed 10 s) run this interpreter through the launcher; on another master the interpreter."""
+    from streamsdsl.runtime.session import PYTHON_CONF
+    from streamsdsl.testing.connect_server import server_conf
+
+    local = server_conf(15002)[PYTHON_CONF]
+    assert local != sys.executable and local.startswith(str(cache))
+    assert launched_python(local) == sys.executable
+    assert server_conf(15002, master="spark://127.0.0.1:7077")[PYTHON_CONF] == sys.executable
+    assert server_conf(15002, python="/opt/other/python")[PYTHON_CONF] == "/opt/other/python"
