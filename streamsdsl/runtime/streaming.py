@@ -157,7 +157,8 @@ def start_streaming(
 
     batch_function: Callable[[DataFrame, int], None] = each_batch
     output = compiled.output
-    if is_connect(compiled.output.sparkSession):
+    connect = is_connect(output.sparkSession)
+    if connect:
         # over Spark Connect the function is pickled and runs in a Python process of the server
         connect_writer = getattr(sink, "connect_writer", None)
         if connect_writer is None:
@@ -192,7 +193,7 @@ def start_streaming(
     # watermark policy in its checkpoint, so a restarted query keeps the one it began with
     for key, value in STREAMING_SETTINGS:
         compiled.output.sparkSession.conf.set(key, value)
-    query = start_on_server(writer.start) if is_connect(compiled.output.sparkSession) else writer.start()
+    query = start_on_server(writer.start) if connect else writer.start()
     metrics.query = query
     return query, compiled, metrics
 

@@ -61,8 +61,8 @@ public final class AggregateOperator {
             throw new IllegalArgumentException(spec.node + ": an initial state is taken by a streaming query without "
                 + "idle close only");
         }
-        KeyValueGroupedDataset<Row, Row> grouped = KeyGrouping.byColumn(df, spec.keyIdx);
-        KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null : KeyGrouping.byColumn(initial, 0);
+        KeyValueGroupedDataset<Row, Row> grouped = KeyGrouping.byKey(df);
+        KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null : KeyGrouping.byKey(initial);
         if (spec.eventTimeOut) {
             // the operators below see a watermark again (the rows' output event time)
             if (initialGrouped != null) {

@@ -67,11 +67,11 @@ public final class JoinOperator {
         }
         JoinProcessor processor = processor(spec);
         if (spec.eventTimeOut) {  // the operators below see a watermark again (the rows' output event time)
-            return KeyGrouping.byColumn(df, spec.keyIdx).transformWithState(
+            return KeyGrouping.byKey(df).transformWithState(
                 processor, Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
         }
         TimeMode mode = !spec.replay && processor.timers() ? TimeMode.EventTime() : TimeMode.None();
-        return KeyGrouping.byColumn(df, spec.keyIdx).transformWithState(processor, mode, OutputMode.Update(),
+        return KeyGrouping.byKey(df).transformWithState(processor, mode, OutputMode.Update(),
             Encoders.row(output));
     }
 }
