@@ -21,6 +21,7 @@ from streamsdsl.jvm import ensure_built, jar_path
 from streamsdsl.runtime.class_archive import driver_options
 from streamsdsl.runtime.connect import configure_remote
 from streamsdsl.runtime.operations import METRICS_DEFAULTS
+from streamsdsl.runtime.python_daemon import settings as daemon_settings
 from streamsdsl.runtime.python_launcher import launched_python, launcher
 from streamsdsl.runtime.shipping import is_cluster_master, ship_settings
 
@@ -278,7 +279,10 @@ def get_session(master: str | None = None, conf: dict[str, Any] | None = None, *
         defaults = CLUSTER_DEFAULTS if is_cluster_master(master) else LOCAL_DEFAULTS
         settings = {**{k: v for k, v in defaults.items() if k not in submitted}, **(conf or {}), **REQUIRED_CONF}
         settings["spark.master"] = master
-        os.environ[PYTHON_ENV] = launcher(worker_python({**submitted, **settings}), master)
+        python = worker_python({**submitted, **settings})
+        os.environ[PYTHON_ENV] = launcher(python, master)
+        settings.update({k: v for k, v in daemon_settings(python, os.environ[PYTHON_ENV]).items()
+                         if k not in settings and k not in submitted})
         _driver_python(master)
         builder = SparkSession.builder
         if "spark.app.name" not in settings and "spark.app.name" not in submitted:
@@ -501,10 +505,14 @@ def configure_spark(builder: Any, *, ship: bool | None = None) -> Any:
                                                                  operator_must_exist=True))
     for key, value in REQUIRED_CONF.items():
         builder = builder.config(key, value)
-    python = launcher(worker_python(options), options.get("spark.master"))
+    chosen = worker_python(options)
+    python = launcher(chosen, options.get("spark.master"))
     os.environ[PYTHON_ENV] = python
     _driver_python(options.get("spark.master"))
     builder = builder.config(PYTHON_CONF, python)
+    for key, value in daemon_settings(chosen, python).items():
+        if key not in options:
+            builder = builder.config(key, value)
     for key, value in CONFIGURED_DEFAULTS.items():
         if key not in options:
             builder = builder.config(key, value)

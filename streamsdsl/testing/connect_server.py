@@ -89,6 +89,7 @@ def server_conf(port: int, *, python: str | None = None, ui: bool = False, maste
     from streamsdsl.compiler.jvm_operator import CONNECT_EXTENSION
     from streamsdsl.jvm import ensure_built, jar_path
     from streamsdsl.runtime.jvm_connector import connector_jars
+    from streamsdsl.runtime.python_daemon import settings as daemon_settings
     from streamsdsl.runtime.python_launcher import launcher
     from streamsdsl.runtime.session import LOCAL_DEFAULTS, PYTHON_CONF, QUIET_CONF, REQUIRED_CONF, log4j2_config_path
 
@@ -96,7 +97,9 @@ def server_conf(port: int, *, python: str | None = None, ui: bool = False, maste
         raise ValueError(f"'port' must be a TCP port, an int in 1..65535 (got {port!r}).")
     ensure_built()
     log4j = f"-Dlog4j2.configurationFile=file:{log4j2_config_path()}"
+    workers = launcher(python or sys.executable, master)
     return {
+        **daemon_settings(python or sys.executable, workers),
         **LOCAL_DEFAULTS,
         **QUIET_CONF,
         **REQUIRED_CONF,
@@ -104,7 +107,7 @@ def server_conf(port: int, *, python: str | None = None, ui: bool = False, maste
         "spark.connect.grpc.binding.port": str(port),
         "spark.jars": ",".join([jar_path(must_exist=True), *connector_jars()]),
         "spark.sql.extensions": CONNECT_EXTENSION,
-        PYTHON_CONF: launcher(python or sys.executable, master),
+        PYTHON_CONF: workers,
         "spark.driver.extraJavaOptions": log4j,
         "spark.executor.extraJavaOptions": log4j,
         "spark.ui.enabled": "true" if ui else "false",
