@@ -14,7 +14,9 @@ with jemalloc's background thread off (``JE_ARROW_MALLOC_CONF``, unless set: pya
 with mimalloc by default, jemalloc's thread only purges), then checks that the process still
 has one thread. If it has, PySpark's own daemon runs in it and each fork starts with those
 modules loaded; if any import started a thread (or failed), the process runs PySpark's daemon
-afresh without them (``exec``), exactly as Spark would have.
+afresh without them (``exec``), exactly as Spark would have. ``STREAMSDSL_PYTHON_DAEMON_PLAIN=1``
+(`PLAIN_ENV`) runs PySpark's daemon without them from the start. Spark starts the data source
+planners' daemon itself (``pyspark.daemon``): this one serves the UDF workers.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["DAEMON_CONF", "MODULE", "PLAIN_ENV", "preload", "settings"]
+__all__ = ["ARROW_MODULES", "DAEMON_CONF", "MODULE", "PLAIN_ENV", "main", "preload", "settings"]
 
 #: Spark's setting that names the daemon module.
 DAEMON_CONF = "spark.python.daemon.module"
@@ -32,7 +34,8 @@ DAEMON_CONF = "spark.python.daemon.module"
 #: This module, as ``spark.python.daemon.module`` names it.
 MODULE = "streamsdsl.runtime.python_daemon"
 
-#: Set in the environment of a daemon that runs PySpark's own daemon without the imports.
+#: Set (to ``1``) in the environment of a daemon that runs PySpark's own daemon without the
+#: imports: by this module when they were unsafe, or by the user to turn them off.
 PLAIN_ENV = "STREAMSDSL_PYTHON_DAEMON_PLAIN"
 
 #: What a UDF worker (``pyspark.worker``) imports on its first Arrow task, besides its module.

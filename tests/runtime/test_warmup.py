@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from streamsdsl.runtime.python_daemon import DAEMON_CONF
 from streamsdsl.runtime.warmup import WARM_UP_SOURCE, start_python_workers
 
 pytestmark = pytest.mark.spark
@@ -34,14 +35,16 @@ def _jvm_pid(spark: Any) -> int:
 
 
 def test_the_planners_and_workers_are_running_afterwards(spark: Any) -> None:
-    """Once the warm-up thread is done, the session's JVM runs the UDF daemon and the read,
-    write and commit planners' daemons; a second call returns the same thread."""
+    """Once the warm-up thread is done, the session's JVM runs the UDF daemon (ours, where the
+    session names it) and the read, write and commit planners' daemons (PySpark's); a second
+    call returns the same thread."""
     thread = start_python_workers(spark)
     thread.join(timeout=240)
     assert not thread.is_alive()
     assert start_python_workers(spark) is thread
     modules = _python_modules_under(_jvm_pid(spark))
-    assert {"pyspark.daemon pyspark.worker", "pyspark.daemon pyspark.sql.worker.plan_data_source_read",
+    udf_daemon = spark.sparkContext.getConf().get(DAEMON_CONF, "pyspark.daemon")
+    assert {f"{udf_daemon} pyspark.worker", "pyspark.daemon pyspark.sql.worker.plan_data_source_read",
             "pyspark.daemon pyspark.sql.worker.write_into_data_source",
             "pyspark.daemon pyspark.sql.worker.commit_data_source_write"} <= modules, modules
 
