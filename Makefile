@@ -14,10 +14,14 @@ ORACLE_SOURCES := oracle/java/pom.xml $(shell find oracle/java/src -name '*.java
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install kafka-jars kafka-connector class-archive run run-cluster test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
+.PHONY: install install-base kafka-jars kafka-connector class-archive test-class-archive run run-cluster test test-hosts unit integration integration-process docs docs-check docs-serve bench clean lint \
 	oracle oracle-jar deploy-context deploy-image run-yarn
 
-install: $(STAMP) $(JAR) kafka-jars kafka-connector class-archive
+install: install-base class-archive
+
+# What the applications and the tests need but the class archive, which is written per JDK: the
+# tests' (`test-class-archive`) may not be the applications'.
+install-base: $(STAMP) $(JAR) kafka-jars kafka-connector
 
 # The archive of the Spark driver's classes (class data sharing) for this PySpark and JDK, written
 # into the user's cache by a first application run in a child process (≈ 45 s, once): the sessions
@@ -88,13 +92,15 @@ TEST_WORKERS ?= 3
 # chooses one. Its class archive is written first (once per JDK, like `make class-archive`).
 TEST_JAVA_HOME ?= $(shell $(PY) -m streamsdsl.testing.jvm_options)
 TEST_JAVA = $(if $(strip $(TEST_JAVA_HOME)),JAVA_HOME=$(strip $(TEST_JAVA_HOME)))
-test: install $(ORACLE_BUILT)
+test-class-archive: install-base
 	$(TEST_JAVA) $(PY) -m streamsdsl.cli class-archive
+
+test: test-class-archive $(ORACLE_BUILT)
 	$(TEST_JAVA) $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30 --junitxml=build/test-results.xml
 	$(PY) -m mkdocs build --strict --site-dir build/site
 	$(PY) tools/check_site.py build/site --static
 
-unit: install
+unit: test-class-archive
 	$(TEST_JAVA) $(PY) -m pytest -p no:cacheprovider tests
 
 # Kafka Streams itself as the oracle (docs/testing.md#kafka-streams-as-the-oracle): N generated
@@ -121,10 +127,10 @@ $(ORACLE_BUILT): $(ORACLE_SOURCES)
 # marked streaming_host as a streaming query. `make test` runs the same fixture on a sample (every
 # test on the direct engine; the tests marked every_host on both Spark hosts and the first test
 # of each class on one of them; the streaming subset): docs/testing.md says more.
-test-hosts: install $(ORACLE_BUILT)
+test-hosts: test-class-archive $(ORACLE_BUILT)
 	$(TEST_JAVA) STREAMSDSL_TEST_HOSTS=all $(PY) -m pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile tests
 
-integration: install
+integration: test-class-archive
 	$(TEST_JAVA) $(PY) -m pytest -p no:cacheprovider integration
 
 # A few integration tests with the broker forced to the Kafka JVM process (STREAMSDSL_BROKER=process),
@@ -134,7 +140,7 @@ integration: install
 PROCESS_BROKER_TESTS := integration/test_local_broker.py integration/test_faults.py \
 	integration/test_kafka_io.py::TestStreamingSource::test_reads_exactly_the_produced_records \
 	integration/test_kafka_io.py::TestSink::test_streaming_copy_topic_to_topic
-integration-process: install
+integration-process: test-class-archive
 	$(TEST_JAVA) STREAMSDSL_BROKER=process $(PY) -m pytest -p no:cacheprovider -k 'not container' $(PROCESS_BROKER_TESTS)
 
 # The site loads nothing from another host (Mermaid is vendored, diagrams generated at build

@@ -88,3 +88,49 @@ class TestJvmOptions:
         assert with_options(env, "SPARK_SUBMIT_OPTS") == {
             "SPARK_SUBMIT_OPTS": "-Xss4m -XX:+UseSerialGC -XX:TieredStopAtLevel=1", "OTHER": "x"}
         assert with_options({}, "JAVA_TOOL_OPTIONS", ("-Xmx1g",)) == {"JAVA_TOOL_OPTIONS": "-Xmx1g"}
+
+
+def _jdk(root: Path, name: str, version: str | None, *, javac: bool = True) -> str:
+    """A directory shaped like a JDK: ``bin/java``, ``bin/javac`` unless not ``javac``, and a
+    ``release`` file naming ``version`` (none when None)."""
+    home = root / name
+    (home / "bin").mkdir(parents=True)
+    for tool in ("java", *(("javac",) if javac else ())):
+        (home / "bin" / tool).write_text("#!/bin/sh\n")
+    if version is not None:
+        (home / "release").write_text(f'IMPLEMENTOR="x"\nJAVA_VERSION="{version}"\nOS_NAME="Linux"\n')
+    return str(home)
+
+
+class TestTestRunJdk:
+    """`make test` runs on the newest installed JDK Spark accepts of 25 and 21 (`java_home_for_tests`)."""
+
+    def test_versions_are_read_from_the_release_file(self, tmp_path: Path) -> None:
+        from streamsdsl.testing.jvm_options import jdk_version
+
+        assert jdk_version(_jdk(tmp_path, "a", "25.0.3")) == (25, 3)
+        assert jdk_version(_jdk(tmp_path, "b", "21")) == (21, 0)
+        assert jdk_version(_jdk(tmp_path, "c", "1.8.0_402")) == (8, 0)
+        assert jdk_version(_jdk(tmp_path, "d", None)) is None
+        assert jdk_version(_jdk(tmp_path, "e", "25.0.3", javac=False)) is None  # a JRE
+
+    def test_the_newest_accepted_jdk_is_chosen(self, tmp_path: Path) -> None:
+        from streamsdsl.testing.jvm_options import java_home_for_tests
+
+        _jdk(tmp_path, "java-17-openjdk-amd64", "17.0.15")
+        assert java_home_for_tests([str(tmp_path)]) is None  # 17 only: the default JDK runs the tests
+        _jdk(tmp_path, "temurin-25-early", "25.0.2")  # before JDK-8377811's fix: refused
+        assert java_home_for_tests([str(tmp_path)]) is None
+        java21 = _jdk(tmp_path, "java-21-openjdk-amd64", "21.0.8")
+        assert java_home_for_tests([str(tmp_path)]) == java21
+        java25 = _jdk(tmp_path, "temurin-25-jdk-amd64", "25.0.3")
+        assert java_home_for_tests([str(tmp_path)]) == java25
+        newer = _jdk(tmp_path, "temurin-25.0.4", "25.0.4")
+        assert java_home_for_tests([str(tmp_path), str(tmp_path / "missing")]) == newer
+
+    def test_a_symlink_to_a_jdk_is_not_a_second_one(self, tmp_path: Path) -> None:
+        from streamsdsl.testing.jvm_options import java_home_for_tests
+
+        java25 = _jdk(tmp_path, "temurin-25-jdk-amd64", "25.0.3")
+        (tmp_path / "zz-link").symlink_to(java25)
+        assert java_home_for_tests([str(tmp_path)]) == java25
