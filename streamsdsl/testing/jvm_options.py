@@ -13,10 +13,7 @@ shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT agai
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 #: C1 only, the serial collector.
 SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
@@ -38,62 +35,3 @@ def with_options(env: Mapping[str, str], variable: str, options: Sequence[str] =
     there (an option already there is not repeated)."""
     own = env.get(variable, "").split()
     return {**env, variable: " ".join([*own, *(o for o in options if o not in own)])}
-
-
-#: The JDKs a test run may run on, newest first, with the first update Spark accepts of each:
-#: Spark 4.2 runs on Java 17, 21 and 25, and refuses 25 before 25.0.3 (JDK-8377811, G1 may
-#: evacuate pinned objects; SPARK-55852).
-TEST_JDKS: tuple[tuple[int, int], ...] = ((25, 3), (21, 0))
-
-#: Where JDKs are installed on Debian and Ubuntu (apt's packages, Adoptium's Temurin).
-JDK_ROOTS: tuple[str, ...] = ("/usr/lib/jvm",)
-
-
-def jdk_version(home: str) -> tuple[int, int] | None:
-    """``(feature, update)`` of the JDK at ``home`` from its ``release`` file (``JAVA_VERSION="25.0.3"``),
-    or None when ``home`` is not a JDK with ``bin/java`` and ``bin/javac``.
-
-    >>> jdk_version("/nonexistent") is None
-    True
-    """
-    root = Path(home)
-    if not ((root / "bin" / "java").is_file() and (root / "bin" / "javac").is_file()):
-        return None
-    try:
-        lines = (root / "release").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        name, _, value = line.partition("=")
-        if name == "JAVA_VERSION":
-            parts = [int(p) for p in re.findall(r"\d+", value.strip('"'))[:3]]
-            if not parts:
-                return None
-            feature = 8 if parts[0] == 1 else parts[0]  # "1.8.0" is Java 8
-            return (feature, parts[2] if len(parts) > 2 else 0)
-    return None
-
-
-def java_home_for_tests(roots: Sequence[str] = JDK_ROOTS) -> str | None:
-    """The JDK a test run runs on: the newest installed JDK of `TEST_JDKS` (at its first accepted
-    update or later), or None, when there is none, for the JDK of ``JAVA_HOME`` or the ``PATH``.
-
-    Java 25 runs the suite with ≈ 18 % less CPU than Java 17 here, each with its class archive
-    (docs/performance.md, "The JDK of a test run"); the JVM operator's jar is compiled for 17
-    (``--release 17``) and runs on either. ``make test`` exports it as ``JAVA_HOME``.
-    """
-    found: list[tuple[tuple[int, int], str]] = []
-    for root in roots:
-        try:
-            entries = sorted(os.scandir(root), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            version = jdk_version(entry.path) if entry.is_dir() and not entry.is_symlink() else None
-            if version is not None and any(version[0] == f and version[1] >= u for f, u in TEST_JDKS):
-                found.append((version, entry.path))
-    return max(found)[1] if found else None
-
-
-if __name__ == "__main__":  # make test: print the JDK to export as JAVA_HOME (nothing when there is none)
-    print(java_home_for_tests() or "")
