@@ -19,8 +19,8 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: install-base class-archive
 
-# What the applications and the tests need but the class archive, which is written per JDK: the
-# tests' (`test-class-archive`) may not be the applications'.
+# All that the applications and the tests need except the class archive, which is written per JDK:
+# the tests' JDK (`test-class-archive`, TEST_JAVA_HOME) may not be the applications'.
 install-base: $(STAMP) $(JAR) kafka-jars kafka-connector
 
 # The archive of the Spark driver's classes (class data sharing) for this PySpark and JDK, written

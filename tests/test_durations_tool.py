@@ -88,4 +88,3 @@ class TestJvmOptions:
         assert with_options(env, "SPARK_SUBMIT_OPTS") == {
             "SPARK_SUBMIT_OPTS": "-Xss4m -XX:+UseSerialGC -XX:TieredStopAtLevel=1", "OTHER": "x"}
         assert with_options({}, "JAVA_TOOL_OPTIONS", ("-Xmx1g",)) == {"JAVA_TOOL_OPTIONS": "-Xmx1g"}
-
