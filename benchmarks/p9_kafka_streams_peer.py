@@ -18,8 +18,8 @@ the same input topics:
 Measured for each application and engine:
 
 * **throughput**: ``--records`` input records produced first, then each engine reads them from
-  the start after a warm-up run on a small topic (Kafka Streams: in the same JVM; streamsdsl: in
-  the same SparkSession). Kafka Streams' time runs from ``KafkaStreams.start()`` until its
+  the start after a warm-up run on a smaller topic (``--warmup-records``, by default ten records
+  per key; Kafka Streams: in the same JVM; streamsdsl: in the same SparkSession). Kafka Streams' time runs from ``KafkaStreams.start()`` until its
   ``peek`` before the first stateful step has counted every input record; streamsdsl's from
   ``KafkaStreams.start()`` until ``process_all_available()`` returns (its closed windows
   written). records/s = input records / that time;
@@ -627,6 +627,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=20_000, help="input records of each throughput run")
     parser.add_argument("--keys", type=int, default=500, help="keys of the session application")
+    parser.add_argument("--warmup-records", type=int, default=0,
+                        help="records of each engine's warm-up run before its timed run (0: ten per key, at most "
+                             "--records); a multiple of --keys")
     parser.add_argument("--rate", type=int, default=2_000, help="records/s of the latency runs")
     parser.add_argument("--latency-seconds", type=float, default=15, help="seconds of each latency run (0: none)")
     parser.add_argument("--latency-warmup", type=float, default=5, help="seconds left out at a latency run's start")
@@ -653,8 +656,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.records <= 0 or args.keys <= 0 or args.rate <= 0:
         parser.error("--records, --keys and --rate must be positive")
-    if args.records % args.keys:
-        parser.error("--records must be a multiple of --keys (every key gets the same rounds)")
+    if args.records % args.keys or args.warmup_records % args.keys or args.warmup_records < 0:
+        parser.error("--records and --warmup-records must be multiples of --keys (every key gets the same rounds)")
     apps = [a for a in args.apps.split(",") if a]
     if not apps or set(apps) - set(APPS):
         parser.error(f"--apps: choose from {', '.join(APPS)}")
@@ -673,7 +676,7 @@ def main(argv: list[str] | None = None) -> int:
 
     classpath = java_classpath()
     n, keys = args.records, args.keys
-    warm_n = min(n, 10 * keys)
+    warm_n = args.warmup_records or min(n, 10 * keys)
     load_start = os.getloadavg()
     results: dict[str, Any] = {}
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p9-") as tmp:
@@ -834,6 +837,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal_met": None,
         "benchmark": "P9 Kafka Streams 4.4 as the peer: session count and enrichment, same broker and data",
         "records": n,
+        "warmup_records": warm_n,
         "keys": keys,
         "partitions": PARTITIONS,
         "kafka_streams_store_retention_ms": KS_RETENTION_MS,
