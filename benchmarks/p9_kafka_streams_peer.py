@@ -19,10 +19,11 @@ Measured for each application and engine:
 
 * **throughput**: ``--records`` input records produced first, then each engine reads them from
   the start after a warm-up run on a smaller topic (``--warmup-records``, by default ten records
-  per key; Kafka Streams: in the same JVM; streamsdsl: in the same SparkSession). Kafka Streams' time runs from ``KafkaStreams.start()`` until its
-  ``peek`` before the first stateful step has counted every input record; streamsdsl's from
-  ``KafkaStreams.start()`` until ``process_all_available()`` returns (its closed windows
-  written). records/s = input records / that time;
+  per key; Kafka Streams: in the same JVM; streamsdsl: in the same SparkSession). Kafka
+  Streams' time runs from ``KafkaStreams.start()`` until its ``peek`` before the first stateful
+  step has counted every input record; streamsdsl's from ``KafkaStreams.start()`` until
+  ``process_all_available()`` returns (its closed windows written).
+  records/s = input records / that time;
 * Kafka Streams once more with its own default commit interval (30 s), for scale;
 * **CPU seconds per million records** over the same interval: Kafka Streams' JVM process CPU
   time (``OperatingSystemMXBean.getProcessCpuTime``); for streamsdsl the sum over the process
@@ -656,7 +657,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.records <= 0 or args.keys <= 0 or args.rate <= 0:
         parser.error("--records, --keys and --rate must be positive")
-    if args.records % args.keys or args.warmup_records % args.keys or args.warmup_records < 0:
+    if args.warmup_records < 0:
+        parser.error(f"--warmup-records must be 0 (ten per key) or more (got {args.warmup_records})")
+    if args.records % args.keys or args.warmup_records % args.keys:
         parser.error("--records and --warmup-records must be multiples of --keys (every key gets the same rounds)")
     apps = [a for a in args.apps.split(",") if a]
     if not apps or set(apps) - set(APPS):
