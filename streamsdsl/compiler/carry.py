@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
+from streamsdsl.compiler.local_rows import local_frame
 
 if TYPE_CHECKING:
     from streamsdsl.compiler.plan import CompiledTopology
@@ -135,7 +136,7 @@ def with_carried_states(lowering: Any, inp: DataFrame, node: str, key_type: str,
     rows = lowering.carry.states.get(node)
     if not rows:
         return inp
-    states = inp.sparkSession.createDataFrame(list(rows), f"key {key_type}, state {state_type}")
+    states = local_frame(inp.sparkSession, rows, f"key {key_type}, state {state_type}")
     filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
     filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
                    OUTPUT_POSITION: F.array().cast(POSITION_TYPE), **columns})

@@ -19,6 +19,7 @@ from pyspark.sql import functions as F
 
 from streamsdsl.compiler.columns import IDLE_INPUT_OBSERVATION, STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
+from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
 from streamsdsl.compiler.rules import RULES
@@ -57,7 +58,7 @@ class StreamingLowering(Lowering):
         rows = None if self.initial is None else self.initial.states.get(node)
         if not rows:
             return None
-        return spark.createDataFrame(list(rows), f"key {key_type}, state {state_type}")
+        return local_frame(spark, rows, f"key {key_type}, state {state_type}")
 
     def initial_stream_time(self, node: str) -> int:
         """The stream time ``node`` had at the end of the backfill the query continues (-1: none):
@@ -127,7 +128,7 @@ def native_store(spark: Any, carry: ReplayCarry, node: Any, value_type: str) -> 
     rows = carry.native_inputs.get(node.name)
     if not rows:
         return []
-    df = spark.createDataFrame(list(rows), carry.native_schemas[node.name])
+    df = local_frame(spark, rows, carry.native_schemas[node.name])
     return df.groupBy("key").agg(_native_column(node.agg).cast(value_type).alias("value"),
                                  F.max("timestamp").alias("timestamp")).collect()
 
@@ -290,7 +291,7 @@ class ReplayLowering(Lowering):
         and source record, the last one: Kafka's cache flushed once per source record)."""
         rows = self.carry.native_inputs.get(node)
         if rows:
-            df = df.unionByName(df.sparkSession.createDataFrame(list(rows), df.schema))
+            df = df.unionByName(local_frame(df.sparkSession, rows, df.schema))
         self.native_inputs[node] = df
         w = Window.partitionBy("key").orderBy(SOURCE_POSITION, OUTPUT_POSITION)
         w = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)

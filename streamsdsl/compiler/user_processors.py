@@ -56,6 +56,7 @@ from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.event_time import transform_with_state
 from streamsdsl.compiler.frame import Frame, KeyCodec
 from streamsdsl.compiler.jvm_operator import Backend
+from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.errors import OperationNotDefinedError, PunctuationError, RecordError
 from streamsdsl.operators.descriptions import ProcessDescription, description_of
@@ -524,7 +525,7 @@ def _with_task_states(lowering: Any, inp: DataFrame, node: str) -> DataFrame:
     rows = list(lowering.carry.states.get(node) or ())
     if not any(int(task) == 0 for task, _ in rows):
         rows.append((0, {"started": False, "stream_time": -1, "schedule": "[]", "stores": []}))
-    states = inp.sparkSession.createDataFrame(rows, f"task int, state {STATE_TYPE}")
+    states = local_frame(inp.sparkSession, rows, f"task int, state {STATE_TYPE}")
     filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
     filler.update({TASK: F.col("task"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
                    OUTPUT_POSITION: F.array().cast(POSITION_TYPE), IS_RECORD: F.lit(False)})

@@ -35,6 +35,7 @@ from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
 from streamsdsl.runtime.topics import reads_topic
+from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.ir import nodes as ir_nodes
 from streamsdsl.ir import ForeignKeyJoinNode, GlobalTableJoinNode, GlobalTableSourceNode
 from streamsdsl.ir.processors import ProcessNode
@@ -232,7 +233,7 @@ class SparkDriverEngine:
 
         if records is None:
             if self._compiled is None:
-                self._compiled = self.compile(self.spark.createDataFrame([], self._records_ddl()))
+                self._compiled = self.compile(local_frame(self.spark, [], self._records_ddl()))
             return self._compiled
         options = CompileOptions(PlanMode.REPLAY, self.config.operator, self.config.deserialization_handler,
                                  self._carry, self.config.flush, application_id=self.config.application_id,
@@ -279,7 +280,7 @@ class SparkDriverEngine:
         from streamsdsl.compiler.carry import next_carry
         from streamsdsl.runtime.metrics import log_dropped, observed_metrics
 
-        compiled = self.compile(self.spark.createDataFrame(rows, self._records_ddl()), clock, len(rows))
+        compiled = self.compile(local_frame(self.spark, rows, self._records_ddl()), clock, len(rows))
         if self._compiled is None:
             self._compiled = compiled  # its sinks, serdes and frames serve `compile()`
         if compiled.output is None:

@@ -1,0 +1,52 @@
+"""A DataFrame of rows the driver holds (a replay's records, the state it carries between runs),
+read by the JVM alone.
+
+PySpark's ``createDataFrame(list)`` makes a Python RDD: every job that scans it unpickles its
+rows in a Python worker, ≈ 65 ms a job here for a few rows (a test driver's read runs several
+such jobs). `local_frame` converts the rows to Arrow in the driver (as Spark Connect's
+``createDataFrame`` does) and hands them to the JVM as an RDD of its own rows: no Python worker
+reads them, and the optimizer sees an opaque relation, as it saw the Python RDD (a local
+relation would be folded into the plan at optimization time, and an empty one pruned with the
+observations above it).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+__all__ = ["local_frame"]
+
+
+@lru_cache(maxsize=256)
+def _schema(ddl: str) -> StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    parsed = _parse_datatype_string(ddl)
+    assert parsed.typeName() == "struct", ddl
+    return parsed  # type: ignore[return-value]
+
+
+def local_frame(spark: SparkSession, rows: Sequence[Any], schema: str | StructType) -> DataFrame:
+    """A DataFrame of ``rows`` (tuples, `Row`s or dicts in ``schema``'s field order; nested
+    structs as tuples or dicts) with ``schema`` (a DDL string or a `StructType`): what
+    ``spark.createDataFrame(rows, schema)`` gives, without a Python worker to read it."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    struct = schema if isinstance(schema, StructType) else _schema(schema)
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return spark.createDataFrame(list(rows), struct)  # Connect sends them as Arrow already
+    from pyspark.sql.conversion import LocalDataToArrowConversion
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    rows = list(rows)
+    table = (LocalDataToArrowConversion.convert(rows, struct, False) if rows
+             else to_arrow_schema(struct, timezone="UTC").empty_table())
+    local = spark.createDataFrame(table, struct)._jdf
+    jdf = spark._jsparkSession.internalCreateDataFrame(local.queryExecution().toRdd(), local.schema(), False)
+    return DataFrame(jdf, spark)
