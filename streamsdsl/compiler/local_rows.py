@@ -38,9 +38,9 @@ def local_frame(spark: SparkSession, rows: Sequence[Any], schema: str | StructTy
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    struct = schema if isinstance(schema, StructType) else _schema(schema)
     if type(spark).__module__.startswith("pyspark.sql.connect"):
-        return spark.createDataFrame(list(rows), struct)  # Connect sends them as Arrow already
+        return spark.createDataFrame(list(rows), schema)  # Connect sends them as Arrow already
+    struct = schema if isinstance(schema, StructType) else _schema(schema)
     from pyspark.sql.conversion import LocalDataToArrowConversion
     from pyspark.sql.pandas.types import to_arrow_schema
 
