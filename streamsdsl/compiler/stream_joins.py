@@ -59,7 +59,7 @@ from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_T
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, apply_jvm_join, joiner_label, null_json_values
 from streamsdsl.compiler.jvm_joins import pair_schema
 from streamsdsl.compiler.jvm_operator import Backend
-from streamsdsl.compiler.local_rows import local_frame
+from streamsdsl.compiler.carry import with_carried_states
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error
@@ -442,14 +442,8 @@ def _run(lowering: Lowering, node: ir.StreamStreamJoinNode, inp: DataFrame, conf
     JVM operator runs it and the rows' ``value`` is the matched pair (`_jvm_operator`)."""
     replay = lowering.mode is PlanMode.REPLAY
     if replay:
-        inp = inp.withColumn(CARRIED_STATE, F.lit(None).cast(config.state_type))
-        rows = lowering.carry.states.get(config.node)  # type: ignore[attr-defined]
-        if rows:
-            states = local_frame(inp.sparkSession, rows, f"key {config.key.spark_type}, state {config.state_type}")
-            filler = {c: F.lit(None).cast(inp.schema[c].dataType) for c in inp.columns}
-            filler.update({"key": F.col("key"), CARRIED_STATE: F.col("state"), SOURCE_POSITION: F.lit(-1).cast("bigint"),
-                           OUTPUT_POSITION: F.array().cast(POSITION_TYPE), INPUT_INDEX: F.lit(0)})
-            inp = inp.unionByName(states.select(*[filler[c].alias(c) for c in inp.columns]))
+        inp = with_carried_states(lowering, inp, config.node, config.key.spark_type, config.state_type,
+                                  **{INPUT_INDEX: F.lit(0)})
         inp = lowering.cached(_replay_times(lowering, inp, config))  # type: ignore[attr-defined]
     out = _python_operator(lowering, inp, config) if jvm is None else _jvm_operator(lowering, inp, config, jvm)
     if replay:
