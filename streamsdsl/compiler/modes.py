@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 
 from streamsdsl.compiler.columns import IDLE_INPUT_OBSERVATION, STREAM_TIME_OBSERVATION, CARRIED_STATE, CARRY, CLOSE_THRESHOLD, EMIT_FINAL
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
-from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
+from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.scan import first_passing, in_blocks, position_block, running_maxima
 from streamsdsl.compiler.carry import carry_out, with_carried_states

@@ -52,6 +52,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor, Stateful
 from pyspark.sql.types import _parse_datatype_string
 
 from streamsdsl import ir
+from streamsdsl.compiler.carry import with_carried_states
 from streamsdsl.compiler.event_time import stateful_downstream, transform_with_state
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, CLOSE_THRESHOLD, DROPPED, EVENT_METRIC, EVENT_VALUE
 from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_TYPE, INPUT_INDEX, OUTPUT_POSITION
@@ -59,7 +60,6 @@ from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION, STREAM_T
 from streamsdsl.compiler.jvm_joins import JvmJoin, apply_joiner, apply_jvm_join, joiner_label, null_json_values
 from streamsdsl.compiler.jvm_joins import pair_schema
 from streamsdsl.compiler.jvm_operator import Backend
-from streamsdsl.compiler.carry import with_carried_states
 from streamsdsl.compiler.frame import Frame
 from streamsdsl.compiler.lowering import Lowering, PlanMode
 from streamsdsl.compiler.python_ops import result_error

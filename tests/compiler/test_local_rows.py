@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streamsdsl.compiler.columns import POSITION_TYPE
+from streamsdsl.compiler.columns import POSITION_TYPE, SOURCE_POSITION
 from streamsdsl.compiler.local_rows import local_frame
 from streamsdsl.records import RAW_RECORD_DDL
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spark
 RECORDS = [(b"k", b"v", "in", 0, 0, 5, [("h", b"1"), ("g", None)], 0),
            (None, None, "other", 0, 1, -1, [], 1),
            (b"", b"\x00\xff", "in", 0, 2, 1 << 40, [("h", b"")], 2)]
-RECORDS_DDL = f"{RAW_RECORD_DDL}, _source_position bigint"
+RECORDS_DDL = f"{RAW_RECORD_DDL}, {SOURCE_POSITION} bigint"
 #: A carried state: a struct with a map, an array of structs, a nested null and a long's bounds.
 STATE_DDL = (f"key string, state struct<started: boolean, stream_time: bigint, schedule: string, "
              f"stores: array<struct<name: string, entries: map<string, binary>>>, at: {POSITION_TYPE}>")
