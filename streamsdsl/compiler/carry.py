@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from streamsdsl.compiler.columns import CARRIED_STATE, CARRY, EVENT_METRIC, OUTPUT_POSITION, POSITION_TYPE, SOURCE_POSITION
-from streamsdsl.compiler.local_rows import local_frame
+from streamsdsl.compiler.local_rows import local_frame, struct_type
 
 if TYPE_CHECKING:
     from streamsdsl.compiler.plan import CompiledTopology
@@ -34,15 +34,6 @@ __all__ = ["CARRY_OBSERVATION", "ObservedCarry", "carry_out", "next_carry", "sin
 
 #: Prefix of the observations that carry an operator's key states to the next run.
 CARRY_OBSERVATION = "streamsdsl-carry:state:"
-
-
-@functools.lru_cache(maxsize=256)
-def _struct_type(ddl: str) -> T.StructType:
-    from pyspark.sql.types import _parse_datatype_string
-
-    parsed = _parse_datatype_string(ddl)
-    assert isinstance(parsed, T.StructType)
-    return parsed
 
 
 _SCALARS = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType, T.BooleanType,
@@ -83,7 +74,7 @@ class ObservedCarry:
     def rows(self, observed: dict[str, dict[str, Any]]) -> list[tuple[Any, Any]]:
         import json
 
-        row_type = _struct_type(self.ddl)
+        row_type = struct_type(self.ddl)
         found = (observed.get(self.name) or {}).get("rows") or []
         return [tuple(_decode(json.loads(text), row_type)) for text in found]
 
@@ -115,7 +106,7 @@ def carry_out(lowering: Any, out: DataFrame, node: str, key: Column, key_type: s
     or cached when the output reads ``out`` other than once: see the module docstring)."""
     ddl = f"key {key_type}, state {state_type}"
     not_carry = F.col(EVENT_METRIC).isNull() | (F.col(EVENT_METRIC) != CARRY)
-    if sink_paths(getattr(lowering, "topology", None), node) == 1 and _round_trips(_struct_type(ddl)):
+    if sink_paths(getattr(lowering, "topology", None), node) == 1 and _round_trips(struct_type(ddl)):
         name = f"{CARRY_OBSERVATION}{node}"
         rows = F.when(F.col(EVENT_METRIC) == CARRY, F.to_json(F.struct(key.alias("key"), F.col(CARRIED_STATE).alias("state"))))
         out = out.observe(name, F.collect_list(rows).alias("rows"))

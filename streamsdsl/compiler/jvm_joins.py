@@ -38,7 +38,8 @@ from streamsdsl.compiler.columns import FINAL_KEY_ORDER, FRAME_COLUMNS, HEADERS_
 from streamsdsl.compiler.columns import OPERATOR_OUTPUT_FIELDS, OUTPUT_POSITION, PAIR_FIELDS, POSITION_TYPE
 from streamsdsl.compiler.columns import SOURCE_POSITION
 from streamsdsl.compiler.event_time import stateful_downstream
-from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, OPERATOR_HINT, _connect, _jar_column
+from streamsdsl.compiler.jvm_operator import CONTINUES_ON_PYTHON, OPERATOR_HINT, _jar_column
+from streamsdsl.compiler.local_rows import is_connect
 from streamsdsl.errors import UserFunctionError
 from streamsdsl.operators.functions import result_error
 from streamsdsl.semantics.joiners import JoinerWithKey
@@ -127,7 +128,7 @@ def apply_jvm_join(inp: DataFrame, node: str, join: JvmJoin, schema: StructType,
     if spec["state_schema"] is None:
         del spec["state_schema"]
     spark = inp.sparkSession
-    if _connect(spark):
+    if is_connect(spark):
         out = inp.hint(OPERATOR_HINT, json.dumps(spec), schema.json())
     else:
         out = DataFrame(getattr(spark._jvm, JOIN_CLASS).apply(inp._jdf, json.dumps(spec), schema.json()), spark)

@@ -31,6 +31,7 @@ from pyspark.sql.types import DoubleType, LongType, StructField, StructType, Tim
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import EVENT_TIME_OUT, JVM_PROTOCOL, NUMBER
+from streamsdsl.compiler.local_rows import is_connect
 from streamsdsl.dsl.aggregations import BuiltinAggregator, BuiltinInitializer, BuiltinMerger
 from streamsdsl.values.serdes import (
     BytesSerde,
@@ -261,7 +262,7 @@ def _checked(form: JvmAggregate, value_out: PlanSerde) -> JvmAggregate | str:
 
 def _unavailable(spark: Any) -> str | None:
     """Why ``spark`` cannot run the JVM operator (None: it can)."""
-    if _connect(spark):
+    if is_connect(spark):
         return _unavailable_over_connect(spark)
     key = id(spark.sparkContext._jsc)
     if key not in _available:
@@ -277,10 +278,6 @@ def _unavailable(spark: Any) -> str | None:
             except JvmOperatorError:
                 _available[key] = "the jar is not built (no JDK 17 at install: see `python jvm/build.py`)"
     return _available[key]
-
-
-def _connect(spark: Any) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _unavailable_over_connect(spark: Any) -> str | None:
@@ -338,7 +335,7 @@ def drop_counter(spark: Any, max_records: int) -> Any | None:
     """A new counter of one drop point (``io.streamsdsl.jvm.DropCounter``, registered with
     ``spark``'s context as an accumulator; at most ``max_records`` dropped records kept), or None
     when ``spark`` has not loaded the jar (the caller observes the point with ``observe``)."""
-    if _connect(spark) or _unavailable(spark) is not None:
+    if is_connect(spark) or _unavailable(spark) is not None:
         return None
     return getattr(spark._jvm, DROP_COUNTER_CLASS).create(spark.sparkContext._jsc.sc(), max_records)
 
@@ -381,7 +378,7 @@ def apply_jvm(inp: DataFrame, config: Any, form: JvmAggregate, schema: StructTyp
     if event_time_out:
         schema = StructType([*schema.fields, StructField(EVENT_TIME_OUT, TimestampType())])
     spark = inp.sparkSession
-    if _connect(spark):  # no py4j: the server's SQL extension replaces the hint by the operator
+    if is_connect(spark):  # no py4j: the server's SQL extension replaces the hint by the operator
         if initial_state is not None:
             raise JvmOperatorError(f"{config.node}: continuing a backfill over Spark Connect runs on the Python "
                                    "operator (the JVM operator's hint takes no initial state): set "

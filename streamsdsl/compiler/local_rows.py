@@ -19,16 +19,24 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["local_frame"]
+__all__ = ["is_connect", "local_frame", "struct_type"]
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (``pyspark.sql.connect.session.SparkSession``,
+    built with ``SparkSession.builder.remote(...)``), told by its class alone."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 @lru_cache(maxsize=256)
-def _schema(ddl: str) -> StructType:
-    from pyspark.sql.types import _parse_datatype_string
+def struct_type(ddl: str) -> StructType:
+    """The `StructType` of a DDL string of fields (``"key string, state ..."``), parsed once per
+    string: the replay builds the same few each read. Shared: not to be modified."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
 
     parsed = _parse_datatype_string(ddl)
-    assert parsed.typeName() == "struct", ddl
-    return parsed  # type: ignore[return-value]
+    assert isinstance(parsed, StructType), ddl
+    return parsed
 
 
 def local_frame(spark: SparkSession, rows: Sequence[Any], schema: str | StructType) -> DataFrame:
@@ -38,9 +46,9 @@ def local_frame(spark: SparkSession, rows: Sequence[Any], schema: str | StructTy
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         return spark.createDataFrame(list(rows), schema)  # Connect sends them as Arrow already
-    struct = schema if isinstance(schema, StructType) else _schema(schema)
+    struct = schema if isinstance(schema, StructType) else struct_type(schema)
     from pyspark.sql.conversion import LocalDataToArrowConversion
     from pyspark.sql.pandas.types import to_arrow_schema
 

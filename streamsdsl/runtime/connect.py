@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from streamsdsl.compiler.local_rows import is_connect
 from streamsdsl.errors import StreamsDslError
 
 if TYPE_CHECKING:
@@ -53,12 +54,6 @@ T = TypeVar("T")
 class ConnectUnsupportedError(StreamsDslError, ValueError):
     """What the application asks for cannot run on a Spark Connect session (the message says why
     and what to do instead)."""
-
-
-def is_connect(spark: Any) -> bool:
-    """Whether ``spark`` is a Spark Connect session (``pyspark.sql.connect.session.SparkSession``,
-    built with ``SparkSession.builder.remote(...)``), told by its class alone."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def check_connect(config: StreamsConfig) -> None:
