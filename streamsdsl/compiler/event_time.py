@@ -41,6 +41,7 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 
 from streamsdsl import ir
 from streamsdsl.compiler.columns import EVENT_TIME_OUT, EVENT_TIME_SHIFT_MS
+from streamsdsl.compiler.replay_host import replay_map
 
 __all__ = ["STATEFUL_NODES", "STREAMING_SETTINGS", "WATERMARK_POLICY", "EventTimeOut", "fires_event_time_timers", "stateful",
            "stateful_downstream", "transform_with_state"]
@@ -143,8 +144,12 @@ def transform_with_state(streaming: bool, topology: Any, node: str, grouped: Gro
     (an aggregation with idle close, whose timers are processing-time timers). ``initial_state``:
     the keys' state the operator starts from (a continued backfill's; its processor's
     ``handleInitialState`` stores it)."""
+    if not streaming:
+        if initial_state is not None:
+            raise ValueError(f"{node}: a replay's operator takes its state as rows, not as an initial state")
+        return replay_map(grouped, processor, schema)
     below = stateful_downstream(topology, node) if stateful_below is None else stateful_below
-    if not (streaming and below):
+    if not below:
         return grouped.transformWithState(statefulProcessor=processor, outputStructType=schema,
                                           outputMode="Update", timeMode=time_mode, initialState=initial_state)
     wrapped = EventTimeOut(processor, schema.fieldNames())
