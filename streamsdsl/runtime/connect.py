@@ -132,8 +132,8 @@ def start_on_server(start: Callable[[], T], *, attempts: int = START_ATTEMPTS,
 def start_state_store_coordinator(spark: Any) -> None:
     """Make the server of the Spark Connect session ``spark`` start its state store coordinator.
 
-    Spark 4.2's batch ``transformWithState`` (the `streamsdsl.runtime.driver.TopologyTestDriver`'s
-    Spark engine) fails with ``CANNOT_LOAD_STATE_STORE`` (``Cannot find endpoint:
+    Spark 4.2's batch ``transformWithState`` (the JVM operator in the
+    `streamsdsl.runtime.driver.TopologyTestDriver`'s Spark engine) fails with ``CANNOT_LOAD_STATE_STORE`` (``Cannot find endpoint:
     StateStoreCoordinator``) on a server that has not run a streaming query yet. The coordinator
     starts with the session's ``StreamingQueryManager``, which a classic session creates when
     ``spark.streams`` is read; over Connect that attribute is the client's, so this asks the

@@ -192,7 +192,7 @@ def _driver_session(topology: Topology, config: DriverConfig, spark: SparkSessio
 
     if spark is None:
         spark = get_session(conf=config.spark_conf)
-    if is_connect(spark):  # every stateful operator of a replay is a batch transformWithState
+    if is_connect(spark):  # the JVM operator of a replay is a batch transformWithState
         start_state_store_coordinator(spark)
     if topology.store_names or any(isinstance(n, ProcessNode) for n in topology.nodes):  # a processor's task state
         require_state_store(spark)

@@ -122,3 +122,24 @@ def test_memory_handle_keeps_pyspark_state_api() -> None:
     assert list(handle.listTimers()) == []
     with pytest.raises(RuntimeError, match=r"registered a timer \(at 5 ms\): a replay closes windows"):
         handle.registerTimer(5)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("choice, host", [("python", "FlatMapGroupsInArrow"), ("auto", "MapGroups")])
+def test_a_replay_plan_has_no_state_store(spark: Any, choice: str, host: str) -> None:
+    """The test driver's plan of an aggregation with Python functions, a count and a
+    stream–stream join hosts their operators per key (a grouped Arrow map on the Python operator,
+    ``flatMapGroups`` on the JVM's): no ``transformWithState``, so no state store."""
+    from streamsdsl import Consumed, JoinWindows, Serdes, StreamsBuilder
+    from streamsdsl.runtime.driver import TopologyTestDriver
+
+    b = StreamsBuilder()
+    strings = Consumed.with_serdes(Serdes.String(), Serdes.String())
+    left, right = b.stream("l", strings), b.stream("r", strings)
+    left.group_by_key().aggregate(lambda: "", lambda k, v, a: a + v).to_stream().to("agg")
+    left.group_by_key().count().to_stream().to("count")
+    left.join(right, lambda a, c: f"{a}+{c}", JoinWindows.of_time_difference_and_grace(5, 0)).to("joined")
+    with TopologyTestDriver(b.build(), {"streamsdsl.operator": choice}, engine="spark", spark=spark) as d:
+        plan = d._engine.compile().output._jdf.queryExecution().executedPlan().toString()
+    assert "TransformWithState" not in plan
+    assert plan.count(f"{host} ") + plan.count(f"{host}(") >= (3 if choice == "python" else 2), plan

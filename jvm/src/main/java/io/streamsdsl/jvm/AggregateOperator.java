@@ -12,8 +12,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The entry point Python calls through py4j: {@code AggregateOperator.apply(df._jdf, spec, schema)}
  * groups the operator input by its {@code key} column and runs {@link AggregateProcessor} on it with
- * {@code transformWithState} (streaming: event time and timers; the driver's batch replay:
- * {@code TimeMode.None}, stream time from the plan).
+ * {@code transformWithState} (streaming: event time and timers); the driver's batch replay runs the
+ * same processor per key in {@code flatMapGroups} ({@link ReplayHost}: stream time from the plan).
  */
 public final class AggregateOperator {
     /** The version of the Python-JVM contract (the spec JSON and the columns; generated `Contract`). */
@@ -62,6 +62,7 @@ public final class AggregateOperator {
                 + "idle close only");
         }
         KeyValueGroupedDataset<Row, Row> grouped = KeyGrouping.byKey(df);
+        if (spec.replay) return grouped.flatMapGroups(new ReplayHost(new AggregateProcessor(spec)), Encoders.row(output));
         KeyValueGroupedDataset<Row, Row> initialGrouped = initial == null ? null : KeyGrouping.byKey(initial);
         if (spec.eventTimeOut) {
             // the operators below see a watermark again (the rows' output event time)

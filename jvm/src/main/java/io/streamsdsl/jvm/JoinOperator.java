@@ -11,7 +11,8 @@ import org.apache.spark.sql.types.StructType;
 /**
  * The joins' entry point Python calls through py4j: {@code JoinOperator.apply(df._jdf, spec, schema)}
  * groups the join's input (both sides' records, {@link JoinSpec}) by its {@code key} column and
- * runs the processor of the spec's {@code join} on it with {@code transformWithState}.
+ * runs the processor of the spec's {@code join} on it with {@code transformWithState} (the driver's
+ * batch replay: per key in {@code flatMapGroups}, {@link ReplayHost}).
  *
  * <p>Every join processor emits the <b>matched pairs</b>, not the joined values: the user's joiner
  * runs afterwards, a batch at a time (or as Spark columns for a built-in joiner). An output row is
@@ -66,11 +67,12 @@ public final class JoinOperator {
                 + " is not the contract's " + java.util.Arrays.toString(expected) + " (a jar of another streamsdsl version?)");
         }
         JoinProcessor processor = processor(spec);
+        if (spec.replay) return KeyGrouping.byKey(df).flatMapGroups(new ReplayHost(processor), Encoders.row(output));
         if (spec.eventTimeOut) {  // the operators below see a watermark again (the rows' output event time)
             return KeyGrouping.byKey(df).transformWithState(
                 processor, Contract.EVENT_TIME_OUT, OutputMode.Update(), Encoders.row(output));
         }
-        TimeMode mode = !spec.replay && processor.timers() ? TimeMode.EventTime() : TimeMode.None();
+        TimeMode mode = processor.timers() ? TimeMode.EventTime() : TimeMode.None();
         return KeyGrouping.byKey(df).transformWithState(processor, mode, OutputMode.Update(),
             Encoders.row(output));
     }
