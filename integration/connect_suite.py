@@ -98,8 +98,8 @@ def run(remote: SparkSession, connect_server: ConnectServer) -> Callable[..., Ka
 # -- the TopologyTestDriver's Spark engine (first: on a fresh server) ----------------------------
 def test_driver_spark_engine_over_connect(remote: SparkSession) -> None:
     """``TopologyTestDriver(engine="spark", spark=<Connect session>)`` replays the plan on the server
-    (first on a fresh server: its state store coordinator is started for the batch
-    ``transformWithState``) with the direct engine's records, stores and metrics: a session count on
+    (first on a fresh server, which has no state store coordinator: the replay needs none) with the
+    direct engine's records, stores and metrics: a session count on
     the JVM operator with a dropped record (read from the observations Connect returns with the
     result), and a user processor with a store and a stream-time punctuator."""
     from tests._processor_app import topology as processor_topology

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["WRITES_OBSERVATION", "ConnectBatchWriter", "ConnectUnsupportedError", "check_connect",
            "configure_remote", "connect_observations", "is_connect", "quiet_global_windows",
-           "start_on_server", "start_state_store_coordinator"]
+           "start_on_server"]
 
 log = logging.getLogger("streamsdsl")
 T = TypeVar("T")
@@ -127,18 +127,6 @@ def start_on_server(start: Callable[[], T], *, attempts: int = START_ATTEMPTS,
                         attempt + 1, attempts)
             sleep(pause_s * attempt)
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises
-
-
-def start_state_store_coordinator(spark: Any) -> None:
-    """Make the server of the Spark Connect session ``spark`` start its state store coordinator.
-
-    Spark 4.2's batch ``transformWithState`` (the JVM operator in the
-    `streamsdsl.runtime.driver.TopologyTestDriver`'s Spark engine) fails with ``CANNOT_LOAD_STATE_STORE`` (``Cannot find endpoint:
-    StateStoreCoordinator``) on a server that has not run a streaming query yet. The coordinator
-    starts with the session's ``StreamingQueryManager``, which a classic session creates when
-    ``spark.streams`` is read; over Connect that attribute is the client's, so this asks the
-    server for its active queries (one round trip), which creates the server's manager."""
-    spark.streams.active  # noqa: B018 - the server's StreamingQueryManager answers: it exists from then on
 
 
 def configure_remote(builder: Any, options: Mapping[str, Any] | None = None) -> Any:

@@ -25,12 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import attrs
 
 from streamsdsl.errors import InvalidArgumentError, OperationNotDefinedError, RecordError, TopologyError
-from streamsdsl.runtime.connect import (
-    ConnectUnsupportedError,
-    is_connect,
-    quiet_global_windows,
-    start_state_store_coordinator,
-)
+from streamsdsl.runtime.connect import ConnectUnsupportedError, is_connect, quiet_global_windows
 from streamsdsl.runtime.failures import locate
 from streamsdsl.runtime.metrics import TASK_METRICS, Metrics
 from streamsdsl.runtime.stores import StoreEntry, join_window_entries
@@ -192,8 +187,6 @@ def _driver_session(topology: Topology, config: DriverConfig, spark: SparkSessio
 
     if spark is None:
         spark = get_session(conf=config.spark_conf)
-    if is_connect(spark):  # the JVM operator of a replay is a batch transformWithState
-        start_state_store_coordinator(spark)
     if topology.store_names or any(isinstance(n, ProcessNode) for n in topology.nodes):  # a processor's task state
         require_state_store(spark)
     return spark

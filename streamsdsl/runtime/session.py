@@ -443,8 +443,8 @@ def require_state_store(spark: SparkSession) -> None:
 
     Also starts the session's state store coordinator (with its ``StreamingQueryManager``,
     ``spark.streams``) if no streaming query has yet: Spark 4.2's batch ``transformWithState``
-    (the JVM operator in the `TopologyTestDriver`'s Spark engine) fails with ``CANNOT_LOAD_STATE_STORE``
-    (``Cannot find endpoint: StateStoreCoordinator``) without it; Spark 4.3 only warns."""
+    fails with ``CANNOT_LOAD_STATE_STORE`` (``Cannot find endpoint: StateStoreCoordinator``)
+    without it; Spark 4.3 only warns."""
     spark.streams  # noqa: B018 - creating the manager registers the coordinator endpoint
     provider = spark.conf.get(STATE_STORE_PROVIDER, "")
     if provider != ROCKSDB_PROVIDER:
