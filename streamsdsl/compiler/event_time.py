@@ -143,7 +143,8 @@ def transform_with_state(streaming: bool, topology: Any, node: str, grouped: Gro
     (its output's event time needs the watermark), unless ``time_mode`` is ``ProcessingTime``
     (an aggregation with idle close, whose timers are processing-time timers). ``initial_state``:
     the keys' state the operator starts from (a continued backfill's; its processor's
-    ``handleInitialState`` stores it)."""
+    ``handleInitialState`` stores it). A replay (not ``streaming``) runs ``processor`` per key
+    without a state store (`streamsdsl.compiler.replay_host.replay_map`)."""
     if not streaming:
         if initial_state is not None:
             raise ValueError(f"{node}: a replay's operator takes its state as rows, not as an initial state")

@@ -2,13 +2,13 @@ package io.streamsdsl.jvm;
 
 import java.util.Iterator;
 import org.apache.spark.TaskContext;
-import org.apache.spark.util.TaskCompletionListener;
 import org.apache.spark.api.java.function.FlatMapGroupsFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.streaming.StatefulProcessor;
 import org.apache.spark.sql.streaming.TimeMode;
 import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.util.TaskCompletionListener;
 import scala.jdk.javaapi.CollectionConverters;
 
 /**
