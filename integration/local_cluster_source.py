@@ -9,7 +9,8 @@ Python workers) with both connectors, on one session; print the result as JSON:
    exactly_once_v2`` (the executors' tasks write in transactions), application id ``EOS_APP``,
    300 records per micro-batch (``eos_app``; the test reads the sink ``read_committed``);
 4. the JVM operator shipped to the executors (``operator``): `tests.jvm._loading_app`'s session
-   count on the Spark engine with ``streamsdsl.operator = "jvm"`` and its ``explain``, a
+   count on the Spark engine with ``streamsdsl.operator = "jvm"`` and its ``explain`` (and with
+   ``"python"``: both replay hosts, ``flatMapGroups`` and the grouped Arrow map, there), a
    streaming session aggregation whose packing step and Python processor run there, and the
    clicks-and-users application (`tests._quiet_table`), whose users table stays quiet;
 5. a user processor with a store on two partitions (``processors``: `tests._processor_app`'s
@@ -154,6 +155,7 @@ def _operator(spark: Any) -> dict[str, object]:
 
     sessions = _quiet_table.run(spark)
     return {"source_checks": _source_checks(spark), "driver": _loading_app.run(spark, {"streamsdsl.operator": "jvm"}),
+            "driver_python": _loading_app.run(spark, {"streamsdsl.operator": "python"}),
             "explain_jvm": "JVM operator (count, session windows)" in explain(_loading_app.topology(), spark,
                                                                              mode="simple"),
             "streaming": _loading_app.streaming_sessions(spark),

@@ -105,7 +105,8 @@ def test_code_ships_to_executors_on_a_multi_process_cluster(
     kafka: LocalKafka, new_topic: Callable[..., str], tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """In the local cluster's one session, configured with ``streamsdsl.configure_spark``: the JVM
-    operator runs in the executors and gives the exact records; a JSON source's check and its error
+    operator runs in the executors and gives the exact records, and so does the test driver's
+    replay of the same count on the Python operator (its per-key host there); a JSON source's check and its error
     message (the jar's static methods in the generated code) run there; a streaming query's packing step
     and Python processor ship there and give the exact records of both micro-batches; and the
     clicks-and-users application (`tests._quiet_table`) closes all 20 sessions there too,
@@ -123,6 +124,7 @@ def test_code_ships_to_executors_on_a_multi_process_cluster(
         "default.deserialization.exception.handler=log_and_continue (errors.dead.letter.topic keeps them) "
         "(record at topic in partition 0 offset 399)")}
     assert [tuple(r) for r in operator["driver"]] == EXPECTED
+    assert [tuple(r) for r in operator["driver_python"]] == EXPECTED
     assert operator["explain_jvm"] is True
     assert operator["streaming"] == STREAMING_EXPECTED
     assert (operator["quiet_sessions"], operator["quiet_as_expected"]) == (20, True)
