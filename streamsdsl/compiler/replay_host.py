@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Iterator
 from streamsdsl.compiler.local_rows import struct_type
 
 if TYPE_CHECKING:
-    import pyarrow as pa
     from pyspark.sql import DataFrame, GroupedData
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import StructType
@@ -148,54 +147,30 @@ class MemoryHandle:
         return iter(())
 
 
-class _Host:
-    """The function ``applyInArrow`` calls per key (see the module docs). Pickled with the
-    processor; in the worker the output schema's Arrow form is built once."""
+def replay_map(grouped: GroupedData, processor: StatefulProcessor, schema: StructType | str) -> DataFrame:
+    """``processor`` over each key of ``grouped`` (a replay's operator input), its rows in
+    ``schema`` (a `StructType` or a DDL string): what a batch ``transformWithState`` of it gives,
+    without a state store. The function ``applyInArrow`` calls per key is pickled with the
+    processor and the output's Arrow schema, built here once."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
 
-    def __init__(self, processor: StatefulProcessor, schema: StructType) -> None:
-        self.processor = processor
-        self.schema = schema
-        self._arrow: pa.Schema | None = None
+    struct = struct_type(schema) if isinstance(schema, str) else schema
+    arrow = pa.schema(list(to_arrow_type(struct, timezone="UTC", prefers_large_types=False)))
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {"processor": self.processor, "schema": self.schema}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["processor"], state["schema"])  # type: ignore[misc]
-
-    def arrow_schema(self) -> pa.Schema:
-        if self._arrow is None:
-            import pyarrow as pa
-            from pyspark.sql.pandas.types import to_arrow_type
-
-            self._arrow = pa.schema(list(to_arrow_type(self.schema, timezone="UTC", prefers_large_types=False)))
-        return self._arrow
-
-    def __call__(self, key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        import pyarrow as pa
+    def each_key(key, table):  # type: ignore[no-untyped-def] # no hints: PySpark reads them as the API's form
         from pyspark.sql import Row
         from pyspark.sql.streaming.stateful_processor import TimerValues
 
         data_row = Row(*table.column_names)
         columns = [column.to_pylist() for column in table.columns]
         rows = [data_row(*values) for values in zip(*columns)]
-        processor = self.processor
         processor.init(MemoryHandle())  # type: ignore[arg-type]
         try:
             out = [row.asDict(True) for row in processor.handleInputRows(
                 tuple(k.as_py() for k in key), iter(rows), TimerValues(-1, -1))]
         finally:
             processor.close()
-        return pa.Table.from_pylist(out, schema=self.arrow_schema())
+        return pa.Table.from_pylist(out, schema=arrow)
 
-
-def replay_map(grouped: GroupedData, processor: StatefulProcessor, schema: StructType | str) -> DataFrame:
-    """``processor`` over each key of ``grouped`` (a replay's operator input), its rows in
-    ``schema`` (a `StructType` or a DDL string): what a batch ``transformWithState`` of it gives,
-    without a state store."""
-    host = _Host(processor, struct_type(schema) if isinstance(schema, str) else schema)
-
-    def each_key(key, table):  # type: ignore[no-untyped-def] # no hints: PySpark reads them as the API's form
-        return host(key, table)
-
-    return grouped.applyInArrow(each_key, schema)
+    return grouped.applyInArrow(each_key, struct)
