@@ -115,11 +115,12 @@ CASES_DIR ?= oracle/cases
 oracle: install $(ORACLE_BUILT)
 	$(PY) -m oracle run --cases $(CASES) --seed $(SEED) --engine $(ENGINE) --cases-dir $(CASES_DIR)
 
-# Rebuilt when the pom or a Java source changes (target/classes and the dependency classpath).
+# Rebuilt when the pom or a Java source changes (target/classes and the dependency classpath):
+# with Maven once per version of the sources, kept in the user's cache, from which a fresh clone
+# copies it (oracle/build.py).
 oracle-jar: $(ORACLE_BUILT)
-$(ORACLE_BUILT): $(ORACLE_SOURCES)
-	@command -v mvn >/dev/null || { echo "Maven is required to build the oracle (apt-get install maven)"; exit 1; }
-	mvn -B -q -f oracle/java/pom.xml package -DskipTests
+$(ORACLE_BUILT): $(ORACLE_SOURCES) oracle/build.py $(STAMP)
+	$(PY) oracle/build.py
 	touch $@
 
 # The conformance suite on every host (tests/conftest.py: CONFORMANCE, HOSTS): every test of it on

@@ -47,14 +47,10 @@ T = 1_700_000_000_000
 
 
 # -- read_committed helpers -------------------------------------------------------------------
-def _transaction_open(kafka: LocalKafka, topic: str) -> bool:
-    """Records of an open transaction are in partition 0 (its end is above its last stable offset)."""
-    return _ends(kafka, topic, "read_uncommitted") > _ends(kafka, topic, "read_committed")
-
-
 class _OpenTransactionWatch:
-    """`_transaction_open` with two consumers kept open: a poll costs two requests, not two
-    connections, so a transaction open for a few milliseconds is seen."""
+    """Whether a transaction is open in partition 0 (its end is above its last stable offset),
+    asked by two consumers kept open: a poll costs two requests, not two connections, so a
+    transaction open for a few milliseconds is seen."""
 
     def __init__(self, kafka: LocalKafka, topic: str) -> None:
         from confluent_kafka import Consumer, TopicPartition
@@ -70,6 +66,19 @@ class _OpenTransactionWatch:
         uncommitted, committed = (int(c.get_watermark_offsets(self._tp, timeout=30, cached=False)[1])
                                   for c in self._consumers)
         return uncommitted, committed
+
+    def wait_open(self, committed_at_least: int, timeout: float) -> bool:
+        """Poll every 5 ms until a transaction is open (True), or until ``committed_at_least``
+        records are committed or ``timeout`` seconds passed (False)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            uncommitted, committed = self.ends()
+            if uncommitted > committed:
+                return True
+            if committed >= committed_at_least:
+                return False
+            time.sleep(0.005)
+        return False
 
     def close(self) -> None:
         for consumer in self._consumers:
@@ -103,13 +112,7 @@ def test_broker_restart_inside_a_transaction_loses_and_duplicates_nothing(
         for rounds in range(1, 41):
             before = watch.ends()[1]
             _produce_keyed(kafka, source, 1_500, 300, 3, first=(rounds - 1) * 1_500)
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:  # until the round's 300 counts are committed
-                uncommitted, committed = watch.ends()
-                if uncommitted > committed or committed >= before + 300:
-                    break
-                time.sleep(0.005)
-            if uncommitted > committed:
+            if watch.wait_open(before + 300, 60):  # else the round's 300 counts were committed
                 break
         else:
             pytest.fail("no transaction of the sink was seen open in 40 rounds of input")
@@ -198,6 +201,7 @@ def test_transaction_longer_than_its_timeout_fails_naming_the_option(
     task (one input partition, a copy topology); the broker is frozen for 2.5 s while the task's
     transaction is open. The application fails with `KafkaTransactionTimeoutError` naming the
     option and the fix; a ``read_committed`` reader sees none of the batch."""
+    lost: list[str] = []
     for attempt in range(5):  # the broker must freeze while the transaction is open: a lost race is rerun
         source, sink = new_topic(1), new_topic(1)
         kafka.produce(source, [(f"k{i}".encode(), b"v" * 100, T + i, 0) for i in range(60_000)], timeout=120)
@@ -209,18 +213,20 @@ def test_transaction_longer_than_its_timeout_fails_naming_the_option(
         seen: list[Any] = []
         app.set_uncaught_exception_handler(
             lambda error: seen.append(error) or StreamThreadExceptionResponse.SHUTDOWN_CLIENT)  # noqa: B023
-        app.start()
-        _wait_for(lambda: _transaction_open(kafka, sink)  # noqa: B023
-                  or _ends(kafka, sink, "read_committed") >= 60_000, 120,  # noqa: B023
-                  "the batch's open transaction", poll=0.02)
-        if not _transaction_open(kafka, sink):
-            app.close(60)  # the whole batch committed before its transaction was seen open: rerun
-            continue
-        kafka.pause()
+        watch = _OpenTransactionWatch(kafka, sink)  # connected before the batch: a poll takes milliseconds
         try:
-            time.sleep(2.5)
+            app.start()
+            if not watch.wait_open(60_000, 120):
+                lost.append("committed before its transaction was seen open")
+                app.close(60)
+                continue
+            kafka.pause()  # at once: the transaction is open for about a second
+            try:
+                time.sleep(2.5)
+            finally:
+                kafka.unpause()
         finally:
-            kafka.unpause()
+            watch.close()
         _wait_for(lambda: app.state() is State.ERROR  # noqa: B023
                   or _ends(kafka, sink, "read_committed") >= 60_000, 120, "state ERROR")  # noqa: B023
         if app.state() is not State.ERROR and not _committed(kafka, sink):
@@ -229,9 +235,10 @@ def test_transaction_longer_than_its_timeout_fails_naming_the_option(
             _wait_for(lambda: app.state() is State.ERROR, 60, "state ERROR after the abort")  # noqa: B023
         if app.state() is State.ERROR:
             break
-        app.close(60)  # the transaction committed before the broker froze: nothing to test yet
+        lost.append("committed before the broker froze")
+        app.close(60)
     else:
-        pytest.fail("in 5 attempts the whole batch was committed before the broker froze")
+        pytest.fail(f"in 5 attempts the whole batch was committed before the broker froze: {lost}")
     assert len(seen) == 1 and isinstance(seen[0], KafkaTransactionTimeoutError), seen
     match = TIMEOUT_MESSAGE.fullmatch(str(seen[0]))
     assert match is not None, str(seen[0])
