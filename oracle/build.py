@@ -4,8 +4,8 @@ what `oracle.harness` runs) with Maven, once per version of its sources.
 
 A build is kept in the user's cache (`streamsdsl.maven.cache_dir`, ``oracle-<digest>``: the
 digest of the pom and the Java sources), never in the repository: a fresh clone of the same
-sources copies it instead of starting Maven (≈ 30 s of a fresh clone's ``make test``, one core
-busy while nothing else runs). A cached build whose classpath names a jar that is gone (a
+sources copies it instead of starting Maven (3–4 s of a fresh clone's ``make test`` on an idle
+machine, while nothing else runs). A cached build whose classpath names a jar that is gone (a
 cleared ``~/.m2``) is built again. ``make oracle-jar`` runs this script.
 
     python oracle/build.py [--force]
