@@ -14,6 +14,7 @@ cleared ``~/.m2``) is built again. ``make oracle-jar`` runs this script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import shutil
@@ -68,13 +69,11 @@ def build(force: bool = False) -> str:
         return f"copied {cached}"
     _maven()
     cached.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f"{cached.name}.", dir=cached.parent))
-    try:
-        _copy(TARGET, staging)
+    with tempfile.TemporaryDirectory(dir=cached.parent, prefix=".building-") as tmp:  # as `maven.resolve`
+        _copy(TARGET, Path(tmp) / "build")
         shutil.rmtree(cached, ignore_errors=True)
-        os.replace(staging, cached)  # a concurrent build's copy is as good as this one
-    except OSError:
-        shutil.rmtree(staging, ignore_errors=True)
+        with contextlib.suppress(OSError):  # a concurrent build put its copy there first
+            os.rename(Path(tmp) / "build", cached)
     return f"built with Maven, kept in {cached}"
 
 
