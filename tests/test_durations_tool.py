@@ -70,7 +70,8 @@ class TestJvmOptions:
     def test_the_shared_sessions_jvm_runs_with_the_test_runs_options(self, spark: Any) -> None:
         """The worker's session was started after ``conftest.py`` set ``SPARK_SUBMIT_OPTS``: its
         JVM collects with the serial collector, and it compiles with every tier of the JIT (the
-        worker's one long-lived JVM: `LONG_LIVED_DRIVER` after `SHORT_LIVED`'s C1-only)."""
+        worker's one long-lived JVM: `LONG_LIVED_DRIVER` after `SHORT_LIVED`'s C1-only), C2 at
+        ten times the JDK's thresholds."""
         from streamsdsl.testing.jvm_options import LONG_LIVED_DRIVER, SHORT_LIVED
 
         jvm = spark.sparkContext._jvm
@@ -80,6 +81,11 @@ class TestJvmOptions:
             jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
         assert hotspot.getVMOption("TieredStopAtLevel").getValue() == "4"
         assert hotspot.getVMOption("UseSerialGC").getValue() == "true"
+        thresholds = {name: hotspot.getVMOption(name).getValue()
+                      for name in ("Tier4InvocationThreshold", "Tier4MinInvocationThreshold", "Tier4CompileThreshold",
+                                   "Tier4BackEdgeThreshold")}
+        assert thresholds == {"Tier4InvocationThreshold": "50000", "Tier4MinInvocationThreshold": "20000",
+                              "Tier4CompileThreshold": "60000", "Tier4BackEdgeThreshold": "400000"}
 
     def test_options_are_added_after_the_users_own_once(self) -> None:
         from streamsdsl.testing.jvm_options import with_options

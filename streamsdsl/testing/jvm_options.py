@@ -8,7 +8,8 @@ the JVM's defaults; this is for test runs only.
 (PySpark's gateway, the applications' processes), ``SPARK_DAEMON_JAVA_OPTS`` to a standalone
 master and worker, ``JAVA_TOOL_OPTIONS`` to the executors a worker or a local cluster starts
 (they inherit its environment). The one long-lived JVM of a test run, each xdist worker's
-shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT again.
+shared session, takes `LONG_LIVED_DRIVER` after them: every tier of the JIT again, C2 for its
+hottest methods only.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 #: which runs every Spark test the worker takes (tens of minutes): the JIT's every tier again
 #: (after `SHORT_LIVED`'s C1-only in ``SPARK_SUBMIT_OPTS``; the last option wins). C2's compiled
 #: code pays for its compilations over such a run: three Spark test files in one session ran
-#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself"). Its compilations
-#: are two thirds of the session's CPU time; C2 inlining less cut them by two thirds, but its code
-#: is slower in a worker's later files, and two whole runs with it (2,474 and 2,725 CPU-s) did not
-#: differ from one without (2,581): the JDK's inlining stays (docs/performance.md, "The JIT's
-#: share").
-LONG_LIVED_DRIVER: tuple[str, ...] = ("-XX:TieredStopAtLevel=4",)
+#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself"). But a test run is
+#: Spark's planner on a few records: thousands of methods each warm for a while, few hot loops,
+#: and C2 compiled every method called 5,000 times (the JDK's ``Tier4`` thresholds), half of
+#: the session's CPU time. `C2_HOTTEST_ONLY` raises those thresholds tenfold: C1's code (tier 3)
+#: serves the warm methods, C2 compiles the hot ones. Three Spark test files in one process:
+#: 229–235 → 193–207 CPU-s at the same wall time; thirty times instead of ten made the planner's
+#: code slower (207 CPU-s, 13 % longer); a whole run 2,023 → 1,832 CPU-s (docs/performance.md,
+#: "C2 for the hottest methods only"). Inlining less had cut the compilations too, but its code
+#: was slower in a worker's later files (docs/performance.md, "The JIT's share").
+C2_HOTTEST_ONLY: tuple[str, ...] = (
+    "-XX:Tier4InvocationThreshold=50000",
+    "-XX:Tier4MinInvocationThreshold=20000",
+    "-XX:Tier4CompileThreshold=60000",
+    "-XX:Tier4BackEdgeThreshold=400000",
+)
+LONG_LIVED_DRIVER: tuple[str, ...] = ("-XX:TieredStopAtLevel=4", *C2_HOTTEST_ONLY)
 
 
 def with_options(env: Mapping[str, str], variable: str, options: Sequence[str] = SHORT_LIVED) -> dict[str, str]:
