@@ -14,8 +14,8 @@ collector (`streamsdsl.testing.jvm_options`, through ``SPARK_SUBMIT_OPTS``): suc
 seconds to minutes, and C2's compilations and G1's threads cost a quarter of the CPU time of a
 Spark test file on this 2-core machine. Each worker's shared session, the one JVM that lives as
 long as the run, compiles with every tier again, C2 for its hottest methods only
-(`jvm_options.LONG_LIVED_DRIVER`, ``tests/_support.worker_session_conf``). Applications keep the JVM's defaults: this is the test
-run's setting only.
+(`jvm_options.LONG_LIVED_DRIVER`, ``tests/_support.worker_session_conf``). Applications keep
+the JVM's defaults: this is the test run's setting only.
 
 (``--dist loadgroup`` cannot keep the integration suite on one worker with pytest 9.2: xdist 3.8
 marks a test's group by rewriting ``item._nodeid``, which pytest 9.2's ``nodeid`` no longer reads.)

@@ -19,25 +19,28 @@ from collections.abc import Mapping, Sequence
 #: C1 only, the serial collector.
 SHORT_LIVED: tuple[str, ...] = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
-#: The driver options of a test run's one long-lived JVM: each xdist worker's shared session,
-#: which runs every Spark test the worker takes (tens of minutes): the JIT's every tier again
-#: (after `SHORT_LIVED`'s C1-only in ``SPARK_SUBMIT_OPTS``; the last option wins). C2's compiled
-#: code pays for its compilations over such a run: three Spark test files in one session ran
-#: 22 % shorter at the same CPU time (docs/performance.md, "make test itself"). But a test run is
-#: Spark's planner on a few records: thousands of methods each warm for a while, few hot loops,
-#: and C2 compiled every method called 5,000 times (the JDK's ``Tier4`` thresholds), half of
-#: the session's CPU time. `C2_HOTTEST_ONLY` raises those thresholds tenfold: C1's code (tier 3)
-#: serves the warm methods, C2 compiles the hot ones. Three Spark test files in one process:
-#: 229–235 → 193–207 CPU-s at the same wall time; thirty times instead of ten made the planner's
-#: code slower (207 CPU-s, 13 % longer); a whole run 2,023 → 1,832 CPU-s (docs/performance.md,
-#: "C2 for the hottest methods only"). Inlining less had cut the compilations too, but its code
-#: was slower in a worker's later files (docs/performance.md, "The JIT's share").
+#: The JIT's ``Tier4`` thresholds (when C2 compiles a method) at ten times the JDK's: a test run
+#: is Spark's planner on a few records, thousands of methods each warm for a while and few hot
+#: loops, and with the JDK's thresholds (a method called 5,000 times) C2's compilations were about
+#: half of a worker's session's CPU time. C1's code (tier 3) serves the warm methods, C2 compiles
+#: the hot ones. Three Spark test files in one process: 229–235 → 193–207 CPU-s at the same wall
+#: time; thirty times instead of ten made the planner's code slower (207 CPU-s, 13 % longer); a
+#: whole run 2,023 → 1,832 CPU-s (docs/performance.md, "C2 for the hottest methods only").
+#: Inlining less had cut the compilations too, but its code was slower in a worker's later files
+#: (docs/performance.md, "The JIT's share").
 C2_HOTTEST_ONLY: tuple[str, ...] = (
     "-XX:Tier4InvocationThreshold=50000",
     "-XX:Tier4MinInvocationThreshold=20000",
     "-XX:Tier4CompileThreshold=60000",
     "-XX:Tier4BackEdgeThreshold=400000",
 )
+
+#: The driver options of a test run's one long-lived JVM: each xdist worker's shared session,
+#: which runs every Spark test the worker takes (tens of minutes): the JIT's every tier again
+#: (after `SHORT_LIVED`'s C1-only in ``SPARK_SUBMIT_OPTS``; the last option wins), C2 for the
+#: hottest methods only (`C2_HOTTEST_ONLY`). C2's compiled code pays for its compilations over
+#: such a run: three Spark test files in one session ran 22 % shorter at the same CPU time
+#: (docs/performance.md, "make test itself").
 LONG_LIVED_DRIVER: tuple[str, ...] = ("-XX:TieredStopAtLevel=4", *C2_HOTTEST_ONLY)
 
 
