@@ -21,7 +21,7 @@ from streamsdsl.compiler.columns import IDLE_INPUT_OBSERVATION, STREAM_TIME_OBSE
 from streamsdsl.compiler.columns import EVENT_METRIC, EVENT_TIME, EVENT_VALUE, FINAL_KEY_ORDER, HEADERS_TYPE
 from streamsdsl.compiler.columns import OUTPUT_POSITION, RUN_STREAM_TIME, SOURCE_POSITION, STREAM_TIME
 from streamsdsl.compiler.columns import EVENT_TIME_SHIFT_MS, STREAM_TIMES_BEFORE
-from streamsdsl.compiler.local_rows import local_frame
+from streamsdsl.compiler.local_rows import cached_frame, local_frame
 from streamsdsl.compiler.rules import RULES
 from streamsdsl.compiler.scan import first_passing, in_blocks, position_block, running_maxima
 from streamsdsl.compiler.carry import carry_out, with_carried_states
@@ -162,12 +162,13 @@ class ReplayLowering(Lowering):
         return df
 
     def cached(self, df: DataFrame) -> DataFrame:
-        """Cache a DataFrame the replay reads more than once (unpersisted after the run)."""
+        """Cache a DataFrame the replay reads more than once (unpersisted after the run); the
+        plan continues from the cache (`cached_frame`)."""
         from pyspark import StorageLevel
 
         df = df.persist(StorageLevel.MEMORY_ONLY)
         self.persisted.append(df)
-        return df
+        return cached_frame(df)
 
     def operator_input(self, df: DataFrame, config: AggregateConfig, partition_by: str | None = None) -> DataFrame:
         """The run's records with Kafka Streams' stream time after each (a running max in pipe

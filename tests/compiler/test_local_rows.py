@@ -1,7 +1,8 @@
 """`local_frame`: the driver's rows (a replay's records, the state it carries between runs) as a
 DataFrame the JVM reads alone: the same rows as ``createDataFrame(list)`` for every type the
 replay carries, no Python worker in its plan, and an empty one is not pruned with what is above
-it."""
+it. `cached_frame`: a plan continued from a cache reads the cache, observations inside it
+included."""
 
 from __future__ import annotations
 
@@ -61,3 +62,40 @@ def test_an_empty_frame_is_not_pruned(spark: Any) -> None:
     assert empty.observe(seen, F.count(F.lit(1)).alias("n")).agg(F.max("key").alias("m")).collect()[0]["m"] is None
     assert seen.get == {"n": 0}
     assert "LocalRelation" not in empty.groupBy("key").count()._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_a_plan_continued_from_the_cache(spark: Any) -> None:
+    """`cached_frame` of a persisted DataFrame: its analysed plan is the cache's relation alone
+    (not the steps beneath it), the steps built on it give the rows the DataFrame gives, the
+    rows are computed once for two jobs (a counting UDF's accumulator), and an observation
+    inside the cached plan reports through a job run on the continued plan. An uncached
+    DataFrame comes back as it is."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from streamsdsl.compiler.local_rows import cached_frame
+    from streamsdsl.runtime.metrics import observed_metrics
+
+    calls = spark.sparkContext.accumulator(0)
+
+    def counted(key: Any) -> Any:
+        calls.add(1)
+        return key
+
+    udf = F.udf(counted, "string", useArrow=False)
+    base = local_frame(spark, STATES, STATE_DDL).select(udf("key").alias("key"), "state")
+    base = base.observe("inside", F.count(F.lit(1)).alias("n"))
+    assert cached_frame(base) is base  # not cached
+    df = base.persist(StorageLevel.MEMORY_ONLY)
+    try:
+        continued = cached_frame(df)
+        assert continued.schema == df.schema
+        analyzed = continued._jdf.queryExecution().analyzed()
+        assert analyzed.nodeName() == "InMemoryRelation" and analyzed.children().isEmpty()
+        above = continued.filter(F.col("key").isNotNull()).select("key")
+        assert sorted(r["key"] for r in above.collect()) == ["a", "b"]
+        assert observed_metrics(above)["inside"] == {"n": 3}
+        assert sorted(continued.collect(), key=str) == sorted(df.collect(), key=str)
+        assert calls.value == 3  # the UDF ran once per row: both jobs read the cache
+    finally:
+        df.unpersist()
