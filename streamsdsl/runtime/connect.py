@@ -92,7 +92,7 @@ def check_connect(config: StreamsConfig) -> None:
 WORKER_DID_NOT_CONNECT = "Python worker failed to connect back"
 
 #: How many times `start_on_server` starts a query whose micro-batch process did not connect back.
-START_ATTEMPTS = 3
+START_ATTEMPTS = 5
 
 
 def start_on_server(start: Callable[[], T], *, attempts: int = START_ATTEMPTS,

@@ -40,7 +40,7 @@ def test_the_last_attempts_error_is_raised_as_it_is() -> None:
     with pytest.raises(RuntimeError) as raised:
         start_on_server(start, sleep=lambda s: None)
     assert raised.value is TIMED_OUT
-    assert start.calls == START_ATTEMPTS == 3
+    assert start.calls == START_ATTEMPTS == 5
 
 
 def test_any_other_error_is_raised_at_once() -> None:
