@@ -647,6 +647,9 @@ def main(argv: list[str] | None = None) -> int:
                              "is the reported streamsdsl row")
     parser.add_argument("--variants-first", action="store_true",
                         help="run the --floors and the other --sdsl-connectors before streamsdsl, not after")
+    parser.add_argument("--driver-java-options", default=None,
+                        help="the Spark driver's JVM options (spark.driver.extraJavaOptions, e.g. the JIT's thresholds; "
+                             "write -XX:... options as --driver-java-options=-XX:...)")
     parser.add_argument("--out", default=None,
                         help="write the JSON here instead of benchmarks/results/p9.json (and no p9.md)")
     parser.add_argument("--loadgen", help=argparse.SUPPRESS)
@@ -684,7 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p9-") as tmp:
         bootstrap = kafka.bootstrap_servers
-        spark = get_session()
+        spark = get_session(conf=None if args.driver_java_options is None else
+                            {"spark.driver.extraJavaOptions": args.driver_java_options})
         for app in apps:
             tag = uuid.uuid4().hex[:6]
             topics: dict[str, Any] = {"source": f"p9-{app}-in-{tag}", "warm_source": f"p9-{app}-warm-{tag}",
@@ -829,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps(latency[engine]), file=sys.stderr, flush=True)
                 results[app]["latency"] = latency
         master = spark.sparkContext.master
+        java_options = spark.conf.get("spark.driver.extraJavaOptions", None)
         spark.stop()
 
     equal = all(r["outputs_equal"] for r in results.values())
@@ -853,6 +858,7 @@ def main(argv: list[str] | None = None) -> int:
         "outputs_equal": equal,
         "enrich_joiner": "Joiners.right()" if args.joiner == "builtin" else "lambda order, region: region",
         "apps": results,
+        "driver_java_options": java_options,
         "environment": {"master": master, "pyspark": pyspark.__version__, "kafka_streams": "4.4.0",
                         "java": subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
                         .splitlines()[0], "cores": os.cpu_count(),

@@ -187,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interleave", action="store_true",
                         help="A/B: every repeat runs every setting, in alternating order (else a setting's repeats "
                              "run together)")
+    parser.add_argument("--driver-java-options", default=None,
+                        help="the Spark driver's JVM options (spark.driver.extraJavaOptions, e.g. the JIT's thresholds; "
+                             "write -XX:... options as --driver-java-options=-XX:...)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     names = [s for s in args.settings.split(",") if s]
@@ -201,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     load_start = [round(x, 2) for x in os.getloadavg()]
     runs: list[dict[str, Any]] = []
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p9f-") as tmp:
-        spark = get_session()
+        spark = get_session(conf=None if args.driver_java_options is None else
+                            {"spark.driver.extraJavaOptions": args.driver_java_options})
+        java_options = spark.conf.get("spark.driver.extraJavaOptions", None)
         spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "1000")
         defaults = {k: spark.conf.get(k, None) for s in SETTINGS.values() for k in s.get("spark", {})}
         # a short run of each, not recorded: the session's first query starts the Python workers
@@ -250,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                      "same query hand-written in Spark (streamsdsl-kafka source and sink, broadcast customers, "
                      "1-minute windows in update mode), same trigger and session",
         "settings": {n: SETTINGS[n] for n in names}, "summary_medians": summary, "runs": runs,
+        "driver_java_options": java_options,
         "environment": {"pyspark": version, "cores": os.cpu_count(), "load_average_at_start": load_start,
                         "load_average_at_end": [round(x, 2) for x in os.getloadavg()]},
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
