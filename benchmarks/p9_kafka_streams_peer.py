@@ -369,6 +369,23 @@ def sdsl_topology(app: str, on_close: bool, source: str, customers: str | None, 
     return b.build()
 
 
+def add_driver_java_options(parser: argparse.ArgumentParser) -> None:
+    """``--driver-java-options``: the Spark driver's JVM options of the session a P9 benchmark
+    builds (`driver_session`)."""
+    parser.add_argument("--driver-java-options", default=None,
+                        help="the Spark driver's JVM options (spark.driver.extraJavaOptions, e.g. the JIT's thresholds; "
+                             "write -XX:... options as --driver-java-options=-XX:...)")
+
+
+def driver_session(java_options: str | None) -> tuple[Any, str | None]:
+    """The session streamsdsl builds (`get_session`), with ``java_options`` as the driver's JVM
+    options when given; and the driver's JVM options it was started with (for the JSON)."""
+    from streamsdsl.runtime.session import get_session
+
+    spark = get_session(conf=None if java_options is None else {"spark.driver.extraJavaOptions": java_options})
+    return spark, spark.conf.get("spark.driver.extraJavaOptions", None)
+
+
 def sdsl_app(bootstrap: str, topology: Any, state_dir: str, connector: str = "python") -> Any:
     from streamsdsl import KafkaStreams
 
@@ -647,9 +664,7 @@ def main(argv: list[str] | None = None) -> int:
                              "is the reported streamsdsl row")
     parser.add_argument("--variants-first", action="store_true",
                         help="run the --floors and the other --sdsl-connectors before streamsdsl, not after")
-    parser.add_argument("--driver-java-options", default=None,
-                        help="the Spark driver's JVM options (spark.driver.extraJavaOptions, e.g. the JIT's thresholds; "
-                             "write -XX:... options as --driver-java-options=-XX:...)")
+    add_driver_java_options(parser)
     parser.add_argument("--out", default=None,
                         help="write the JSON here instead of benchmarks/results/p9.json (and no p9.md)")
     parser.add_argument("--loadgen", help=argparse.SUPPRESS)
@@ -677,7 +692,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, os.path.dirname(HERE))
     import pyspark
 
-    from streamsdsl.runtime.session import get_session
     from streamsdsl.testing.local_kafka import local_kafka
 
     classpath = java_classpath()
@@ -687,8 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p9-") as tmp:
         bootstrap = kafka.bootstrap_servers
-        spark = get_session(conf=None if args.driver_java_options is None else
-                            {"spark.driver.extraJavaOptions": args.driver_java_options})
+        spark, java_options = driver_session(args.driver_java_options)
         for app in apps:
             tag = uuid.uuid4().hex[:6]
             topics: dict[str, Any] = {"source": f"p9-{app}-in-{tag}", "warm_source": f"p9-{app}-warm-{tag}",
@@ -833,7 +846,6 @@ def main(argv: list[str] | None = None) -> int:
                     print(json.dumps(latency[engine]), file=sys.stderr, flush=True)
                 results[app]["latency"] = latency
         master = spark.sparkContext.master
-        java_options = spark.conf.get("spark.driver.extraJavaOptions", None)
         spark.stop()
 
     equal = all(r["outputs_equal"] for r in results.values())

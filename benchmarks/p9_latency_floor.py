@@ -46,6 +46,8 @@ from p9_kafka_streams_peer import (
     COMMIT_MS,
     WINDOW_MS,
     PHASES,
+    add_driver_java_options,
+    driver_session,
     finish_loadgen,
     latency_topics,
     run_loadgen,
@@ -187,9 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interleave", action="store_true",
                         help="A/B: every repeat runs every setting, in alternating order (else a setting's repeats "
                              "run together)")
-    parser.add_argument("--driver-java-options", default=None,
-                        help="the Spark driver's JVM options (spark.driver.extraJavaOptions, e.g. the JIT's thresholds; "
-                             "write -XX:... options as --driver-java-options=-XX:...)")
+    add_driver_java_options(parser)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     names = [s for s in args.settings.split(",") if s]
@@ -198,15 +198,12 @@ def main(argv: list[str] | None = None) -> int:
 
     import pyspark
 
-    from streamsdsl.runtime.session import get_session
     from streamsdsl.testing.local_kafka import local_kafka
 
     load_start = [round(x, 2) for x in os.getloadavg()]
     runs: list[dict[str, Any]] = []
     with local_kafka() as kafka, tempfile.TemporaryDirectory(prefix="p9f-") as tmp:
-        spark = get_session(conf=None if args.driver_java_options is None else
-                            {"spark.driver.extraJavaOptions": args.driver_java_options})
-        java_options = spark.conf.get("spark.driver.extraJavaOptions", None)
+        spark, java_options = driver_session(args.driver_java_options)
         spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "1000")
         defaults = {k: spark.conf.get(k, None) for s in SETTINGS.values() for k in s.get("spark", {})}
         # a short run of each, not recorded: the session's first query starts the Python workers
