@@ -17,6 +17,7 @@ import pytest
 
 from streamsdsl import Consumed, EmitStrategy, Produced, Serdes, SessionWindows, StreamsBuilder
 from streamsdsl.runtime.app import KafkaStreams, State
+from streamsdsl.runtime.state_stores import loaded_state_stores
 from streamsdsl.testing.local_kafka import LocalKafka
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ def _run(topology: Topology, config: dict[str, Any], spark: SparkSession) -> Kaf
     finally:
         assert app.close(60), "KafkaStreams.close() did not finish within 60 s"
     assert app.state() is State.NOT_RUNNING
+    # closed with its state stores, as Kafka Streams' close(): nothing writes into the checkpoint after it
+    assert loaded_state_stores(spark, app.streaming_query.runId, app.config.checkpoint_location) == []
     return app
 
 

@@ -64,6 +64,7 @@ from streamsdsl.runtime.lifecycle import check_callable, progress_listener, seco
 from streamsdsl.runtime.metrics import Metrics, QueryMetrics, completed_batch, log_progress
 from streamsdsl.runtime.operations import MetricsPublisher
 from streamsdsl.runtime.queries import StoreQueryParameters, StoreReader, store_view
+from streamsdsl.runtime.state_stores import release_state_stores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -404,6 +405,7 @@ class KafkaStreams(NotYetAttributes):
     def _stop_query(self, query: StreamingQuery) -> None:
         try:
             query.stop()
+            release_state_stores(self._spark, query.runId, self.config.checkpoint_location)  # closed, as Kafka's
         except Exception as exc:  # noqa: BLE001 - recorded and logged
             self._error = exc
         if self._metrics is not None:
@@ -446,9 +448,8 @@ class KafkaStreams(NotYetAttributes):
     def process_all_available(self) -> None:
         """Block until every record available in the source topics when called is processed.
 
-        Also waits for the no-data micro-batch in which Spark fires the timers of windows the
-        last batch closed. Meant for tests and examples; with an unbounded input it may not
-        return.
+        Also waits for the no-data micro-batch in which Spark fires the timers of windows the last
+        batch closed. Meant for tests and examples; with an unbounded input it may not return.
 
         Raises
         ------
@@ -460,9 +461,8 @@ class KafkaStreams(NotYetAttributes):
         """
         query = self._require_started("process_all_available")
         if not query.isActive and query.exception() is None:
-            raise IllegalStateError(
-                f"process_all_available() needs a running application (state is {self.state().value})."
-            )
+            raise IllegalStateError(f"process_all_available() needs a running application (state is "
+                                    f"{self.state().value}).")
         from streamsdsl.runtime.streaming import await_event_time_timers, process_all_available
 
         while True:

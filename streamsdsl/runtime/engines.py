@@ -606,8 +606,11 @@ class StreamingDriverEngine:
     def close(self) -> None:
         import shutil
 
+        from streamsdsl.runtime.state_stores import release_state_stores
+
         if self._query is not None:
             self._query.stop()
+            release_state_stores(self.spark, self._query.runId, os.path.join(self._directory, "checkpoint"))
             self._query = None
             self.spark.streams.removeListener(self._listener)
         shutil.rmtree(self._directory, ignore_errors=True)
