@@ -37,12 +37,18 @@ def expected_sessions() -> list[tuple[str, int, int, int]]:
 def run(spark: Any) -> list[tuple[str, int, int, int]]:
     """The application as a streaming query over files: the users, then the clicks (two per
     user), then one far click of ``u00``; the sessions it emitted (user, start, end, clicks)."""
+    s = Serdes.String()
+    with tempfile.TemporaryDirectory(prefix="quiet-table-", ignore_cleanup_errors=True) as d:
+        return _run_in(spark, d, s)
+
+
+def _run_in(spark: Any, d: str, s: Any) -> list[tuple[str, int, int, int]]:
+    """`run` with its input and checkpoint in directory ``d``."""
+    from streamsdsl.runtime.state_stores import release_state_stores
     from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
 
-    s = Serdes.String()
-    d = tempfile.mkdtemp(prefix="quiet-table-")
     topic = FileTopic(d + "/in")
     topic.append("users", [(u, f"name-{u}", 0) for u in USERS], s, s)
     topic.append("clicks", [(u, "home", 1_000 * i) for i, u in enumerate(USERS)]
@@ -56,4 +62,5 @@ def run(spark: Any) -> list[tuple[str, int, int, int]]:
     q.processAllAvailable()
     await_event_time_timers(q, app)
     q.stop()
+    release_state_stores(spark, q.runId, d + "/cp")  # before the directory goes
     return sorted((k.key, k.window.start, k.window.end, n) for _, k, n, _ in out.by_topic.get("sessions", []))

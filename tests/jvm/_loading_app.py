@@ -41,6 +41,7 @@ def streaming_sessions(spark: Any) -> list[list[Any]]:
     """A streaming query of a session aggregation with a Python aggregator over two files
     (two micro-batches): its records as (batch, key, start, end, value, timestamp), sorted, and
     last ``["dropped", n]``: the null-key records its drop counter counted (one per batch)."""
+    from streamsdsl.runtime.state_stores import release_state_stores
     from streamsdsl.runtime.streaming import start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
@@ -49,17 +50,18 @@ def streaming_sessions(spark: Any) -> list[list[Any]]:
     (b.stream("clicks", Consumed.with_serdes(Serdes.String(), Serdes.String())).group_by_key()
      .windowed_by(SessionWindows.with_gap(10)).aggregate(lambda: "", lambda k, v, a: a + v, lambda k, a, b: a + b)
      .to_stream().to("sessions"))
-    d = tempfile.mkdtemp()
-    topic = FileTopic(d + "/in")
-    topic.append("clicks", [("a", "p", 0), (None, "n", 2), ("b", "x", 1), ("a", "q", 5)], Serdes.String(),
-                 Serdes.String())
-    topic.append("clicks", [("a", "r", 12), ("b", "y", 30), (None, "n", 31)], Serdes.String(), Serdes.String())
-    out = Collect()
-    q, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
-                              checkpoint_location=d + "/cp")
-    q.processAllAvailable()
-    metrics.refresh()
-    q.stop()
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as d:
+        topic = FileTopic(d + "/in")
+        topic.append("clicks", [("a", "p", 0), (None, "n", 2), ("b", "x", 1), ("a", "q", 5)], Serdes.String(),
+                     Serdes.String())
+        topic.append("clicks", [("a", "r", 12), ("b", "y", 30), (None, "n", 31)], Serdes.String(), Serdes.String())
+        out = Collect()
+        q, compiled, metrics = start_streaming(b.build(), lambda n: topic.read_stream(spark, n.topics), out,
+                                               checkpoint_location=d + "/cp")
+        q.processAllAvailable()
+        metrics.refresh()
+        q.stop()
+        release_state_stores(spark, q.runId, d + "/cp")  # before the directory goes
     counted = "dropped" if compiled.counters else "observed (no counter)"
     return [*sorted(([batch, k.key, k.window.start, k.window.end, v, ts] for batch, k, v, ts in out.records),
                     key=repr), [counted, metrics.snapshot()["dropped-records-total"]]]
