@@ -405,7 +405,7 @@ class KafkaStreams(NotYetAttributes):
     def _stop_query(self, query: StreamingQuery) -> None:
         try:
             query.stop()
-            release_state_stores(self._spark, query.runId, self.config.checkpoint_location)  # closed, as Kafka's
+            release_state_stores(self._spark, query.runId, self.config.checkpoint_location)  # as Kafka Streams closes its stores
         except Exception as exc:  # noqa: BLE001 - recorded and logged
             self._error = exc
         if self._metrics is not None:
