@@ -37,18 +37,18 @@ def expected_sessions() -> list[tuple[str, int, int, int]]:
 def run(spark: Any) -> list[tuple[str, int, int, int]]:
     """The application as a streaming query over files: the users, then the clicks (two per
     user), then one far click of ``u00``; the sessions it emitted (user, start, end, clicks)."""
-    s = Serdes.String()
     with tempfile.TemporaryDirectory(prefix="quiet-table-", ignore_cleanup_errors=True) as d:
-        return _run_in(spark, d, s)
+        return _run_in(spark, d)
 
 
-def _run_in(spark: Any, d: str, s: Any) -> list[tuple[str, int, int, int]]:
+def _run_in(spark: Any, d: str) -> list[tuple[str, int, int, int]]:
     """`run` with its input and checkpoint in directory ``d``."""
     from streamsdsl.runtime.state_stores import release_state_stores
     from streamsdsl.runtime.streaming import await_event_time_timers, start_streaming
     from streamsdsl.testing.files import FileTopic
     from tests._support import Collect
 
+    s = Serdes.String()
     topic = FileTopic(d + "/in")
     topic.append("users", [(u, f"name-{u}", 0) for u in USERS], s, s)
     topic.append("clicks", [(u, "home", 1_000 * i) for i, u in enumerate(USERS)]

@@ -22,6 +22,8 @@ import logging
 import os
 from typing import Any
 
+from streamsdsl.runtime.connect import is_connect
+
 __all__ = ["loaded_state_stores", "release_state_stores"]
 
 log = logging.getLogger("streamsdsl")
@@ -33,7 +35,7 @@ _STORE_NAME = "default"
 def _in_this_jvm(spark: Any) -> bool:
     """Whether the session's state stores are in its driver's JVM: a classic session on a
     ``local`` master (``local``, ``local[N]``; a ``local-cluster`` has executor JVMs)."""
-    master = "" if not hasattr(spark, "_jsc") else spark.sparkContext.master
+    master = "" if is_connect(spark) else spark.sparkContext.master
     return master == "local" or master.startswith("local[")
 
 
@@ -54,11 +56,11 @@ def loaded_state_stores(spark: Any, run_id: str, checkpoint: str) -> list[Any]:
     path = jvm.org.apache.hadoop.fs.Path(checkpoint)
     qualified = path.getFileSystem(spark._jsc.hadoopConfiguration()).makeQualified(path).toUri().toString()
     root = jvm.org.apache.hadoop.fs.Path(qualified, "state").toString()  # as Spark names it in a store's id
-    run = jvm.java.util.UUID.fromString(run_id)
+    run, stores = jvm.java.util.UUID.fromString(run_id), _state_store(spark)
     ids = [package.StateStoreProviderId(package.StateStoreId(root, int(op), int(part), _STORE_NAME), run)
            for op in sorted(os.listdir(state)) if op.isdigit()
            for part in sorted(os.listdir(os.path.join(state, op))) if part.isdigit()]
-    return [i for i in ids if _state_store(spark).isLoaded(i)]
+    return [i for i in ids if stores.isLoaded(i)]
 
 
 def release_state_stores(spark: Any, run_id: str, checkpoint: str) -> int:
@@ -67,8 +69,10 @@ def release_state_stores(spark: Any, run_id: str, checkpoint: str) -> int:
     are then left to Spark's maintenance thread, as without this."""
     try:
         loaded = loaded_state_stores(spark, run_id, checkpoint)
-        for provider in loaded:
-            _state_store(spark).doMaintenanceAndUnload(provider)
+        if loaded:
+            stores = _state_store(spark)
+            for provider in loaded:
+                stores.doMaintenanceAndUnload(provider)
     except Exception as exc:  # noqa: BLE001 - best effort, see the docstring
         log.warning("the state stores of query run %s (checkpoint %s) were left to Spark's maintenance thread: %s",
                     run_id, checkpoint, exc)

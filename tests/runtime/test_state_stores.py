@@ -75,8 +75,8 @@ def test_no_stores_of_a_session_on_another_jvm() -> None:
     """Over Spark Connect or on a cluster the stores are not in this process's JVM: nothing to
     find, nothing released."""
 
-    class Connect:  # a Spark Connect session has no JVM of its own
-        pass
+    class Connect:  # a Spark Connect session has no JVM of its own (told by its class's module)
+        __module__ = "pyspark.sql.connect.session"
 
     assert loaded_state_stores(Connect(), "00000000-0000-0000-0000-000000000000", "/nonexistent") == []
     assert release_state_stores(Connect(), "00000000-0000-0000-0000-000000000000", "/nonexistent") == 0
