@@ -34,9 +34,9 @@ def _count_driver(spark: Any) -> TopologyTestDriver:
 
 @pytest.mark.usefixtures("jvm_operator")
 def test_release_writes_each_snapshot_and_closes_the_stores(spark: Any) -> None:
-    """After the query stopped its store is still loaded and its snapshot not yet written;
-    `release_state_stores` writes it (RocksDB's ``<version>.zip``) and closes the store; a second
-    call finds nothing."""
+    """After the query stopped its store is still loaded; `release_state_stores` writes its
+    snapshot (RocksDB's ``<version>.zip``) if Spark's maintenance thread has not, and closes the
+    store; a second call finds nothing."""
     driver = _count_driver(spark)
     engine = driver._engine
     query, checkpoint = engine._query, os.path.join(engine._directory, "checkpoint")
@@ -44,9 +44,9 @@ def test_release_writes_each_snapshot_and_closes_the_stores(spark: Any) -> None:
         query.stop()
         loaded = loaded_state_stores(spark, query.runId, checkpoint)
         assert len(loaded) == 1  # one operator, one shuffle partition
-        assert glob.glob(os.path.join(checkpoint, "state", "0", "0", "*.zip")) == []
         assert release_state_stores(spark, query.runId, checkpoint) == 1
-        # the snapshot RocksDB took at version 10 (ten changelog versions after none), written now
+        # the snapshot RocksDB took at version 10 (ten changelog versions after none), written by
+        # the release at the latest (the session's maintenance thread, a minute apart, may have been first)
         assert [os.path.basename(z) for z in glob.glob(os.path.join(checkpoint, "state", "0", "0", "*.zip"))] \
             == ["10.zip"]
         assert loaded_state_stores(spark, query.runId, checkpoint) == []
